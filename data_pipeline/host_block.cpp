@@ -1,0 +1,77 @@
+// An owned block of host memory, page-locked (CUDA) or pageable.
+#include "data_pipeline/host_block.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "data_pipeline/cuda_check.h"
+
+namespace data_pipeline {
+
+namespace {
+constexpr std::size_t kPage = 4096;
+}
+
+bool HostBlock::page_locking_available() {
+#if defined(WORKLOAD_TORCH_CUDA)
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky "no device" error
+    return false;
+  }
+  return count > 0;
+#else
+  return false;
+#endif
+}
+
+HostBlock::HostBlock(std::size_t bytes, bool page_locked) : size_(bytes) {
+  if (bytes == 0) return;
+#if defined(WORKLOAD_TORCH_CUDA)
+  if (page_locked && page_locking_available()) {
+    WORKLOAD_CUDA_CHECK(cudaHostAlloc(&data_, bytes, cudaHostAllocDefault));
+    page_locked_ = true;
+    return;
+  }
+#else
+  (void)page_locked;
+#endif
+  const std::size_t rounded = (bytes + kPage - 1) / kPage * kPage;
+  data_ = std::aligned_alloc(kPage, rounded);
+  if (!data_) throw std::bad_alloc();
+  std::memset(data_, 0, rounded);  // commit every page now, not in the first epoch
+}
+
+HostBlock::~HostBlock() { release(); }
+
+HostBlock::HostBlock(HostBlock&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      page_locked_(std::exchange(other.page_locked_, false)) {}
+
+HostBlock& HostBlock::operator=(HostBlock&& other) noexcept {
+  if (this != &other) {
+    release();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    page_locked_ = std::exchange(other.page_locked_, false);
+  }
+  return *this;
+}
+
+void HostBlock::release() noexcept {
+  if (!data_) return;
+#if defined(WORKLOAD_TORCH_CUDA)
+  if (page_locked_) {
+    WORKLOAD_CUDA_CHECK_NOTHROW(cudaFreeHost(data_));
+    data_ = nullptr;
+    return;
+  }
+#endif
+  std::free(data_);
+  data_ = nullptr;
+}
+
+}  // namespace data_pipeline

@@ -1,0 +1,241 @@
+// libjpeg-turbo ROI + DCT-scaled decoding, with libjpeg errors turned into DataError.
+#include "data_pipeline/jpeg_decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+
+// jpeglib.h needs FILE and size_t declared first.
+#include <jerror.h>
+#include <jpeglib.h>
+
+#include "data_pipeline/data_error.h"
+
+#if !defined(JCS_EXTENSIONS)
+#error "data_pipeline needs libjpeg-turbo (jpeg_crop_scanline, jpeg_skip_scanlines)"
+#endif
+
+namespace data_pipeline {
+
+namespace {
+
+// Hard cap on decoded pixels: a corrupt header must not make us allocate gigabytes.
+constexpr std::uint64_t kMaxPixels = std::uint64_t{1} << 28;
+
+struct ErrorManager {
+  jpeg_error_mgr pub;  // must stay first: libjpeg sees only this part
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+[[noreturn]] void on_error_exit(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+
+// Warnings (level -1) are corrupt-data notices. A premature end of data is fatal for us: libjpeg
+// would pad the image with grey and the batch would silently contain garbage.
+void on_emit_message(j_common_ptr cinfo, int level) {
+  if (level >= 0) return;  // trace messages
+  if (cinfo->err->msg_code == JWRN_JPEG_EOF) {
+    auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+    std::snprintf(err->message, sizeof(err->message),
+                  "premature end of JPEG data (truncated file)");
+    std::longjmp(err->jump, 1);
+  }
+  cinfo->err->num_warnings++;
+}
+
+// True when an end-of-image marker (FF D9) follows the start of the entropy-coded data. Entropy
+// data never contains FF D9 (FF is stuffed as FF 00), so a missing EOI means the file was cut
+// short; an EXIF thumbnail's EOI lies before the scan data and does not count.
+bool has_eoi_after(const std::uint8_t* data, std::size_t size, std::size_t scan_start) {
+  if (size < 2) return false;
+  for (std::size_t i = size - 1; i > scan_start; --i) {
+    if (data[i] == 0xD9 && data[i - 1] == 0xFF) return true;
+  }
+  return false;
+}
+
+inline std::uint8_t mul255(unsigned a, unsigned b) {
+  // Exact round(a * b / 255) for a, b in [0, 255].
+  unsigned t = a * b + 128;
+  return static_cast<std::uint8_t>((t + (t >> 8)) >> 8);
+}
+
+}  // namespace
+
+struct JpegDecoder::State {
+  jpeg_decompress_struct cinfo;
+  ErrorManager err;
+  std::vector<std::uint8_t> pixels;  // decoded rows (RGB, or CMYK before conversion)
+  std::vector<std::uint8_t> rgb;     // CMYK converted to RGB
+
+  State() {
+    cinfo.err = jpeg_std_error(&err.pub);
+    err.pub.error_exit = on_error_exit;
+    err.pub.emit_message = on_emit_message;
+    err.message[0] = '\0';
+    jpeg_create_decompress(&cinfo);
+  }
+  ~State() { jpeg_destroy_decompress(&cinfo); }
+};
+
+JpegDecoder::JpegDecoder() : state_(std::make_unique<State>()) {}
+JpegDecoder::~JpegDecoder() = default;
+
+bool JpegDecoder::looks_like_jpeg(const std::uint8_t* data, std::size_t size) {
+  return size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
+}
+
+RgbView JpegDecoder::decode_full(const std::uint8_t* data, std::size_t size,
+                                 const std::string& name, DecodeInfo* info) {
+  auto whole = [](void*, int w, int h) { return CropRect{0, 0, w, h}; };
+  return decode(data, size, name, whole, nullptr, 1, 1, DecodeMode::kFull, info);
+}
+
+RgbView JpegDecoder::decode(const std::uint8_t* data, std::size_t size, const std::string& name,
+                            CropChooser choose, void* context, int min_width, int min_height,
+                            DecodeMode mode, DecodeInfo* info) {
+  State& s = *state_;
+  jpeg_decompress_struct& cinfo = s.cinfo;
+  if (size == 0) throw DataError(name + ": empty file (0 bytes)");
+  if (!looks_like_jpeg(data, size)) throw DataError(name + ": not a JPEG stream");
+
+  // Everything between setjmp and the end of decoding touches only `s` and trivially destructible
+  // locals, so a longjmp from libjpeg skips no destructor.
+  if (setjmp(s.err.jump)) {
+    jpeg_abort_decompress(&cinfo);
+    throw DataError(name + ": JPEG decode failed: " + s.err.message);
+  }
+  s.err.message[0] = '\0';
+  s.err.pub.num_warnings = 0;
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+
+  const std::size_t scan_start = size - cinfo.src->bytes_in_buffer;
+  if (!has_eoi_after(data, size, scan_start)) {
+    std::snprintf(s.err.message, sizeof(s.err.message),
+                  "no end-of-image marker after the scan data (truncated file)");
+    std::longjmp(s.err.jump, 1);
+  }
+  const int width = static_cast<int>(cinfo.image_width);
+  const int height = static_cast<int>(cinfo.image_height);
+  if (static_cast<std::uint64_t>(width) * static_cast<std::uint64_t>(height) > kMaxPixels) {
+    std::snprintf(s.err.message, sizeof(s.err.message), "image of %dx%d pixels is too large",
+                  width, height);
+    std::longjmp(s.err.jump, 1);
+  }
+  const bool cmyk =
+      cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;  // libjpeg-turbo expands grayscale to RGB
+  cinfo.dct_method = JDCT_ISLOW;
+  cinfo.do_fancy_upsampling = TRUE;
+
+  CropRect crop = choose(context, width, height);
+  crop.x = std::clamp(crop.x, 0, width - 1);
+  crop.y = std::clamp(crop.y, 0, height - 1);
+  crop.width = std::clamp(crop.width, 1, width - crop.x);
+  crop.height = std::clamp(crop.height, 1, height - crop.y);
+
+  int scale = 8;
+  if (mode == DecodeMode::kFusedRoi) {
+    for (int m = 1; m <= 8; ++m) {
+      if (crop.width * m >= min_width * 8 && crop.height * m >= min_height * 8) {
+        scale = m;
+        break;
+      }
+    }
+  }
+  cinfo.scale_num = static_cast<unsigned>(scale);
+  cinfo.scale_denom = 8;
+  jpeg_start_decompress(&cinfo);
+
+  // The crop in scaled coordinates, rounded to whole pixels.
+  const int out_w = static_cast<int>(cinfo.output_width);
+  const int out_h = static_cast<int>(cinfo.output_height);
+  auto scaled = [scale](int v) { return static_cast<int>(std::floor(v * scale / 8.0 + 0.5)); };
+  int rx0 = std::min(scaled(crop.x), out_w - 1);
+  int ry0 = std::min(scaled(crop.y), out_h - 1);
+  int rx1 = std::clamp(scaled(crop.x + crop.width), rx0 + 1, out_w);
+  int ry1 = std::clamp(scaled(crop.y + crop.height), ry0 + 1, out_h);
+
+  JDIMENSION xoffset = 0;
+  JDIMENSION decoded_width = cinfo.output_width;
+  if (mode == DecodeMode::kFusedRoi) {
+    if (rx0 > 0 || rx1 < out_w) {
+      xoffset = static_cast<JDIMENSION>(rx0);
+      decoded_width = static_cast<JDIMENSION>(rx1 - rx0);
+      jpeg_crop_scanline(&cinfo, &xoffset, &decoded_width);  // widens to iMCU boundaries
+    }
+    if (ry0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(ry0));
+  }
+  const int first_row = (mode == DecodeMode::kFusedRoi) ? ry0 : 0;
+  const int last_row = (mode == DecodeMode::kFusedRoi) ? ry1 : out_h;
+  const int channels = cinfo.output_components;  // 3 (RGB) or 4 (CMYK)
+  const std::size_t row_bytes = static_cast<std::size_t>(cinfo.output_width) * channels;
+  const std::size_t rows = static_cast<std::size_t>(last_row - first_row);
+  if (s.pixels.size() < row_bytes * rows) s.pixels.resize(row_bytes * rows);
+  while (static_cast<int>(cinfo.output_scanline) < last_row) {
+    JSAMPROW row_ptrs[8];
+    const int row = static_cast<int>(cinfo.output_scanline);
+    const int n = std::min(8, last_row - row);
+    for (int k = 0; k < n; ++k) {
+      row_ptrs[k] = s.pixels.data() + static_cast<std::size_t>(row - first_row + k) * row_bytes;
+    }
+    jpeg_read_scanlines(&cinfo, row_ptrs, static_cast<JDIMENSION>(n));
+  }
+  const bool adobe_inverted = cinfo.saw_Adobe_marker;
+  const int color_space = cinfo.jpeg_color_space;
+  const bool progressive = cinfo.progressive_mode;
+  // Stop here: the rows below the crop are never decoded.
+  jpeg_abort_decompress(&cinfo);
+
+  const int view_x = rx0 - static_cast<int>(xoffset);
+  const int view_y = ry0 - first_row;
+  RgbView view;
+  view.width = rx1 - rx0;
+  view.height = ry1 - ry0;
+  if (channels == 4) {
+    // CMYK -> RGB. Adobe-marked files store inverted inks (Photoshop), so R = C * K / 255 there;
+    // otherwise R = (255 - C) * (255 - K) / 255.
+    const std::size_t rgb_stride = static_cast<std::size_t>(view.width) * 3;
+    if (s.rgb.size() < rgb_stride * view.height) s.rgb.resize(rgb_stride * view.height);
+    for (int y = 0; y < view.height; ++y) {
+      const std::uint8_t* src =
+          s.pixels.data() + static_cast<std::size_t>(view_y + y) * row_bytes + view_x * 4;
+      std::uint8_t* dst = s.rgb.data() + static_cast<std::size_t>(y) * rgb_stride;
+      for (int x = 0; x < view.width; ++x, src += 4, dst += 3) {
+        unsigned c = src[0], m = src[1], yy = src[2], k = src[3];
+        if (!adobe_inverted) {
+          c = 255 - c;
+          m = 255 - m;
+          yy = 255 - yy;
+          k = 255 - k;
+        }
+        dst[0] = mul255(c, k);
+        dst[1] = mul255(m, k);
+        dst[2] = mul255(yy, k);
+      }
+    }
+    view.data = s.rgb.data();
+    view.stride = rgb_stride;
+  } else {
+    view.data = s.pixels.data() + static_cast<std::size_t>(view_y) * row_bytes + view_x * 3;
+    view.stride = row_bytes;
+  }
+  if (info) {
+    info->image_width = width;
+    info->image_height = height;
+    info->scale_num = scale;
+    info->crop = crop;
+    info->progressive = progressive;
+    info->color_space = color_space;
+  }
+  return view;
+}
+
+}  // namespace data_pipeline

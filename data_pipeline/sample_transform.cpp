@@ -1,0 +1,203 @@
+// One sample end to end: file bytes -> fused ROI decode -> resize -> flip -> normalise -> NHWC slot.
+#include "data_pipeline/sample_transform.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <opencv2/imgproc.hpp>
+
+#include "data_pipeline/data_error.h"
+#include "data_pipeline/detail/hash64.h"
+
+#if defined(WORKLOAD_HAVE_IMGCODECS)
+#include <opencv2/imgcodecs.hpp>
+#endif
+
+namespace data_pipeline {
+
+const char* to_string(HostDType dtype) {
+  return dtype == HostDType::kUInt8 ? "uint8" : "float32";
+}
+
+void read_file(const std::string& path, std::vector<std::uint8_t>& buffer) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw DataError(path + ": cannot open: " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw DataError(path + ": cannot stat: " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw DataError(path + ": expected an image file, got a directory");
+  if (!S_ISREG(st.st_mode)) throw DataError(path + ": not a regular file");
+  const auto size = static_cast<std::size_t>(st.st_size);
+  buffer.resize(size);
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::read(fd, buffer.data() + done, size - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw DataError(path + ": read error: " + std::strerror(errno));
+    }
+    if (n == 0) break;  // the file shrank under us: treat what we have as the file
+    done += static_cast<std::size_t>(n);
+  }
+  buffer.resize(done);
+}
+
+SampleTransform::SampleTransform(TransformOptions options) : options_(options) {
+  if (options_.image_size < 1) throw std::invalid_argument("image_size must be >= 1");
+  for (int c = 0; c < 3; ++c) {
+    for (int v = 0; v < 256; ++v) {
+      // Same float32 operations, in the same order, as ToTensor (v / 255) then Normalize.
+      const float x = static_cast<float>(v) / 255.0f;
+      lut_[c][v] = (x - kImageNetMean[c]) / kImageNetStd[c];
+    }
+  }
+}
+
+std::size_t SampleTransform::sample_bytes() const {
+  return static_cast<std::size_t>(options_.image_size) * options_.image_size * 3 *
+         element_size(options_.dtype);
+}
+
+bool SampleTransform::has_fallback_decoder() {
+#if defined(WORKLOAD_HAVE_IMGCODECS)
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace {
+struct ChooserContext {
+  CounterRng* rng;
+  const AugmentOptions* options;
+  AugmentParams params;
+};
+CropRect choose_crop(void* context, int width, int height) {
+  auto* ctx = static_cast<ChooserContext*>(context);
+  ctx->params = sample_augment(*ctx->rng, width, height, *ctx->options);
+  return ctx->params.crop;
+}
+}  // namespace
+
+std::uint64_t SampleTransform::apply_file(const std::string& path, CounterRng& rng, void* dst,
+                                          DecodeInfo* info) {
+  read_file(path, file_buffer_);
+  return apply(file_buffer_.data(), file_buffer_.size(), path, rng, dst, info);
+}
+
+std::uint64_t SampleTransform::apply(const std::uint8_t* data, std::size_t size,
+                                     const std::string& name, CounterRng& rng, void* dst,
+                                     DecodeInfo* info) {
+  if (size == 0) throw DataError(name + ": empty file (0 bytes)");
+  const int s = options_.image_size;
+  RgbView view;
+  AugmentParams params;
+  if (JpegDecoder::looks_like_jpeg(data, size)) {
+    ChooserContext ctx{&rng, &options_.augment, {}};
+    view = decoder_.decode(data, size, name, choose_crop, &ctx, s, s, options_.decode_mode, info);
+    params = ctx.params;
+  } else {
+    view = decode_other(data, size, name, rng, params, info);
+  }
+  return write(view, params.flip, dst);
+}
+
+RgbView SampleTransform::decode_other(const std::uint8_t* data, std::size_t size,
+                                      const std::string& name, CounterRng& rng,
+                                      AugmentParams& params, DecodeInfo* info) {
+#if defined(WORKLOAD_HAVE_IMGCODECS)
+  const cv::Mat encoded(1, static_cast<int>(size), CV_8UC1, const_cast<std::uint8_t*>(data));
+  cv::Mat bgr;
+  try {
+    bgr = cv::imdecode(encoded, cv::IMREAD_COLOR);
+  } catch (const cv::Exception& e) {
+    throw DataError(name + ": cannot decode image: " + e.what());
+  }
+  if (bgr.empty()) {
+    throw DataError(name + ": cannot decode: neither JPEG nor a format OpenCV can read");
+  }
+  cv::cvtColor(bgr, other_rgb_, cv::COLOR_BGR2RGB);
+  params = sample_augment(rng, other_rgb_.cols, other_rgb_.rows, options_.augment);
+  const CropRect& c = params.crop;
+  if (info) {
+    *info = DecodeInfo{};
+    info->image_width = other_rgb_.cols;
+    info->image_height = other_rgb_.rows;
+    info->crop = c;
+  }
+  RgbView view;
+  view.data = other_rgb_.ptr<std::uint8_t>(c.y) + static_cast<std::size_t>(c.x) * 3;
+  view.width = c.width;
+  view.height = c.height;
+  view.stride = other_rgb_.step[0];
+  return view;
+#else
+  char head[64];
+  std::snprintf(head, sizeof(head), "%02X %02X %02X %02X", size > 0 ? data[0] : 0,
+                size > 1 ? data[1] : 0, size > 2 ? data[2] : 0, size > 3 ? data[3] : 0);
+  (void)rng;
+  (void)params;
+  (void)info;
+  throw DataError(name + ": not a JPEG file (starts with " + head +
+                  ") and this build has no OpenCV imgcodecs to decode other formats");
+#endif
+}
+
+std::uint64_t SampleTransform::write(const RgbView& crop, bool flip, void* dst) {
+  const int s = options_.image_size;
+  const cv::Mat src(crop.height, crop.width, CV_8UC3, const_cast<std::uint8_t*>(crop.data),
+                    crop.stride);
+  const bool shrink = crop.width > s && crop.height > s;
+  if (crop.width == s && crop.height == s) {
+    src.copyTo(resized_);
+  } else {
+    cv::resize(src, resized_, cv::Size(s, s), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
+  }
+  const std::size_t row_elems = static_cast<std::size_t>(s) * 3;
+  if (options_.dtype == HostDType::kFloat32) {
+    auto* out = static_cast<float*>(dst);
+    for (int y = 0; y < s; ++y) {
+      const std::uint8_t* in = resized_.ptr<std::uint8_t>(y);
+      float* o = out + y * row_elems;
+      if (!flip) {
+        for (int x = 0; x < s; ++x) {
+          o[3 * x + 0] = lut_[0][in[3 * x + 0]];
+          o[3 * x + 1] = lut_[1][in[3 * x + 1]];
+          o[3 * x + 2] = lut_[2][in[3 * x + 2]];
+        }
+      } else {
+        for (int x = 0; x < s; ++x) {
+          const std::uint8_t* p = in + 3 * (s - 1 - x);
+          o[3 * x + 0] = lut_[0][p[0]];
+          o[3 * x + 1] = lut_[1][p[1]];
+          o[3 * x + 2] = lut_[2][p[2]];
+        }
+      }
+    }
+  } else {
+    auto* out = static_cast<std::uint8_t*>(dst);
+    for (int y = 0; y < s; ++y) {
+      const std::uint8_t* in = resized_.ptr<std::uint8_t>(y);
+      std::uint8_t* o = out + y * row_elems;
+      if (!flip) {
+        std::memcpy(o, in, row_elems);
+      } else {
+        for (int x = 0; x < s; ++x) {
+          const std::uint8_t* p = in + 3 * (s - 1 - x);
+          o[3 * x + 0] = p[0];
+          o[3 * x + 1] = p[1];
+          o[3 * x + 2] = p[2];
+        }
+      }
+    }
+  }
+  return detail::hash64(dst, sample_bytes());
+}
+
+}  // namespace data_pipeline

@@ -1,0 +1,85 @@
+// One sample end to end: file bytes -> fused ROI decode -> resize -> flip -> normalise -> NHWC slot.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+#include "data_pipeline/augment.h"
+#include "data_pipeline/counter_rng.h"
+#include "data_pipeline/jpeg_decoder.h"
+
+namespace data_pipeline {
+
+/// Element type of the host batch buffers.
+enum class HostDType {
+  kFloat32,  ///< Normalised float32 (ToTensor + Normalize done on the host), the article's path.
+  kUInt8,    ///< Raw 0..255 RGB; conversion and normalisation are left to the device.
+};
+
+/// Bytes per element of `dtype`.
+inline std::size_t element_size(HostDType dtype) { return dtype == HostDType::kUInt8 ? 1 : 4; }
+/// "float32" or "uint8".
+const char* to_string(HostDType dtype);
+
+/// Settings of the per-sample transform.
+struct TransformOptions {
+  int image_size = 224;  ///< Output height and width.
+  AugmentOptions augment;
+  HostDType dtype = HostDType::kFloat32;
+  DecodeMode decode_mode = DecodeMode::kFusedRoi;
+};
+
+/// Decodes, augments and writes one sample at a time.
+///
+/// Equivalent to torchvision's `RandomResizedCrop(S, scale=(0.08, 1), ratio=(3/4, 4/3))`,
+/// `RandomHorizontalFlip(0.5)`, `ToTensor()`, `Normalize(ImageNet mean, std)`: the crop and flip
+/// come from `sample_augment`, the crop is resized with OpenCV (area averaging when shrinking,
+/// bilinear when enlarging) and written channels-last (H x W x 3) into the caller's memory.
+/// JPEG goes through `JpegDecoder`; other formats through OpenCV's imgcodecs when this build has
+/// it. EXIF orientation is ignored, as in torchvision's PIL path.
+///
+/// Not thread-safe: one instance per worker thread. Buffers are reused across calls.
+class SampleTransform {
+ public:
+  explicit SampleTransform(TransformOptions options);
+
+  const TransformOptions& options() const { return options_; }
+  /// Bytes one sample occupies in a batch buffer.
+  std::size_t sample_bytes() const;
+
+  /// Transforms the encoded image `data` (named `name` in errors) with the random decisions drawn
+  /// from `rng` and writes `sample_bytes()` bytes at `dst`. Returns a 64-bit digest of them.
+  /// \throws DataError when the image cannot be decoded.
+  std::uint64_t apply(const std::uint8_t* data, std::size_t size, const std::string& name,
+                      CounterRng& rng, void* dst, DecodeInfo* info = nullptr);
+
+  /// Reads `path` and applies the transform (the buffer is reused across calls).
+  /// \throws DataError when the file cannot be read or decoded.
+  std::uint64_t apply_file(const std::string& path, CounterRng& rng, void* dst,
+                           DecodeInfo* info = nullptr);
+
+  /// True when this build can decode non-JPEG files (OpenCV imgcodecs present).
+  static bool has_fallback_decoder();
+
+ private:
+  RgbView decode_other(const std::uint8_t* data, std::size_t size, const std::string& name,
+                       CounterRng& rng, AugmentParams& params, DecodeInfo* info);
+  std::uint64_t write(const RgbView& crop, bool flip, void* dst);
+
+  TransformOptions options_;
+  JpegDecoder decoder_;
+  cv::Mat resized_;
+  cv::Mat other_rgb_;
+  std::vector<std::uint8_t> file_buffer_;
+  float lut_[3][256];  // (v / 255 - mean[c]) / std[c], bit-identical to ToTensor + Normalize
+};
+
+/// Reads a whole file into `buffer` (resized to fit).
+/// \throws DataError naming the file when it cannot be opened or read.
+void read_file(const std::string& path, std::vector<std::uint8_t>& buffer);
+
+}  // namespace data_pipeline

@@ -1,0 +1,114 @@
+// Command-line plumbing shared by the executables: typed flag parsing and exit-code policy.
+#include "lib/cli.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+
+#include "data_pipeline/data_error.h"
+
+namespace workload {
+
+namespace {
+#if CXXOPTS__VERSION_MAJOR >= 3
+using CxxoptsError = cxxopts::exceptions::exception;
+#else
+using CxxoptsError = cxxopts::OptionException;
+#endif
+}  // namespace
+
+int run_main(const std::string& program, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    std::cerr << program << ": " << e.what() << "\nTry '" << program << " --help'.\n";
+    return 2;
+  } catch (const CxxoptsError& e) {
+    std::cerr << program << ": " << e.what() << "\nTry '" << program << " --help'.\n";
+    return 2;
+  } catch (const data_pipeline::DataError& e) {
+    std::cerr << program << ": error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << program << ": error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+std::string FlagReader::string(const std::string& flag) const {
+  return result_[flag].as<std::string>();
+}
+
+std::int64_t FlagReader::integer(const std::string& flag, std::int64_t min,
+                                 std::int64_t max) const {
+  const std::string text = string(flag);
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE) {
+    throw UsageError("--" + flag + ": expected an integer, got '" + text + "'");
+  }
+  if (v < min || v > max) {
+    std::string range = max == INT64_MAX ? ">= " + std::to_string(min)
+                                         : "in [" + std::to_string(min) + ", " +
+                                               std::to_string(max) + "]";
+    throw UsageError("--" + flag + ": expected an integer " + range + ", got " + text);
+  }
+  return v;
+}
+
+std::uint64_t FlagReader::unsigned_integer(const std::string& flag) const {
+  const std::string text = string(flag);
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || text[0] == '-' || *end != '\0' || errno == ERANGE) {
+    throw UsageError("--" + flag + ": expected a non-negative integer, got '" + text + "'");
+  }
+  return v;
+}
+
+double FlagReader::real(const std::string& flag, double min, double max) const {
+  const std::string text = string(flag);
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
+    throw UsageError("--" + flag + ": expected a number, got '" + text + "'");
+  }
+  if (v < min || v > max) {
+    throw UsageError("--" + flag + ": expected a number in [" + std::to_string(min) + ", " +
+                     std::to_string(max) + "], got " + text);
+  }
+  return v;
+}
+
+bool parse_bool(const std::string& flag, const std::string& text) {
+  if (text == "true" || text == "1" || text == "yes" || text == "on") return true;
+  if (text == "false" || text == "0" || text == "no" || text == "off") return false;
+  throw UsageError("--" + flag + ": expected true or false, got '" + text + "'");
+}
+
+bool FlagReader::boolean(const std::string& flag) const { return parse_bool(flag, string(flag)); }
+
+std::string FlagReader::choice(const std::string& flag,
+                               const std::vector<std::string>& choices) const {
+  const std::string v = string(flag);
+  std::string list;
+  for (const auto& c : choices) {
+    if (c == v) return v;
+    list += (list.empty() ? "" : "|") + c;
+  }
+  throw UsageError("--" + flag + ": expected " + list + ", got '" + v + "'");
+}
+
+void FlagReader::reject_unmatched() const {
+  const auto& extra = result_.unmatched();
+  if (!extra.empty()) {
+    throw UsageError("unexpected argument '" + extra.front() +
+                     "' (flags take the form --name=value)");
+  }
+}
+
+}  // namespace workload

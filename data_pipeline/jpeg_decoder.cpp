@@ -24,6 +24,9 @@ namespace {
 // Hard cap on decoded pixels: a corrupt header must not make us allocate gigabytes.
 constexpr std::uint64_t kMaxPixels = std::uint64_t{1} << 28;
 
+// Output pixels decoded beyond each side of the crop (see the comment in decode()).
+constexpr int kRoiMargin = 8;
+
 struct ErrorManager {
   jpeg_error_mgr pub;  // must stay first: libjpeg sees only this part
   std::jmp_buf jump;
@@ -143,7 +146,10 @@ RgbView JpegDecoder::decode(const std::uint8_t* data, std::size_t size, const st
 
   int scale = 8;
   if (mode == DecodeMode::kFusedRoi) {
-    for (int m = 1; m <= 8; ++m) {
+    // With 4x chroma subsampling (4:1:1, 4:1:0) a 1/8 scale leaves one chroma sample per 32
+    // pixels, which libjpeg replicates: start at 2/8 there.
+    const int min_scale = (cinfo.max_h_samp_factor > 2 || cinfo.max_v_samp_factor > 2) ? 2 : 1;
+    for (int m = min_scale; m <= 8; ++m) {
       if (crop.width * m >= min_width * 8 && crop.height * m >= min_height * 8) {
         scale = m;
         break;
@@ -163,18 +169,24 @@ RgbView JpegDecoder::decode(const std::uint8_t* data, std::size_t size, const st
   int rx1 = std::clamp(scaled(crop.x + crop.width), rx0 + 1, out_w);
   int ry1 = std::clamp(scaled(crop.y + crop.height), ry0 + 1, out_h);
 
+  // Decode a margin around the crop: fancy (triangle) chroma upsampling at the edge of a decoded
+  // region replicates the edge sample instead of reading its neighbour, so without the margin
+  // the crop's border pixels would differ from a full decode's.
   JDIMENSION xoffset = 0;
   JDIMENSION decoded_width = cinfo.output_width;
+  int first_row = 0;
   if (mode == DecodeMode::kFusedRoi) {
-    if (rx0 > 0 || rx1 < out_w) {
-      xoffset = static_cast<JDIMENSION>(rx0);
-      decoded_width = static_cast<JDIMENSION>(rx1 - rx0);
+    const int dx0 = std::max(0, rx0 - kRoiMargin);
+    const int dx1 = std::min(out_w, rx1 + kRoiMargin);
+    if (dx0 > 0 || dx1 < out_w) {
+      xoffset = static_cast<JDIMENSION>(dx0);
+      decoded_width = static_cast<JDIMENSION>(dx1 - dx0);
       jpeg_crop_scanline(&cinfo, &xoffset, &decoded_width);  // widens to iMCU boundaries
     }
-    if (ry0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(ry0));
+    first_row = std::max(0, ry0 - kRoiMargin);
+    if (first_row > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(first_row));
   }
-  const int first_row = (mode == DecodeMode::kFusedRoi) ? ry0 : 0;
-  const int last_row = (mode == DecodeMode::kFusedRoi) ? ry1 : out_h;
+  const int last_row = (mode == DecodeMode::kFusedRoi) ? std::min(out_h, ry1 + kRoiMargin) : out_h;
   const int channels = cinfo.output_components;  // 3 (RGB) or 4 (CMYK)
   const std::size_t row_bytes = static_cast<std::size_t>(cinfo.output_width) * channels;
   const std::size_t rows = static_cast<std::size_t>(last_row - first_row);
@@ -233,6 +245,10 @@ RgbView JpegDecoder::decode(const std::uint8_t* data, std::size_t size, const st
     info->scale_num = scale;
     info->crop = crop;
     info->progressive = progressive;
+    info->region_x0 = rx0 * 8.0 / scale;
+    info->region_y0 = ry0 * 8.0 / scale;
+    info->region_x1 = std::min<double>(rx1 * 8.0 / scale, width);
+    info->region_y1 = std::min<double>(ry1 * 8.0 / scale, height);
     info->color_space = color_space;
   }
   return view;

@@ -26,6 +26,9 @@ struct DecodeInfo {
   int image_height = 0;
   int scale_num = 8;     ///< DCT scale used: scale_num / 8.
   CropRect crop;         ///< The crop chosen in full-resolution pixels.
+  /// The region actually returned, in full-resolution pixels: the crop's edges rounded to the
+  /// scaled pixel grid, so each edge is within 4 / scale_num source pixels of the crop's.
+  double region_x0 = 0, region_y0 = 0, region_x1 = 0, region_y1 = 0;
   bool progressive = false;
   int color_space = 0;   ///< libjpeg's J_COLOR_SPACE of the stream.
 };

@@ -1,0 +1,391 @@
+// Tests for Loader: determinism across settings, ordering, epochs, reset, failures, fences, shutdown.
+#include "data_pipeline/loader.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <dirent.h>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "data_pipeline/data_error.h"
+#include "tests/test_util.h"
+
+namespace data_pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::string> thread_names() {
+  std::vector<std::string> names;
+  DIR* dir = opendir("/proc/self/task");
+  if (!dir) return names;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    names.push_back(name);
+  }
+  closedir(dir);
+  return names;
+}
+
+// One delivered batch, copied out of the ring.
+struct Seen {
+  std::int64_t epoch;
+  std::int64_t index;
+  std::uint64_t digest;
+  torch::Tensor images;
+  torch::Tensor labels;
+};
+
+class LoaderTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new test_util::TempDir();
+    test_util::make_dataset(tmp_->path(), 3, 12, 7, 0.0);  // 36 training images
+  }
+  static void TearDownTestSuite() { delete tmp_; }
+
+  static std::shared_ptr<const Food101Index> index() {
+    return std::make_shared<const Food101Index>(Food101Index::load(tmp_->path(), "train"));
+  }
+  static LoaderOptions base(int workers, std::int64_t batch = 5) {
+    LoaderOptions o;
+    o.batch_size = batch;
+    o.workers = workers;
+    o.prefetch_factor = 2;
+    o.pin_memory = false;
+    o.seed = 11;
+    o.transform.image_size = 24;
+    return o;
+  }
+  // Runs `n` batches, calling reset() before the batches listed in `resets_before`.
+  static std::vector<Seen> run(const LoaderOptions& o, int n,
+                               const std::vector<int>& resets_before = {},
+                               std::shared_ptr<const Food101Index> idx = nullptr) {
+    Loader loader(idx ? idx : index(), o);
+    std::vector<Seen> out;
+    for (int i = 0; i < n; ++i) {
+      if (std::find(resets_before.begin(), resets_before.end(), i) != resets_before.end()) {
+        loader.reset();
+      }
+      Batch b = loader.next();
+      out.push_back({b.epoch(), b.index_in_epoch(), b.digest(), b.images().clone(),
+                     b.labels().clone()});
+    }
+    return out;
+  }
+  static void expect_same(const std::vector<Seen>& a, const std::vector<Seen>& b,
+                          const std::string& what) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].epoch, b[i].epoch) << what << " batch " << i;
+      EXPECT_EQ(a[i].index, b[i].index) << what << " batch " << i;
+      EXPECT_EQ(a[i].digest, b[i].digest) << what << " batch " << i;
+      EXPECT_TRUE(torch::equal(a[i].images, b[i].images)) << what << " batch " << i;
+      EXPECT_TRUE(torch::equal(a[i].labels, b[i].labels)) << what << " batch " << i;
+    }
+  }
+  static test_util::TempDir* tmp_;
+};
+test_util::TempDir* LoaderTest::tmp_ = nullptr;
+
+TEST_F(LoaderTest, BatchesAreIdenticalWhateverWorkersPrefetchPinningOrWorkUnit) {
+  // 16 batches of 5 from 36 images: 7 batches an epoch, so two roll-overs are included.
+  const auto reference = run(base(0), 16);
+  for (int workers : {1, 3}) {
+    for (int prefetch : {1, 4}) {
+      for (bool pin : {false, true}) {
+        for (WorkUnit unit : {WorkUnit::kBatch, WorkUnit::kSample}) {
+          LoaderOptions o = base(workers);
+          o.prefetch_factor = prefetch;
+          o.pin_memory = pin;
+          o.work_unit = unit;
+          expect_same(reference, run(o, 16),
+                      "workers=" + std::to_string(workers) + " prefetch=" +
+                          std::to_string(prefetch) + " pin=" + std::to_string(pin) +
+                          " unit=" + to_string(unit));
+        }
+      }
+    }
+  }
+}
+
+TEST_F(LoaderTest, ResetsAreDeterministicToo) {
+  const auto reference = run(base(0), 12, {3, 4, 9});
+  LoaderOptions o = base(3);
+  o.work_unit = WorkUnit::kSample;
+  expect_same(reference, run(o, 12, {3, 4, 9}), "sample unit with resets");
+  expect_same(reference, run(base(2), 12, {3, 4, 9}), "batch unit with resets");
+}
+
+TEST_F(LoaderTest, DeliversInOrderAndRollsOverEpochs) {
+  LoaderOptions o = base(3, 6);  // 36 / 6: every image exactly once per epoch
+  Loader loader(index(), o);
+  EXPECT_EQ(loader.batches_per_epoch(), 6);
+  std::map<std::int64_t, std::vector<int>> label_counts;
+  std::vector<std::uint64_t> digests;
+  for (int i = 0; i < 18; ++i) {
+    Batch b = loader.next();
+    EXPECT_EQ(b.sequence(), i);
+    EXPECT_EQ(b.epoch(), i / 6);
+    EXPECT_EQ(b.index_in_epoch(), i % 6);
+    EXPECT_EQ(b.size(), 6);
+    auto& counts = label_counts[b.epoch()];
+    counts.resize(3);
+    for (int k = 0; k < 6; ++k) ++counts[static_cast<size_t>(b.labels()[k].item<std::int64_t>())];
+    digests.push_back(b.digest());
+  }
+  for (const auto& [epoch, counts] : label_counts) {
+    EXPECT_EQ(counts, (std::vector<int>{12, 12, 12})) << "epoch " << epoch;
+  }
+  // A new permutation (and new augmentations) each epoch.
+  EXPECT_NE(digests[0], digests[6]);
+  EXPECT_NE(digests[6], digests[12]);
+}
+
+TEST_F(LoaderTest, WithoutShuffleTheSplitOrderIsKept) {
+  LoaderOptions o = base(2, 12);
+  o.shuffle = false;
+  Loader loader(index(), o);
+  for (int i = 0; i < 3; ++i) {
+    Batch b = loader.next();
+    for (int k = 0; k < 12; ++k) EXPECT_EQ(b.labels()[k].item<std::int64_t>(), i);
+  }
+}
+
+TEST_F(LoaderTest, LastPartialBatchWithoutDropLast) {
+  LoaderOptions o = base(2, 10);
+  o.drop_last = false;
+  Loader loader(index(), o);
+  EXPECT_EQ(loader.batches_per_epoch(), 4);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(loader.next().size(), 10);
+  Batch last = loader.next();
+  EXPECT_EQ(last.size(), 6);
+  EXPECT_EQ(last.images().size(0), 6);
+  EXPECT_EQ(loader.next().epoch(), 1);
+}
+
+TEST_F(LoaderTest, ResetStartsANewEpochAndMatchesAFreshTraversal) {
+  const auto straight = run(base(2), 8);  // batch 7 is epoch 1, index 0
+  Loader loader(index(), base(3));
+  loader.next();
+  loader.next();
+  loader.reset();
+  Batch b = loader.next();
+  EXPECT_EQ(b.epoch(), 1);
+  EXPECT_EQ(b.index_in_epoch(), 0);
+  EXPECT_EQ(b.digest(), straight[7].digest);
+  b.release();
+  loader.reset();  // nothing consumed in this traversal... but one batch was
+  EXPECT_EQ(loader.next().epoch(), 2);
+  loader.reset();
+  loader.reset();  // an untouched traversal still uses up its epoch, as iter() would
+  EXPECT_EQ(loader.next().epoch(), 4);
+}
+
+TEST_F(LoaderTest, TensorsAreChannelsLastViewsOfTheRing) {
+  Loader loader(index(), base(1));
+  Batch b = loader.next();
+  EXPECT_EQ(b.images().sizes(), (std::vector<std::int64_t>{5, 3, 24, 24}));
+  EXPECT_EQ(b.images().scalar_type(), torch::kFloat32);
+  EXPECT_TRUE(b.images().is_contiguous(torch::MemoryFormat::ChannelsLast));
+  EXPECT_EQ(b.labels().scalar_type(), torch::kInt64);
+  EXPECT_EQ(loader.ring_slots(), 1u * 2 + 2);
+  EXPECT_FALSE(loader.pinned());  // no CUDA on this machine, or pin_memory off
+  LoaderOptions u = base(1);
+  u.transform.dtype = HostDType::kUInt8;
+  Loader loader8(index(), u);
+  EXPECT_EQ(loader8.next().images().scalar_type(), torch::kUInt8);
+}
+
+TEST_F(LoaderTest, ConsumerWaitIsMeasured) {
+  Loader loader(index(), base(0));
+  Batch b = loader.next();
+  EXPECT_GT(b.wait().count(), 0);  // workers=0: the decode happens inside next()
+  b.release();
+  loader.next();
+  const auto s = loader.stats();
+  EXPECT_EQ(s.batches_delivered, 2);
+  EXPECT_EQ(s.samples_decoded, 10);
+  EXPECT_GE(s.consumer_wait.count(), b.wait().count());
+}
+
+TEST_F(LoaderTest, FenceIsWaitedBeforeTheSlotIsRewritten) {
+  LoaderOptions o = base(1);
+  o.prefetch_factor = 1;  // ring of 3 slots: batch 3 reuses batch 0's slot
+  Loader loader(index(), o);
+  Batch first = loader.next();
+  const auto* ptr = static_cast<const std::uint8_t*>(first.images().data_ptr());
+  const std::size_t bytes = static_cast<std::size_t>(first.images().numel()) * 4;
+  std::vector<std::uint8_t> copy(ptr, ptr + bytes);
+  std::atomic<int> calls{0};
+  std::atomic<bool> intact_during_fence{false};
+  std::thread::id fence_thread;
+  first.release_after([&] {
+    fence_thread = std::this_thread::get_id();
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    intact_during_fence = std::memcmp(ptr, copy.data(), bytes) == 0;
+    ++calls;
+  });
+  for (int i = 0; i < 4; ++i) loader.next();
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_TRUE(intact_during_fence.load());
+  EXPECT_NE(fence_thread, std::this_thread::get_id());  // waited on the worker, not here
+  EXPECT_NE(std::memcmp(ptr, copy.data(), bytes), 0);   // and the slot was reused afterwards
+}
+
+TEST_F(LoaderTest, WorkersAreNamedAndJoinedOnDestruction) {
+  const auto before = thread_names().size();
+  {
+    LoaderOptions o = base(3);
+    o.prefetch_factor = 4;
+    Loader loader(index(), o);
+    loader.next();  // workers have started and named themselves by the time a batch exists
+    auto names = thread_names();
+    for (int i = 0; i < 100 && std::count_if(names.begin(), names.end(), [](const auto& n) {
+                                  return n.rfind("loader/", 0) == 0;
+                                }) < 3;
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      names = thread_names();
+    }
+    for (const char* n : {"loader/0", "loader/1", "loader/2"}) {
+      EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+    }
+  }
+  EXPECT_EQ(thread_names().size(), before);
+}
+
+TEST_F(LoaderTest, DestructionMidEpochIsPrompt) {
+  for (int workers : {1, 4}) {
+    for (WorkUnit unit : {WorkUnit::kBatch, WorkUnit::kSample}) {
+      LoaderOptions o = base(workers, 8);
+      o.prefetch_factor = 4;
+      o.work_unit = unit;
+      auto loader = std::make_unique<Loader>(index(), o);
+      loader->next();
+      const auto start = Clock::now();
+      loader.reset();
+      EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 2.0);
+    }
+  }
+  // Destroyed before any batch was asked for.
+  const auto start = Clock::now();
+  { Loader loader(index(), base(4)); }
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 2.0);
+}
+
+TEST_F(LoaderTest, FewerImagesThanOneBatchIsADataError) {
+  try {
+    Loader loader(index(), base(1, 37));
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.txt"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fewer than one batch"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(LoaderTest, InvalidOptionsAreRejected) {
+  EXPECT_THROW(Loader(index(), base(-1)), std::invalid_argument);
+  EXPECT_THROW(Loader(index(), base(1, 0)), std::invalid_argument);
+  LoaderOptions o = base(1);
+  o.prefetch_factor = 0;
+  EXPECT_THROW(Loader(index(), o), std::invalid_argument);
+}
+
+// A dataset whose train split holds one truncated JPEG.
+class BadImageLoaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    test_util::make_dataset(tmp_.path(), 2, 10, 5, 0.0);
+    index_ = std::make_shared<const Food101Index>(Food101Index::load(tmp_.path(), "train"));
+    bad_ = (*index_)[7].path;
+    auto bytes = test_util::read_bytes(bad_);
+    bytes.resize(bytes.size() / 2);
+    test_util::write_file(bad_, bytes);
+  }
+  LoaderOptions options(int workers, BadImagePolicy policy) {
+    LoaderOptions o;
+    o.batch_size = 4;
+    o.workers = workers;
+    o.pin_memory = false;
+    o.transform.image_size = 16;
+    o.on_bad_image = policy;
+    return o;
+  }
+  test_util::TempDir tmp_;
+  std::shared_ptr<const Food101Index> index_;
+  fs::path bad_;
+};
+
+TEST_F(BadImageLoaderTest, WorkerErrorIsRethrownWithThePathAndSticks) {
+  for (int workers : {0, 3}) {
+    Loader loader(index_, options(workers, BadImagePolicy::kError));
+    std::string first;
+    try {
+      for (int i = 0; i < 10; ++i) loader.next();  // 5 batches an epoch: the bad one is in it
+      FAIL() << "expected DataError";
+    } catch (const DataError& e) {
+      first = e.what();
+    }
+    EXPECT_NE(first.find(bad_.string()), std::string::npos) << first;
+    EXPECT_NE(first.find("truncated"), std::string::npos) << first;
+    EXPECT_NE(first.find("epoch 0"), std::string::npos) << first;
+    try {
+      loader.next();
+      FAIL() << "expected the same error again";
+    } catch (const DataError& e) {
+      EXPECT_EQ(first, e.what());
+    }
+  }
+}
+
+TEST_F(BadImageLoaderTest, SkipReplacesDeterministicallyAndReports) {
+  std::vector<std::uint64_t> reference;
+  for (int workers : {0, 1, 3}) {
+    for (WorkUnit unit : {WorkUnit::kBatch, WorkUnit::kSample}) {
+      LoaderOptions o = options(workers, BadImagePolicy::kSkip);
+      o.work_unit = unit;
+      Loader loader(index_, o);
+      std::vector<std::uint64_t> digests;
+      int skipped = 0;
+      for (int i = 0; i < 10; ++i) {
+        Batch b = loader.next();
+        digests.push_back(b.digest());
+        for (const auto& s : b.skipped()) {
+          ++skipped;
+          EXPECT_EQ(s.path, bad_.string());
+          EXPECT_NE(s.reason.find("truncated"), std::string::npos);
+          EXPECT_NE(s.replacement, s.path);
+        }
+      }
+      EXPECT_EQ(skipped, 2);  // once per epoch
+      EXPECT_GE(loader.stats().images_skipped, 2);  // batches decoded ahead count too
+      if (reference.empty()) reference = digests;
+      EXPECT_EQ(digests, reference) << "workers=" << workers << " unit=" << to_string(unit);
+    }
+  }
+}
+
+TEST_F(BadImageLoaderTest, FileRemovedMidRunIsABadImage) {
+  const fs::path victim = (*index_)[3].path;
+  Loader loader(index_, options(2, BadImagePolicy::kSkip));
+  loader.next();
+  fs::remove(victim);
+  int skipped = 0;
+  for (int i = 0; i < 12; ++i) {
+    Batch b = loader.next();
+    for (const auto& s : b.skipped()) skipped += s.path == victim.string();
+  }
+  EXPECT_GE(skipped, 1);
+}
+
+}  // namespace
+}  // namespace data_pipeline

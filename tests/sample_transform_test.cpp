@@ -1,0 +1,167 @@
+// Tests for SampleTransform: exact normalisation and layout, flip, dtypes, fallback and errors.
+#include "data_pipeline/sample_transform.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <opencv2/imgproc.hpp>
+
+#include "data_pipeline/data_error.h"
+#include "data_pipeline/detail/hash64.h"
+#include "data_pipeline/jpeg_encoder.h"
+#include "data_pipeline/synthetic_food.h"
+#include "tests/test_util.h"
+
+#if defined(WORKLOAD_HAVE_IMGCODECS)
+#include <opencv2/imgcodecs.hpp>
+#endif
+
+namespace data_pipeline {
+namespace {
+
+std::vector<std::uint8_t> sample_jpeg(int item = 1) {
+  const cv::Mat rgb = make_synthetic_food_image(3, 1, item);
+  return encode_jpeg(rgb.data, rgb.cols, rgb.rows, 3, rgb.step[0]);
+}
+
+TransformOptions options(int size, HostDType dtype = HostDType::kFloat32,
+                         DecodeMode mode = DecodeMode::kFusedRoi) {
+  TransformOptions o;
+  o.image_size = size;
+  o.dtype = dtype;
+  o.decode_mode = mode;
+  return o;
+}
+
+TEST(SampleTransformTest, MatchesCropResizeNormalizeOfFullDecodeExactly) {
+  const auto bytes = sample_jpeg();
+  const int s = 64;
+  SampleTransform transform(options(s, HostDType::kFloat32, DecodeMode::kFull));
+  for (std::uint64_t i = 0; i < 20; ++i) {
+    std::vector<float> out(static_cast<size_t>(s) * s * 3);
+    CounterRng rng(9, 0, i, CounterRng::kAugment);
+    transform.apply(bytes.data(), bytes.size(), "a.jpg", rng, out.data());
+
+    // Independent reconstruction: full decode, crop, resize, flip, ToTensor + Normalize.
+    JpegDecoder decoder;
+    const RgbView full = decoder.decode_full(bytes.data(), bytes.size(), "a.jpg");
+    CounterRng same(9, 0, i, CounterRng::kAugment);
+    const AugmentParams p = sample_augment(same, full.width, full.height);
+    const cv::Mat img(full.height, full.width, CV_8UC3, const_cast<std::uint8_t*>(full.data),
+                      full.stride);
+    cv::Mat resized;
+    const bool shrink = p.crop.width > s && p.crop.height > s;
+    cv::resize(img(cv::Rect(p.crop.x, p.crop.y, p.crop.width, p.crop.height)), resized,
+               cv::Size(s, s), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
+    if (p.flip) cv::flip(resized, resized, 1);
+    for (int y = 0; y < s; ++y) {
+      for (int x = 0; x < s; ++x) {
+        for (int c = 0; c < 3; ++c) {
+          const float v = static_cast<float>(resized.at<cv::Vec3b>(y, x)[c]) / 255.0f;
+          const float expected = (v - kImageNetMean[c]) / kImageNetStd[c];
+          ASSERT_EQ(out[(static_cast<size_t>(y) * s + x) * 3 + c], expected)
+              << "sample " << i << " at " << x << "," << y << "," << c;
+        }
+      }
+    }
+  }
+}
+
+TEST(SampleTransformTest, FlipMirrorsTheSameCrop) {
+  const auto bytes = sample_jpeg();
+  TransformOptions no = options(48), yes = options(48);
+  no.augment.flip_probability = 0.0;
+  yes.augment.flip_probability = 1.0;
+  SampleTransform a(no), b(yes);
+  std::vector<float> pa(48 * 48 * 3), pb(48 * 48 * 3);
+  CounterRng ra(1, 1, 1, CounterRng::kAugment), rb(1, 1, 1, CounterRng::kAugment);
+  a.apply(bytes.data(), bytes.size(), "x.jpg", ra, pa.data());
+  b.apply(bytes.data(), bytes.size(), "x.jpg", rb, pb.data());
+  for (int y = 0; y < 48; ++y) {
+    for (int x = 0; x < 48; ++x) {
+      for (int c = 0; c < 3; ++c) {
+        ASSERT_EQ(pa[(y * 48 + x) * 3 + c], pb[(y * 48 + (47 - x)) * 3 + c]);
+      }
+    }
+  }
+}
+
+TEST(SampleTransformTest, Uint8OutputIsTheFloatOutputBeforeNormalisation) {
+  const auto bytes = sample_jpeg();
+  SampleTransform f(options(32)), u(options(32, HostDType::kUInt8));
+  EXPECT_EQ(f.sample_bytes(), 32u * 32 * 3 * 4);
+  EXPECT_EQ(u.sample_bytes(), 32u * 32 * 3);
+  std::vector<float> pf(32 * 32 * 3);
+  std::vector<std::uint8_t> pu(32 * 32 * 3);
+  CounterRng r1(4, 0, 7, CounterRng::kAugment), r2(4, 0, 7, CounterRng::kAugment);
+  const auto df = f.apply(bytes.data(), bytes.size(), "x.jpg", r1, pf.data());
+  const auto du = u.apply(bytes.data(), bytes.size(), "x.jpg", r2, pu.data());
+  for (size_t i = 0; i < pu.size(); ++i) {
+    const int c = static_cast<int>(i % 3);
+    ASSERT_EQ(pf[i], (pu[i] / 255.0f - kImageNetMean[c]) / kImageNetStd[c]);
+  }
+  EXPECT_EQ(df, detail::hash64(pf.data(), pf.size() * 4));
+  EXPECT_EQ(du, detail::hash64(pu.data(), pu.size()));
+}
+
+TEST(SampleTransformTest, DigestDependsOnContent) {
+  SampleTransform t(options(32));
+  std::vector<float> out(32 * 32 * 3);
+  const auto a = sample_jpeg(1), b = sample_jpeg(2);
+  CounterRng r1(1, 0, 0, 1), r2(1, 0, 0, 1);
+  EXPECT_NE(t.apply(a.data(), a.size(), "a", r1, out.data()),
+            t.apply(b.data(), b.size(), "b", r2, out.data()));
+}
+
+TEST(SampleTransformTest, NonJpegFilesUseTheFallbackOrFailClearly) {
+  const cv::Mat rgb = make_synthetic_food_image(3, 2, 2);
+  test_util::TempDir tmp;
+  SampleTransform t(options(32));
+  std::vector<float> out(32 * 32 * 3);
+  CounterRng rng(1, 0, 0, 1);
+#if defined(WORKLOAD_HAVE_IMGCODECS)
+  std::vector<std::uint8_t> png;
+  cv::Mat bgr;
+  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
+  ASSERT_TRUE(cv::imencode(".png", bgr, png));
+  test_util::write_file(tmp / "png_named.jpg", png);
+  ASSERT_TRUE(SampleTransform::has_fallback_decoder());
+  DecodeInfo info;
+  t.apply_file((tmp / "png_named.jpg").string(), rng, out.data(), &info);
+  EXPECT_EQ(info.image_width, rgb.cols);
+  EXPECT_EQ(info.image_height, rgb.rows);
+#else
+  EXPECT_FALSE(SampleTransform::has_fallback_decoder());
+#endif
+  test_util::write_text(tmp / "text.jpg", "this is not an image at all\n");
+  try {
+    t.apply_file((tmp / "text.jpg").string(), rng, out.data());
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("text.jpg"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SampleTransformTest, FileErrorsNameTheFile) {
+  test_util::TempDir tmp;
+  SampleTransform t(options(32));
+  std::vector<float> out(32 * 32 * 3);
+  CounterRng rng(1, 0, 0, 1);
+  test_util::write_text(tmp / "empty.jpg", "");
+  std::filesystem::create_directories(tmp / "dir.jpg");
+  const std::pair<std::string, std::string> cases[] = {
+      {"empty.jpg", "empty file"}, {"dir.jpg", "directory"}, {"missing.jpg", "cannot open"}};
+  for (const auto& [name, fragment] : cases) {
+    try {
+      t.apply_file((tmp / name).string(), rng, out.data());
+      FAIL() << "expected DataError for " << name;
+    } catch (const DataError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(name), std::string::npos) << what;
+      EXPECT_NE(what.find(fragment), std::string::npos) << what;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace data_pipeline

@@ -1,7 +1,16 @@
 // Shared helpers for the GoogleTest suites: temporary directories and small datasets on disk.
 #include "tests/test_util.h"
 
+#include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <fcntl.h>
 
 #include <fstream>
 #include <stdexcept>
@@ -55,6 +64,64 @@ fs::path make_dataset(const fs::path& root, int classes, int per_class, std::uin
   options.test_fraction = test_fraction;
   data_pipeline::write_synthetic_food101(root, options);
   return root;
+}
+
+ProcessResult run_process(const std::vector<std::string>& argv,
+                          const std::vector<std::string>& env, double timeout_s, int signal,
+                          double signal_after_s) {
+  TempDir io;
+  const std::string out_path = (io.path() / "out").string();
+  const std::string err_path = (io.path() / "err").string();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e; ++e) env_storage.emplace_back(*e);
+  for (const auto& e : env) env_storage.push_back(e);
+  std::vector<char*> envp;
+  for (auto& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  ProcessResult r;
+  const auto start = std::chrono::steady_clock::now();
+  pid_t pid = 0;
+  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data()) != 0) {
+    posix_spawn_file_actions_destroy(&actions);
+    throw std::runtime_error("cannot start " + argv[0]);
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  r.pid = pid;
+  bool signalled = signal == 0;
+  int status = 0;
+  while (true) {
+    const pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!signalled && elapsed >= signal_after_s) {
+      kill(pid, signal);
+      signalled = true;
+    }
+    if (elapsed > timeout_s) {
+      r.timed_out = true;
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const auto out = read_bytes(out_path), err = read_bytes(err_path);
+  r.out.assign(out.begin(), out.end());
+  r.err.assign(err.begin(), err.end());
+  return r;
 }
 
 }  // namespace test_util

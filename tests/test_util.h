@@ -27,6 +27,22 @@ void write_file(const std::filesystem::path& file, const std::vector<std::uint8_
 void write_text(const std::filesystem::path& file, const std::string& text);
 std::vector<std::uint8_t> read_bytes(const std::filesystem::path& file);
 
+/// Outcome of a child process.
+struct ProcessResult {
+  int exit_code = -1;     ///< exit status, or 128 + signal when killed by one
+  bool timed_out = false;
+  int pid = 0;
+  std::string out;        ///< stdout
+  std::string err;        ///< stderr
+  double seconds = 0;     ///< wall time
+};
+
+/// Runs `argv` (argv[0] a path) with `env` added to the environment, killing it after
+/// `timeout_s`. Optionally sends `signal` to it `signal_after_s` seconds after the start.
+ProcessResult run_process(const std::vector<std::string>& argv,
+                          const std::vector<std::string>& env = {}, double timeout_s = 120,
+                          int signal = 0, double signal_after_s = 0);
+
 /// Writes a small synthetic Food-101 dataset (real JPEGs) under `root` and returns root.
 std::filesystem::path make_dataset(const std::filesystem::path& root, int classes, int per_class,
                                    std::uint64_t seed = 7, double test_fraction = 0.25);

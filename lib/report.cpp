@@ -1,0 +1,228 @@
+// The run's JSON report and the end-of-run summary table.
+#include "lib/report.h"
+
+#include <torch/version.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <opencv2/core/version.hpp>
+#include <stdexcept>
+#include <thread>
+
+#include <jpeglib.h>
+
+#include "lib/cuda_device.h"
+#include "lib/version.h"
+
+namespace workload {
+
+namespace dp = data_pipeline;
+
+std::string hex64(std::uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+double percentile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const double pos = q / 100.0 * static_cast<double>(values.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const auto hi = std::min(lo + 1, values.size() - 1);
+  return values[lo] + (values[hi] - values[lo]) * (pos - static_cast<double>(lo));
+}
+
+StepSummary summarize(const std::vector<StepRecord>& steps) {
+  StepSummary s;
+  std::vector<double> times;
+  for (const auto& r : steps) {
+    times.push_back(r.step_ms);
+    s.batch_wait_total_ms += r.batch_wait_ms;
+    s.h2d_submit_total_ms += r.h2d_submit_ms;
+    if (r.batch_wait_ms > s.batch_wait_max_ms || s.batch_wait_max_step < 0) {
+      s.batch_wait_max_ms = r.batch_wait_ms;
+      s.batch_wait_max_step = r.index;
+    }
+    s.images_skipped += static_cast<int>(r.skipped.size());
+  }
+  s.step_ms_p50 = percentile(times, 50);
+  s.step_ms_p95 = percentile(times, 95);
+  return s;
+}
+
+namespace {
+
+nlohmann::ordered_json step_json(const StepRecord& r) {
+  nlohmann::ordered_json j;
+  j["index"] = r.index;
+  j["batch_wait_ms"] = r.batch_wait_ms;
+  j["h2d_submit_ms"] = r.h2d_submit_ms;
+  j["step_ms"] = r.step_ms;
+  j["digest"] = hex64(r.digest);
+  j["epoch"] = r.epoch;
+  j["batch_in_epoch"] = r.batch_in_epoch;
+  if (!r.skipped.empty()) {
+    auto& list = j["skipped"] = nlohmann::ordered_json::array();
+    for (const auto& s : r.skipped) {
+      list.push_back({{"path", s.path}, {"reason", s.reason}, {"replacement", s.replacement}});
+    }
+  }
+  return j;
+}
+
+nlohmann::ordered_json config_json(const TrainConfig& c) {
+  nlohmann::ordered_json j;
+  j["data"] = c.data;
+  j["split"] = c.split;
+  j["batch_size"] = c.batch_size;
+  j["warmup"] = c.warmup;
+  j["steps"] = c.steps;
+  j["workers"] = c.workers;
+  j["prefetch_factor"] = c.prefetch_factor;
+  j["pin_memory"] = c.pin_memory;
+  j["work_unit"] = dp::to_string(c.work_unit);
+  j["reuse_iterator"] = c.reuse_iterator;
+  j["seed"] = c.seed;
+  j["device"] = c.device;
+  j["image_size"] = c.image_size;
+  j["cudnn_benchmark"] = c.cudnn_benchmark;
+  j["intra_op_threads"] = c.intra_op_threads;
+  j["lr"] = c.lr;
+  j["momentum"] = c.momentum;
+  j["weight_decay"] = c.weight_decay;
+  j["synthetic"] = c.synthetic;
+  j["copy_stream"] = c.copy_stream;
+  j["nvtx"] = c.nvtx;
+  j["on_bad_image"] = dp::to_string(c.on_bad_image);
+  j["report"] = c.report;
+  return j;
+}
+
+}  // namespace
+
+nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& result) {
+  const TrainConfig& c = trainer.config();
+  nlohmann::ordered_json j;
+  j["program"] = "train_resnet50";
+  j["version"] = kWorkloadVersion;
+  j["config"] = config_json(c);
+
+  const DeviceDescription d = describe_device(trainer.on_cuda());
+  auto& env = j["environment"];
+  env["libtorch"] = TORCH_VERSION;
+  env["cuda_runtime"] = d.cuda_runtime;
+  env["cuda_driver"] = d.cuda_driver;
+  env["cudnn"] = d.cudnn;
+  env["device_name"] = d.device_name;
+  env["multiprocessors"] = d.multiprocessors;
+  env["device_memory_gib"] = d.memory_gib;
+  env["hardware_threads"] = std::thread::hardware_concurrency();
+  env["opencv"] = CV_VERSION;
+  env["libjpeg"] = JPEG_LIB_VERSION;
+#if defined(LIBJPEG_TURBO_VERSION_NUMBER)
+  env["libjpeg_turbo"] = LIBJPEG_TURBO_VERSION_NUMBER;
+#endif
+
+  auto& model = j["model"];
+  model["name"] = "resnet50";
+  model["num_classes"] = trainer.num_classes();
+  model["parameters"] = trainer.parameters();
+  model["memory_format"] = "channels_last";
+
+  if (const auto* loader = trainer.loader()) {
+    auto& l = j["loader"];
+    l["ring_slots"] = loader->ring_slots();
+    l["ring_bytes"] = loader->ring_bytes();
+    l["pinned"] = loader->pinned();
+    l["batches_per_epoch"] = loader->batches_per_epoch();
+    l["dataset_images"] = trainer.dataset_images();
+    l["images_skipped_total"] = loader->stats().images_skipped;
+  }
+
+  auto& cap = j["capture"];
+  cap["warmup_steps"] = static_cast<int>(result.warmup_steps.size());
+  cap["steps"] = static_cast<int>(result.steps.size());
+  cap["batch_size"] = c.batch_size;
+  cap["elapsed_s"] = result.elapsed_s;
+  cap["images_per_s"] = result.images_per_s;
+  cap["reuse_iterator"] = c.reuse_iterator;
+  cap["iterator_reset_ms"] = result.iterator_reset_ms;
+  cap["capture_drain_ms"] = result.capture_drain_ms;
+  cap["profiler_api"] = result.capture_started;
+
+  auto& steps = j["steps"] = nlohmann::ordered_json::array();
+  for (const auto& r : result.steps) steps.push_back(step_json(r));
+  auto& warm = j["warmup"] = nlohmann::ordered_json::array();
+  for (const auto& r : result.warmup_steps) warm.push_back(step_json(r));
+
+  const StepSummary s = summarize(result.steps);
+  auto& sum = j["summary"];
+  sum["step_ms_p50"] = s.step_ms_p50;
+  sum["step_ms_p95"] = s.step_ms_p95;
+  sum["batch_wait_total_ms"] = s.batch_wait_total_ms;
+  sum["batch_wait_max_ms"] = s.batch_wait_max_ms;
+  sum["batch_wait_max_step"] = s.batch_wait_max_step;
+  sum["h2d_submit_total_ms"] = s.h2d_submit_total_ms;
+  sum["images_skipped"] = s.images_skipped;
+
+  if (result.loss_after_drain) {
+    j["loss_after_drain"] = *result.loss_after_drain;
+  } else {
+    j["loss_after_drain"] = nullptr;
+  }
+  j["interrupted"] = result.interrupted;
+  if (result.interrupted) j["interrupt_signal"] = result.interrupt_signal;
+  return j;
+}
+
+void write_report(const std::string& path, const nlohmann::ordered_json& report) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) throw std::runtime_error("--report " + path + ": cannot open for writing");
+    out << report.dump(2) << "\n";
+    if (!out.flush()) throw std::runtime_error("--report " + path + ": write failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("--report " + path + ": cannot move the report into place");
+  }
+}
+
+std::string format_summary(const Trainer& trainer, const RunResult& result) {
+  const TrainConfig& c = trainer.config();
+  const StepSummary s = summarize(result.steps);
+  char buf[256];
+  std::string out = "\n";
+  auto line = [&](const char* label, const std::string& value) {
+    std::snprintf(buf, sizeof(buf), "  %-28s %s\n", label, value.c_str());
+    out += buf;
+  };
+  auto num = [&](const char* fmt, double v) {
+    std::snprintf(buf, sizeof(buf), fmt, v);
+    return std::string(buf);
+  };
+  out += "summary (" + std::to_string(result.steps.size()) + " captured steps of batch " +
+         std::to_string(c.batch_size) + ", after " + std::to_string(result.warmup_steps.size()) +
+         " warm-up)\n";
+  line("throughput", num("%.1f images/s", result.images_per_s));
+  line("capture window", num("%.1f ms", result.elapsed_s * 1000.0));
+  line("step time p50 / p95", num("%.2f", s.step_ms_p50) + num(" / %.2f ms", s.step_ms_p95));
+  std::string max_wait = num("%.2f ms", s.batch_wait_max_ms);
+  if (s.batch_wait_max_step >= 0) max_wait += " (step " + std::to_string(s.batch_wait_max_step) + ")";
+  line("batch_wait total", num("%.2f ms", s.batch_wait_total_ms));
+  line("batch_wait max", max_wait);
+  line("h2d_submit total", num("%.2f ms", s.h2d_submit_total_ms));
+  if (!c.reuse_iterator) line("iterator_reset", num("%.2f ms", result.iterator_reset_ms));
+  line("capture_drain", num("%.2f ms", result.capture_drain_ms));
+  if (s.images_skipped > 0) line("images skipped", std::to_string(s.images_skipped));
+  line("loss after drain",
+       result.loss_after_drain ? num("%.4f", *result.loss_after_drain) : std::string("n/a"));
+  if (result.interrupted) line("interrupted", "yes (" + result.interrupt_signal + ")");
+  return out;
+}
+
+}  // namespace workload

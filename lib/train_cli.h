@@ -1,0 +1,23 @@
+// train_resnet50's command line: flags, defaults, help text and validation into a TrainConfig.
+#pragma once
+
+#include <string>
+
+#include "lib/train_config.h"
+
+namespace workload {
+
+/// The outcome of parsing: a config to run, or a request for help or the version.
+struct ParsedArgs {
+  TrainConfig config;
+  bool help = false;
+  bool version = false;
+  std::string help_text;
+};
+
+/// Parses and validates argv. Booleans accept --flag, --flag=true and --flag=false.
+/// \throws UsageError naming the flag for any invalid value or combination, an unknown flag or a
+///         missing value.
+ParsedArgs parse_train_args(int argc, const char* const* argv);
+
+}  // namespace workload

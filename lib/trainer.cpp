@@ -1,0 +1,262 @@
+// The training workload: ResNet-50 steps with the article's NVTX ranges and a capture window.
+#include "lib/trainer.h"
+
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+#include <torch/nn/functional/loss.h>
+
+#include <stdexcept>
+#include <utility>
+
+#include "data_pipeline/detail/hash64.h"
+#include "lib/nvtx.h"
+
+#if defined(WORKLOAD_TORCH_CUDA)
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace workload {
+
+namespace dp = data_pipeline;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+}  // namespace
+
+#if defined(WORKLOAD_TORCH_CUDA)
+struct Trainer::CudaState {
+  c10::cuda::CUDAStream copy_stream;
+  explicit CudaState(c10::cuda::CUDAStream s) : copy_stream(s) {}
+};
+#else
+struct Trainer::CudaState {};
+#endif
+
+Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
+  if (config_.device == "cuda") {
+    if (!cuda_available()) {
+      throw std::invalid_argument(
+          "--device cuda: no CUDA device is available (this LibTorch build has no CUDA, or no "
+          "GPU is visible); use --device cpu");
+    }
+    device_ = torch::Device(torch::kCUDA, 0);
+  } else if (config_.device != "cpu") {
+    throw std::invalid_argument("--device: expected cuda or cpu, got '" + config_.device + "'");
+  }
+  nvtx::enabled().store(config_.nvtx);
+  at::set_num_threads(config_.intra_op_threads);
+  torch::manual_seed(config_.seed);
+
+  if (!config_.synthetic) {
+    index_ = std::make_shared<const dp::Food101Index>(
+        dp::Food101Index::load(config_.data, config_.split));
+    num_classes_ = index_->num_classes();
+  }
+
+#if defined(WORKLOAD_TORCH_CUDA)
+  if (device_.is_cuda()) {
+    c10::cuda::set_device(0);  // before anything else touches CUDA, and before profiler calls
+    at::globalContext().setBenchmarkCuDNN(config_.cudnn_benchmark);
+    cuda_ = std::make_unique<CudaState>(c10::cuda::getStreamFromPool(/*isHighPriority=*/true));
+  }
+#endif
+
+  model_ = ResNet50(num_classes_);
+  model_->to(device_);
+  to_channels_last(*model_);
+  model_->train();
+  optimizer_ = std::make_unique<torch::optim::SGD>(
+      model_->parameters(), torch::optim::SGDOptions(config_.lr)
+                                .momentum(config_.momentum)
+                                .weight_decay(config_.weight_decay));
+
+  if (config_.synthetic) {
+    const auto s = config_.image_size;
+    torch::manual_seed(config_.seed + 1);
+    torch::Tensor host = torch::randn({config_.batch_size, s, s, 3}).permute({0, 3, 1, 2});
+    torch::Tensor labels = torch::randint(num_classes_, {config_.batch_size}, torch::kInt64);
+    synthetic_digest_ = dp::detail::hash64(labels.data_ptr(), labels.numel() * 8,
+                                           static_cast<std::uint64_t>(labels.numel()));
+    synthetic_digest_ = dp::detail::hash64(host.data_ptr(), host.numel() * 4, synthetic_digest_);
+    synthetic_images_ = host.to(device_);  // keeps the NHWC strides: channels_last
+    synthetic_labels_ = labels.to(device_);
+  } else {
+    dp::LoaderOptions lo;
+    lo.batch_size = config_.batch_size;
+    lo.workers = config_.workers;
+    lo.prefetch_factor = config_.prefetch_factor;
+    lo.pin_memory = config_.pin_memory && device_.is_cuda();
+    lo.work_unit = config_.work_unit;
+    lo.seed = config_.seed;
+    lo.transform.image_size = config_.image_size;
+    lo.on_bad_image = config_.on_bad_image;
+    loader_ = std::make_unique<dp::Loader>(index_, lo);
+    if (config_.pin_memory && !loader_->pinned()) {
+      notices_.push_back("pinned memory unavailable (" +
+                         std::string(device_.is_cuda() ? "cudaHostAlloc failed"
+                                                       : "CPU device") +
+                         "): batches are in pageable memory");
+    }
+  }
+  if (!device_.is_cuda()) {
+    notices_.push_back(
+        "CPU run: cudaProfilerStart/Stop skipped (the NVTX ranges are still emitted)");
+  }
+}
+
+Trainer::~Trainer() {
+  // Stop the workers before the model and streams go: a worker may be waiting on a fence that
+  // references a CUDA event.
+  if (loader_) loader_->stop();
+}
+
+std::int64_t Trainer::parameters() const { return count_parameters(*model_); }
+
+void Trainer::zero_grad() {
+  // optimizer.zero_grad(set_to_none=True), written out: LibTorch 1.13's zero_grad() zeroes.
+  for (auto& p : model_->parameters()) p.mutable_grad().reset();
+}
+
+void Trainer::submit(dp::Batch& batch, torch::Tensor& images, torch::Tensor& labels) {
+  if (config_.synthetic) {
+    images = synthetic_images_;
+    labels = synthetic_labels_;
+    return;
+  }
+  if (!device_.is_cuda()) {
+    // The model will read these until backward: copy them out of the ring, as .to(cuda) would.
+    images = batch.images().clone();
+    labels = batch.labels().clone();
+    batch.release();
+    return;
+  }
+#if defined(WORKLOAD_TORCH_CUDA)
+  const auto compute = c10::cuda::getCurrentCUDAStream();
+  auto done = std::make_shared<at::cuda::CUDAEvent>();
+  const auto opts = torch::TensorOptions().device(device_);
+  if (config_.copy_stream) {
+    {
+      c10::cuda::CUDAStreamGuard guard(cuda_->copy_stream);
+      images = batch.images().to(opts, /*non_blocking=*/true);
+      labels = batch.labels().to(opts, /*non_blocking=*/true);
+      done->record(cuda_->copy_stream);
+    }
+    done->block(compute);  // the step's kernels wait for the copies, not the host
+    // The copies' memory belongs to the copy stream's pool: keep it until compute is done too.
+    images.record_stream(compute);
+    labels.record_stream(compute);
+  } else {
+    images = batch.images().to(opts, /*non_blocking=*/true);
+    labels = batch.labels().to(opts, /*non_blocking=*/true);
+    done->record(compute);
+  }
+  // The slot is rewritten only after the copies that read it have finished.
+  batch.release_after([done] { done->synchronize(); });
+#endif
+}
+
+StepRecord Trainer::step(int index, bool warmup) {
+  StepRecord rec;
+  rec.index = index;
+  rec.warmup = warmup;
+  const auto t_step = Clock::now();
+  {
+    nvtx::Range step_range(nvtx::kTorchStep);
+    torch::Tensor images, labels;
+    {
+      nvtx::Range data_range(nvtx::kDataLoad);
+      dp::Batch batch;
+      const auto t_wait = Clock::now();
+      {
+        nvtx::Range r(nvtx::kBatchWait);
+        if (loader_) batch = loader_->next();
+      }
+      rec.batch_wait_ms = ms_since(t_wait);
+      const auto t_submit = Clock::now();
+      {
+        nvtx::Range r(nvtx::kH2dSubmit);
+        if (batch.valid()) {
+          rec.digest = batch.digest();
+          rec.epoch = batch.epoch();
+          rec.batch_in_epoch = batch.index_in_epoch();
+          rec.skipped = batch.skipped();
+        } else {
+          rec.digest = synthetic_digest_;
+        }
+        submit(batch, images, labels);
+      }
+      rec.h2d_submit_ms = ms_since(t_submit);
+    }
+    {
+      nvtx::Range r(nvtx::kForward);
+      loss_ = torch::nn::functional::cross_entropy(model_->forward(images), labels);
+    }
+    {
+      nvtx::Range r(nvtx::kZeroGrad);
+      zero_grad();
+    }
+    {
+      nvtx::Range r(nvtx::kBackward);
+      loss_.backward();
+    }
+    {
+      nvtx::Range r(nvtx::kOptimizerStep);
+      optimizer_->step();
+    }
+  }
+  rec.step_ms = ms_since(t_step);
+  return rec;
+}
+
+RunResult Trainer::run(const Progress& progress, const std::atomic<int>* stop_requested) {
+  RunResult result;
+  auto stopping = [&] { return stop_requested && stop_requested->load() != 0; };
+  for (int i = 0; i < config_.warmup && !stopping(); ++i) {
+    result.warmup_steps.push_back(step(i, true));
+    if (progress) progress(result.warmup_steps.back());
+  }
+  device_synchronize();
+
+  ProfilerCapture capture(device_.is_cuda());
+  if (!stopping()) {
+    capture.start();
+    result.capture_started = capture.started();
+    const auto t_window = Clock::now();
+    {
+      nvtx::Range window(nvtx::kCaptureWindow);
+      if (!config_.reuse_iterator) {
+        const auto t = Clock::now();
+        nvtx::Range r(nvtx::kIteratorReset);
+        if (loader_) loader_->reset();
+        result.iterator_reset_ms = ms_since(t);
+      }
+      for (int i = 0; i < config_.steps && !stopping(); ++i) {
+        result.steps.push_back(step(i, false));
+        if (progress) progress(result.steps.back());
+      }
+      const auto t = Clock::now();
+      nvtx::Range r(nvtx::kCaptureDrain);
+      device_synchronize();
+      result.capture_drain_ms = ms_since(t);
+    }
+    result.elapsed_s = ms_since(t_window) / 1000.0;
+    capture.stop();
+    if (result.elapsed_s > 0) {
+      result.images_per_s =
+          static_cast<double>(result.steps.size()) * static_cast<double>(config_.batch_size) /
+          result.elapsed_s;
+    }
+  }
+  // Read on the host only now, after the drain: inside the window this would synchronize.
+  if (loss_.defined()) result.loss_after_drain = loss_.item<float>();
+  result.interrupted = stopping();
+  return result;
+}
+
+}  // namespace workload

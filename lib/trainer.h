@@ -1,0 +1,110 @@
+// The training workload: ResNet-50 steps with the article's NVTX ranges and a capture window.
+#pragma once
+
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data_pipeline/food101_index.h"
+#include "data_pipeline/loader.h"
+#include "lib/cuda_device.h"
+#include "lib/resnet50.h"
+#include "lib/train_config.h"
+
+namespace workload {
+
+/// Host-side facts of one training step (no device values: nothing here synchronizes).
+struct StepRecord {
+  int index = 0;                ///< 0-based within its phase (warm-up or capture)
+  bool warmup = false;
+  double batch_wait_ms = 0;     ///< inside batch_wait: blocked on the loader
+  double h2d_submit_ms = 0;     ///< inside h2d_submit: issuing the copies
+  double step_ms = 0;           ///< the whole torch_step range
+  std::uint64_t digest = 0;     ///< digest of the batch's host label and image bytes
+  std::int64_t epoch = 0;
+  std::int64_t batch_in_epoch = 0;
+  std::vector<data_pipeline::SkippedImage> skipped;
+};
+
+/// What a run produced.
+struct RunResult {
+  std::vector<StepRecord> warmup_steps;
+  std::vector<StepRecord> steps;  ///< captured steps
+  double elapsed_s = 0;           ///< capture_window start through the end of capture_drain
+  double images_per_s = 0;
+  double iterator_reset_ms = 0;
+  double capture_drain_ms = 0;
+  std::optional<double> loss_after_drain;
+  bool capture_started = false;
+  bool interrupted = false;
+  std::string interrupt_signal;
+};
+
+/// Builds the dataset index, loader, model and optimizer for `config`, then runs warm-up and
+/// the captured steps. Single-threaded use from the thread that created it (the "main thread"
+/// of the NVTX tree); the loader's workers are its own.
+///
+/// The step is exactly:
+///   torch_step { data_load { batch_wait, h2d_submit }, forward, zero_grad, backward,
+///                optimizer_step }
+/// and the capture is: warm-up steps, device synchronize, cudaProfilerStart, capture_window {
+/// [iterator_reset], steps, capture_drain }, cudaProfilerStop. Nothing inside the window waits for
+/// the device before capture_drain.
+class Trainer {
+ public:
+  /// \throws data_pipeline::DataError for dataset problems, std::invalid_argument for
+  ///         configurations that cannot run (e.g. --device cuda without a GPU).
+  explicit Trainer(TrainConfig config);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  /// Called after every step with its host-side record (for progress lines).
+  using Progress = std::function<void(const StepRecord&)>;
+
+  /// Runs warm-up and capture. `stop_requested`, when set, is polled between steps: the run then
+  /// ends early (capture stopped, result marked interrupted) instead of finishing.
+  RunResult run(const Progress& progress = nullptr,
+                const std::atomic<int>* stop_requested = nullptr);
+
+  const TrainConfig& config() const { return config_; }
+  const ResNet50& model() const { return model_; }
+  std::int64_t num_classes() const { return num_classes_; }
+  std::int64_t parameters() const;
+  bool on_cuda() const { return device_.is_cuda(); }
+  /// Images in the split (0 in synthetic mode).
+  std::int64_t dataset_images() const { return index_ ? index_->size() : 0; }
+  /// The loader, or nullptr in synthetic mode.
+  const data_pipeline::Loader* loader() const { return loader_.get(); }
+  /// One line per notice worth printing once (e.g. pinning unavailable, profiler skipped).
+  const std::vector<std::string>& notices() const { return notices_; }
+
+ private:
+  StepRecord step(int index, bool warmup);
+  void submit(data_pipeline::Batch& batch, torch::Tensor& images, torch::Tensor& labels);
+  void zero_grad();
+
+  TrainConfig config_;
+  torch::Device device_{torch::kCPU};
+  std::vector<std::string> notices_;
+  std::shared_ptr<const data_pipeline::Food101Index> index_;
+  std::unique_ptr<data_pipeline::Loader> loader_;
+  std::int64_t num_classes_ = 101;
+  ResNet50 model_{nullptr};
+  std::unique_ptr<torch::optim::SGD> optimizer_;
+  torch::Tensor loss_;
+  torch::Tensor synthetic_images_, synthetic_labels_;
+  std::uint64_t synthetic_digest_ = 0;
+  struct CudaState;                   // copy stream (CUDA builds only)
+  std::unique_ptr<CudaState> cuda_;
+};
+
+}  // namespace workload

@@ -1,0 +1,63 @@
+// Tests for the report helpers: percentiles, step aggregates, hex digests, atomic writing.
+#include "lib/report.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/test_util.h"
+
+namespace workload {
+namespace {
+
+TEST(ReportTest, PercentileInterpolatesLikeNumpy) {
+  EXPECT_DOUBLE_EQ(percentile({}, 50), 0.0);
+  EXPECT_DOUBLE_EQ(percentile({5}, 95), 5.0);
+  EXPECT_DOUBLE_EQ(percentile({4, 1, 3, 2}, 50), 2.5);
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 95), 9.55);
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3}, 0), 1.0);
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3}, 100), 3.0);
+}
+
+TEST(ReportTest, SummaryFindsTheLongestWaitAndTotals) {
+  std::vector<StepRecord> steps(4);
+  const double waits[] = {1.0, 7.5, 2.0, 7.5};
+  for (int i = 0; i < 4; ++i) {
+    steps[i].index = i;
+    steps[i].batch_wait_ms = waits[i];
+    steps[i].h2d_submit_ms = 0.25;
+    steps[i].step_ms = 10.0 * (i + 1);
+  }
+  steps[2].skipped.push_back({"a.jpg", "bad", 0, 1, "b.jpg"});
+  const StepSummary s = summarize(steps);
+  EXPECT_DOUBLE_EQ(s.batch_wait_total_ms, 18.0);
+  EXPECT_DOUBLE_EQ(s.batch_wait_max_ms, 7.5);
+  EXPECT_EQ(s.batch_wait_max_step, 1);  // the first of equal maxima
+  EXPECT_DOUBLE_EQ(s.h2d_submit_total_ms, 1.0);
+  EXPECT_DOUBLE_EQ(s.step_ms_p50, 25.0);
+  EXPECT_EQ(s.images_skipped, 1);
+}
+
+TEST(ReportTest, Hex64IsFixedWidth) {
+  EXPECT_EQ(hex64(0), "0x0000000000000000");
+  EXPECT_EQ(hex64(0xDEADBEEFULL), "0x00000000deadbeef");
+}
+
+TEST(ReportTest, WriteReportReplacesAtomicallyAndNamesBadPaths) {
+  test_util::TempDir tmp;
+  const std::string path = (tmp / "r.json").string();
+  write_report(path, {{"a", 1}});
+  write_report(path, {{"a", 2}});
+  std::ifstream in(path);
+  EXPECT_EQ(nlohmann::json::parse(in)["a"], 2);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  try {
+    write_report((tmp / "missing_dir" / "r.json").string(), {{"a", 1}});
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing_dir/r.json"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace workload

@@ -1,0 +1,121 @@
+// Tests for train_resnet50's flag parsing: defaults, booleans, and a named error for each misuse.
+#include "lib/train_cli.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "lib/cli.h"
+
+namespace workload {
+namespace {
+
+ParsedArgs parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "train_resnet50");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parse_train_args(static_cast<int>(argv.size()), argv.data());
+}
+
+// Expects a usage error (UsageError or cxxopts' own) whose message contains `fragment`.
+void expect_usage_error(const std::vector<std::string>& args, const std::string& fragment) {
+  try {
+    parse(args);
+    FAIL() << "expected a usage error for " << ::testing::PrintToString(args);
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  } catch (const std::exception& e) {  // cxxopts' parse errors
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(TrainCliTest, DefaultsAreTheArticlesSettings) {
+  const TrainConfig c = parse({"--data", "/x", "--device=cpu"}).config;
+  EXPECT_EQ(c.batch_size, 128);
+  EXPECT_EQ(c.warmup, 3);
+  EXPECT_EQ(c.steps, 8);
+  EXPECT_EQ(c.workers, static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency()))));
+  EXPECT_EQ(c.prefetch_factor, 2);
+  EXPECT_TRUE(c.pin_memory);
+  EXPECT_EQ(c.work_unit, data_pipeline::WorkUnit::kBatch);
+  EXPECT_TRUE(c.reuse_iterator);
+  EXPECT_EQ(c.seed, 2026u);
+  EXPECT_EQ(c.image_size, 224);
+  EXPECT_FALSE(c.cudnn_benchmark);
+  EXPECT_EQ(c.intra_op_threads, 1);
+  EXPECT_DOUBLE_EQ(c.lr, 0.1);
+  EXPECT_DOUBLE_EQ(c.momentum, 0.9);
+  EXPECT_DOUBLE_EQ(c.weight_decay, 1e-4);
+  EXPECT_FALSE(c.synthetic);
+  EXPECT_EQ(c.split, "train");
+}
+
+TEST(TrainCliTest, BooleansAcceptBareAndExplicitValues) {
+  EXPECT_FALSE(parse({"--data=/x", "--device=cpu", "--pin-memory=false"}).config.pin_memory);
+  EXPECT_FALSE(parse({"--data=/x", "--device=cpu", "--reuse-iterator=false"}).config.reuse_iterator);
+  EXPECT_TRUE(parse({"--data=/x", "--device=cpu", "--cudnn-benchmark"}).config.cudnn_benchmark);
+  EXPECT_TRUE(parse({"--data=/x", "--device=cpu", "--synthetic=1"}).config.synthetic);
+  expect_usage_error({"--data=/x", "--device=cpu", "--pin-memory=maybe"}, "--pin-memory");
+}
+
+TEST(TrainCliTest, ValuesAreParsed) {
+  const TrainConfig c = parse({"--data=/d", "--device=cpu", "--batch-size=4", "--workers=0",
+                               "--prefetch-factor=3", "--work-unit=sample", "--seed=7",
+                               "--image-size=64", "--steps=2", "--warmup=0", "--lr=0.5",
+                               "--split=test", "--report=r.json", "--on-bad-image=skip"})
+                            .config;
+  EXPECT_EQ(c.batch_size, 4);
+  EXPECT_EQ(c.workers, 0);
+  EXPECT_EQ(c.prefetch_factor, 3);
+  EXPECT_EQ(c.work_unit, data_pipeline::WorkUnit::kSample);
+  EXPECT_EQ(c.seed, 7u);
+  EXPECT_EQ(c.image_size, 64);
+  EXPECT_EQ(c.steps, 2);
+  EXPECT_EQ(c.warmup, 0);
+  EXPECT_DOUBLE_EQ(c.lr, 0.5);
+  EXPECT_EQ(c.split, "test");
+  EXPECT_EQ(c.report, "r.json");
+  EXPECT_EQ(c.on_bad_image, data_pipeline::BadImagePolicy::kSkip);
+}
+
+TEST(TrainCliTest, EveryOutOfRangeNumberNamesItsFlag) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--batch-size=0", "--batch-size"},     {"--batch-size=-3", "--batch-size"},
+      {"--batch-size=abc", "--batch-size"},   {"--steps=0", "--steps"},
+      {"--steps=-1", "--steps"},              {"--warmup=-1", "--warmup"},
+      {"--prefetch-factor=0", "--prefetch-factor"}, {"--workers=-1", "--workers"},
+      {"--image-size=16", "--image-size"},    {"--intra-op-threads=0", "--intra-op-threads"},
+      {"--lr=-1", "--lr"},                    {"--momentum=2", "--momentum"},
+      {"--seed=-5", "--seed"},                {"--lr=nan", "--lr"},
+      {"--work-unit=pixel", "--work-unit"},   {"--split=val", "--split"},
+      {"--device=tpu", "--device"},           {"--on-bad-image=ignore", "--on-bad-image"},
+      {"--report=", "--report"}};
+  for (const auto& [arg, flag] : cases) {
+    expect_usage_error({"--data=/x", "--device=cpu", arg}, flag);
+  }
+}
+
+TEST(TrainCliTest, UnknownFlagsMissingValuesAndStrayArguments) {
+  expect_usage_error({"--data=/x", "--device=cpu", "--bogus=1"}, "bogus");
+  expect_usage_error({"--device=cpu", "--data"}, "data");
+  expect_usage_error({"--data=/x", "--device=cpu", "stray"}, "stray");
+  expect_usage_error({"--device=cpu"}, "--data");
+}
+
+TEST(TrainCliTest, CudaWithoutAGpuIsAClearUsageError) {
+#if !defined(WORKLOAD_TORCH_CUDA)
+  expect_usage_error({"--data=/x", "--device=cuda"}, "no CUDA device");
+#else
+  GTEST_SKIP() << "CUDA build";
+#endif
+}
+
+TEST(TrainCliTest, HelpAndVersion) {
+  const ParsedArgs h = parse({"--help"});
+  EXPECT_TRUE(h.help);
+  EXPECT_NE(h.help_text.find("--prefetch-factor"), std::string::npos);
+  EXPECT_TRUE(parse({"--version"}).version);
+}
+
+}  // namespace
+}  // namespace workload

@@ -1,0 +1,172 @@
+// Tests for Trainer on the CPU: digests independent of loader settings, iterator reset vs reuse,
+// synthetic mode, the report's schema, and early stop.
+#include "lib/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include "lib/report.h"
+#include "tests/test_util.h"
+
+namespace workload {
+namespace {
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new test_util::TempDir();
+    test_util::make_dataset(tmp_->path(), 3, 8, 3, 0.0);  // 24 training images, 3 classes
+  }
+  static void TearDownTestSuite() { delete tmp_; }
+  static TrainConfig config() {
+    TrainConfig c;
+    c.data = tmp_->path().string();
+    c.device = "cpu";
+    c.batch_size = 4;
+    c.image_size = 32;
+    c.warmup = 2;
+    c.steps = 3;
+    c.workers = 2;
+    c.lr = 0.01;
+    c.quiet = true;
+    return c;
+  }
+  static std::vector<std::uint64_t> digests(const RunResult& r) {
+    std::vector<std::uint64_t> d;
+    for (const auto& s : r.warmup_steps) d.push_back(s.digest);
+    for (const auto& s : r.steps) d.push_back(s.digest);
+    return d;
+  }
+  static test_util::TempDir* tmp_;
+};
+test_util::TempDir* TrainerTest::tmp_ = nullptr;
+
+TEST_F(TrainerTest, DigestsDoNotDependOnLoaderSettings) {
+  const auto reference = digests(Trainer(config()).run());
+  ASSERT_EQ(reference.size(), 5u);
+  EXPECT_NE(reference[0], reference[1]);
+  struct Variant {
+    const char* name;
+    void (*apply)(TrainConfig&);
+  };
+  const Variant variants[] = {
+      {"workers=0", [](TrainConfig& c) { c.workers = 0; }},
+      {"workers=3,sample", [](TrainConfig& c) { c.workers = 3; c.work_unit = data_pipeline::WorkUnit::kSample; }},
+      {"prefetch=1", [](TrainConfig& c) { c.prefetch_factor = 1; }},
+      {"prefetch=4,no pin", [](TrainConfig& c) { c.prefetch_factor = 4; c.pin_memory = false; }},
+  };
+  for (const auto& v : variants) {
+    TrainConfig c = config();
+    v.apply(c);
+    EXPECT_EQ(digests(Trainer(c).run()), reference) << v.name;
+  }
+}
+
+TEST_F(TrainerTest, ResetStartsANewTraversalReuseContinues) {
+  const RunResult reuse = Trainer(config()).run();
+  TrainConfig c = config();
+  c.reuse_iterator = false;
+  const RunResult reset = Trainer(c).run();
+  // Reused: capture continues the warm-up's epoch at batch 2; reset: epoch 1 from batch 0.
+  EXPECT_EQ(reuse.steps[0].epoch, 0);
+  EXPECT_EQ(reuse.steps[0].batch_in_epoch, 2);
+  EXPECT_EQ(reset.steps[0].epoch, 1);
+  EXPECT_EQ(reset.steps[0].batch_in_epoch, 0);
+  EXPECT_EQ(digests(reuse)[0], digests(reset)[0]);  // same warm-up
+  EXPECT_NE(reuse.steps[0].digest, reset.steps[0].digest);
+  EXPECT_GE(reset.iterator_reset_ms, 0.0);
+}
+
+TEST_F(TrainerTest, RunProducesTimingsThroughputAndLoss) {
+  Trainer t(config());
+  int calls = 0;
+  const RunResult r = t.run([&](const StepRecord&) { ++calls; });
+  EXPECT_EQ(calls, 5);
+  EXPECT_EQ(r.warmup_steps.size(), 2u);
+  EXPECT_EQ(r.steps.size(), 3u);
+  EXPECT_FALSE(r.capture_started);  // CPU: the profiler API is skipped
+  EXPECT_GT(r.elapsed_s, 0.0);
+  EXPECT_NEAR(r.images_per_s, 3 * 4 / r.elapsed_s, 1e-9);
+  ASSERT_TRUE(r.loss_after_drain.has_value());
+  EXPECT_TRUE(std::isfinite(*r.loss_after_drain));
+  for (const auto& s : r.steps) {
+    EXPECT_GE(s.step_ms, s.batch_wait_ms + s.h2d_submit_ms);
+    EXPECT_EQ(s.warmup, false);
+  }
+  EXPECT_EQ(t.num_classes(), 3);
+  EXPECT_FALSE(t.notices().empty());
+}
+
+TEST_F(TrainerTest, ReportHasTheDocumentedSchema) {
+  Trainer t(config());
+  const RunResult r = t.run();
+  const auto j = make_report(t, r);
+  for (const char* key : {"config", "environment", "model", "capture", "steps", "summary",
+                          "loss_after_drain", "interrupted", "loader", "warmup"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  for (const char* key : {"batch_size", "workers", "prefetch_factor", "pin_memory", "work_unit",
+                          "reuse_iterator", "seed", "device", "image_size", "cudnn_benchmark",
+                          "intra_op_threads", "lr", "momentum", "weight_decay", "synthetic",
+                          "warmup", "steps", "split", "data"}) {
+    EXPECT_TRUE(j["config"].contains(key)) << key;
+  }
+  for (const char* key : {"libtorch", "cuda_runtime", "cudnn", "device_name", "hardware_threads"}) {
+    EXPECT_TRUE(j["environment"].contains(key)) << key;
+  }
+  EXPECT_EQ(j["model"]["parameters"], count_parameters(*t.model()));
+  EXPECT_EQ(j["capture"]["warmup_steps"], 2);
+  EXPECT_EQ(j["capture"]["steps"], 3);
+  EXPECT_EQ(j["capture"]["batch_size"], 4);
+  EXPECT_EQ(j["capture"]["reuse_iterator"], true);
+  EXPECT_DOUBLE_EQ(j["capture"]["images_per_s"].get<double>(), r.images_per_s);
+  ASSERT_EQ(j["steps"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const auto& s = j["steps"][i];
+    EXPECT_EQ(s["index"], i);
+    EXPECT_EQ(s["digest"], hex64(r.steps[i].digest));
+    EXPECT_EQ(s["digest"].get<std::string>().size(), 18u);
+    for (const char* key : {"batch_wait_ms", "h2d_submit_ms", "step_ms"}) {
+      EXPECT_TRUE(s.contains(key)) << key;
+    }
+  }
+  EXPECT_EQ(j["interrupted"], false);
+}
+
+TEST_F(TrainerTest, SyntheticModeNeedsNoDataset) {
+  TrainConfig c = config();
+  c.data.clear();
+  c.synthetic = true;
+  Trainer t(c);
+  EXPECT_EQ(t.loader(), nullptr);
+  EXPECT_EQ(t.num_classes(), 101);
+  const RunResult r = t.run();
+  ASSERT_EQ(r.steps.size(), 3u);
+  EXPECT_EQ(r.steps[0].digest, r.steps[2].digest);  // the same batch every step
+  EXPECT_DOUBLE_EQ(r.steps[1].batch_wait_ms < 1.0, true);
+}
+
+TEST_F(TrainerTest, StopRequestEndsTheRunEarly) {
+  std::atomic<int> stop{0};
+  Trainer t(config());
+  const RunResult r = t.run(
+      [&](const StepRecord& s) {
+        if (s.warmup && s.index == 0) stop = 2;
+      },
+      &stop);
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_EQ(r.warmup_steps.size(), 1u);
+  EXPECT_TRUE(r.steps.empty());
+}
+
+TEST_F(TrainerTest, CudaDeviceWithoutAGpuIsRejected) {
+#if !defined(WORKLOAD_TORCH_CUDA)
+  TrainConfig c = config();
+  c.device = "cuda";
+  EXPECT_THROW(Trainer{c}, std::invalid_argument);
+#else
+  GTEST_SKIP() << "CUDA build";
+#endif
+}
+
+}  // namespace
+}  // namespace workload

@@ -158,6 +158,24 @@ TEST_F(TrainerTest, StopRequestEndsTheRunEarly) {
   EXPECT_TRUE(r.steps.empty());
 }
 
+TEST_F(TrainerTest, CudaRunPinsTheRingCapturesAndSeesTheSameBatches) {
+  if (!cuda_available()) GTEST_SKIP() << "needs a CUDA device";
+  const auto cpu = digests(Trainer(config()).run());
+  for (bool copy_stream : {true, false}) {
+    TrainConfig c = config();
+    c.device = "cuda";
+    c.copy_stream = copy_stream;
+    Trainer t(c);
+    ASSERT_NE(t.loader(), nullptr);
+    EXPECT_TRUE(t.loader()->pinned());
+    const RunResult r = t.run();
+    EXPECT_TRUE(r.capture_started);
+    EXPECT_EQ(digests(r), cpu) << "copy_stream=" << copy_stream;
+    ASSERT_TRUE(r.loss_after_drain.has_value());
+    EXPECT_TRUE(std::isfinite(*r.loss_after_drain));
+  }
+}
+
 TEST_F(TrainerTest, CudaDeviceWithoutAGpuIsRejected) {
 #if !defined(WORKLOAD_TORCH_CUDA)
   TrainConfig c = config();

@@ -1,72 +1,47 @@
 #!/usr/bin/env bash
-# CI entry point (.ci/run): install what the build and the tests need, configure, build, run CTest.
+# The README's test command: installs what is missing (apt), configures, builds and runs every
+# test (the GoogleTest suites and the Python tests of scripts/, all through CTest).
 #
-# usage: scripts/test.sh [--python-only] [--no-install]
-#
-#   --python-only  run only the Python tests of scripts/ (scripts/python_tests.sh), no C++ build
-#   --no-install   install nothing (missing packages are reported, and the build or tests fail on them)
-#
-# Debian packages are installed with apt-get when running as root and a package is missing. The build
-# goes to $BUILD_DIR (default build/). CTest runs the GoogleTest suites and, where tests/CMakeLists.txt
-# registers it, scripts/python_tests.sh; when CTest lists no Python test, this script runs them itself.
-set -uo pipefail
+#   scripts/test.sh                 Release build in build/, all CTest suites
+#   BUILD_DIR=b scripts/test.sh     another build directory
+#   SKIP_APT=1 scripts/test.sh      never call apt (machines without a package mirror)
+#   SANITIZERS=1 scripts/test.sh    also the ASan+UBSan and TSan builds of the unit tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 
-repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$repo_root" || exit 1
-build_dir=${BUILD_DIR:-build}
+log() { printf '\n== test.sh: %s\n' "$*"; }
 
-python_only=0
-install=1
-for arg in "$@"; do
-  case "$arg" in
-    --python-only) python_only=1 ;;
-    --no-install) install=0 ;;
-    -h | --help) awk 'NR > 2 && !/^#/ { exit } NR > 2 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
-    *) echo "test.sh: error: expected --python-only or --no-install, got $arg" >&2; exit 2 ;;
-  esac
-done
-
-python_packages=(python3-matplotlib python3-numpy python3-pytest)
-build_packages=(cmake ninja-build g++ libtorch-dev libopencv-dev libjpeg-dev libcxxopts-dev nlohmann-json3-dev
-  libgtest-dev)
-
-# ensure_packages PKG...: apt-get install the ones dpkg does not report installed (root only).
-ensure_packages() {
-  local missing=() pkg
-  for pkg in "$@"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+# --- packages (Debian/Ubuntu) ----------------------------------------------------------------------
+PACKAGES=(cmake ninja-build g++ libtorch-dev libopencv-dev libjpeg-dev libcxxopts-dev libgtest-dev
+          nlohmann-json3-dev python3 python3-matplotlib python3-numpy python3-pytest xz-utils)
+if [ "${SKIP_APT:-0}" != 1 ] && command -v dpkg-query >/dev/null && command -v apt-get >/dev/null; then
+  missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
   done
-  ((${#missing[@]})) || return 0
-  if ((install == 0)) || ! command -v apt-get >/dev/null 2>&1 || [[ $(id -u) != 0 ]]; then
-    echo "test.sh: warning: missing packages not installed: ${missing[*]}" >&2
-    return 0
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
   fi
-  echo "test.sh: installing ${missing[*]}" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update >&2 && apt-get install -y --no-install-recommends "${missing[@]}" >&2 ||
-    { echo "test.sh: error: apt-get could not install ${missing[*]}" >&2; return 1; }
+fi
+
+# --- configure, build, test ------------------------------------------------------------------------
+configure_and_test() {  # <build dir> [extra cmake args...]
+  local dir=$1
+  shift
+  log "configure $dir $*"
+  cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" "$@"
+  log "build $dir"
+  cmake --build "$dir" -j "$JOBS"
+  log "test $dir"
+  ctest --test-dir "$dir" --output-on-failure ${CTEST_ARGS:-}
 }
 
-if command -v dpkg-query >/dev/null 2>&1; then
-  if ((python_only)); then
-    ensure_packages "${python_packages[@]}" || exit 1
-  else
-    ensure_packages "${build_packages[@]}" "${python_packages[@]}" || exit 1
-  fi
-fi
-
-python_args=()
-((install)) || python_args=(--no-install)
-if ((python_only)); then
-  exec scripts/python_tests.sh "${python_args[@]}"
-fi
-
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release || exit 1
-cmake --build "$build_dir" -j "$(nproc 2>/dev/null || echo 2)" || exit 1
-status=0
-ctest --test-dir "$build_dir" --output-on-failure || status=$?
-if ! ctest --test-dir "$build_dir" -N 2>/dev/null | grep -qi python; then
-  echo "test.sh: CTest registers no Python test; running scripts/python_tests.sh" >&2
-  scripts/python_tests.sh "${python_args[@]}" || status=$?
-fi
-exit "$status"
+configure_and_test "$BUILD_DIR"
+log "all tests passed"

@@ -11,6 +11,8 @@
 #include <thread>
 
 #include <fcntl.h>
+#include <ftw.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <stdexcept>
@@ -26,14 +28,18 @@ TempDir::TempDir() {
   path_ = pattern;
 }
 
+namespace {
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
+  chmod(path, 0700);  // a test may have made it unreadable
+  return ::remove(path);
+}
+}  // namespace
+
 TempDir::~TempDir() {
-  std::error_code ec;
-  // Restore permissions a test may have removed, so removal cannot fail half-way.
-  for (auto it = fs::recursive_directory_iterator(path_, ec); !ec && it != fs::end(it);
-       it.increment(ec)) {
-    fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
-  }
-  fs::remove_all(path_, ec);
+  // POSIX nftw rather than std::filesystem::remove_all: PyTorch's pip wheels export their own
+  // copies of libstdc++'s filesystem symbols from libtorch.so, and their remove_all crashes when
+  // it is bound in place of the system's (seen with LibTorch 2.11 on Ubuntu 24.04).
+  nftw(path_.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 void write_file(const fs::path& file, const std::vector<std::uint8_t>& bytes) {

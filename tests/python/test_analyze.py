@@ -4,6 +4,7 @@ number known exactly), and the real nsys 2025.3 export of the Python reference i
 Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
 """
 
+import importlib.util
 import json
 import lzma
 import os
@@ -21,11 +22,7 @@ FIXTURE_DIR = os.path.join(REPO, "tests", "fixtures", "nsys")
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 import analyze  # noqa: E402
 
-try:
-    import matplotlib  # noqa: F401
-    HAVE_MPL = True
-except ImportError:
-    HAVE_MPL = False
+HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
 
 # Column sets of the nsys 2025.3 export (tests/fixtures/nsys/py_reuse8.sqlite); test_builder_schema_matches
 # keeps them honest against the fixture.
@@ -594,7 +591,7 @@ class RealFixtureTest(unittest.TestCase):
         with open(os.path.join(out, "summary.json")) as f:
             s = json.load(f)
         self.assertEqual(s["images_per_s"], 2864.1)
-        self.assertEqual(s["expected_steps_source"], "run report capture.steps")
+        self.assertEqual(s["expected_steps_source"], "run report steps")
         self.assertEqual(s["stats_crosscheck"]["nvtx_sum"]["mismatches"], [])
         if HAVE_MPL:
             for name in ("fig1_phases.png", "fig2_top_kernels.png", "fig3_timeline.png", "fig5_batch_wait.png"):

@@ -7,6 +7,7 @@ Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest disco
 """
 
 import csv
+import importlib.util
 import json
 import lzma
 import os
@@ -24,11 +25,7 @@ FIXTURE_DIR = os.path.join(REPO, "tests", "fixtures", "nsys")
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 import sweep  # noqa: E402
 
-try:
-    import matplotlib  # noqa: F401
-    HAVE_MPL = True
-except ImportError:
-    HAVE_MPL = False
+HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
 
 # A stand-in for train_resnet50: parses its flags, writes a report in the C++ program's schema.
 #   images/s = 1000 + 10 * workers + (seed - 2026); batch_wait of step i = workers / 10 + i (+ 5 at step 1
@@ -246,6 +243,14 @@ class NoNsysSweepTest(SweepCase):
         table = {row["config"]: row for row in self.read_csv("sweep.csv")}
         self.assertIn("timed out after 1 s on both attempts", table["stuck"]["notes"])
         self.assertIn("exit status 1", table["broken"]["notes"])
+
+    def test_nsys_mode_needs_nsys(self):
+        tools = os.path.join(self.tmp, "empty_bin")
+        os.mkdir(tools)
+        r = subprocess.run([sys.executable, SCRIPT, "--binary", self.binary, "--out", self.out],
+                           capture_output=True, text=True, timeout=60, env=dict(os.environ, PATH=tools))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("nsys (Nsight Systems CLI) is not on PATH", r.stderr)
 
     def test_missing_binary(self):
         r = subprocess.run([sys.executable, SCRIPT, "--no-nsys", "--binary", os.path.join(self.tmp, "nope"),

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Run the Python tests of scripts/ (tests/python) with an interpreter that has matplotlib, installing
+# Debian's python3-matplotlib (and python3-pytest) first when no interpreter has it. CTest runs this.
+#
+# usage: scripts/python_tests.sh [--no-install] [PYTEST OR UNITTEST ARGS...]
+#
+# Interpreter: $PYTHON, then python3, then /usr/bin/python3, the first that imports matplotlib. Runs
+# pytest when that interpreter has it, else unittest discovery. Exit status: the tests'; 1 when no
+# interpreter with matplotlib is available and none could be installed.
+set -uo pipefail
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo_root" || exit 1
+
+install=1
+if [[ ${1:-} == --no-install ]]; then
+  install=0
+  shift
+fi
+
+find_python() {
+  local candidate
+  for candidate in "${PYTHON:-}" python3 /usr/bin/python3; do
+    [[ -n $candidate ]] || continue
+    command -v "$candidate" >/dev/null 2>&1 || continue
+    if "$candidate" -c "import $1" >/dev/null 2>&1; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+if ! py=$(find_python matplotlib); then
+  if ((install)) && command -v apt-get >/dev/null 2>&1 && [[ $(id -u) == 0 ]]; then
+    echo "python_tests.sh: installing python3-matplotlib python3-pytest with apt-get" >&2
+    packages=(python3-matplotlib python3-numpy python3-pytest)
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${packages[@]}" >&2 ||
+      { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${packages[@]}" >&2; }
+  fi
+  py=$(find_python matplotlib) || {
+    echo "python_tests.sh: error: no Python with matplotlib (tried \$PYTHON, python3, /usr/bin/python3); install python3-matplotlib" >&2
+    exit 1
+  }
+fi
+
+echo "python_tests.sh: $py ($("$py" -c 'import sys; print(sys.version.split()[0])'))" >&2
+if "$py" -c "import pytest" >/dev/null 2>&1; then
+  exec "$py" -m pytest -q -p no:cacheprovider tests/python "$@"
+fi
+exec "$py" -m unittest discover -s tests/python "$@"

@@ -64,9 +64,11 @@ class JpegDecoder {
 
   /// Decodes `data` (named `name` in errors). `choose` receives the full image size and returns
   /// the crop in full-resolution pixels (clamped to the image). With kFusedRoi the decoder picks
-  /// the smallest scale M/8 (M = 1..8) at which the crop is still at least `min_width` x
+  /// the smallest scale M/8 with M in {1, 2, 4, 8} (the scales libjpeg-turbo decodes with SIMD;
+  /// M >= 2 for 4x chroma subsampling) at which the crop is still at least `min_width` x
   /// `min_height`, and decodes only the crop's region; the returned view is the crop at that
-  /// scale. With kFull the view is the crop inside a full-resolution decode.
+  /// scale, so it is less than twice the requested size in each direction unless the 1/8 scale
+  /// was reached. With kFull the view is the crop inside a full-resolution decode.
   /// \throws DataError for anything libjpeg rejects or a truncated stream.
   RgbView decode(const std::uint8_t* data, std::size_t size, const std::string& name,
                  CropChooser choose, void* context, int min_width, int min_height,

@@ -149,15 +149,21 @@ RgbView SampleTransform::decode_other(const std::uint8_t* data, std::size_t size
 #endif
 }
 
+int resize_interpolation(int width, int height, int size) {
+  // Up to 2x, bilinear sampling reads every source pixel (at exactly 2x it is the 2x2 box
+  // average); beyond that it would skip pixels and alias, so area averaging takes over. The fused
+  // decode leaves less than 2x for the resize except past the 1/8 DCT scale.
+  return (width > 2 * size || height > 2 * size) ? cv::INTER_AREA : cv::INTER_LINEAR;
+}
+
 std::uint64_t SampleTransform::write(const RgbView& crop, bool flip, void* dst) {
   const int s = options_.image_size;
   const cv::Mat src(crop.height, crop.width, CV_8UC3, const_cast<std::uint8_t*>(crop.data),
                     crop.stride);
-  const bool shrink = crop.width > s && crop.height > s;
   if (crop.width == s && crop.height == s) {
     src.copyTo(resized_);
   } else {
-    cv::resize(src, resized_, cv::Size(s, s), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
+    cv::resize(src, resized_, cv::Size(s, s), 0, 0, resize_interpolation(crop.width, crop.height, s));
   }
   const std::size_t row_elems = static_cast<std::size_t>(s) * 3;
   if (options_.dtype == HostDType::kFloat32) {

@@ -37,8 +37,9 @@ struct TransformOptions {
 ///
 /// Equivalent to torchvision's `RandomResizedCrop(S, scale=(0.08, 1), ratio=(3/4, 4/3))`,
 /// `RandomHorizontalFlip(0.5)`, `ToTensor()`, `Normalize(ImageNet mean, std)`: the crop and flip
-/// come from `sample_augment`, the crop is resized with OpenCV (area averaging when shrinking,
-/// bilinear when enlarging) and written channels-last (H x W x 3) into the caller's memory.
+/// come from `sample_augment`; the crop, already reduced by the decoder's DCT scaling, is resized
+/// with OpenCV (`resize_interpolation`) and written channels-last (H x W x 3) into the caller's
+/// memory.
 /// JPEG goes through `JpegDecoder`; other formats through OpenCV's imgcodecs when this build has
 /// it. EXIF orientation is ignored, as in torchvision's PIL path.
 ///
@@ -77,6 +78,10 @@ class SampleTransform {
   std::vector<std::uint8_t> file_buffer_;
   float lut_[3][256];  // (v / 255 - mean[c]) / std[c], bit-identical to ToTensor + Normalize
 };
+
+/// The OpenCV interpolation used to resize a `width` x `height` crop to `size` x `size`:
+/// bilinear up to a 2x reduction, area averaging beyond.
+int resize_interpolation(int width, int height, int size);
 
 /// Reads a whole file into `buffer` (resized to fit).
 /// \throws DataError naming the file when it cannot be opened or read.

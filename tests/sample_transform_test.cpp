@@ -50,9 +50,8 @@ TEST(SampleTransformTest, MatchesCropResizeNormalizeOfFullDecodeExactly) {
     const cv::Mat img(full.height, full.width, CV_8UC3, const_cast<std::uint8_t*>(full.data),
                       full.stride);
     cv::Mat resized;
-    const bool shrink = p.crop.width > s && p.crop.height > s;
     cv::resize(img(cv::Rect(p.crop.x, p.crop.y, p.crop.width, p.crop.height)), resized,
-               cv::Size(s, s), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
+               cv::Size(s, s), 0, 0, resize_interpolation(p.crop.width, p.crop.height, s));
     if (p.flip) cv::flip(resized, resized, 1);
     for (int y = 0; y < s; ++y) {
       for (int x = 0; x < s; ++x) {
@@ -65,6 +64,13 @@ TEST(SampleTransformTest, MatchesCropResizeNormalizeOfFullDecodeExactly) {
       }
     }
   }
+}
+
+TEST(SampleTransformTest, BilinearUpToTwiceTheSizeAreaBeyond) {
+  EXPECT_EQ(resize_interpolation(100, 100, 224), cv::INTER_LINEAR);  // enlarging
+  EXPECT_EQ(resize_interpolation(448, 300, 224), cv::INTER_LINEAR);  // exactly 2x: box
+  EXPECT_EQ(resize_interpolation(449, 300, 224), cv::INTER_AREA);
+  EXPECT_EQ(resize_interpolation(300, 1000, 224), cv::INTER_AREA);
 }
 
 TEST(SampleTransformTest, FlipMirrorsTheSameCrop) {

@@ -3,7 +3,10 @@
 #include <cstdio>
 #include <iostream>
 
+#include <torch/version.h>
+
 #include "lib/cli.h"
+#include "lib/cuda_device.h"
 #include "lib/report.h"
 #include "lib/train_cli.h"
 #include "lib/trainer.h"
@@ -36,7 +39,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (args.version) {
-      std::cout << "train_resnet50 " << workload::kWorkloadVersion << std::endl;
+      std::cout << "train_resnet50 " << workload::kWorkloadVersion << " (LibTorch " << TORCH_VERSION
+                << ", CUDA device: " << (workload::cuda_available() ? "yes" : "no") << ")"
+                << std::endl;
       return 0;
     }
     const workload::TrainConfig& c = args.config;

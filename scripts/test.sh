@@ -15,28 +15,15 @@ JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 log() { printf '\n== test.sh: %s\n' "$*"; }
 
 # --- packages (Debian/Ubuntu) ----------------------------------------------------------------------
-PACKAGES=(cmake ninja-build g++ libtorch-dev libopencv-dev libjpeg-dev libcxxopts-dev libgtest-dev
-          nlohmann-json3-dev python3 python3-matplotlib python3-numpy python3-pytest xz-utils)
-if [ "${SKIP_APT:-0}" != 1 ] && command -v dpkg-query >/dev/null && command -v apt-get >/dev/null; then
-  missing=()
-  for p in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    log "installing ${missing[*]}"
-    SUDO=""
-    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-  fi
-fi
+source scripts/install_deps.sh
+install_deps
 
 # --- configure, build, test ------------------------------------------------------------------------
 configure_and_test() {  # <build dir> [extra cmake args...]
   local dir=$1
   shift
   log "configure $dir $*"
-  cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" "$@"
+  cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" -DWORKLOAD_BUILD_TESTS=ON "$@"
   log "build $dir"
   cmake --build "$dir" -j "$JOBS"
   log "test $dir"

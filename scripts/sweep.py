@@ -17,7 +17,8 @@ prefetch_factor, pin_memory, reuse_iterator, ...). --configs FILE replaces the d
 {"name": {flag: value, ...}, ...}; flags a configuration does not give keep the baseline's. A flag also
 given after `--` overrides the configuration's (e.g. -- --device cpu --batch-size 4 --steps 2).
 
-Exit status: 0 every run aggregated; 1 some run failed, timed out twice or failed a check; 2 usage.
+Exit status: 0 every run aggregated; 1 some run failed, timed out twice or failed a check; 2 usage;
+4 --deadline reached (rerun with --resume to finish).
 """
 
 import argparse
@@ -459,6 +460,11 @@ def parse_args(argv):
     p.add_argument("--out", default=os.path.join("out", "sweep"), help="output directory (default out/sweep)")
     p.add_argument("--no-nsys", action="store_true", help="run the binary directly; use only the run reports")
     p.add_argument("--dry-run", action="store_true", help="print the shuffled plan and exit")
+    p.add_argument("--resume", action="store_true",
+                   help="keep runs that finished in an earlier sweep into the same --out")
+    p.add_argument("--deadline", type=float, default=0,
+                   help="start no new run after this many seconds (one run at least); exit 4 "
+                        "(continue with --resume)")
     p.add_argument("--no-figures", action="store_true", help="skip figures 4 and 5 (no matplotlib needed)")
     p.add_argument("--run-figures", action="store_true", help="also draw figures 1-3 and 5 for every capture")
     p.add_argument("--profile-script", default=os.path.join(SCRIPT_DIR, "profile.sh"), help=argparse.SUPPRESS)
@@ -509,9 +515,29 @@ def main(argv=None):
     os.makedirs(a.out, exist_ok=True)
 
     results = []
+    started = time.monotonic()
+    ran_any = False
     for order, (name, seed) in enumerate(plan, 1):
+        saved = os.path.join(a.out, "runs", "%s_%d" % (name, seed), "result.json")
+        if a.resume and os.path.exists(saved):
+            with open(saved) as f:
+                r = json.load(f, object_pairs_hook=OrderedDict)
+            if r.get("status") == "ok":
+                print("sweep: [%d/%d] %s seed %d: kept from an earlier run (--resume)" % (
+                    order, len(plan), name, seed), file=sys.stderr)
+                r["order"] = order
+                results.append(r)
+                continue
+        # Every invocation runs at least one run, so repeated --resume calls always progress.
+        if a.deadline and ran_any and time.monotonic() - started > a.deadline:
+            print("sweep: --deadline of %d s reached before %s seed %d; rerun with --resume to "
+                  "continue" % (a.deadline, name, seed), file=sys.stderr)
+            return 4
         print("sweep: [%d/%d] %s seed %d" % (order, len(plan), name, seed), file=sys.stderr)
         r = execute_run(name, configs[name], seed, a, extra, order)
+        ran_any = True
+        with open(saved, "w") as f:
+            json.dump(r, f, indent=2)
         results.append(r)
         if not r["aggregated"]:
             print("sweep: not aggregating %s seed %d: %s" % (name, seed, r["reason"]), file=sys.stderr)

@@ -244,6 +244,26 @@ class NoNsysSweepTest(SweepCase):
         self.assertIn("timed out after 1 s on both attempts", table["stuck"]["notes"])
         self.assertIn("exit status 1", table["broken"]["notes"])
 
+    def test_deadline_then_resume_keeps_finished_runs(self):
+        with open(self.configs, "w") as f:
+            json.dump({"a": {"steps": 2}, "b": {"steps": 2, "workers": 5}}, f)
+        args = ("--no-nsys", "--configs", self.configs, "--seeds", "2026", "--no-figures")
+        first = self.run_sweep(*args, "--deadline", "0.000001")
+        self.assertEqual(first.returncode, 4, first.stderr)
+        self.assertIn("rerun with --resume", first.stderr)
+        done = [d for d in os.listdir(os.path.join(self.out, "runs"))]
+        self.assertEqual(len(done), 1)  # the first run started before the deadline was checked
+        calls_before = sorted(os.listdir(self.state))
+        second = self.run_sweep(*args, "--resume")
+        self.assertEqual(second.returncode, 0, second.stderr)
+        self.assertIn("kept from an earlier run", second.stderr)
+        # The kept run was not run again: one more fake call, for the other configuration only.
+        self.assertEqual(len(os.listdir(self.state)), len(calls_before) + 1)
+        with open(os.path.join(self.out, "sweep.json")) as f:
+            runs = json.load(f)["runs"]
+        self.assertEqual(len(runs), 2)
+        self.assertTrue(all(r["aggregated"] for r in runs))
+
     def test_nsys_mode_needs_nsys(self):
         tools = os.path.join(self.tmp, "empty_bin")
         os.mkdir(tools)

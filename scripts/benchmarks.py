@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""GPU benchmarks of the workload: capture checks, the side-by-side comparison with the Python
+reference, the NVTX cost, process teardown, and a scan of loader settings; then the tables of
+docs/BENCHMARKS.md.
+
+usage: scripts/benchmarks.py checks  --data ROOT --out DIR
+       scripts/benchmarks.py compare --data ROOT --out DIR [--python-ref seed_workload.py]
+       scripts/benchmarks.py scan    --data ROOT --out DIR
+       scripts/benchmarks.py table   --out DIR
+
+checks   captures 8 and 64 steps, iterator reused and reset, under the article's nsys command
+         (scripts/profile.sh) and runs analyze.py --check on each: exactly M torch_step ranges in
+         capture_window, 2 x M host-to-device copies, no synchronization inside a step, no layout
+         conversion kernels.
+compare  64 captured steps, batch 128, under the same nsys command: (1) train_resnet50 --synthetic,
+         (2) train_resnet50 with its defaults, (3) the Python reference. Then, without nsys: NVTX on
+         vs off (alternating, --repeats each) and the teardown of a default run (time from the
+         report line to process exit).
+scan     without nsys: the synthetic ceiling, then workers x prefetch x work unit, 64 steps each.
+table    reads DIR/*.json written by the other commands and prints Markdown tables.
+
+Every command writes DIR/<command>.json; runs live in DIR/<command>/. Exit status 0, or 1 when a run
+failed (checks: when a check failed), 2 for usage errors.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+SCRIPTS = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(SCRIPTS)
+sys.path.insert(0, SCRIPTS)
+
+
+def binary_path(args):
+    path = args.binary or os.environ.get("TRAIN_BIN") or os.path.join(REPO, "build", "bin",
+                                                                       "train_resnet50")
+    if not os.access(path, os.X_OK):
+        raise SystemExit("benchmarks.py: error: train_resnet50 not found at %s (build it, or "
+                         "pass --binary)" % path)
+    return path
+
+
+def log(msg):
+    print("[benchmarks %s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
+
+
+def run_direct(cmd, log_path, timeout):
+    """Runs cmd, output to log_path; returns (exit code, seconds, seconds from the report line to
+    exit or None)."""
+    started = time.monotonic()
+    report_seen = None
+    with open(log_path, "w") as out:
+        out.write("$ %s\n" % " ".join(cmd))
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                stdin=subprocess.DEVNULL)
+        for line in proc.stdout:
+            out.write(line)
+            # train_resnet50 prints "  report   PATH" after writing its report: the run's work
+            # is done from here on, what follows is teardown.
+            if line.strip().startswith("report "):
+                report_seen = time.monotonic()
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = -9
+    end = time.monotonic()
+    return rc, end - started, (end - report_seen) if report_seen else None
+
+
+def profile(prefix, command, timeout, expected_steps=None, extra_env=None):
+    """Captures COMMAND with scripts/profile.sh --prefix PREFIX, then analyses the export (checks
+    against `expected_steps` when given); returns (summary or None, exit code)."""
+    import analyze
+    os.makedirs(os.path.dirname(prefix), exist_ok=True)
+    cmd = [os.path.join(SCRIPTS, "profile.sh"), "--prefix", prefix] + command
+    with open(prefix + ".runlog", "w") as out:
+        try:
+            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
+                                env=dict(os.environ, **(extra_env or {}))).returncode
+        except subprocess.TimeoutExpired:
+            rc = -9
+    if not os.path.exists(prefix + ".sqlite"):
+        return None, rc
+    report = prefix + ".json" if os.path.exists(prefix + ".json") else None
+    try:
+        summary = analyze.analyze(prefix + ".sqlite", prefix + "_analysis", report_path=report,
+                                  expected_steps=expected_steps, figures=True)
+    except Exception as e:  # keep the other runs going; the row says what failed
+        log("  analysis of %s failed: %s" % (prefix, e))
+        return None, rc
+    return summary, rc
+
+
+def train_args(args, steps, extra=()):
+    return (["--data", args.data, "--steps", str(steps), "--quiet"] + list(extra) +
+            list(args.extra))
+
+
+def read_report(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def cmd_checks(args):
+    binary = binary_path(args)
+    results = []
+    ok = True
+    for steps in (8, 64):
+        for reuse in (True, False):
+            name = "%s_%d" % ("reuse" if reuse else "reset", steps)
+            prefix = os.path.join(args.out, "checks", name)
+            log("capture %s" % name)
+            summary, rc = profile(prefix, ["--binary", binary] + train_args(
+                args, steps, ["--reuse-iterator=%s" % ("true" if reuse else "false")]),
+                args.timeout, expected_steps=steps)
+            row = {"name": name, "steps": steps, "reuse_iterator": reuse, "exit_code": rc}
+            if summary is not None:
+                row.update({k: summary.get(k) for k in (
+                    "steps", "h2d_copies", "capture_window_ms", "no_activity_pct",
+                    "sync_calls_in_steps", "layout_conversion_kernels", "checks",
+                    "images_per_s", "steps_outside_window")})
+                row["steps_expected"] = steps
+                row["all_checks_pass"] = all(v is True for v in summary["checks"].values())
+            else:
+                row["all_checks_pass"] = False
+            ok = ok and row["all_checks_pass"]
+            log("  %s: checks %s" % (name, row.get("checks")))
+            results.append(row)
+    write_json(args.out, "checks", {"runs": results})
+    return 0 if ok else 1
+
+
+def cmd_compare(args):
+    binary = binary_path(args)
+    out = os.path.join(args.out, "compare")
+    runs = []
+    common = ["--steps", str(args.steps), "--warmup", "3", "--batch-size", "128"] + args.extra
+    plan = [("synthetic", ["--binary", binary, "--synthetic", "--quiet"] + common),
+            ("loader", ["--binary", binary, "--data", args.data, "--quiet"] + common)]
+    if args.python_ref:
+        python = shutil.which("python3") or sys.executable
+        plan.append(("python", ["--", python, args.python_ref, args.data, "--steps",
+                                str(args.steps), "--warmup", "3", "--batch-size", "128"]))
+    for name, command in plan:
+        log("nsys capture: %s" % name)
+        summary, rc = profile(os.path.join(out, name), command, args.timeout,
+                              expected_steps=args.steps, extra_env={"PYTHONUNBUFFERED": "1"})
+        row = {"name": name, "exit_code": rc, "under_nsys": True}
+        if summary:
+            row.update({k: summary.get(k) for k in ("images_per_s", "no_activity_pct", "steps",
+                                                     "h2d_copies", "capture_window_ms",
+                                                     "batch_wait_total_ms", "h2d_submit_total_ms",
+                                                     "checks", "device_busy_ms")})
+        log("  %s: %s img/s, no activity %s%%" % (name, row.get("images_per_s"),
+                                                  row.get("no_activity_pct")))
+        runs.append(row)
+
+    # NVTX cost: the GPU-bound synthetic run, ranges on vs off, alternating.
+    nvtx = {"on": [], "off": []}
+    for i in range(args.repeats):
+        for state in ("on", "off"):
+            report = os.path.join(out, "nvtx_%s_%d.json" % (state, i))
+            rc, secs, _ = run_direct([binary, "--synthetic", "--quiet", "--report", report,
+                                      "--nvtx=%s" % ("true" if state == "on" else "false")] +
+                                     common, report + ".log", args.timeout)
+            r = read_report(report)
+            if rc == 0 and r:
+                nvtx[state].append(r["capture"]["images_per_s"])
+    log("nvtx on %s / off %s" % (nvtx["on"], nvtx["off"]))
+
+    # Teardown of a default loader run (page-locked ring released at exit).
+    teardown = []
+    for i in range(args.repeats):
+        report = os.path.join(out, "teardown_%d.json" % i)
+        rc, secs, tail = run_direct([binary, "--data", args.data, "--quiet", "--report", report] +
+                                    common, report + ".log", args.timeout)
+        r = read_report(report)
+        teardown.append({"exit_code": rc, "process_s": secs, "after_report_s": tail,
+                         "images_per_s": r["capture"]["images_per_s"] if r else None,
+                         "ring_bytes": (r or {}).get("loader", {}).get("ring_bytes")})
+    log("teardown %s" % teardown)
+    result = {"runs": runs, "nvtx": nvtx, "teardown": teardown, "steps": args.steps}
+    write_json(args.out, "compare", result)
+    return 0 if all(r["exit_code"] == 0 for r in runs) else 1
+
+
+def cmd_scan(args):
+    binary = binary_path(args)
+    out = os.path.join(args.out, "scan")
+    os.makedirs(out, exist_ok=True)
+    common = ["--steps", str(args.steps), "--warmup", "3", "--quiet"] + args.extra
+    rows = []
+
+    def one(name, extra):
+        report = os.path.join(out, name + ".json")
+        rc, secs, _ = run_direct([binary, "--report", report] + common + extra, report + ".log",
+                                 args.timeout)
+        r = read_report(report)
+        row = {"name": name, "exit_code": rc,
+               "images_per_s": r["capture"]["images_per_s"] if r else None,
+               "batch_wait_total_ms": r["summary"]["batch_wait_total_ms"] if r else None}
+        log("  %s: %s img/s" % (name, row["images_per_s"]))
+        rows.append(row)
+        return row
+
+    ceiling = [one("synthetic_%d" % i, ["--synthetic"])["images_per_s"] for i in range(2)]
+    for unit in args.units:
+        for prefetch in args.prefetch:
+            for workers in args.workers:
+                one("w%d_p%d_%s" % (workers, prefetch, unit),
+                    ["--data", args.data, "--workers", str(workers), "--prefetch-factor",
+                     str(prefetch), "--work-unit", unit])
+    write_json(args.out, "scan", {"ceiling": ceiling, "rows": rows, "steps": args.steps})
+    return 0
+
+
+def write_json(out, name, obj):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, name + ".json"), "w") as f:
+        json.dump(obj, f, indent=2)
+
+
+def _f(v, digits=1):
+    return "" if v is None else ("%.*f" % (digits, v))
+
+
+def cmd_table(args):
+    def load(name):
+        path = os.path.join(args.out, name + ".json")
+        return json.load(open(path)) if os.path.exists(path) else None
+
+    checks, compare, scan = load("checks"), load("compare"), load("scan")
+    if checks:
+        print("| capture | torch_step in window | H2D copies | syncs in steps | layout kernels "
+              "| no activity | images/s | checks |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in checks["runs"]:
+            c = r.get("checks") or {}
+            print("| %s | %s (expected %s) | %s | %s | %s | %s%% | %s | %s |" % (
+                r["name"], r.get("steps"), r.get("steps_expected"), r.get("h2d_copies"),
+                r.get("sync_calls_in_steps"), r.get("layout_conversion_kernels"),
+                _f(r.get("no_activity_pct")), _f(r.get("images_per_s")),
+                "all pass" if r.get("all_checks_pass") else
+                ", ".join("%s=%s" % kv for kv in c.items())))
+        print()
+    if compare:
+        runs = {r["name"]: r for r in compare["runs"]}
+        syn = (runs.get("synthetic") or {}).get("images_per_s")
+        py = (runs.get("python") or {}).get("images_per_s")
+        print("| run (under nsys, %d steps) | images/s | of synthetic | vs Python | no GPU activity "
+              "| batch_wait total | h2d_submit total |" % compare["steps"])
+        print("|---|---|---|---|---|---|---|")
+        for name in ("synthetic", "loader", "python"):
+            r = runs.get(name)
+            if not r:
+                continue
+            ips = r.get("images_per_s")
+            print("| %s | %s | %s | %s | %s%% | %s ms | %s ms |" % (
+                name, _f(ips), _f(100 * ips / syn, 1) + "%" if ips and syn else "",
+                _f(ips / py, 2) + "x" if ips and py else "", _f(r.get("no_activity_pct")),
+                _f(r.get("batch_wait_total_ms")), _f(r.get("h2d_submit_total_ms"))))
+        on, off = compare["nvtx"]["on"], compare["nvtx"]["off"]
+        if on and off:
+            print("\nNVTX on vs off (synthetic, no nsys, %d runs each): median %.1f vs %.1f "
+                  "images/s, cost %.2f%%" % (len(on), statistics.median(on),
+                                             statistics.median(off),
+                                             100 * (1 - statistics.median(on) /
+                                                    statistics.median(off))))
+        for t in compare["teardown"]:
+            print("teardown: %s s from the report line to exit (process %s s, ring %s bytes)" % (
+                _f(t.get("after_report_s"), 2), _f(t.get("process_s"), 1), t.get("ring_bytes")))
+        print()
+    if scan:
+        ceiling = statistics.median(scan["ceiling"])
+        print("| setting | images/s | of synthetic (%.0f) | batch_wait total |" % ceiling)
+        print("|---|---|---|---|")
+        for r in scan["rows"]:
+            if r["name"].startswith("synthetic"):
+                continue
+            ips = r.get("images_per_s")
+            print("| %s | %s | %s | %s ms |" % (r["name"], _f(ips),
+                                                _f(100 * ips / ceiling, 1) + "%" if ips else "",
+                                                _f(r.get("batch_wait_total_ms"))))
+    return 0
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", choices=["checks", "compare", "scan", "table"])
+    p.add_argument("--data", help="Food-101 root (at least 12,000 images for the checks)")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--binary", help="train_resnet50 (default: $TRAIN_BIN or build/bin/)")
+    p.add_argument("--python-ref", help="the Python reference, seed_workload.py (compare)")
+    p.add_argument("--steps", type=int, default=64, help="captured steps (compare, scan)")
+    p.add_argument("--repeats", type=int, default=3, help="runs per NVTX/teardown measurement")
+    p.add_argument("--timeout", type=float, default=300, help="seconds per run")
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3, 4, 6, 8])
+    p.add_argument("--prefetch", type=int, nargs="+", default=[2])
+    p.add_argument("--units", nargs="+", default=["batch", "sample"])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # After `--`: flags for every train_resnet50 run (e.g. -- --device cpu --batch-size 4).
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
+    args = p.parse_args(argv)
+    args.extra = extra
+    if args.command != "table" and not args.data:
+        p.error("--data is required for %s" % args.command)
+    return {"checks": cmd_checks, "compare": cmd_compare, "scan": cmd_scan,
+            "table": cmd_table}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

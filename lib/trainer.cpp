@@ -71,10 +71,8 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   model_->to(device_);
   to_channels_last(*model_);
   model_->train();
-  optimizer_ = std::make_unique<torch::optim::SGD>(
-      model_->parameters(), torch::optim::SGDOptions(config_.lr)
-                                .momentum(config_.momentum)
-                                .weight_decay(config_.weight_decay));
+  optimizer_ = std::make_unique<ForeachSgd>(model_->parameters(), config_.lr, config_.momentum,
+                                            config_.weight_decay);
 
   if (config_.synthetic) {
     const auto s = config_.image_size;

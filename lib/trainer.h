@@ -1,7 +1,6 @@
 // The training workload: ResNet-50 steps with the article's NVTX ranges and a capture window.
 #pragma once
 
-#include <torch/optim/sgd.h>
 #include <torch/types.h>
 
 #include <atomic>
@@ -16,6 +15,7 @@
 #include "data_pipeline/food101_index.h"
 #include "data_pipeline/loader.h"
 #include "lib/cuda_device.h"
+#include "lib/foreach_sgd.h"
 #include "lib/resnet50.h"
 #include "lib/train_config.h"
 
@@ -99,7 +99,7 @@ class Trainer {
   std::unique_ptr<data_pipeline::Loader> loader_;
   std::int64_t num_classes_ = 101;
   ResNet50 model_{nullptr};
-  std::unique_ptr<torch::optim::SGD> optimizer_;
+  std::unique_ptr<ForeachSgd> optimizer_;
   torch::Tensor loss_;
   torch::Tensor synthetic_images_, synthetic_labels_;
   std::uint64_t synthetic_digest_ = 0;

@@ -6,6 +6,7 @@ docs/BENCHMARKS.md.
 usage: scripts/benchmarks.py checks  --data ROOT --out DIR
        scripts/benchmarks.py compare --data ROOT --out DIR [--python-ref seed_workload.py]
        scripts/benchmarks.py scan    --data ROOT --out DIR
+       scripts/benchmarks.py loader  --data ROOT --out DIR [--workers 1 8 16]
        scripts/benchmarks.py table   --out DIR
 
 checks   captures 8 and 64 steps, iterator reused and reset, under the article's nsys command
@@ -17,6 +18,7 @@ compare  64 captured steps, batch 128, under the same nsys command: (1) train_re
          vs off (alternating, --repeats each) and the teardown of a default run (time from the
          report line to process exit).
 scan     without nsys: the synthetic ceiling, then workers x prefetch x work unit, 64 steps each.
+loader   loader_bench --json at each --workers count (the loader alone; fused vs full decode).
 table    reads DIR/*.json written by the other commands and prints Markdown tables.
 
 Every command writes DIR/<command>.json; runs live in DIR/<command>/. Exit status 0, or 1 when a run
@@ -149,8 +151,12 @@ def cmd_compare(args):
             ("loader", ["--binary", binary, "--data", args.data, "--quiet"] + common)]
     if args.python_ref:
         python = shutil.which("python3") or sys.executable
-        plan.append(("python", ["--", python, args.python_ref, args.data, "--steps",
-                                str(args.steps), "--warmup", "3", "--batch-size", "128"]))
+        # The reference is loader-bound, so its throughput varies from run to run: repeat it and
+        # compare with the median.
+        for i in range(args.python_repeats):
+            plan.append(("python" if i == 0 else "python_%d" % (i + 1),
+                         ["--", python, args.python_ref, args.data, "--steps", str(args.steps),
+                          "--warmup", "3", "--batch-size", "128"]))
     for name, command in plan:
         log("nsys capture: %s" % name)
         summary, rc = profile(os.path.join(out, name), command, args.timeout,
@@ -192,6 +198,26 @@ def cmd_compare(args):
     result = {"runs": runs, "nvtx": nvtx, "teardown": teardown, "steps": args.steps}
     write_json(args.out, "compare", result)
     return 0 if all(r["exit_code"] == 0 for r in runs) else 1
+
+
+def cmd_loader(args):
+    """loader_bench --json at several worker counts: the loader alone, fused vs full decode."""
+    bench = os.path.join(os.path.dirname(binary_path(args)), "loader_bench")
+    rows = []
+    for workers in args.workers:
+        cmd = [bench, "--data", args.data, "--workers", str(workers), "--json",
+               "--batches", str(max(4, min(40, 4 * workers)))]
+        log("loader_bench --workers %d" % workers)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        if r.returncode == 0:
+            rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
+            log("  %.0f img/s per thread fused, %.0f full, %.0f decode only" % (
+                rows[-1]["fused_images_per_s_per_thread"], rows[-1]["full_images_per_s_per_thread"],
+                rows[-1]["decode_only_images_per_s_per_thread"]))
+        else:
+            log("  failed: %s" % r.stderr.strip())
+    write_json(args.out, "loader", {"rows": rows})
+    return 0 if rows else 1
 
 
 def cmd_scan(args):
@@ -256,11 +282,15 @@ def cmd_table(args):
     if compare:
         runs = {r["name"]: r for r in compare["runs"]}
         syn = (runs.get("synthetic") or {}).get("images_per_s")
-        py = (runs.get("python") or {}).get("images_per_s")
+        py_runs = [r["images_per_s"] for r in compare["runs"]
+                   if r["name"].startswith("python") and r.get("images_per_s")]
+        py = statistics.median(py_runs) if py_runs else None
         print("| run (under nsys, %d steps) | images/s | of synthetic | vs Python | no GPU activity "
               "| batch_wait total | h2d_submit total |" % compare["steps"])
         print("|---|---|---|---|---|---|---|")
-        for name in ("synthetic", "loader", "python"):
+        names = ["synthetic", "loader"] + [r["name"] for r in compare["runs"]
+                                           if r["name"].startswith("python")]
+        for name in names:
             r = runs.get(name)
             if not r:
                 continue
@@ -280,6 +310,19 @@ def cmd_table(args):
             print("teardown: %s s from the report line to exit (process %s s, ring %s bytes)" % (
                 _f(t.get("after_report_s"), 2), _f(t.get("process_s"), 1), t.get("ring_bytes")))
         print()
+    if py_runs_note(compare):
+        print(py_runs_note(compare))
+    loader = load("loader")
+    if loader:
+        print("| loader_bench threads | fused img/s | per thread | full decode + crop, per thread "
+              "| decode only, per thread | fused / full |")
+        print("|---|---|---|---|---|---|")
+        for r in loader["rows"]:
+            print("| %d | %.0f | %.0f | %.0f | %.0f | %.2fx |" % (
+                r["threads"], r["fused_images_per_s"], r["fused_images_per_s_per_thread"],
+                r["full_images_per_s_per_thread"], r["decode_only_images_per_s_per_thread"],
+                r["fused_speedup_over_full"]))
+        print()
     if scan:
         ceiling = statistics.median(scan["ceiling"])
         print("| setting | images/s | of synthetic (%.0f) | batch_wait total |" % ceiling)
@@ -294,16 +337,26 @@ def cmd_table(args):
     return 0
 
 
+def py_runs_note(compare):
+    if not compare:
+        return ""
+    py = [r["images_per_s"] for r in compare["runs"]
+          if r["name"].startswith("python") and r.get("images_per_s")]
+    return ("Python reference, %d captures: %s images/s (median %.1f)\n" % (
+        len(py), ", ".join("%.1f" % v for v in py), statistics.median(py))) if py else ""
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=["checks", "compare", "scan", "table"])
+    p.add_argument("command", choices=["checks", "compare", "scan", "loader", "table"])
     p.add_argument("--data", help="Food-101 root (at least 12,000 images for the checks)")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--binary", help="train_resnet50 (default: $TRAIN_BIN or build/bin/)")
     p.add_argument("--python-ref", help="the Python reference, seed_workload.py (compare)")
     p.add_argument("--steps", type=int, default=64, help="captured steps (compare, scan)")
     p.add_argument("--repeats", type=int, default=3, help="runs per NVTX/teardown measurement")
+    p.add_argument("--python-repeats", type=int, default=3, help="captures of the Python reference")
     p.add_argument("--timeout", type=float, default=300, help="seconds per run")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3, 4, 6, 8])
     p.add_argument("--prefetch", type=int, nargs="+", default=[2])
@@ -316,7 +369,7 @@ def main(argv=None):
     args.extra = extra
     if args.command != "table" and not args.data:
         p.error("--data is required for %s" % args.command)
-    return {"checks": cmd_checks, "compare": cmd_compare, "scan": cmd_scan,
+    return {"checks": cmd_checks, "compare": cmd_compare, "scan": cmd_scan, "loader": cmd_loader,
             "table": cmd_table}[args.command](args)
 
 

@@ -7,44 +7,49 @@
 
 namespace data_pipeline::detail {
 
-/// Hashes `size` bytes at `data` with `seed`. Four independent 64-bit lanes keep the multiplier
-/// pipeline busy (several GB/s), so a worker can digest each sample it writes while the bytes are
-/// still in cache. Stable across platforms of the same endianness; not a standard algorithm.
+/// Hashes `size` bytes at `data` with `seed`.
+///
+/// Eight independent lanes each add, per 64-byte block, the word itself and the 32 x 32 -> 64-bit
+/// product of its halves after mixing in a key that depends on the lane and the block's position
+/// (so reordered blocks hash differently). Those operations vectorise (SSE2/AVX2 `pmuludq`), which
+/// lets a worker digest each 600 KB sample it writes while the bytes are still in cache, at a small
+/// fraction of the decode's cost. A strong 64-bit finaliser mixes the lanes and the tail. Stable
+/// for a given input and seed on little-endian machines; not a standard algorithm, not
+/// collision-resistant against an adversary.
 inline std::uint64_t hash64(const void* data, std::size_t size, std::uint64_t seed = 0) {
-  constexpr std::uint64_t kP1 = 0x9E3779B185EBCA87ULL;
-  constexpr std::uint64_t kP2 = 0xC2B2AE3D27D4EB4FULL;
-  constexpr std::uint64_t kP3 = 0x165667B19E3779F9ULL;
-  auto rotl = [](std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); };
-  auto round = [&](std::uint64_t acc, std::uint64_t lane) {
-    acc += lane * kP2;
-    acc = rotl(acc, 31);
-    return acc * kP1;
+  auto mix = [](std::uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
   };
   const auto* p = static_cast<const unsigned char*>(data);
-  std::uint64_t h = seed + kP3 + size;
-  std::uint64_t v[4] = {seed + kP1 + kP2, seed + kP2, seed, seed - kP1};
+  std::uint64_t key[8], acc[8];
+  for (int j = 0; j < 8; ++j) {
+    key[j] = mix(seed + 0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(j + 1));
+    acc[j] = key[j];
+  }
   std::size_t i = 0;
-  for (; i + 32 <= size; i += 32) {
-    for (int k = 0; k < 4; ++k) {
+  std::uint64_t block = 0;
+  for (; i + 64 <= size; i += 64, ++block) {
+    const std::uint64_t position = block * 0xD6E8FEB86659FD93ULL;
+    for (int j = 0; j < 8; ++j) {
       std::uint64_t w;
-      std::memcpy(&w, p + i + 8 * k, 8);
-      v[k] = round(v[k], w);
+      std::memcpy(&w, p + i + 8 * j, 8);
+      const std::uint64_t x = w ^ (key[j] + position);
+      acc[j] += (x & 0xFFFFFFFFULL) * (x >> 32);
+      acc[j] += w;
     }
   }
-  h += rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18);
-  for (int k = 0; k < 4; ++k) h = (h ^ round(0, v[k])) * kP1 + kP3;
+  std::uint64_t h = mix(seed ^ size);
+  for (int j = 0; j < 8; ++j) h = mix(h ^ acc[j]) + key[j];
   for (; i + 8 <= size; i += 8) {
     std::uint64_t w;
     std::memcpy(&w, p + i, 8);
-    h = rotl(h ^ round(0, w), 27) * kP1 + kP3;
+    h = mix(h ^ w) + 0x9E3779B97F4A7C15ULL;
   }
-  for (; i < size; ++i) h = rotl(h ^ (p[i] * kP3), 11) * kP1;
-  h ^= h >> 33;
-  h *= kP2;
-  h ^= h >> 29;
-  h *= kP3;
-  h ^= h >> 32;
-  return h;
+  std::uint64_t tail = 0;
+  if (i < size) std::memcpy(&tail, p + i, size - i);
+  return mix(h ^ tail ^ (static_cast<std::uint64_t>(size - i) << 56));
 }
 
 }  // namespace data_pipeline::detail

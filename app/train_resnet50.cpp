@@ -1,5 +1,11 @@
 // train_resnet50: the profiling target. Parses flags, runs the Trainer, prints and writes results.
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <csignal>
+#include <filesystem>
+#include <thread>
 #include <cstdio>
 #include <iostream>
 
@@ -14,12 +20,44 @@
 
 namespace {
 
-// Set by SIGINT/SIGTERM; the trainer polls it between steps.
+// SIGINT/SIGTERM are blocked in every thread (the mask is set before any thread starts) and taken
+// by one thread with sigwait(), so stopping is done by ordinary code rather than in a handler: the
+// first signal asks the trainer to stop (its loader wakes at once), a second ends the process.
 std::atomic<int> g_signal{0};
+std::atomic<workload::Trainer*> g_trainer{nullptr};
 
-extern "C" void on_signal(int sig) {
-  g_signal.store(sig);
-  std::signal(sig, SIG_DFL);  // a second signal ends the process the default way
+void start_signal_thread() {
+  static sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([] {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) return;
+    g_signal.store(sig);
+    std::fprintf(stderr, "train_resnet50: %s received: stopping (again to exit at once)\n",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM");
+    if (auto* t = g_trainer.load()) t->request_stop(sig);
+    if (sigwait(&set, &sig) != 0) return;
+    std::_Exit(128 + sig);
+  }).detach();
+}
+
+// Fails early, naming the flag, when the report could not be written at the end of the run.
+void check_report_path(const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path p(path);
+  const auto dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+  if (!std::filesystem::is_directory(dir)) {
+    throw workload::UsageError("--report: directory " + dir.string() + " does not exist");
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    throw workload::UsageError("--report: directory " + dir.string() + " is not writable");
+  }
+  if (std::filesystem::is_directory(p)) {
+    throw workload::UsageError("--report: " + path + " is a directory");
+  }
 }
 
 void print_step(const workload::StepRecord& r, int warmup_total, int steps_total) {
@@ -45,10 +83,12 @@ int main(int argc, char** argv) {
       return 0;
     }
     const workload::TrainConfig& c = args.config;
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
+    check_report_path(c.report);
+    start_signal_thread();
 
     workload::Trainer trainer(c);
+    g_trainer.store(&trainer);
+    if (const int sig = g_signal.load()) trainer.request_stop(sig);  // arrived while setting up
     std::printf("train_resnet50 %s: %s, batch %lld, %d px, %d warm-up + %d captured steps, %s\n",
                 workload::kWorkloadVersion, trainer.on_cuda() ? "cuda" : "cpu",
                 static_cast<long long>(c.batch_size), c.image_size, c.warmup, c.steps,
@@ -66,15 +106,18 @@ int main(int argc, char** argv) {
     if (!c.quiet) {
       progress = [&](const workload::StepRecord& r) { print_step(r, c.warmup, c.steps); };
     }
-    workload::RunResult result = trainer.run(progress, &g_signal);
-    if (result.interrupted) result.interrupt_signal = g_signal.load() == SIGTERM ? "SIGTERM" : "SIGINT";
+    workload::RunResult result = trainer.run(progress);
+    if (result.interrupted) {
+      result.interrupt_signal = trainer.stop_requested() == SIGTERM ? "SIGTERM" : "SIGINT";
+    }
     std::printf("%s", workload::format_summary(trainer, result).c_str());
     if (!c.report.empty()) {
       workload::write_report(c.report, workload::make_report(trainer, result));
       std::printf("  %-28s %s\n", "report", c.report.c_str());
     }
     std::fflush(stdout);
-    if (result.interrupted) return 128 + g_signal.load();
+    g_trainer.store(nullptr);
+    if (result.interrupted) return 128 + trainer.stop_requested();
     return 0;
   });
 }

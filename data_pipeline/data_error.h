@@ -1,4 +1,4 @@
-// The exception type for defects in user-supplied data (dataset layout, meta files, image bytes).
+// Exception types of data_pipeline: defects in user-supplied data, and cancellation.
 #pragma once
 
 #include <stdexcept>
@@ -11,6 +11,12 @@ namespace data_pipeline {
 class DataError : public std::runtime_error {
  public:
   explicit DataError(const std::string& what) : std::runtime_error(what) {}
+};
+
+/// Thrown by Loader::next() after Loader::cancel(): the consumer asked to stop (e.g. on SIGINT).
+class Cancelled : public std::runtime_error {
+ public:
+  Cancelled() : std::runtime_error("loader cancelled") {}
 };
 
 }  // namespace data_pipeline

@@ -1,7 +1,11 @@
 // An owned block of host memory, page-locked (CUDA) or pageable.
 #include "data_pipeline/host_block.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <cstring>
 #include <new>
 #include <utility>
@@ -27,8 +31,25 @@ bool HostBlock::page_locking_available() {
 #endif
 }
 
+std::size_t HostBlock::physical_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
+                               : 0;
+}
+
 HostBlock::HostBlock(std::size_t bytes, bool page_locked) : size_(bytes) {
   if (bytes == 0) return;
+  // Refuse what cannot fit instead of letting the first touch summon the OOM killer.
+  const std::size_t ram = physical_memory();
+  if (ram > 0 && bytes > ram / 10 * 8) {
+    char msg[256];
+    std::snprintf(msg, sizeof(msg),
+                  "cannot allocate %.1f GiB of host memory: more than 80%% of this machine's "
+                  "%.1f GiB",
+                  bytes / 1073741824.0, ram / 1073741824.0);
+    throw std::runtime_error(msg);
+  }
 #if defined(WORKLOAD_TORCH_CUDA)
   if (page_locked && page_locking_available()) {
     WORKLOAD_CUDA_CHECK(cudaHostAlloc(&data_, bytes, cudaHostAllocDefault));

@@ -16,7 +16,8 @@ class HostBlock {
   HostBlock() = default;
   /// Allocates `bytes`. When `page_locked` is requested but unavailable (no CUDA in this build or
   /// no device), falls back to pageable memory; `page_locked()` says which one it got.
-  /// \throws std::bad_alloc or std::runtime_error (CUDA) when the memory cannot be had.
+  /// \throws std::runtime_error when `bytes` exceeds 80% of physical memory or CUDA refuses the
+  ///         allocation; std::bad_alloc when the heap does.
   HostBlock(std::size_t bytes, bool page_locked);
   ~HostBlock();
   HostBlock(HostBlock&& other) noexcept;
@@ -27,6 +28,9 @@ class HostBlock {
   void* data() const { return data_; }
   std::size_t size() const { return size_; }
   bool page_locked() const { return page_locked_; }
+
+  /// Physical memory of the machine in bytes (0 when unknown).
+  static std::size_t physical_memory();
 
   /// True when this build and machine can allocate page-locked memory (CUDA device present).
   static bool page_locking_available();

@@ -131,7 +131,14 @@ Loader::Loader(std::shared_ptr<const Food101Index> index, LoaderOptions options)
   sample_bytes_ = probe.sample_bytes();
   const std::size_t image_bytes = align_up(sample_bytes_ * static_cast<std::size_t>(b));
   const std::size_t label_bytes = align_up(sizeof(std::int64_t) * static_cast<std::size_t>(b));
-  block_ = HostBlock(nslots * (image_bytes + label_bytes), options_.pin_memory);
+  try {
+    block_ = HostBlock(nslots * (image_bytes + label_bytes), options_.pin_memory);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(
+        "batch ring of " + std::to_string(nslots) + " slots (workers x prefetch_factor + 2) of " +
+        std::to_string(b) + " images of " + std::to_string(sample_bytes_) + " bytes: " + e.what() +
+        "; use a smaller batch size, fewer workers or a lower prefetch factor");
+  }
   auto* base = static_cast<std::uint8_t*>(block_.data());
   for (std::size_t i = 0; i < nslots; ++i) {
     auto slot = std::make_unique<Slot>();
@@ -165,6 +172,17 @@ void Loader::stop() {
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
+}
+
+void Loader::cancel() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    stopping_ = true;
+    live_stopping_.store(true, std::memory_order_relaxed);
+  }
+  work_cv_.notify_all();
+  ready_cv_.notify_all();
 }
 
 LoaderStats Loader::stats() const {
@@ -399,6 +417,7 @@ void Loader::worker_main(int worker) {
 Batch Loader::next() {
   const auto started = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
+  if (cancelled_) throw Cancelled();
   if (failure_) std::rethrow_exception(failure_);
   if (stopping_) throw std::logic_error("Loader::next called after stop()");
   const std::int64_t seq = consume_seq_;
@@ -432,6 +451,7 @@ Batch Loader::next() {
            (slot.state == SlotState::kReady && slot.sequence == seq &&
             slot.generation == generation_);
   });
+  if (cancelled_) throw Cancelled();
   if (failure_) std::rethrow_exception(failure_);
   if (stopping_) throw std::logic_error("Loader::next: the loader was stopped");
 

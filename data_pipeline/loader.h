@@ -138,7 +138,8 @@ struct LoaderStats {
 /// two extra slots let the consumer hold the current batch while the previous one's copy is
 /// still in flight. Holding more than two leases at once stalls prefetching.
 ///
-/// Threads: `next()`, `reset()` and `stop()` are for one consumer thread. Workers never let an
+/// Threads: `next()`, `reset()` and `stop()` are for one consumer thread; `cancel()` and `stats()`
+/// may be called from any thread. Workers never let an
 /// exception escape: a failure is attached to its batch and rethrown by `next()` when the
 /// consumer reaches that batch, with the file and the worker named; the loader then stays
 /// failed. Workers are named `<prefix><index>` for the OS and NVTX.
@@ -164,6 +165,11 @@ class Loader {
   /// after the current traversal's first epoch when it took none), so it does not depend on
   /// how far the workers had run ahead.
   void reset();
+
+  /// Makes a next() that is blocked, or called later, throw data_pipeline::Cancelled, and tells the
+  /// workers to stop after the sample they are decoding. Safe to call from any thread (for
+  /// instance a signal-handling thread) while the consumer is inside next(); does not join.
+  void cancel();
 
   /// Stops the workers and joins them; they finish at most the sample they are decoding. Called
   /// by the destructor; explicit so a caller can stop decoding before releasing device resources.
@@ -216,6 +222,7 @@ class Loader {
   std::int64_t claim_seq_ = 0;         // next sequence number a worker claims
   std::int64_t claim_sample_ = 0;      // next sample of claim_seq_ (kSample)
   std::exception_ptr failure_;         // set once the consumer met a failed batch
+  bool cancelled_ = false;             // cancel() was called
   std::vector<std::pair<std::int64_t, std::shared_ptr<const std::vector<std::int64_t>>>> perms_;
   LoaderStats stats_;
 

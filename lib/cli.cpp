@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <iostream>
 
+#include <c10/util/Exception.h>
+
 #include "data_pipeline/data_error.h"
 
 namespace workload {
@@ -29,6 +31,10 @@ int run_main(const std::string& program, const std::function<int()>& body) {
     return 2;
   } catch (const data_pipeline::DataError& e) {
     std::cerr << program << ": error: " << e.what() << "\n";
+    return 1;
+  } catch (const c10::Error& e) {
+    // LibTorch's messages carry a C++ backtrace; the user needs the first line.
+    std::cerr << program << ": error: " << e.what_without_backtrace() << "\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << program << ": error: " << e.what() << "\n";

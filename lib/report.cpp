@@ -168,6 +168,22 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
   sum["h2d_submit_total_ms"] = s.h2d_submit_total_ms;
   sum["images_skipped"] = s.images_skipped;
 
+  // Every image replaced under --on-bad-image=skip, warm-up included.
+  auto& skipped = j["skipped_images"] = nlohmann::ordered_json::array();
+  for (const auto* steps_of : {&result.warmup_steps, &result.steps}) {
+    for (const auto& r : *steps_of) {
+      for (const auto& s : r.skipped) {
+        skipped.push_back({{"path", s.path},
+                           {"reason", s.reason},
+                           {"replacement", s.replacement},
+                           {"epoch", s.epoch},
+                           {"step", r.index},
+                           {"warmup", r.warmup}});
+      }
+    }
+  }
+  sum["images_skipped_all_steps"] = skipped.size();
+
   if (result.loss_after_drain) {
     j["loss_after_drain"] = *result.loss_after_drain;
   } else {
@@ -218,7 +234,13 @@ std::string format_summary(const Trainer& trainer, const RunResult& result) {
   line("h2d_submit total", num("%.2f ms", s.h2d_submit_total_ms));
   if (!c.reuse_iterator) line("iterator_reset", num("%.2f ms", result.iterator_reset_ms));
   line("capture_drain", num("%.2f ms", result.capture_drain_ms));
-  if (s.images_skipped > 0) line("images skipped", std::to_string(s.images_skipped));
+  int skipped_all = 0;
+  for (const auto& r : result.warmup_steps) skipped_all += static_cast<int>(r.skipped.size());
+  skipped_all += s.images_skipped;
+  if (skipped_all > 0) {
+    line("images skipped", std::to_string(skipped_all) + " (undecodable, replaced; see the "
+                                                         "report's skipped_images)");
+  }
   line("loss after drain",
        result.loss_after_drain ? num("%.4f", *result.loss_after_drain) : std::string("n/a"));
   if (result.interrupted) line("interrupted", "yes (" + result.interrupt_signal + ")");

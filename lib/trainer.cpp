@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "data_pipeline/data_error.h"
 #include "data_pipeline/detail/hash64.h"
 #include "lib/nvtx.h"
 
@@ -173,12 +174,14 @@ StepRecord Trainer::step(int index, bool warmup) {
       const auto t_wait = Clock::now();
       {
         nvtx::Range r(nvtx::kBatchWait);
+        phase_ = nvtx::kBatchWait;
         if (loader_) batch = loader_->next();
       }
       rec.batch_wait_ms = ms_since(t_wait);
       const auto t_submit = Clock::now();
       {
         nvtx::Range r(nvtx::kH2dSubmit);
+        phase_ = nvtx::kH2dSubmit;
         if (batch.valid()) {
           rec.digest = batch.digest();
           rec.epoch = batch.epoch();
@@ -193,18 +196,22 @@ StepRecord Trainer::step(int index, bool warmup) {
     }
     {
       nvtx::Range r(nvtx::kForward);
+      phase_ = nvtx::kForward;
       loss_ = torch::nn::functional::cross_entropy(model_->forward(images), labels);
     }
     {
       nvtx::Range r(nvtx::kZeroGrad);
+      phase_ = nvtx::kZeroGrad;
       zero_grad();
     }
     {
       nvtx::Range r(nvtx::kBackward);
+      phase_ = nvtx::kBackward;
       loss_.backward();
     }
     {
       nvtx::Range r(nvtx::kOptimizerStep);
+      phase_ = nvtx::kOptimizerStep;
       optimizer_->step();
     }
   }
@@ -212,12 +219,37 @@ StepRecord Trainer::step(int index, bool warmup) {
   return rec;
 }
 
-RunResult Trainer::run(const Progress& progress, const std::atomic<int>* stop_requested) {
+void Trainer::request_stop(int signal) {
+  int expected = -1;
+  stop_requested_.compare_exchange_strong(expected, signal);
+  if (loader_) loader_->cancel();  // a step blocked in batch_wait returns at once
+}
+
+RunResult Trainer::run(const Progress& progress) {
   RunResult result;
-  auto stopping = [&] { return stop_requested && stop_requested->load() != 0; };
+  auto stopping = [&] { return stop_requested_.load() >= 0; };
+  // One step, with failures put in context. Returns false when the step was cut short by a stop
+  // request (the loader was cancelled while the step waited for its batch).
+  auto guarded_step = [&](int i, bool warmup, std::vector<StepRecord>& into) {
+    const std::string where = std::string(warmup ? "warm-up" : "captured") + " step " +
+                              std::to_string(i);
+    try {
+      into.push_back(step(i, warmup));
+    } catch (const dp::Cancelled&) {
+      return false;
+    } catch (const dp::DataError&) {
+      throw;  // already names the file
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(std::string(phase_) + " of " + where + ": " +
+                               e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string(phase_) + " of " + where + ": " + e.what());
+    }
+    if (progress) progress(into.back());
+    return true;
+  };
   for (int i = 0; i < config_.warmup && !stopping(); ++i) {
-    result.warmup_steps.push_back(step(i, true));
-    if (progress) progress(result.warmup_steps.back());
+    if (!guarded_step(i, true, result.warmup_steps)) break;
   }
   device_synchronize();
 
@@ -235,8 +267,7 @@ RunResult Trainer::run(const Progress& progress, const std::atomic<int>* stop_re
         result.iterator_reset_ms = ms_since(t);
       }
       for (int i = 0; i < config_.steps && !stopping(); ++i) {
-        result.steps.push_back(step(i, false));
-        if (progress) progress(result.steps.back());
+        if (!guarded_step(i, false, result.steps)) break;
       }
       const auto t = Clock::now();
       nvtx::Range r(nvtx::kCaptureDrain);

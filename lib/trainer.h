@@ -70,10 +70,17 @@ class Trainer {
   /// Called after every step with its host-side record (for progress lines).
   using Progress = std::function<void(const StepRecord&)>;
 
-  /// Runs warm-up and capture. `stop_requested`, when set, is polled between steps: the run then
-  /// ends early (capture stopped, result marked interrupted) instead of finishing.
-  RunResult run(const Progress& progress = nullptr,
-                const std::atomic<int>* stop_requested = nullptr);
+  /// Runs warm-up and capture. After request_stop() the run ends at the next step boundary (or at
+  /// once when waiting for a batch): the device is drained, a started capture is stopped and the
+  /// result is marked interrupted. A failure inside a step is rethrown with the step and the
+  /// phase it happened in (DataErrors keep their type).
+  RunResult run(const Progress& progress = nullptr);
+
+  /// Asks a running run() to stop, giving the signal number for the report (0 if none). Safe to
+  /// call from any thread, e.g. a signal-handling one; returns immediately.
+  void request_stop(int signal = 0);
+  /// The value given to request_stop(), or -1 when none was requested.
+  int stop_requested() const { return stop_requested_.load(); }
 
   const TrainConfig& config() const { return config_; }
   const ResNet50& model() const { return model_; }
@@ -103,6 +110,8 @@ class Trainer {
   torch::Tensor loss_;
   torch::Tensor synthetic_images_, synthetic_labels_;
   std::uint64_t synthetic_digest_ = 0;
+  std::atomic<int> stop_requested_{-1};
+  const char* phase_ = "";            // the NVTX phase being run, for error messages
   struct CudaState;                   // copy stream (CUDA builds only)
   std::unique_ptr<CudaState> cuda_;
 };

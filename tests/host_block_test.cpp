@@ -40,6 +40,17 @@ TEST(HostBlockTest, PageLockedRequestFallsBackWithoutCuda) {
   EXPECT_EQ(b.page_locked(), HostBlock::page_locking_available());
 }
 
+TEST(HostBlockTest, RefusesMoreThanThePhysicalMemory) {
+  const std::size_t ram = HostBlock::physical_memory();
+  ASSERT_GT(ram, 0u);
+  try {
+    HostBlock b(ram, false);
+    FAIL() << "expected a refusal";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("GiB of host memory"), std::string::npos) << e.what();
+  }
+}
+
 TEST(HostBlockTest, ZeroBytesIsEmpty) {
   HostBlock b(0, false);
   EXPECT_EQ(b.data(), nullptr);

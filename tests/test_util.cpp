@@ -72,9 +72,27 @@ fs::path make_dataset(const fs::path& root, int classes, int per_class, std::uin
   return root;
 }
 
+namespace {
+ProcessResult run_impl(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                       double timeout_s, int signal, double signal_after_s,
+                       const std::string& marker, double* signal_seconds);
+}  // namespace
+
 ProcessResult run_process(const std::vector<std::string>& argv,
                           const std::vector<std::string>& env, double timeout_s, int signal,
                           double signal_after_s) {
+  return run_impl(argv, env, timeout_s, signal, signal_after_s, "", nullptr);
+}
+
+ProcessResult run_process_signal_on(const std::vector<std::string>& argv, const std::string& marker,
+                                    int signal, double timeout_s, double* signal_seconds) {
+  return run_impl(argv, {}, timeout_s, signal, 0, marker, signal_seconds);
+}
+
+namespace {
+ProcessResult run_impl(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                       double timeout_s, int signal, double signal_after_s,
+                       const std::string& marker, double* signal_seconds) {
   TempDir io;
   const std::string out_path = (io.path() / "out").string();
   const std::string err_path = (io.path() / "err").string();
@@ -104,15 +122,22 @@ ProcessResult run_process(const std::vector<std::string>& argv,
   posix_spawn_file_actions_destroy(&actions);
   r.pid = pid;
   bool signalled = signal == 0;
+  double signalled_at = -1;
   int status = 0;
   while (true) {
     const pid_t w = waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!signalled && elapsed >= signal_after_s) {
+    bool due = !signalled && elapsed >= signal_after_s;
+    if (due && !marker.empty()) {
+      const auto out = read_bytes(out_path);
+      due = std::string(out.begin(), out.end()).find(marker) != std::string::npos;
+    }
+    if (due) {
       kill(pid, signal);
       signalled = true;
+      signalled_at = elapsed;
     }
     if (elapsed > timeout_s) {
       r.timed_out = true;
@@ -123,11 +148,13 @@ ProcessResult run_process(const std::vector<std::string>& argv,
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (signal_seconds) *signal_seconds = signalled_at < 0 ? -1 : r.seconds - signalled_at;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   const auto out = read_bytes(out_path), err = read_bytes(err_path);
   r.out.assign(out.begin(), out.end());
   r.err.assign(err.begin(), err.end());
   return r;
 }
+}  // namespace
 
 }  // namespace test_util

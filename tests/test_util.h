@@ -43,6 +43,11 @@ ProcessResult run_process(const std::vector<std::string>& argv,
                           const std::vector<std::string>& env = {}, double timeout_s = 120,
                           int signal = 0, double signal_after_s = 0);
 
+/// Like run_process, but sends `signal` as soon as the child's stdout contains `marker`;
+/// `signal_seconds` then holds the time from the signal to the child's exit (-1 if never sent).
+ProcessResult run_process_signal_on(const std::vector<std::string>& argv, const std::string& marker,
+                                    int signal, double timeout_s, double* signal_seconds);
+
 /// Writes a small synthetic Food-101 dataset (real JPEGs) under `root` and returns root.
 std::filesystem::path make_dataset(const std::filesystem::path& root, int classes, int per_class,
                                    std::uint64_t seed = 7, double test_fraction = 0.25);

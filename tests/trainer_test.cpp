@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
+#include "data_pipeline/data_error.h"
 #include "lib/report.h"
 #include "tests/test_util.h"
 
@@ -146,16 +149,50 @@ TEST_F(TrainerTest, SyntheticModeNeedsNoDataset) {
 }
 
 TEST_F(TrainerTest, StopRequestEndsTheRunEarly) {
-  std::atomic<int> stop{0};
   Trainer t(config());
-  const RunResult r = t.run(
-      [&](const StepRecord& s) {
-        if (s.warmup && s.index == 0) stop = 2;
-      },
-      &stop);
+  const RunResult r = t.run([&](const StepRecord& s) {
+    if (s.warmup && s.index == 0) t.request_stop(2);
+  });
   EXPECT_TRUE(r.interrupted);
+  EXPECT_EQ(t.stop_requested(), 2);
   EXPECT_EQ(r.warmup_steps.size(), 1u);
   EXPECT_TRUE(r.steps.empty());
+  EXPECT_FALSE(r.capture_started);
+}
+
+TEST_F(TrainerTest, StopRequestFromAnotherThreadCutsABatchWaitShort) {
+  TrainConfig c = config();
+  c.workers = 0;        // every batch is decoded inside batch_wait
+  c.batch_size = 24;    // the whole split: a long wait
+  c.warmup = 0;
+  c.steps = 1000;
+  Trainer t(c);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    t.request_stop(15);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const RunResult r = t.run();
+  stopper.join();
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_LT(r.steps.size(), 1000u);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0);
+}
+
+TEST_F(TrainerTest, AStepFailureNamesTheStepAndPhase) {
+  test_util::TempDir tmp;
+  test_util::make_dataset(tmp.path(), 2, 4, 3, 0.0);
+  const auto bad = tmp.path() / "food-101" / "images" / "apple_pie" / "100001.jpg";
+  test_util::write_text(bad, "not a jpeg");
+  TrainConfig c = config();
+  c.data = tmp.path().string();
+  c.batch_size = 8;  // every batch holds the bad image
+  try {
+    Trainer(c).run();
+    FAIL() << "expected a DataError";
+  } catch (const data_pipeline::DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("100001.jpg"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(TrainerTest, CudaRunPinsTheRingCapturesAndSeesTheSameBatches) {

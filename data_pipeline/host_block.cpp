@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -16,7 +17,10 @@ namespace data_pipeline {
 
 namespace {
 constexpr std::size_t kPage = 4096;
-}
+std::atomic<std::size_t> g_allocations{0};
+}  // namespace
+
+std::size_t HostBlock::allocations() { return g_allocations.load(); }
 
 bool HostBlock::page_locking_available() {
 #if defined(WORKLOAD_TORCH_CUDA)
@@ -54,6 +58,7 @@ HostBlock::HostBlock(std::size_t bytes, bool page_locked) : size_(bytes) {
   if (page_locked && page_locking_available()) {
     WORKLOAD_CUDA_CHECK(cudaHostAlloc(&data_, bytes, cudaHostAllocDefault));
     page_locked_ = true;
+    ++g_allocations;
     return;
   }
 #else
@@ -63,6 +68,7 @@ HostBlock::HostBlock(std::size_t bytes, bool page_locked) : size_(bytes) {
   data_ = std::aligned_alloc(kPage, rounded);
   if (!data_) throw std::bad_alloc();
   std::memset(data_, 0, rounded);  // commit every page now, not in the first epoch
+  ++g_allocations;
 }
 
 HostBlock::~HostBlock() { release(); }

@@ -29,6 +29,10 @@ class HostBlock {
   std::size_t size() const { return size_; }
   bool page_locked() const { return page_locked_; }
 
+  /// Successful non-empty allocations made by all HostBlocks since the process started (the soak
+  /// test checks that the ring is allocated once, never in steady state). Thread-safe.
+  static std::size_t allocations();
+
   /// Physical memory of the machine in bytes (0 when unknown).
   static std::size_t physical_memory();
 

@@ -21,8 +21,12 @@ namespace data_pipeline {
 
 namespace {
 
-// Hard cap on decoded pixels: a corrupt header must not make us allocate gigabytes.
-constexpr std::uint64_t kMaxPixels = std::uint64_t{1} << 28;
+// Hard caps so that a corrupt or hostile header cannot make a worker allocate gigabytes: images up
+// to 134 megapixels (a 108 MP phone photo fits), libjpeg's own buffers (a progressive image's
+// coefficients) up to 768 MiB, and pixel buffers above 64 MiB are released after use.
+constexpr std::uint64_t kMaxPixels = std::uint64_t{1} << 27;
+constexpr long kMaxLibjpegMemory = 768L << 20;
+constexpr std::size_t kKeepBufferBytes = std::size_t{64} << 20;
 
 // Output pixels decoded beyond each side of the crop (see the comment in decode()).
 constexpr int kRoiMargin = 8;
@@ -86,6 +90,7 @@ struct JpegDecoder::State {
     err.pub.emit_message = on_emit_message;
     err.message[0] = '\0';
     jpeg_create_decompress(&cinfo);
+    cinfo.mem->max_memory_to_use = kMaxLibjpegMemory;
   }
   ~State() { jpeg_destroy_decompress(&cinfo); }
 };
@@ -108,6 +113,9 @@ RgbView JpegDecoder::decode(const std::uint8_t* data, std::size_t size, const st
                             DecodeMode mode, DecodeInfo* info) {
   State& s = *state_;
   jpeg_decompress_struct& cinfo = s.cinfo;
+  // The previous view is no longer needed: drop buffers an unusually large image left behind.
+  if (s.pixels.capacity() > kKeepBufferBytes) std::vector<std::uint8_t>().swap(s.pixels);
+  if (s.rgb.capacity() > kKeepBufferBytes) std::vector<std::uint8_t>().swap(s.rgb);
   if (size == 0) throw DataError(name + ": empty file (0 bytes)");
   if (!looks_like_jpeg(data, size)) throw DataError(name + ": not a JPEG stream");
 

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <opencv2/core/utils/logger.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "data_pipeline/data_error.h"
@@ -48,8 +49,23 @@ void read_file(const std::string& path, std::vector<std::uint8_t>& buffer) {
   buffer.resize(done);
 }
 
+namespace {
+// Process-wide OpenCV settings for decoding untrusted files, applied once: OpenCV's codecs report
+// through our DataError rather than by logging to stderr, and refuse images above 134 megapixels
+// (the JPEG decoder's own cap) unless the user set OPENCV_IO_MAX_IMAGE_PIXELS.
+void configure_opencv_once() {
+  static const bool done = [] {
+    setenv("OPENCV_IO_MAX_IMAGE_PIXELS", "134217728", /*overwrite=*/0);
+    cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
+    return true;
+  }();
+  (void)done;
+}
+}  // namespace
+
 SampleTransform::SampleTransform(TransformOptions options) : options_(options) {
   if (options_.image_size < 1) throw std::invalid_argument("image_size must be >= 1");
+  configure_opencv_once();
   for (int c = 0; c < 3; ++c) {
     for (int v = 0; v < 256; ++v) {
       // Same float32 operations, in the same order, as ToTensor (v / 255) then Normalize.

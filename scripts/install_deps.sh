@@ -12,6 +12,8 @@ install_deps() {
   command -v dpkg-query >/dev/null && command -v apt-get >/dev/null || return 0
   local packages=(cmake ninja-build g++ libopencv-dev libjpeg-dev libcxxopts-dev libgtest-dev
                   nlohmann-json3-dev python3 python3-matplotlib python3-numpy python3-pytest xz-utils)
+  # clang and its libFuzzer runtime, for test.sh's fuzzer build only.
+  [ "${WITH_FUZZ_DEPS:-0}" = 1 ] && packages+=(clang libclang-rt-dev)
   local have_torch=0 dir
   [ -n "${Torch_DIR:-}" ] && have_torch=1
   IFS=: read -r -a dirs <<< "${CMAKE_PREFIX_PATH:-}"

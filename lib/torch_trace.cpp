@@ -1,0 +1,63 @@
+// Records a span of the run with LibTorch's profiler and writes a Chrome trace JSON.
+#include "lib/torch_trace.h"
+
+#include <torch/csrc/autograd/profiler_kineto.h>
+
+#include <cstdio>
+#include <set>
+#include <stdexcept>
+#include <utility>
+
+namespace workload {
+
+namespace {
+namespace tp = torch::profiler::impl;
+namespace ap = torch::autograd::profiler;
+
+std::set<tp::ActivityType> activities(bool cuda) {
+  std::set<tp::ActivityType> a{tp::ActivityType::CPU};
+  if (cuda) a.insert(tp::ActivityType::CUDA);
+  return a;
+}
+}  // namespace
+
+TorchTrace::TorchTrace(std::string path, bool cuda) : path_(std::move(path)), cuda_(cuda) {
+  try {
+    ap::prepareProfiler(tp::ProfilerConfig(tp::ProfilerState::KINETO), activities(cuda_));
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("--torch-profiler-trace: this LibTorch cannot profile with Kineto: " +
+                             std::string(e.what_without_backtrace()));
+  }
+}
+
+TorchTrace::~TorchTrace() {
+  if (!recording_) return;
+  try {
+    ap::disableProfiler();
+  } catch (...) {
+    std::fprintf(stderr, "warning: could not stop LibTorch's profiler\n");
+  }
+}
+
+void TorchTrace::start() {
+  ap::enableProfiler(tp::ProfilerConfig(tp::ProfilerState::KINETO), activities(cuda_),
+                     {at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE});
+  recording_ = true;
+}
+
+void TorchTrace::stop_and_save() {
+  if (!recording_) return;
+  recording_ = false;
+  auto result = ap::disableProfiler();
+  try {
+    result->save(path_);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("--torch-profiler-trace " + path_ + ": cannot write the trace: " +
+                             e.what());
+  }
+  std::FILE* f = std::fopen(path_.c_str(), "rb");
+  if (!f) throw std::runtime_error("--torch-profiler-trace " + path_ + ": no trace was written");
+  std::fclose(f);
+}
+
+}  // namespace workload

@@ -1,0 +1,104 @@
+// Soak test: several epochs of training on a small synthetic set at a small image size. Resident
+// memory stays flat after the first epoch, the batch ring is allocated once, and the thread count
+// returns to its starting value once the loader is gone.
+//
+// Short by default (part of the normal suite). SOAK_EPOCHS=N lengthens it, e.g.
+//   SOAK_EPOCHS=200 build/bin/soak_test
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "data_pipeline/host_block.h"
+#include "data_pipeline/loader.h"
+#include "lib/trainer.h"
+#include "tests/test_util.h"
+
+namespace workload {
+namespace {
+
+namespace fs = std::filesystem;
+
+double rss_mib() {
+  std::ifstream statm("/proc/self/statm");
+  long size = 0, resident = 0;
+  statm >> size >> resident;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1048576.0;
+}
+
+int thread_count() {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc/self/task")) n += e.is_directory() ? 1 : 0;
+  return n;
+}
+
+int epochs() {
+  const char* env = std::getenv("SOAK_EPOCHS");
+  return env ? std::max(2, std::atoi(env)) : 6;
+}
+
+class SoakTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new test_util::TempDir();
+    test_util::make_dataset(tmp_->path(), 2, 8, 12, 0.0);  // 16 images: 4 batches of 4 an epoch
+  }
+  static void TearDownTestSuite() { delete tmp_; }
+  static test_util::TempDir* tmp_;
+};
+test_util::TempDir* SoakTest::tmp_ = nullptr;
+
+TEST_F(SoakTest, TrainingSeveralEpochsKeepsMemoryFlat) {
+  TrainConfig c;
+  c.data = tmp_->path().string();
+  c.device = "cpu";
+  c.batch_size = 4;
+  c.image_size = 32;
+  c.workers = 3;
+  c.intra_op_threads = 2;
+  c.lr = 0.01;
+  c.quiet = true;
+  c.warmup = 4;                 // the first epoch: allocator and caches warm up
+  c.steps = 4 * (epochs() - 1);  // then the rest, measured
+  const std::size_t allocations_before = data_pipeline::HostBlock::allocations();
+  Trainer trainer(c);
+  double after_first_epoch = 0;
+  double peak_later = 0;
+  trainer.run([&](const StepRecord& r) {
+    if (r.warmup && r.index == c.warmup - 1) after_first_epoch = rss_mib();
+    if (!r.warmup) peak_later = std::max(peak_later, rss_mib());
+  });
+  // Ring: allocated once, at construction.
+  EXPECT_EQ(data_pipeline::HostBlock::allocations() - allocations_before, 1u);
+  // Flat: a few MiB of allocator noise at most, nothing that grows with the number of epochs.
+  EXPECT_LT(peak_later - after_first_epoch, 32.0)
+      << "RSS after epoch 1: " << after_first_epoch << " MiB, later peak: " << peak_later;
+  std::printf("soak: %d epochs, RSS %.1f MiB after the first, peak %.1f MiB after\n", epochs(),
+              after_first_epoch, peak_later);
+}
+
+TEST_F(SoakTest, LoaderThreadsComeAndGo) {
+  const int before = thread_count();
+  auto index = std::make_shared<const data_pipeline::Food101Index>(
+      data_pipeline::Food101Index::load(tmp_->path(), "train"));
+  for (int round = 0; round < epochs(); ++round) {
+    data_pipeline::LoaderOptions o;
+    o.batch_size = 4;
+    o.workers = 1 + round % 4;
+    o.prefetch_factor = 1 + round % 3;
+    o.pin_memory = false;
+    o.transform.image_size = 24;
+    o.work_unit = round % 2 ? data_pipeline::WorkUnit::kSample : data_pipeline::WorkUnit::kBatch;
+    data_pipeline::Loader loader(index, o);
+    EXPECT_EQ(thread_count(), before + o.workers);
+    for (int i = 0; i < 6; ++i) {
+      if (i == 3) loader.reset();
+      loader.next();
+    }
+  }
+  EXPECT_EQ(thread_count(), before);
+}
+
+}  // namespace
+}  // namespace workload

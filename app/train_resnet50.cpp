@@ -99,6 +99,17 @@ int main(int argc, char** argv) {
                                data_pipeline::to_string(c.work_unit) + " unit, iterator " +
                                (c.reuse_iterator ? "reused" : "reset"))
                                   .c_str());
+    if (c.precision != "fp32" || c.host_dtype != data_pipeline::HostDType::kFloat32 ||
+        c.mode != "train" || c.nvtx_detail != "steps" || c.sync_every_step ||
+        !c.torch_profiler_trace.empty()) {
+      std::printf("experiment: precision %s, host dtype %s, mode %s%s, nvtx detail %s%s%s\n",
+                  c.precision.c_str(), data_pipeline::to_string(c.host_dtype), c.mode.c_str(),
+                  c.mode == "forward" ? (" (BN " + c.forward_bn + ")").c_str() : "",
+                  c.nvtx_detail.c_str(), c.sync_every_step ? ", loss read every step" : "",
+                  c.torch_profiler_trace.empty()
+                      ? ""
+                      : (", torch profiler trace " + c.torch_profiler_trace).c_str());
+    }
     for (const auto& n : trainer.notices()) std::printf("note: %s\n", n.c_str());
     std::fflush(stdout);
 

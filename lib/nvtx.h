@@ -20,12 +20,22 @@ inline constexpr const char* kOptimizerStep = "optimizer_step";
 inline constexpr const char* kCaptureWindow = "capture_window";
 inline constexpr const char* kIteratorReset = "iterator_reset";
 inline constexpr const char* kCaptureDrain = "capture_drain";
+inline constexpr const char* kLossItem = "loss_item";  // --sync-every-step only
 
 /// Process-wide switch, on by default; off turns every Range into a no-op so the cost of the
 /// instrumentation itself can be measured (train_resnet50 --nvtx=false).
 inline std::atomic<bool>& enabled() {
   static std::atomic<bool> on{true};
   return on;
+}
+
+/// Pushes/pops a range with an arbitrary (e.g. per-layer) name when ranges are enabled; for the
+/// --nvtx-detail hooks, whose scopes are not C++ scopes. Pair every push with a pop.
+inline void push(const char* name) {
+  if (enabled().load(std::memory_order_relaxed)) nvtxRangePushA(name);
+}
+inline void pop() {
+  if (enabled().load(std::memory_order_relaxed)) nvtxRangePop();
 }
 
 /// A push/pop range in NVTX's default domain with an ASCII message, exactly what PyTorch's

@@ -64,6 +64,7 @@ nlohmann::ordered_json step_json(const StepRecord& r) {
   j["digest"] = hex64(r.digest);
   j["epoch"] = r.epoch;
   j["batch_in_epoch"] = r.batch_in_epoch;
+  if (r.loss) j["loss"] = *r.loss;
   if (!r.skipped.empty()) {
     auto& list = j["skipped"] = nlohmann::ordered_json::array();
     for (const auto& s : r.skipped) {
@@ -98,6 +99,13 @@ nlohmann::ordered_json config_json(const TrainConfig& c) {
   j["nvtx"] = c.nvtx;
   j["on_bad_image"] = dp::to_string(c.on_bad_image);
   j["report"] = c.report;
+  j["precision"] = c.precision;
+  j["host_dtype"] = dp::to_string(c.host_dtype);
+  j["nvtx_detail"] = c.nvtx_detail;
+  j["torch_profiler_trace"] = c.torch_profiler_trace;
+  j["mode"] = c.mode;
+  j["forward_bn"] = c.forward_bn;
+  j["sync_every_step"] = c.sync_every_step;
   return j;
 }
 
@@ -152,6 +160,7 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
   cap["iterator_reset_ms"] = result.iterator_reset_ms;
   cap["capture_drain_ms"] = result.capture_drain_ms;
   cap["profiler_api"] = result.capture_started;
+  if (!result.torch_trace.empty()) cap["torch_profiler_trace"] = result.torch_trace;
 
   auto& steps = j["steps"] = nlohmann::ordered_json::array();
   for (const auto& r : result.steps) steps.push_back(step_json(r));

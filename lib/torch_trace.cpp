@@ -2,6 +2,11 @@
 #include "lib/torch_trace.h"
 
 #include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <set>
@@ -45,12 +50,42 @@ void TorchTrace::start() {
   recording_ = true;
 }
 
+#if TORCH_VERSION_MAJOR < 2
+// LibTorch 1.x built without Kineto (Debian's) records the events but cannot save them: write the
+// Chrome trace from the recorded events instead (CPU operators and the user scopes).
+void write_chrome_trace(const ap::ProfilerResult& result, const std::string& path) {
+  nlohmann::json events = nlohmann::json::array();
+  const auto pid = static_cast<std::int64_t>(::getpid());
+  for (const auto& e : result.events()) {
+    const bool user = e.scope() == static_cast<std::uint8_t>(at::RecordScope::USER_SCOPE);
+    events.push_back({{"name", e.name()},
+                      {"ph", "X"},
+                      {"cat", user ? "user_annotation" : "cpu_op"},
+                      {"ts", e.startUs()},
+                      {"dur", e.durationUs()},
+                      {"pid", pid},
+                      {"tid", e.startThreadId()}});
+  }
+  std::ofstream out(path, std::ios::trunc);
+  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
+  if (!out.flush()) throw std::runtime_error("write failed");
+}
+#endif
+
 void TorchTrace::stop_and_save() {
   if (!recording_) return;
   recording_ = false;
   auto result = ap::disableProfiler();
   try {
+#if TORCH_VERSION_MAJOR < 2
+    try {
+      result->save(path_);
+    } catch (const c10::Error&) {
+      write_chrome_trace(*result, path_);  // no Kineto in this build
+    }
+#else
     result->save(path_);
+#endif
   } catch (const std::exception& e) {
     throw std::runtime_error("--torch-profiler-trace " + path_ + ": cannot write the trace: " +
                              e.what());

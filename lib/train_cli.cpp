@@ -2,6 +2,7 @@
 #include "lib/train_cli.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <thread>
 
 #include "lib/cli.h"
@@ -56,6 +57,18 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
       ("weight-decay", "SGD weight decay", str("0.0001"))
       ("copy-stream", "issue host-to-device copies on a side stream", flag("true"))
       ("nvtx", "emit the NVTX ranges (false measures their cost)", flag("true"));
+  options.add_options("Experiments")
+      ("precision", "fp32|bf16: bf16 autocast for forward and loss (CUDA)", str("fp32"))
+      ("host-dtype", "float32|uint8: uint8 batches are normalised on the device", str("float32"))
+      ("nvtx-detail", "steps|layers: layers adds ranges per stage and block inside forward",
+       str("steps"))
+      ("torch-profiler-trace", "record the capture window with LibTorch's profiler (Kineto) "
+       "into this Chrome trace JSON; not under nsys", cxxopts::value<std::string>())
+      ("mode", "train|forward: forward-only drops zero_grad, backward and optimizer_step",
+       str("train"))
+      ("forward-bn", "eval|train: BatchNorm statistics in --mode forward", str("eval"))
+      ("sync-every-step", "read the loss on the host every step (an implicit sync per step)",
+       flag("false"));
   options.add_options("Output")
       ("report", "write the JSON report here", cxxopts::value<std::string>())
       ("quiet", "no per-step progress lines", flag("false"))
@@ -71,7 +84,7 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
   const auto result = options.parse(n, pargv);
 
   ParsedArgs out;
-  out.help_text = options.help({"Data", "Run", "Output"});
+  out.help_text = options.help({"Data", "Run", "Experiments", "Output"});
   if (result.count("help")) {
     out.help = true;
     return out;
@@ -117,6 +130,30 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
     if (c.report.empty()) throw UsageError("--report: expected a file path, got ''");
   }
   c.quiet = f.boolean("quiet");
+  c.precision = f.choice("precision", {"fp32", "bf16"});
+  c.host_dtype = f.choice("host-dtype", {"float32", "uint8"}) == "uint8"
+                     ? data_pipeline::HostDType::kUInt8
+                     : data_pipeline::HostDType::kFloat32;
+  c.nvtx_detail = f.choice("nvtx-detail", {"steps", "layers"});
+  c.mode = f.choice("mode", {"train", "forward"});
+  c.forward_bn = f.choice("forward-bn", {"eval", "train"});
+  c.sync_every_step = f.boolean("sync-every-step");
+  if (f.has("torch-profiler-trace")) {
+    c.torch_profiler_trace = f.string("torch-profiler-trace");
+    const std::filesystem::path p(c.torch_profiler_trace);
+    const auto dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+    if (c.torch_profiler_trace.empty() || !std::filesystem::is_directory(dir)) {
+      throw UsageError("--torch-profiler-trace: expected a file path in an existing directory, "
+                       "got '" + c.torch_profiler_trace + "'");
+    }
+  }
+  if (c.precision == "bf16" && c.device == "cpu") {
+    throw UsageError("--precision bf16: bf16 autocast is implemented for CUDA only; use "
+                     "--precision fp32 with --device cpu");
+  }
+  if (f.has("forward-bn") && c.mode != "forward") {
+    throw UsageError("--forward-bn: only meaningful with --mode forward");
+  }
   if (c.device == "cuda" && !cuda_available()) {
     throw UsageError("--device cuda: no CUDA device is available (this LibTorch build has no "
                      "CUDA, or no GPU is visible); use --device cpu");

@@ -34,6 +34,16 @@ struct TrainConfig {
   bool nvtx = true;             ///< Emit the NVTX ranges (false measures their cost).
   data_pipeline::BadImagePolicy on_bad_image = data_pipeline::BadImagePolicy::kError;
   bool quiet = false;           ///< No per-step progress lines.
+
+  // Experiments beyond the article; the defaults keep its behaviour.
+  std::string precision = "fp32";     ///< "fp32" or "bf16" (CUDA autocast for forward + loss).
+  data_pipeline::HostDType host_dtype = data_pipeline::HostDType::kFloat32;  ///< uint8: the device
+                                      ///< converts and normalises, inside a `normalize` range.
+  std::string nvtx_detail = "steps";  ///< "layers": ranges per stage and block inside forward.
+  std::string torch_profiler_trace;   ///< Chrome trace of the capture window (LibTorch profiler).
+  std::string mode = "train";         ///< "forward": no grad, no backward/zero_grad/optimizer.
+  std::string forward_bn = "eval";    ///< BatchNorm in forward mode: "eval" or "train" statistics.
+  bool sync_every_step = false;       ///< Read the loss on the host every step (implicit sync).
 };
 
 }  // namespace workload

@@ -10,7 +10,10 @@
 
 #include "data_pipeline/data_error.h"
 #include "data_pipeline/detail/hash64.h"
+#include "lib/autocast_guard.h"
 #include "lib/nvtx.h"
+#include "lib/phase.h"
+#include "lib/torch_trace.h"
 
 #if defined(WORKLOAD_TORCH_CUDA)
 #include <ATen/cuda/CUDAContext.h>
@@ -50,6 +53,17 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   } else if (config_.device != "cpu") {
     throw std::invalid_argument("--device: expected cuda or cpu, got '" + config_.device + "'");
   }
+  if (config_.precision != "fp32" && config_.precision != "bf16") {
+    throw std::invalid_argument("--precision: expected fp32 or bf16, got '" + config_.precision +
+                                "'");
+  }
+  if (config_.precision == "bf16" && !device_.is_cuda()) {
+    throw std::invalid_argument("--precision bf16: bf16 autocast is implemented for CUDA only; "
+                                "use --precision fp32 on the CPU");
+  }
+  if (config_.mode != "train" && config_.mode != "forward") {
+    throw std::invalid_argument("--mode: expected train or forward, got '" + config_.mode + "'");
+  }
   nvtx::enabled().store(config_.nvtx);
   at::set_num_threads(config_.intra_op_threads);
   torch::manual_seed(config_.seed);
@@ -71,18 +85,36 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   model_ = ResNet50(num_classes_);
   model_->to(device_);
   to_channels_last(*model_);
-  model_->train();
+  if (config_.mode == "forward" && config_.forward_bn == "eval") {
+    model_->eval();
+  } else {
+    model_->train();
+  }
+  {
+    // (x / 255 - mean) / std as x * scale + bias, applied on the device for uint8 batches.
+    std::vector<float> scale(3), bias(3);
+    for (int c = 0; c < 3; ++c) {
+      scale[c] = 1.0f / (255.0f * dp::kImageNetStd[c]);
+      bias[c] = -dp::kImageNetMean[c] / dp::kImageNetStd[c];
+    }
+    norm_scale_ = torch::tensor(scale).view({1, 3, 1, 1}).to(device_);
+    norm_bias_ = torch::tensor(bias).view({1, 3, 1, 1}).to(device_);
+  }
   optimizer_ = std::make_unique<ForeachSgd>(model_->parameters(), config_.lr, config_.momentum,
                                             config_.weight_decay);
 
   if (config_.synthetic) {
     const auto s = config_.image_size;
     torch::manual_seed(config_.seed + 1);
-    torch::Tensor host = torch::randn({config_.batch_size, s, s, 3}).permute({0, 3, 1, 2});
+    torch::Tensor host =
+        config_.host_dtype == dp::HostDType::kUInt8
+            ? torch::randint(256, {config_.batch_size, s, s, 3}, torch::kUInt8).permute({0, 3, 1, 2})
+            : torch::randn({config_.batch_size, s, s, 3}).permute({0, 3, 1, 2});
     torch::Tensor labels = torch::randint(num_classes_, {config_.batch_size}, torch::kInt64);
     synthetic_digest_ = dp::detail::hash64(labels.data_ptr(), labels.numel() * 8,
                                            static_cast<std::uint64_t>(labels.numel()));
-    synthetic_digest_ = dp::detail::hash64(host.data_ptr(), host.numel() * 4, synthetic_digest_);
+    synthetic_digest_ =
+        dp::detail::hash64(host.data_ptr(), host.numel() * host.element_size(), synthetic_digest_);
     synthetic_images_ = host.to(device_);  // keeps the NHWC strides: channels_last
     synthetic_labels_ = labels.to(device_);
   } else {
@@ -94,6 +126,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
     lo.work_unit = config_.work_unit;
     lo.seed = config_.seed;
     lo.transform.image_size = config_.image_size;
+    lo.transform.dtype = config_.host_dtype;
     lo.on_bad_image = config_.on_bad_image;
     loader_ = std::make_unique<dp::Loader>(index_, lo);
     if (config_.pin_memory && !loader_->pinned()) {
@@ -160,27 +193,39 @@ void Trainer::submit(dp::Batch& batch, torch::Tensor& images, torch::Tensor& lab
 #endif
 }
 
+torch::Tensor Trainer::forward(const torch::Tensor& images) {
+  if (config_.nvtx_detail != "layers") return model_->forward(images);
+  return model_->forward_with_hook(images, [](const char* name, bool enter) {
+    if (enter) {
+      nvtx::push(name);
+    } else {
+      nvtx::pop();
+    }
+  });
+}
+
 StepRecord Trainer::step(int index, bool warmup) {
   StepRecord rec;
   rec.index = index;
   rec.warmup = warmup;
+  const bool train = config_.mode == "train";
   const auto t_step = Clock::now();
   {
-    nvtx::Range step_range(nvtx::kTorchStep);
+    Phase step_range(nvtx::kTorchStep);
     torch::Tensor images, labels;
     {
-      nvtx::Range data_range(nvtx::kDataLoad);
+      Phase data_range(nvtx::kDataLoad);
       dp::Batch batch;
       const auto t_wait = Clock::now();
       {
-        nvtx::Range r(nvtx::kBatchWait);
+        Phase r(nvtx::kBatchWait);
         phase_ = nvtx::kBatchWait;
         if (loader_) batch = loader_->next();
       }
       rec.batch_wait_ms = ms_since(t_wait);
       const auto t_submit = Clock::now();
       {
-        nvtx::Range r(nvtx::kH2dSubmit);
+        Phase r(nvtx::kH2dSubmit);
         phase_ = nvtx::kH2dSubmit;
         if (batch.valid()) {
           rec.digest = batch.digest();
@@ -193,26 +238,43 @@ StepRecord Trainer::step(int index, bool warmup) {
         submit(batch, images, labels);
       }
       rec.h2d_submit_ms = ms_since(t_submit);
+      if (config_.host_dtype == dp::HostDType::kUInt8) {
+        Phase r(nvtx::kNormalize);
+        phase_ = nvtx::kNormalize;
+        // Converts on the device; the NHWC strides are kept (memory format preserved).
+        images = images.to(torch::kFloat32).mul_(norm_scale_).add_(norm_bias_);
+      }
     }
     {
-      nvtx::Range r(nvtx::kForward);
+      Phase r(nvtx::kForward);
       phase_ = nvtx::kForward;
-      loss_ = torch::nn::functional::cross_entropy(model_->forward(images), labels);
+      AutocastGuard autocast(config_.precision == "bf16");
+      std::optional<torch::NoGradGuard> no_grad;
+      if (!train) no_grad.emplace();
+      loss_ = torch::nn::functional::cross_entropy(forward(images), labels);
     }
-    {
-      nvtx::Range r(nvtx::kZeroGrad);
-      phase_ = nvtx::kZeroGrad;
-      zero_grad();
+    if (train) {
+      {
+        Phase r(nvtx::kZeroGrad);
+        phase_ = nvtx::kZeroGrad;
+        zero_grad();
+      }
+      {
+        Phase r(nvtx::kBackward);
+        phase_ = nvtx::kBackward;
+        loss_.backward();
+      }
+      {
+        Phase r(nvtx::kOptimizerStep);
+        phase_ = nvtx::kOptimizerStep;
+        optimizer_->step();
+      }
     }
-    {
-      nvtx::Range r(nvtx::kBackward);
-      phase_ = nvtx::kBackward;
-      loss_.backward();
-    }
-    {
-      nvtx::Range r(nvtx::kOptimizerStep);
-      phase_ = nvtx::kOptimizerStep;
-      optimizer_->step();
+    if (config_.sync_every_step) {
+      // The implicit-synchronization pitfall, on purpose: .item() waits for the device.
+      Phase r(nvtx::kLossItem);
+      phase_ = nvtx::kLossItem;
+      rec.loss = loss_.item<float>();
     }
   }
   rec.step_ms = ms_since(t_step);
@@ -254,15 +316,20 @@ RunResult Trainer::run(const Progress& progress) {
   device_synchronize();
 
   ProfilerCapture capture(device_.is_cuda());
+  std::unique_ptr<TorchTrace> trace;
+  if (!config_.torch_profiler_trace.empty()) {
+    trace = std::make_unique<TorchTrace>(config_.torch_profiler_trace, device_.is_cuda());
+  }
   if (!stopping()) {
     capture.start();
     result.capture_started = capture.started();
+    if (trace) trace->start();
     const auto t_window = Clock::now();
     {
-      nvtx::Range window(nvtx::kCaptureWindow);
+      Phase window(nvtx::kCaptureWindow);
       if (!config_.reuse_iterator) {
         const auto t = Clock::now();
-        nvtx::Range r(nvtx::kIteratorReset);
+        Phase r(nvtx::kIteratorReset);
         if (loader_) loader_->reset();
         result.iterator_reset_ms = ms_since(t);
       }
@@ -270,11 +337,15 @@ RunResult Trainer::run(const Progress& progress) {
         if (!guarded_step(i, false, result.steps)) break;
       }
       const auto t = Clock::now();
-      nvtx::Range r(nvtx::kCaptureDrain);
+      Phase r(nvtx::kCaptureDrain);
       device_synchronize();
       result.capture_drain_ms = ms_since(t);
     }
     result.elapsed_s = ms_since(t_window) / 1000.0;
+    if (trace) {
+      trace->stop_and_save();
+      result.torch_trace = trace->path();
+    }
     capture.stop();
     if (result.elapsed_s > 0) {
       result.images_per_s =

@@ -32,6 +32,7 @@ struct StepRecord {
   std::int64_t epoch = 0;
   std::int64_t batch_in_epoch = 0;
   std::vector<data_pipeline::SkippedImage> skipped;
+  std::optional<double> loss;   ///< read every step only with --sync-every-step
 };
 
 /// What a run produced.
@@ -44,6 +45,7 @@ struct RunResult {
   double capture_drain_ms = 0;
   std::optional<double> loss_after_drain;
   bool capture_started = false;
+  std::string torch_trace;        ///< the Chrome trace written, if one was asked for
   bool interrupted = false;
   std::string interrupt_signal;
 };
@@ -55,6 +57,9 @@ struct RunResult {
 /// The step is exactly:
 ///   torch_step { data_load { batch_wait, h2d_submit }, forward, zero_grad, backward,
 ///                optimizer_step }
+/// with, only when their flags ask for them: `normalize` after h2d_submit (--host-dtype uint8),
+/// per-stage and per-block ranges inside forward (--nvtx-detail layers), no zero_grad, backward
+/// or optimizer_step (--mode forward), and `loss_item` last (--sync-every-step).
 /// and the capture is: warm-up steps, device synchronize, cudaProfilerStart, capture_window {
 /// [iterator_reset], steps, capture_drain }, cudaProfilerStop. Nothing inside the window waits for
 /// the device before capture_drain.
@@ -98,6 +103,7 @@ class Trainer {
   StepRecord step(int index, bool warmup);
   void submit(data_pipeline::Batch& batch, torch::Tensor& images, torch::Tensor& labels);
   void zero_grad();
+  torch::Tensor forward(const torch::Tensor& images);
 
   TrainConfig config_;
   torch::Device device_{torch::kCPU};
@@ -109,6 +115,7 @@ class Trainer {
   std::unique_ptr<ForeachSgd> optimizer_;
   torch::Tensor loss_;
   torch::Tensor synthetic_images_, synthetic_labels_;
+  torch::Tensor norm_scale_, norm_bias_;  // uint8 -> normalised float, per channel (1x3x1x1)
   std::uint64_t synthetic_digest_ = 0;
   std::atomic<int> stop_requested_{-1};
   const char* phase_ = "";            // the NVTX phase being run, for error messages

@@ -7,6 +7,7 @@ usage: scripts/benchmarks.py checks  --data ROOT --out DIR
        scripts/benchmarks.py compare --data ROOT --out DIR [--python-ref seed_workload.py]
        scripts/benchmarks.py scan    --data ROOT --out DIR
        scripts/benchmarks.py loader  --data ROOT --out DIR [--workers 1 8 16]
+       scripts/benchmarks.py experiments --data ROOT --out DIR
        scripts/benchmarks.py table   --out DIR
 
 checks   captures 8 and 64 steps, iterator reused and reset, under the article's nsys command
@@ -19,6 +20,8 @@ compare  64 captured steps, batch 128, under the same nsys command: (1) train_re
          report line to process exit).
 scan     without nsys: the synthetic ceiling, then workers x prefetch x work unit, 64 steps each.
 loader   loader_bench --json at each --workers count (the loader alone; fused vs full decode).
+experiments  the experiment flags: bf16 (ceiling and loader-fed), uint8 vs float32 transfers (nsys),
+         --nvtx-detail layers vs steps, --sync-every-step under nsys, --torch-profiler-trace.
 table    reads DIR/*.json written by the other commands and prints Markdown tables.
 
 Every command writes DIR/<command>.json; runs live in DIR/<command>/. Exit status 0, or 1 when a run
@@ -220,6 +223,94 @@ def cmd_loader(args):
     return 0 if rows else 1
 
 
+def cmd_experiments(args):
+    """The experiment flags on the GPU: bf16 ceiling and loader-fed throughput, uint8 vs float32
+    transfers (from nsys captures), the cost of --nvtx-detail layers, the implicit-sync check and
+    LibTorch's own trace."""
+    binary = binary_path(args)
+    out = os.path.join(args.out, "experiments")
+    os.makedirs(out, exist_ok=True)
+    common = ["--steps", str(args.steps), "--warmup", "3", "--quiet"] + args.extra
+    result = {"steps": args.steps, "runs": [], "transfers": [], "sync": None, "trace": None}
+
+    def direct(name, extra):
+        report = os.path.join(out, name + ".json")
+        rc, _, _ = run_direct([binary, "--report", report] + common + extra, report + ".log",
+                              args.timeout)
+        r = read_report(report)
+        row = {"name": name, "flags": " ".join(extra), "exit_code": rc,
+               "images_per_s": r["capture"]["images_per_s"] if r else None,
+               "batch_wait_total_ms": r["summary"]["batch_wait_total_ms"] if r else None,
+               "h2d_submit_total_ms": r["summary"]["h2d_submit_total_ms"] if r else None}
+        log("  %s: %s img/s" % (name, row["images_per_s"]))
+        result["runs"].append(row)
+
+    for i in range(args.repeats):
+        direct("fp32_synthetic_%d" % i, ["--synthetic"])
+        direct("bf16_synthetic_%d" % i, ["--synthetic", "--precision", "bf16"])
+    for workers in (8, 16):
+        direct("bf16_loader_w%d" % workers, ["--data", args.data, "--precision", "bf16",
+                                             "--workers", str(workers)])
+        direct("bf16_uint8_loader_w%d" % workers, ["--data", args.data, "--precision", "bf16",
+                                                   "--host-dtype", "uint8", "--workers",
+                                                   str(workers)])
+    for i in range(args.repeats):
+        direct("layers_off_%d" % i, ["--synthetic"])
+        direct("layers_on_%d" % i, ["--synthetic", "--nvtx-detail", "layers"])
+
+    # Transfers, measured on the device by nsys: float32 vs uint8 host batches.
+    for dtype in ("float32", "uint8"):
+        prefix = os.path.join(out, "h2d_" + dtype)
+        log("nsys capture: host dtype %s" % dtype)
+        summary, rc = profile(prefix, ["--binary", binary, "--data", args.data, "--host-dtype",
+                                       dtype] + common, args.timeout, expected_steps=args.steps)
+        row = {"host_dtype": dtype, "exit_code": rc}
+        if summary:
+            h2d = [m for m in summary["memory_operations"] if "Host-to-Device" in m["operation"]]
+            steps = summary["steps"] or 1
+            if h2d:
+                row.update({"h2d_copies": h2d[0]["count"],
+                            "h2d_mb_per_step": h2d[0]["bytes"] / steps / 1e6,
+                            "h2d_ms_per_step": h2d[0]["total_ms"] / steps})
+            row.update({"images_per_s": summary.get("images_per_s"),
+                        "h2d_submit_ms_per_step": (summary.get("h2d_submit_total_ms") or 0) / steps,
+                        "normalize_ms_per_step":
+                            (summary.get("phase_totals_ms") or {}).get("normalize", 0) / steps,
+                        "checks": summary.get("checks")})
+        log("  %s" % row)
+        result["transfers"].append(row)
+
+    # The implicit-sync pitfall: analyze.py's no_sync_in_steps must fail on purpose.
+    prefix = os.path.join(out, "sync_every_step")
+    summary, rc = profile(prefix, ["--binary", binary, "--data", args.data, "--steps", "8",
+                                   "--sync-every-step", "--quiet"] + args.extra, args.timeout,
+                          expected_steps=8)
+    if summary:
+        result["sync"] = {"sync_calls_in_steps": summary.get("sync_calls_in_steps"),
+                          "by_name": summary.get("sync_calls_in_steps_by_name"),
+                          "no_sync_in_steps": summary["checks"].get("no_sync_in_steps"),
+                          "images_per_s": summary.get("images_per_s")}
+    log("sync: %s" % result["sync"])
+
+    # LibTorch's own profiler over the capture window (not under nsys).
+    trace = os.path.join(out, "torch_trace.json")
+    rc, _, _ = run_direct([binary, "--data", args.data, "--steps", "4", "--warmup", "3", "--quiet",
+                           "--torch-profiler-trace", trace] + args.extra, trace + ".log",
+                          args.timeout)
+    if rc == 0 and os.path.exists(trace):
+        with open(trace) as f:
+            events = json.load(f)["traceEvents"]
+        cats = {}
+        for e in events:
+            cats[e.get("cat", "")] = cats.get(e.get("cat", ""), 0) + 1
+        scopes = sorted({e["name"] for e in events if e.get("cat") == "user_annotation"})
+        result["trace"] = {"events": len(events), "categories": cats, "scopes": scopes,
+                           "bytes": os.path.getsize(trace)}
+    log("trace: %s" % result["trace"])
+    write_json(args.out, "experiments", result)
+    return 0
+
+
 def cmd_scan(args):
     binary = binary_path(args)
     out = os.path.join(args.out, "scan")
@@ -323,6 +414,26 @@ def cmd_table(args):
                 r["full_images_per_s_per_thread"], r["decode_only_images_per_s_per_thread"],
                 r["fused_speedup_over_full"]))
         print()
+    exp = load("experiments")
+    if exp:
+        print("| run (%d steps, no nsys) | flags | images/s | batch_wait total |" % exp["steps"])
+        print("|---|---|---|---|")
+        for r in exp["runs"]:
+            print("| %s | `%s` | %s | %s ms |" % (r["name"], r["flags"], _f(r["images_per_s"]),
+                                                 _f(r["batch_wait_total_ms"])))
+        print()
+        print("| host dtype (nsys) | H2D copies | H2D MB/step | H2D ms/step (device) "
+              "| h2d_submit ms/step (host) | normalize ms/step (host) | images/s |")
+        print("|---|---|---|---|---|---|---|")
+        for t in exp["transfers"]:
+            print("| %s | %s | %s | %s | %s | %s | %s |" % (
+                t["host_dtype"], t.get("h2d_copies"), _f(t.get("h2d_mb_per_step"), 2),
+                _f(t.get("h2d_ms_per_step"), 3), _f(t.get("h2d_submit_ms_per_step"), 3),
+                _f(t.get("normalize_ms_per_step"), 3), _f(t.get("images_per_s"))))
+        print()
+        print("sync every step: %s" % exp["sync"])
+        print("torch trace: %s" % exp["trace"])
+        print()
     if scan:
         ceiling = statistics.median(scan["ceiling"])
         print("| setting | images/s | of synthetic (%.0f) | batch_wait total |" % ceiling)
@@ -349,7 +460,8 @@ def py_runs_note(compare):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=["checks", "compare", "scan", "loader", "table"])
+    p.add_argument("command", choices=["checks", "compare", "scan", "loader", "experiments",
+                                        "table"])
     p.add_argument("--data", help="Food-101 root (at least 12,000 images for the checks)")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--binary", help="train_resnet50 (default: $TRAIN_BIN or build/bin/)")
@@ -370,7 +482,7 @@ def main(argv=None):
     if args.command != "table" and not args.data:
         p.error("--data is required for %s" % args.command)
     return {"checks": cmd_checks, "compare": cmd_compare, "scan": cmd_scan, "loader": cmd_loader,
-            "table": cmd_table}[args.command](args)
+            "experiments": cmd_experiments, "table": cmd_table}[args.command](args)
 
 
 if __name__ == "__main__":

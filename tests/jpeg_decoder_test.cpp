@@ -244,7 +244,9 @@ TEST_P(JpegDecoderKindTest, FusedRoiDecodeEqualsCropOfFullDecode) {
     }
   }
   std::printf("%s: worst |fused - full| / |one-pixel shift| = %.3f\n", kind.name, worst);
-  if (kind.width >= 512 && kind.width < 1000) EXPECT_GT(__builtin_popcount(scales_seen), 2) << "too few scales tested";
+  if (kind.width >= 512 && kind.width < 1000) {
+    EXPECT_GT(__builtin_popcount(scales_seen), 2) << "too few scales tested";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllKinds, JpegDecoderKindTest, ::testing::ValuesIn(kinds()),

@@ -110,6 +110,27 @@ TEST(TrainCliTest, CudaWithoutAGpuIsAClearUsageError) {
 #endif
 }
 
+TEST(TrainCliTest, ExperimentFlags) {
+  const TrainConfig c =
+      parse({"--data=/x", "--device=cpu", "--host-dtype=uint8", "--nvtx-detail=layers",
+             "--mode=forward", "--forward-bn=train", "--sync-every-step"})
+          .config;
+  EXPECT_EQ(c.host_dtype, data_pipeline::HostDType::kUInt8);
+  EXPECT_EQ(c.nvtx_detail, "layers");
+  EXPECT_EQ(c.mode, "forward");
+  EXPECT_EQ(c.forward_bn, "train");
+  EXPECT_TRUE(c.sync_every_step);
+  EXPECT_EQ(parse({"--data=/x", "--device=cpu"}).config.precision, "fp32");
+  expect_usage_error({"--data=/x", "--device=cpu", "--precision=bf16"}, "CUDA only");
+  expect_usage_error({"--data=/x", "--device=cpu", "--precision=fp8"}, "--precision");
+  expect_usage_error({"--data=/x", "--device=cpu", "--host-dtype=int8"}, "--host-dtype");
+  expect_usage_error({"--data=/x", "--device=cpu", "--nvtx-detail=kernels"}, "--nvtx-detail");
+  expect_usage_error({"--data=/x", "--device=cpu", "--mode=eval"}, "--mode");
+  expect_usage_error({"--data=/x", "--device=cpu", "--forward-bn=train"}, "--mode forward");
+  expect_usage_error({"--data=/x", "--device=cpu", "--torch-profiler-trace=/no/such/dir/t.json"},
+                     "--torch-profiler-trace");
+}
+
 TEST(TrainCliTest, HelpAndVersion) {
   const ParsedArgs h = parse({"--help"});
   EXPECT_TRUE(h.help);

@@ -38,10 +38,38 @@ std::vector<Event> read_events(const fs::path& file) {
   return events;
 }
 
+// What an experiment flag adds to or removes from the step.
+struct StepShape {
+  bool normalize = false;  // --host-dtype uint8
+  bool layers = false;     // --nvtx-detail layers
+  bool train = true;       // --mode train
+  bool loss_item = false;  // --sync-every-step
+};
+
+std::string step_tree(const StepShape& s) {
+  std::string data = s.normalize ? "data_load(batch_wait,h2d_submit,normalize)"
+                                 : "data_load(batch_wait,h2d_submit)";
+  std::string forward = "forward";
+  if (s.layers) {
+    const int blocks[4] = {3, 4, 6, 3};
+    forward += "(stem";
+    for (int l = 0; l < 4; ++l) {
+      const std::string layer = "layer" + std::to_string(l + 1);
+      forward += "," + layer + "(";
+      for (int b = 0; b < blocks[l]; ++b) forward += (b ? "," : "") + layer + "." + std::to_string(b);
+      forward += ")";
+    }
+    forward += ",fc)";
+  }
+  std::string out = "torch_step(" + data + "," + forward;
+  if (s.train) out += ",zero_grad,backward,optimizer_step";
+  if (s.loss_item) out += ",loss_item";
+  return out + ")";
+}
+
 // The expected tree in tree_with_parens' notation.
-std::string expected_tree(int warmup, int steps, bool reuse) {
-  const std::string step =
-      "torch_step(data_load(batch_wait,h2d_submit),forward,zero_grad,backward,optimizer_step)";
+std::string expected_tree(int warmup, int steps, bool reuse, const StepShape& shape = {}) {
+  const std::string step = step_tree(shape);
   std::string out;
   for (int i = 0; i < warmup; ++i) out += (out.empty() ? "" : ",") + step;
   std::string window = reuse ? "" : "iterator_reset";
@@ -122,6 +150,69 @@ TEST_F(TrainBinaryTest, NvtxTreeIsExactWithAndWithoutIteratorReuse) {
     }
     EXPECT_GT(worker_ranges, 0);
   }
+}
+
+TEST_F(TrainBinaryTest, NvtxTreeUnderEachExperimentFlag) {
+  struct Case {
+    std::vector<std::string> flags;
+    StepShape shape;
+  };
+  const std::vector<Case> cases = {
+      {{"--host-dtype=uint8"}, {true, false, true, false}},
+      {{"--nvtx-detail=layers"}, {false, true, true, false}},
+      {{"--mode=forward"}, {false, false, false, false}},
+      {{"--mode=forward", "--forward-bn=train", "--nvtx-detail=layers"}, {false, true, false, false}},
+      {{"--sync-every-step"}, {false, false, true, true}},
+      {{"--host-dtype=uint8", "--mode=forward", "--sync-every-step"}, {true, false, false, true}},
+  };
+  int n = 0;
+  for (const auto& c : cases) {
+    const fs::path log = tmp_->path() / ("nvtx_case_" + std::to_string(n++) + ".tsv");
+    auto a = args({"--warmup=1", "--steps=2"});
+    a.insert(a.end(), c.flags.begin(), c.flags.end());
+    const auto r = test_util::run_process(a, {std::string("NVTX_INJECTION64_PATH=") + NVTX_RECORDER_LIB,
+                                              "NVTX_RECORDER_OUTPUT=" + log.string()});
+    ASSERT_EQ(r.exit_code, 0) << ::testing::PrintToString(c.flags) << r.err;
+    EXPECT_EQ(tree_with_parens(read_events(log), r.pid), expected_tree(1, 2, true, c.shape))
+        << ::testing::PrintToString(c.flags);
+  }
+}
+
+TEST_F(TrainBinaryTest, TorchProfilerTraceIsAChromeTraceWithThePhases) {
+  const fs::path trace = tmp_->path() / "trace.json";
+  const fs::path report = tmp_->path() / "trace_report.json";
+  const auto r = test_util::run_process(args({"--warmup=1", "--steps=2", "--torch-profiler-trace=" +
+                                                                             trace.string(),
+                                              "--report=" + report.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(trace);
+  ASSERT_TRUE(in.good());
+  const auto j = nlohmann::json::parse(in);  // throws on invalid JSON
+  ASSERT_TRUE(j.contains("traceEvents"));
+  std::map<std::string, int> scopes;
+  for (const auto& e : j["traceEvents"]) {
+    if (e.value("cat", "") == "user_annotation") ++scopes[e["name"].get<std::string>()];
+  }
+  // Only the capture window is recorded: its two steps, not the warm-up step.
+  EXPECT_EQ(scopes["capture_window"], 1);
+  EXPECT_EQ(scopes["torch_step"], 2);
+  for (const char* phase : {"data_load", "batch_wait", "h2d_submit", "forward", "zero_grad",
+                            "backward", "optimizer_step", "capture_drain"}) {
+    EXPECT_EQ(scopes[phase], phase == std::string("capture_drain") ? 1 : 2) << phase;
+  }
+  std::ifstream rin(report);
+  EXPECT_EQ(nlohmann::json::parse(rin)["capture"]["torch_profiler_trace"], trace.string());
+}
+
+TEST_F(TrainBinaryTest, SyncEveryStepReadsTheLossEachStep) {
+  const fs::path report = tmp_->path() / "sync.json";
+  const auto r = test_util::run_process(
+      args({"--warmup=1", "--steps=3", "--sync-every-step", "--report=" + report.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(report);
+  const auto j = nlohmann::json::parse(in);
+  for (const auto& s : j["steps"]) EXPECT_TRUE(s["loss"].is_number());
+  EXPECT_EQ(j["config"]["sync_every_step"], true);
 }
 
 TEST_F(TrainBinaryTest, EndToEndRunWritesAValidReport) {

@@ -64,6 +64,59 @@ TEST_F(TrainerTest, DigestsDoNotDependOnLoaderSettings) {
   }
 }
 
+TEST_F(TrainerTest, Uint8HostBatchesHaveTheirOwnStableDigests) {
+  TrainConfig c = config();
+  c.host_dtype = data_pipeline::HostDType::kUInt8;
+  const auto u8 = digests(Trainer(c).run());
+  c.workers = 0;
+  c.work_unit = data_pipeline::WorkUnit::kSample;
+  EXPECT_EQ(digests(Trainer(c).run()), u8);  // invariant across loader settings
+  c.workers = 3;
+  c.prefetch_factor = 1;
+  EXPECT_EQ(digests(Trainer(c).run()), u8);
+  const auto f32 = digests(Trainer(config()).run());
+  for (size_t i = 0; i < u8.size(); ++i) EXPECT_NE(u8[i], f32[i]);  // a different byte layout
+}
+
+TEST_F(TrainerTest, Uint8NormalisedOnTheDeviceTrainsLikeFloat32) {
+  // The same batches and initial weights: the first forward's loss agrees to float rounding.
+  TrainConfig c = config();
+  c.warmup = 0;
+  c.steps = 1;
+  c.mode = "forward";
+  const RunResult f32 = Trainer(c).run();
+  c.host_dtype = data_pipeline::HostDType::kUInt8;
+  const RunResult u8 = Trainer(c).run();
+  ASSERT_TRUE(f32.loss_after_drain && u8.loss_after_drain);
+  EXPECT_NEAR(*u8.loss_after_drain, *f32.loss_after_drain, 1e-3);
+}
+
+TEST_F(TrainerTest, ForwardModeLeavesTheWeightsAlone) {
+  for (const char* bn : {"eval", "train"}) {
+    TrainConfig c = config();
+    c.mode = "forward";
+    c.forward_bn = bn;
+    Trainer t(c);
+    std::vector<torch::Tensor> before;
+    for (const auto& p : t.model()->parameters()) before.push_back(p.clone());
+    const auto running_before = t.model()->named_buffers()["bn1.running_mean"].clone();
+    const RunResult r = t.run();
+    EXPECT_EQ(r.steps.size(), 3u);
+    const auto params = t.model()->parameters();
+    for (size_t i = 0; i < params.size(); ++i) ASSERT_TRUE(torch::equal(params[i], before[i]));
+    for (const auto& p : params) EXPECT_FALSE(p.grad().defined());
+    const bool stats_moved =
+        !torch::equal(t.model()->named_buffers()["bn1.running_mean"], running_before);
+    EXPECT_EQ(stats_moved, std::string(bn) == "train") << bn;
+  }
+}
+
+TEST_F(TrainerTest, Bf16OnTheCpuIsRejected) {
+  TrainConfig c = config();
+  c.precision = "bf16";
+  EXPECT_THROW(Trainer{c}, std::invalid_argument);
+}
+
 TEST_F(TrainerTest, ResetStartsANewTraversalReuseContinues) {
   const RunResult reuse = Trainer(config()).run();
   TrainConfig c = config();
@@ -180,6 +233,19 @@ TEST_F(TrainerTest, StopRequestFromAnotherThreadCutsABatchWaitShort) {
 }
 
 TEST_F(TrainerTest, AStepFailureNamesTheStepAndPhase) {
+  // Batch 1 at 32 px leaves BatchNorm one value per channel in layer4: LibTorch refuses in forward.
+  TrainConfig c = config();
+  c.batch_size = 1;
+  try {
+    Trainer(c).run();
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("forward of warm-up step 0: ", 0), 0u) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("Exception raised from"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(TrainerTest, ADataErrorInAStepKeepsTheFileName) {
   test_util::TempDir tmp;
   test_util::make_dataset(tmp.path(), 2, 4, 3, 0.0);
   const auto bad = tmp.path() / "food-101" / "images" / "apple_pie" / "100001.jpg";

@@ -87,7 +87,12 @@ int main(int argc, char** argv) {
     start_signal_thread();
 
     workload::Trainer trainer(c);
-    g_trainer.store(&trainer);
+    // The signal thread may call into the trainer only while it exists, whatever way this scope
+    // is left (an exception included).
+    struct Publish {
+      explicit Publish(workload::Trainer* t) { g_trainer.store(t); }
+      ~Publish() { g_trainer.store(nullptr); }
+    } publish(&trainer);
     if (const int sig = g_signal.load()) trainer.request_stop(sig);  // arrived while setting up
     std::printf("train_resnet50 %s: %s, batch %lld, %d px, %d warm-up + %d captured steps, %s\n",
                 workload::kWorkloadVersion, trainer.on_cuda() ? "cuda" : "cpu",
@@ -127,7 +132,6 @@ int main(int argc, char** argv) {
       std::printf("  %-28s %s\n", "report", c.report.c_str());
     }
     std::fflush(stdout);
-    g_trainer.store(nullptr);
     if (result.interrupted) return 128 + trainer.stop_requested();
     return 0;
   });

@@ -28,12 +28,13 @@ readonly STATS_REPORTS=nvtx_sum,cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,cuda_api
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_root=$(dirname "$script_dir")
+# shellcheck source=scripts/find_python.sh
+source "$script_dir/find_python.sh"
 
 usage() { awk 'NR > 3 && !/^#/ { exit } NR > 3 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; }
 die() { echo "profile.sh: error: $1" >&2; exit "${2:-1}"; }
 usage_error() { echo "profile.sh: error: $1" >&2; echo "run scripts/profile.sh --help for usage" >&2; exit 2; }
 
-# find_python MODULE: an interpreter that can import MODULE ($PYTHON, then python3, then /usr/bin/python3).
 # show_cmd ARGS...: the command as one shell-pasteable line (words quoted only where needed).
 show_cmd() {
   local word out=()
@@ -43,18 +44,6 @@ show_cmd() {
   echo "${out[*]}"
 }
 
-find_python() {
-  local candidate
-  for candidate in "${PYTHON:-}" python3 /usr/bin/python3; do
-    [[ -n $candidate ]] || continue
-    command -v "$candidate" >/dev/null 2>&1 || continue
-    if "$candidate" -c "import $1" >/dev/null 2>&1; then
-      echo "$candidate"
-      return 0
-    fi
-  done
-  return 1
-}
 
 prefix=""
 binary="${TRAIN_BIN:-}"

@@ -10,6 +10,8 @@
 set -uo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/find_python.sh
+source "$repo_root/scripts/find_python.sh"
 cd "$repo_root" || exit 1
 
 install=1
@@ -18,18 +20,6 @@ if [[ ${1:-} == --no-install ]]; then
   shift
 fi
 
-find_python() {
-  local candidate
-  for candidate in "${PYTHON:-}" python3 /usr/bin/python3; do
-    [[ -n $candidate ]] || continue
-    command -v "$candidate" >/dev/null 2>&1 || continue
-    if "$candidate" -c "import $1" >/dev/null 2>&1; then
-      echo "$candidate"
-      return 0
-    fi
-  done
-  return 1
-}
 
 if ! py=$(find_python matplotlib); then
   if ((install)) && command -v apt-get >/dev/null 2>&1 && [[ $(id -u) == 0 ]]; then

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 #include <cstdio>
 #include <iostream>
@@ -24,7 +25,8 @@ namespace {
 // by one thread with sigwait(), so stopping is done by ordinary code rather than in a handler: the
 // first signal asks the trainer to stop (its loader wakes at once), a second ends the process.
 std::atomic<int> g_signal{0};
-std::atomic<workload::Trainer*> g_trainer{nullptr};
+std::mutex g_trainer_mu;                   // held while the signal thread uses g_trainer
+workload::Trainer* g_trainer = nullptr;
 
 void start_signal_thread() {
   static sigset_t set;
@@ -38,7 +40,10 @@ void start_signal_thread() {
     g_signal.store(sig);
     std::fprintf(stderr, "train_resnet50: %s received: stopping (again to exit at once)\n",
                  sig == SIGINT ? "SIGINT" : "SIGTERM");
-    if (auto* t = g_trainer.load()) t->request_stop(sig);
+    {
+      std::lock_guard<std::mutex> lock(g_trainer_mu);
+      if (g_trainer) g_trainer->request_stop(sig);
+    }
     if (sigwait(&set, &sig) != 0) return;
     std::_Exit(128 + sig);
   }).detach();
@@ -90,8 +95,14 @@ int main(int argc, char** argv) {
     // The signal thread may call into the trainer only while it exists, whatever way this scope
     // is left (an exception included).
     struct Publish {
-      explicit Publish(workload::Trainer* t) { g_trainer.store(t); }
-      ~Publish() { g_trainer.store(nullptr); }
+      explicit Publish(workload::Trainer* t) {
+        std::lock_guard<std::mutex> lock(g_trainer_mu);
+        g_trainer = t;
+      }
+      ~Publish() {
+        std::lock_guard<std::mutex> lock(g_trainer_mu);
+        g_trainer = nullptr;
+      }
     } publish(&trainer);
     if (const int sig = g_signal.load()) trainer.request_stop(sig);  // arrived while setting up
     std::printf("train_resnet50 %s: %s, batch %lld, %d px, %d warm-up + %d captured steps, %s\n",

@@ -6,9 +6,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <stdexcept>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 #include <utility>
 
 #include "data_pipeline/cuda_check.h"

@@ -111,8 +111,8 @@ class Export:
         self.unterminated = 0
         self.device_data = False
         self.kernels = None           # (start, end, demangled, launch_ns, launch_tid)
-        self.memcpys = None           # (start, end, kind_label, is_htod, bytes)
-        self.memsets = None           # (start, end, bytes)
+        self.memcpys = None           # (start, end, kind_label, is_htod, bytes, launch_ns, launch_tid)
+        self.memsets = None           # (start, end, bytes, launch_ns, launch_tid)
         self.api_calls = None         # (start, end, name, tid); None when no runtime table
 
 
@@ -239,6 +239,12 @@ def _load(conn, path):
                 launches[(_pid_of(tid), corr)] = (start, tid)
                 launches.setdefault((None, corr), (start, tid))
 
+    def launch_of(corr, gpid):
+        """(start, thread) of the runtime call that enqueued a device activity, else (None, None)."""
+        if corr is None:
+            return None, None
+        return launches.get((_pid_of(gpid), corr)) or launches.get((None, corr)) or (None, None)
+
     ex.kernels = []
     if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
         cols = set(_columns(conn, "CUPTI_ACTIVITY_KIND_KERNEL"))
@@ -246,7 +252,7 @@ def _load(conn, path):
         for start, end, name, corr, gpid in _select(
                 conn, "CUPTI_ACTIVITY_KIND_KERNEL",
                 ("start", "end", name_col, "correlationId", "globalPid"), required=("start", "end")):
-            launch = launches.get((_pid_of(gpid), corr)) or launches.get((None, corr)) or (None, None)
+            launch = launch_of(corr, gpid)
             ex.kernels.append((start, end, text_of(name) or "?", launch[0], launch[1]))
 
     ex.memcpys = []
@@ -257,17 +263,19 @@ def _load(conn, path):
         htod = next((i for i, (n, _) in kinds.items() if n == "CUDA_MEMCPY_KIND_HTOD"), None)
         if htod is None:
             htod = _FALLBACK_HTOD
-        for start, end, kind, nbytes in _select(conn, "CUPTI_ACTIVITY_KIND_MEMCPY",
-                                                ("start", "end", "copyKind", "bytes"),
-                                                required=("start", "end", "copyKind")):
+        for start, end, kind, nbytes, corr, gpid in _select(
+                conn, "CUPTI_ACTIVITY_KIND_MEMCPY",
+                ("start", "end", "copyKind", "bytes", "correlationId", "globalPid"),
+                required=("start", "end", "copyKind")):
             label = (kinds.get(kind, (None, None))[1]
                      or {htod: "Host-to-Device"}.get(kind, "kind %s" % kind))
-            ex.memcpys.append((start, end, label, kind == htod, nbytes or 0))
+            ex.memcpys.append((start, end, label, kind == htod, nbytes or 0) + launch_of(corr, gpid))
 
     ex.memsets = []
     if "CUPTI_ACTIVITY_KIND_MEMSET" in tables:
-        ex.memsets = [(s, e, b or 0) for s, e, b in _select(
-            conn, "CUPTI_ACTIVITY_KIND_MEMSET", ("start", "end", "bytes"), required=("start", "end"))]
+        ex.memsets = [(st, e, b or 0) + launch_of(corr, gpid) for st, e, b, corr, gpid in _select(
+            conn, "CUPTI_ACTIVITY_KIND_MEMSET", ("start", "end", "bytes", "correlationId", "globalPid"),
+            required=("start", "end"))]
     return ex
 
 
@@ -410,6 +418,92 @@ def merged_gaps(intervals, lo, hi):
     return gaps
 
 
+# Upper bounds (microseconds) of the idle-gap histogram's buckets; the last bucket is open.
+GAP_BUCKETS_US = (2, 10, 100, 1000)
+GAP_CAUSES = ("host", "device", "unattributed", "tail")
+
+
+def _gap_bucket(ns):
+    lo = 0
+    for hi in GAP_BUCKETS_US:
+        if ns < hi * 1000:
+            return "%s-%s us" % (lo, hi) if lo else "< %d us" % hi
+        lo = hi
+    return ">= %d us" % GAP_BUCKETS_US[-1]
+
+
+def _innermost(ranges_by_tid, tid, t):
+    """Name of the shortest default-domain range containing t: on thread tid when it has one there,
+    else on any thread. None when no range contains t."""
+    def best(candidates):
+        inside = [r for r in candidates if r.start <= t <= r.end and r.name != WINDOW]
+        return min(inside, key=lambda r: r.duration).name if inside else None
+    return best(ranges_by_tid.get(tid, ())) or best(r for rs in ranges_by_tid.values() for r in rs)
+
+
+def idle_gaps(ex, lo, hi, ranges, top_n=8):
+    """Every interval of [lo, hi] with no kernel, copy or memset, and why the device was idle there.
+
+    A gap ends when the next device activity starts. Its cause:
+      host          that activity was enqueued (its runtime call started) at or after the gap began:
+                    the device had nothing queued, so the host set the gap's length. host_range is the
+                    innermost default-domain range containing the gap's start on the enqueuing thread
+                    (on any thread when that one has none): batch_wait means the loader, h2d_submit the
+                    copy submission, a compute phase the launch rate.
+      device        that activity was enqueued before the gap began: the work was waiting on the device
+                    (launch latency between queued operations, a wait on another stream's event).
+      unattributed  no runtime call correlates with that activity.
+      tail          no activity follows inside the window (the end of the capture).
+    Gap totals add up to the window minus the busy time of no_activity_pct.
+    """
+    acts = ([(k[0], k[1], k[2], k[3], k[4]) for k in ex.kernels]
+            + [(c[0], c[1], "[memcpy %s]" % c[2], c[5], c[6]) for c in ex.memcpys]
+            + [(m[0], m[1], "[memset]", m[3], m[4]) for m in ex.memsets])
+    acts = sorted((a for a in acts if a[1] > lo and a[0] < hi),
+                  key=lambda a: (a[0], a[3] is None, a[3] or 0))
+    by_tid = defaultdict(list)
+    for r in ranges:
+        by_tid[r.tid].append(r)
+    gaps, cursor = [], lo
+    for start, end, name, launch, tid in acts:
+        if start > cursor:
+            if launch is None:
+                cause, where = "unattributed", None
+            elif launch >= cursor:
+                cause, where = "host", _innermost(by_tid, tid, cursor)
+            else:
+                cause, where = "device", None
+            gaps.append((cursor, start, cause, name, where))
+        cursor = max(cursor, min(end, hi))
+    if cursor < hi:
+        gaps.append((cursor, hi, "tail", None, None))
+
+    causes = OrderedDict((c, {"count": 0, "total_ns": 0}) for c in GAP_CAUSES)
+    buckets = OrderedDict((_gap_bucket(0 if i == 0 else GAP_BUCKETS_US[i - 1] * 1000), {"count": 0, "total_ns": 0})
+                          for i in range(len(GAP_BUCKETS_US) + 1))
+    host_ranges = defaultdict(lambda: {"count": 0, "total_ns": 0})
+    for a, b, cause, _, where in gaps:
+        for d in (causes[cause], buckets[_gap_bucket(b - a)]) + (
+                (host_ranges[where or "(no range)"],) if cause == "host" else ()):
+            d["count"] += 1
+            d["total_ns"] += b - a
+
+    def out(d):
+        return OrderedDict(count=d["count"], total_ms=ms(d["total_ns"]))
+    largest = sorted(gaps, key=lambda g: (g[0] - g[1], g[0]))[:top_n]
+    return OrderedDict(
+        count=len(gaps),
+        total_ms=ms(sum(b - a for a, b, *_ in gaps)),
+        causes=OrderedDict((c, out(d)) for c, d in causes.items()),
+        histogram=[OrderedDict(bucket=k, **out(d)) for k, d in buckets.items()],
+        host_by_range=OrderedDict((k, out(d)) for k, d in sorted(
+            host_ranges.items(), key=lambda kv: (-kv[1]["total_ns"], kv[0]))),
+        largest=[OrderedDict(at_ms=ms(a - lo), gap_ms=ms(b - a), cause=cause, host_range=where,
+                             next=None if name is None else short_kernel_label(name) if not name.startswith("[")
+                             else name)
+                 for a, b, cause, name, where in largest])
+
+
 def is_layout_conversion(name):
     """True for kernels whose demangled name marks an NCHW <-> NHWC conversion (see LAYOUT_DIRECT)."""
     if LAYOUT_DIRECT.search(name):
@@ -456,6 +550,8 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
       h2d_copies       host-to-device memcpy records whose device start lies in [window start, end).
       no_activity_pct  share of the window covered by no kernel, memcpy or memset (intervals clipped
                        to the window, overlaps counted once).
+      idle_gaps        those uncovered intervals, by cause (host: the device had nothing queued;
+                       device: the next operation was already queued), size and host range: idle_gaps().
       batch_wait_ms, h2d_submit_ms, data_load_ms, step_ms
                        per step, the summed duration of those ranges nested in it (same thread);
                        null for a step without such a range.
@@ -542,8 +638,9 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
             busy = union_length(device, lo, hi)
             s["device_busy_ms"] = ms(busy)
             s["no_activity_pct"] = round(100.0 * (hi - lo - busy) / (hi - lo), 6)
+            s["idle_gaps"] = idle_gaps(ex, lo, hi, ex.ranges)
         else:
-            s["device_busy_ms"] = s["no_activity_pct"] = None
+            s["device_busy_ms"] = s["no_activity_pct"] = s["idle_gaps"] = None
         s["h2d_copies"] = (sum(1 for c in ex.memcpys if c[3] and lo <= c[0] < hi)
                            if lo is not None else sum(1 for c in ex.memcpys if c[3]))
         s["kernel_launches"] = len(ex.kernels)
@@ -560,7 +657,7 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
         s["layout_conversion_kernels"] = layout_in_steps
         s["layout_conversion_names"] = layout_names
     else:
-        for key in ("device_busy_ms", "no_activity_pct", "h2d_copies", "kernel_launches",
+        for key in ("device_busy_ms", "no_activity_pct", "idle_gaps", "h2d_copies", "kernel_launches",
                     "last_device_end_after_last_step_ms", "layout_conversion_kernels"):
             s[key] = None
         s["layout_conversion_names"] = {}
@@ -815,6 +912,28 @@ def render_markdown(s):
     if s["last_device_end_after_last_step_ms"] is not None:
         out.append("- device work after the last host step ends (final drain): %s ms"
                    % _fmt(s["last_device_end_after_last_step_ms"]))
+    gaps = s.get("idle_gaps")
+    if gaps and gaps["count"]:
+        out += ["", "## Where the device sat idle (gaps between recorded activities, inside the window)", "",
+                "A gap is `host` when the operation that ended it was enqueued only after the device had gone "
+                "idle (the host, not the device, set its length), `device` when that operation was already "
+                "queued (launch latency between queued work, or a wait on another stream).", ""]
+        out.append(_table(["cause", "gaps", "total ms"],
+                          [(c, d["count"], _fmt(d["total_ms"])) for c, d in gaps["causes"].items()],
+                          ["l", "r", "r"]))
+        out += [""]
+        out.append(_table(["gap length", "gaps", "total ms"],
+                          [(h["bucket"], h["count"], _fmt(h["total_ms"])) for h in gaps["histogram"]],
+                          ["l", "r", "r"]))
+        if gaps["host_by_range"]:
+            out += ["", "Host gaps by the host range they began in:", ""]
+            out.append(_table(["host range", "gaps", "total ms"],
+                              [(k, d["count"], _fmt(d["total_ms"])) for k, d in gaps["host_by_range"].items()],
+                              ["l", "r", "r"]))
+        out += ["", "Largest gaps:", ""]
+        out.append(_table(["at ms", "gap ms", "cause", "host range", "next activity"],
+                          [(_fmt(g["at_ms"]), _fmt(g["gap_ms"]), g["cause"], g["host_range"] or "",
+                            g["next"] or "") for g in gaps["largest"]], ["r", "r", "l", "l", "l"]))
     out += ["", "## Checks", ""]
     out.append(_table(["check", "result", "detail"],
                       [(k, "not evaluable" if v is None else _fmt(v), s["check_details"][k])

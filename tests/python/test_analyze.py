@@ -111,14 +111,24 @@ class ExportBuilder:
             "globalPid": PID << 24, "demangledName": self.sid(name), "shortName": self.sid(name.split("(")[0]),
             "streamId": stream})
 
-    def memcpy(self, start_ms, end_ms, kind=None, nbytes=1024):
+    def _launched(self, call, launch_ms, tid):
+        """A correlation id for a device activity, with its runtime call when launch_ms is given."""
+        if launch_ms is None:
+            return None
+        self.corr += 1
+        self.api(call, launch_ms, launch_ms + 0.001, tid, self.corr)
+        return self.corr
+
+    def memcpy(self, start_ms, end_ms, kind=None, nbytes=1024, launch_ms=None, tid=MAIN):
         self.tables["CUPTI_ACTIVITY_KIND_MEMCPY"].append({
             "start": round(start_ms * MS), "end": round(end_ms * MS),
-            "copyKind": self.htod_id if kind is None else kind, "bytes": nbytes, "globalPid": PID << 24})
+            "copyKind": self.htod_id if kind is None else kind, "bytes": nbytes, "globalPid": PID << 24,
+            "correlationId": self._launched("cudaMemcpyAsync_v3020", launch_ms, tid)})
 
-    def memset(self, start_ms, end_ms):
-        self.tables["CUPTI_ACTIVITY_KIND_MEMSET"].append({"start": round(start_ms * MS),
-                                                          "end": round(end_ms * MS), "bytes": 64})
+    def memset(self, start_ms, end_ms, launch_ms=None, tid=MAIN):
+        self.tables["CUPTI_ACTIVITY_KIND_MEMSET"].append({
+            "start": round(start_ms * MS), "end": round(end_ms * MS), "bytes": 64, "globalPid": PID << 24,
+            "correlationId": self._launched("cudaMemsetAsync_v3020", launch_ms, tid)})
 
     def write(self, path):
         conn = sqlite3.connect(path)
@@ -298,6 +308,60 @@ class BasicExportTest(TempDirCase):
         # Without the memset [3.9, 4.2], the union ends at 4.0: busy 4.15 ms.
         self.assertEqual(s["device_busy_ms"], 4.15)
         self.assertEqual(s["no_activity_pct"], 58.5)
+
+
+class IdleGapTest(TempDirCase):
+    def test_basic_export_gaps_add_up_and_have_causes(self):
+        s = self.summarize(basic_export())
+        g = s["idle_gaps"]
+        # Gaps: [1.5, 2.6] and [4.2, 6.2] end at uncorrelated copies; [6.45, 6.6] ends at a kernel
+        # launched at 6.55 (inside h2d_submit); [8.0, 8.1] at a D2D copy; [8.2, 10.5] at a kernel the
+        # autograd thread launched at 8.5 (that thread has no ranges: backward, from any thread).
+        self.assertEqual(g["count"], 5)
+        self.assertAlmostEqual(g["total_ms"], 10.0 - s["device_busy_ms"], places=6)
+        self.assertEqual({c: (d["count"], d["total_ms"]) for c, d in g["causes"].items()},
+                         {"host": (2, 2.45), "device": (0, 0.0), "unattributed": (3, 3.2), "tail": (0, 0.0)})
+        self.assertEqual({k: (d["count"], d["total_ms"]) for k, d in g["host_by_range"].items()},
+                         {"backward": (1, 2.3), "h2d_submit": (1, 0.15)})
+        self.assertEqual([(x["at_ms"], x["gap_ms"], x["cause"]) for x in g["largest"][:2]],
+                         [(7.2, 2.3, "host"), (3.2, 2.0, "unattributed")])
+
+    def test_queued_work_is_device_side_and_late_work_is_the_host(self):
+        b = ExportBuilder()
+        b.range("capture_window", 0.0, 10.0)
+        b.range("torch_step", 0.0, 9.0)
+        b.range("data_load", 1.0, 4.5)
+        b.range("batch_wait", 1.5, 4.0)
+        b.kernel(0.5, 1.0, launch_ms=0.1)        # host gap [0, 0.5]: launched after the window began
+        b.kernel(1.004, 2.0, launch_ms=0.2)      # 4 us, queued long before: device
+        b.kernel(5.0, 6.0, launch_ms=4.9)        # [2.0, 5.0]: enqueued after batch_wait: host
+        b.memset(6.0005, 6.5, launch_ms=5.5)     # 0.5 us, queued: device
+        b.memcpy(6.5, 7.0, launch_ms=6.8)        # no gap: starts as the memset ends
+        s = self.summarize(b)
+        g = s["idle_gaps"]
+        self.assertEqual({c: (d["count"], round(d["total_ms"], 4)) for c, d in g["causes"].items()},
+                         {"host": (2, 3.5), "device": (2, 0.0045), "unattributed": (0, 0.0),
+                          "tail": (1, 3.0)})
+        self.assertEqual({k: d["count"] for k, d in g["host_by_range"].items()},
+                         {"batch_wait": 1, "torch_step": 1})
+        self.assertEqual([(h["bucket"], h["count"]) for h in g["histogram"]],
+                         [("< 2 us", 1), ("2-10 us", 1), ("10-100 us", 0), ("100-1000 us", 1), (">= 1000 us", 2)])
+        # Equal lengths: the earlier gap first.
+        self.assertEqual([(x["at_ms"], x["gap_ms"], x["cause"], x["host_range"]) for x in g["largest"][:3]],
+                         [(2.0, 3.0, "host", "batch_wait"), (7.0, 3.0, "tail", None),
+                          (0.0, 0.5, "host", "torch_step")])
+        self.assertAlmostEqual(g["total_ms"], 10.0 - s["device_busy_ms"], places=6)
+        md = analyze.render_markdown(s)
+        self.assertIn("## Where the device sat idle", md)
+        self.assertIn("| batch_wait | 1 | 3.000 |", md)
+
+    def test_no_device_activity_in_window(self):
+        b = ExportBuilder()
+        b.range("capture_window", 0.0, 2.0)
+        b.range("torch_step", 0.5, 1.5)
+        b.kernel(3.0, 4.0, launch_ms=1.0)
+        g = self.summarize(b)["idle_gaps"]
+        self.assertEqual((g["count"], g["total_ms"], g["causes"]["tail"]["count"]), (1, 2.0, 1))
 
 
 class FailingChecksTest(TempDirCase):
@@ -541,6 +605,18 @@ class RealFixtureTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, True)
+
+    def test_idle_gaps(self):
+        # Eight steps fed from a full prefetch queue: apart from the first copy (enqueued after the
+        # window opened) and the drain at the end, every gap is launch latency between queued work.
+        g = self.s["idle_gaps"]
+        self.assertAlmostEqual(g["total_ms"], self.s["capture_window_ms"] - self.s["device_busy_ms"], places=3)
+        self.assertEqual({c: d["count"] for c, d in g["causes"].items()},
+                         {"host": 1, "device": 5751, "unattributed": 0, "tail": 1})
+        self.assertAlmostEqual(g["causes"]["host"]["total_ms"], 1.178, places=3)
+        self.assertAlmostEqual(g["causes"]["device"]["total_ms"], 9.586, places=3)
+        self.assertEqual(g["largest"][1]["next"], "[memcpy Host-to-Device]")
+        self.assertLess(max(x["gap_ms"] for x in g["largest"] if x["cause"] == "device"), 0.02)
 
     def test_known_values(self):
         s = self.s

@@ -8,6 +8,7 @@ usage: scripts/benchmarks.py checks  --data ROOT --out DIR
        scripts/benchmarks.py scan    --data ROOT --out DIR
        scripts/benchmarks.py loader  --data ROOT --out DIR [--workers 1 8 16]
        scripts/benchmarks.py experiments --data ROOT --out DIR
+       scripts/benchmarks.py ncu     --out DIR [--ncu-skip N --ncu-count M]
        scripts/benchmarks.py table   --out DIR
 
 checks   captures 8 and 64 steps, iterator reused and reset, under the article's nsys command
@@ -15,13 +16,18 @@ checks   captures 8 and 64 steps, iterator reused and reset, under the article's
          capture_window, 2 x M host-to-device copies, no synchronization inside a step, no layout
          conversion kernels.
 compare  64 captured steps, batch 128, under the same nsys command: (1) train_resnet50 --synthetic,
-         (2) train_resnet50 with its defaults, (3) the Python reference. Then, without nsys: NVTX on
-         vs off (alternating, --repeats each) and the teardown of a default run (time from the
-         report line to process exit).
+         then --rounds rounds of (2) train_resnet50 with its defaults and (3) the Python reference,
+         back to back (the reference is loader-bound and varies from run to run: each round gives a
+         paired ratio (2)/(3), and the table reports their median). Then, without nsys: NVTX on vs
+         off (alternating, --repeats each) and the teardown of a default run (time from the report
+         line to process exit).
 scan     without nsys: the synthetic ceiling, then workers x prefetch x work unit, 64 steps each.
 loader   loader_bench --json at each --workers count (the loader alone; fused vs full decode).
 experiments  the experiment flags: bf16 (ceiling and loader-fed), uint8 vs float32 transfers (nsys),
          --nvtx-detail layers vs steps, --sync-every-step under nsys, --torch-profiler-trace.
+ncu      Nsight Compute (ncu, clocks left alone) on every kernel of one GPU-bound training step
+         (train_resnet50 --synthetic; --ncu-skip launches skipped first, --ncu-count profiled):
+         duration, DRAM bytes and the speed-of-light percentages, grouped by kernel kind.
 table    reads DIR/*.json written by the other commands and prints Markdown tables.
 
 Every command writes DIR/<command>.json; runs live in DIR/<command>/. Exit status 0, or 1 when a run
@@ -150,14 +156,15 @@ def cmd_compare(args):
     out = os.path.join(args.out, "compare")
     runs = []
     common = ["--steps", str(args.steps), "--warmup", "3", "--batch-size", "128"] + args.extra
-    plan = [("synthetic", ["--binary", binary, "--synthetic", "--quiet"] + common),
-            ("loader", ["--binary", binary, "--data", args.data, "--quiet"] + common)]
-    if args.python_ref:
-        python = shutil.which("python3") or sys.executable
-        # The reference is loader-bound, so its throughput varies from run to run: repeat it and
-        # compare with the median.
-        for i in range(args.python_repeats):
-            plan.append(("python" if i == 0 else "python_%d" % (i + 1),
+    plan = [("synthetic", ["--binary", binary, "--synthetic", "--quiet"] + common)]
+    python = shutil.which("python3") or sys.executable
+    # The reference is loader-bound, so its throughput varies from run to run: rounds of (2) and (3)
+    # back to back give paired ratios, compared by their median.
+    for i in range(args.rounds):
+        suffix = "" if i == 0 else "_%d" % (i + 1)
+        plan.append(("loader" + suffix, ["--binary", binary, "--data", args.data, "--quiet"] + common))
+        if args.python_ref:
+            plan.append(("python" + suffix,
                          ["--", python, args.python_ref, args.data, "--steps", str(args.steps),
                           "--warmup", "3", "--batch-size", "128"]))
     for name, command in plan:
@@ -169,10 +176,19 @@ def cmd_compare(args):
             row.update({k: summary.get(k) for k in ("images_per_s", "no_activity_pct", "steps",
                                                      "h2d_copies", "capture_window_ms",
                                                      "batch_wait_total_ms", "h2d_submit_total_ms",
-                                                     "checks", "device_busy_ms")})
+                                                     "checks", "device_busy_ms",
+                                                     "kernel_launches")})
+            gaps = summary.get("idle_gaps") or {}
+            for cause, d in (gaps.get("causes") or {}).items():
+                row["idle_%s_ms" % cause] = d["total_ms"]
+            row["idle_host_by_range_ms"] = {k: d["total_ms"]
+                                            for k, d in (gaps.get("host_by_range") or {}).items()}
         log("  %s: %s img/s, no activity %s%%" % (name, row.get("images_per_s"),
                                                   row.get("no_activity_pct")))
         runs.append(row)
+        # What is measured so far survives a run that is stopped later.
+        write_json(args.out, "compare", {"runs": runs, "nvtx": {"on": [], "off": []},
+                                         "teardown": [], "steps": args.steps, "partial": True})
 
     # NVTX cost: the GPU-bound synthetic run, ranges on vs off, alternating.
     nvtx = {"on": [], "off": []}
@@ -341,6 +357,96 @@ def cmd_scan(args):
     return 0
 
 
+# Per-kernel metrics of `benchmarks.py ncu` (Nsight Compute's speed-of-light section, in raw form).
+NCU_METRICS = ("gpu__time_duration.sum", "dram__bytes.sum",
+               "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+               "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+               "dram__throughput.avg.pct_of_peak_sustained_elapsed")
+
+
+def parse_ncu_csv(text):
+    """Rows of `ncu --csv --page raw --print-units base` output: [{column: value}], numbers as float.
+    Lines that are not CSV records (the program's own output, ==PROF== notes) are skipped; the units
+    row that follows the header is dropped."""
+    import csv
+    lines = [l for l in text.splitlines() if l.startswith('"')]
+    rows = list(csv.reader(lines))
+    if not rows:
+        return []
+    header, out = rows[0], []
+    for r in rows[1:]:
+        if len(r) != len(header) or r == header:
+            continue
+        rec = dict(zip(header, r))
+        if rec.get("ID", "").strip() == "" or not rec["ID"].strip().isdigit():
+            continue  # the units row
+        for m in NCU_METRICS:
+            if m in rec:
+                try:
+                    rec[m] = float(rec[m].replace(",", ""))
+                except ValueError:
+                    rec[m] = None
+        out.append(rec)
+    return out
+
+
+def group_ncu(rows):
+    """Per kernel kind (analyze.short_kernel_label): launches, time, DRAM traffic and the
+    time-weighted speed-of-light percentages. Largest total time first."""
+    import analyze
+    groups = {}
+    for r in rows:
+        name = r.get("Kernel Name") or r.get("Function Name") or "?"
+        t = r.get("gpu__time_duration.sum") or 0.0
+        g = groups.setdefault(analyze.short_kernel_label(name), {"launches": 0, "ns": 0.0, "bytes": 0.0,
+                                                                   "w": {}})
+        g["launches"] += 1
+        g["ns"] += t
+        g["bytes"] += r.get("dram__bytes.sum") or 0.0
+        for m in NCU_METRICS[2:]:
+            if r.get(m) is not None:
+                g["w"][m] = g["w"].get(m, 0.0) + r[m] * t
+    total = sum(g["ns"] for g in groups.values()) or 1.0
+    out = []
+    for label, g in sorted(groups.items(), key=lambda kv: -kv[1]["ns"]):
+        ns = g["ns"] or 1.0
+        out.append({"kind": label, "launches": g["launches"], "total_ms": g["ns"] / 1e6,
+                    "pct_of_time": 100.0 * g["ns"] / total,
+                    "dram_gb_per_s": g["bytes"] / ns,
+                    "memory_sol_pct": g["w"].get(NCU_METRICS[2], 0.0) / ns,
+                    "sm_sol_pct": g["w"].get(NCU_METRICS[3], 0.0) / ns,
+                    "dram_pct": g["w"].get(NCU_METRICS[4], 0.0) / ns})
+    return out
+
+
+def cmd_ncu(args):
+    binary = binary_path(args)
+    ncu = shutil.which("ncu")
+    if not ncu:
+        raise SystemExit("benchmarks.py: error: ncu (Nsight Compute) is not on PATH")
+    out = os.path.join(args.out, "ncu")
+    os.makedirs(out, exist_ok=True)
+    cmd = [ncu, "--clock-control", "none", "--csv", "--page", "raw", "--print-units", "base",
+           "--print-kernel-base", "demangled", "--metrics", ",".join(NCU_METRICS),
+           "--launch-skip", str(args.ncu_skip), "--launch-count", str(args.ncu_count),
+           binary, "--synthetic", "--warmup", "1", "--steps", "2", "--batch-size", "128",
+           "--quiet"] + args.extra
+    log("ncu: %s" % " ".join(cmd))
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=args.timeout)
+    with open(os.path.join(out, "ncu.csv"), "w") as f:
+        f.write(proc.stdout)
+    rows = parse_ncu_csv(proc.stdout)
+    if proc.returncode != 0 or not rows:
+        log("ncu failed (exit %d, %d kernels); output in %s" % (proc.returncode, len(rows),
+                                                                os.path.join(out, "ncu.csv")))
+        return 1
+    groups = group_ncu(rows)
+    write_json(args.out, "ncu", {"command": cmd, "kernels": len(rows), "groups": groups})
+    log("ncu: %d kernels profiled" % len(rows))
+    return 0
+
+
 def write_json(out, name, obj):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, name + ".json"), "w") as f:
@@ -376,20 +482,23 @@ def cmd_table(args):
         py_runs = [r["images_per_s"] for r in compare["runs"]
                    if r["name"].startswith("python") and r.get("images_per_s")]
         py = statistics.median(py_runs) if py_runs else None
-        print("| run (under nsys, %d steps) | images/s | of synthetic | vs Python | no GPU activity "
-              "| batch_wait total | h2d_submit total |" % compare["steps"])
-        print("|---|---|---|---|---|---|---|")
-        names = ["synthetic", "loader"] + [r["name"] for r in compare["runs"]
-                                           if r["name"].startswith("python")]
-        for name in names:
-            r = runs.get(name)
-            if not r:
-                continue
+        print("| run (under nsys, %d steps) | images/s | of synthetic | vs Python (median) "
+              "| no GPU activity | of which host-bound | batch_wait total | h2d_submit total |"
+              % compare["steps"])
+        print("|---|---|---|---|---|---|---|---|")
+        for r in compare["runs"]:
             ips = r.get("images_per_s")
-            print("| %s | %s | %s | %s | %s%% | %s ms | %s ms |" % (
-                name, _f(ips), _f(100 * ips / syn, 1) + "%" if ips and syn else "",
+            window = r.get("capture_window_ms")
+            host = r.get("idle_host_ms")
+            print("| %s | %s | %s | %s | %s%% | %s | %s ms | %s ms |" % (
+                r["name"], _f(ips), _f(100 * ips / syn, 1) + "%" if ips and syn else "",
                 _f(ips / py, 2) + "x" if ips and py else "", _f(r.get("no_activity_pct")),
+                _f(100 * host / window) + "%" if host is not None and window else "",
                 _f(r.get("batch_wait_total_ms")), _f(r.get("h2d_submit_total_ms"))))
+        pairs = paired_ratios(compare)
+        if pairs:
+            print("\npaired rounds, (2)/(3): %s; median %.2fx" % (
+                ", ".join("%.2fx" % p for p in pairs), statistics.median(pairs)))
         on, off = compare["nvtx"]["on"], compare["nvtx"]["off"]
         if on and off:
             print("\nNVTX on vs off (synthetic, no nsys, %d runs each): median %.1f vs %.1f "
@@ -434,6 +543,17 @@ def cmd_table(args):
         print("sync every step: %s" % exp["sync"])
         print("torch trace: %s" % exp["trace"])
         print()
+    ncu = load("ncu")
+    if ncu:
+        total = sum(g["total_ms"] for g in ncu["groups"])
+        print("| kernel kind (ncu, %d kernels, %.1f ms) | launches | ms | share of time | DRAM GB/s "
+              "| DRAM %% of peak | memory SOL %% | SM SOL %% |" % (ncu["kernels"], total))
+        print("|---|---|---|---|---|---|---|---|")
+        for g in ncu["groups"]:
+            print("| %s | %d | %.2f | %.1f%% | %.0f | %.0f | %.0f | %.0f |" % (
+                g["kind"], g["launches"], g["total_ms"], g["pct_of_time"], g["dram_gb_per_s"],
+                g["dram_pct"], g["memory_sol_pct"], g["sm_sol_pct"]))
+        print()
     if scan:
         ceiling = statistics.median(scan["ceiling"])
         print("| setting | images/s | of synthetic (%.0f) | batch_wait total |" % ceiling)
@@ -446,6 +566,18 @@ def cmd_table(args):
                                                 _f(100 * ips / ceiling, 1) + "%" if ips else "",
                                                 _f(r.get("batch_wait_total_ms"))))
     return 0
+
+
+def paired_ratios(compare):
+    """(2)/(3) images/s per round: loader[_k] over python[_k], for rounds where both ran."""
+    runs = {r["name"]: r.get("images_per_s") for r in (compare or {}).get("runs", [])}
+    out = []
+    for name, ips in runs.items():
+        if name.startswith("loader"):
+            py = runs.get("python" + name[len("loader"):])
+            if ips and py:
+                out.append(ips / py)
+    return out
 
 
 def py_runs_note(compare):
@@ -461,15 +593,19 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=["checks", "compare", "scan", "loader", "experiments",
-                                        "table"])
+                                        "ncu", "table"])
     p.add_argument("--data", help="Food-101 root (at least 12,000 images for the checks)")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--binary", help="train_resnet50 (default: $TRAIN_BIN or build/bin/)")
     p.add_argument("--python-ref", help="the Python reference, seed_workload.py (compare)")
     p.add_argument("--steps", type=int, default=64, help="captured steps (compare, scan)")
     p.add_argument("--repeats", type=int, default=3, help="runs per NVTX/teardown measurement")
-    p.add_argument("--python-repeats", type=int, default=3, help="captures of the Python reference")
+    p.add_argument("--rounds", "--python-repeats", type=int, default=3,
+                   help="compare: rounds of (2) the loader-fed run and (3) the Python reference")
     p.add_argument("--timeout", type=float, default=300, help="seconds per run")
+    p.add_argument("--ncu-skip", type=int, default=700,
+                   help="ncu: kernel launches to skip (start-up and the warm-up step)")
+    p.add_argument("--ncu-count", type=int, default=540, help="ncu: kernels to profile (one step)")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3, 4, 6, 8])
     p.add_argument("--prefetch", type=int, nargs="+", default=[2])
     p.add_argument("--units", nargs="+", default=["batch", "sample"])
@@ -479,10 +615,10 @@ def main(argv=None):
     argv = argv[:argv.index("--")] if "--" in argv else argv
     args = p.parse_args(argv)
     args.extra = extra
-    if args.command != "table" and not args.data:
+    if args.command not in ("table", "ncu") and not args.data:
         p.error("--data is required for %s" % args.command)
     return {"checks": cmd_checks, "compare": cmd_compare, "scan": cmd_scan, "loader": cmd_loader,
-            "experiments": cmd_experiments, "table": cmd_table}[args.command](args)
+            "experiments": cmd_experiments, "ncu": cmd_ncu, "table": cmd_table}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,21 @@
 // train_resnet50: the profiling target. Parses flags, runs the Trainer, prints and writes results.
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
-#include <filesystem>
-#include <mutex>
-#include <thread>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
 
 #include <torch/version.h>
 
@@ -21,31 +28,63 @@
 
 namespace {
 
-// SIGINT/SIGTERM are blocked in every thread (the mask is set before any thread starts) and taken
-// by one thread with sigwait(), so stopping is done by ordinary code rather than in a handler: the
-// first signal asks the trainer to stop (its loader wakes at once), a second ends the process.
+// SIGINT/SIGTERM. A process-directed signal goes to any thread that does not block it, and some of
+// those threads are not ours: a profiler's injection library (Nsight Systems preloads one) starts
+// threads before main() with the default mask. So the signals get a real handler, which runs in
+// whichever thread the kernel picks: it records the first signal and wakes the watcher thread
+// through a pipe (both async-signal-safe), and the watcher asks the trainer to stop in ordinary
+// code; a second signal ends the process at once. The threads this program starts block both
+// signals (the mask is set before any of them starts), so their system calls are not interrupted;
+// the watcher unblocks them, so there is always a thread to take one.
 std::atomic<int> g_signal{0};
-std::mutex g_trainer_mu;                   // held while the signal thread uses g_trainer
+static_assert(std::atomic<int>::is_always_lock_free, "g_signal is used in a signal handler");
+int g_wake[2] = {-1, -1};                  // written by the handler, read by the watcher
+std::mutex g_trainer_mu;                   // held while the watcher uses g_trainer
 workload::Trainer* g_trainer = nullptr;
 
+extern "C" void on_stop_signal(int sig) {
+  const int saved_errno = errno;
+  int none = 0;
+  if (!g_signal.compare_exchange_strong(none, sig)) std::_Exit(128 + sig);
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  const ssize_t written = ::write(g_wake[1], &byte, 1);
+  static_cast<void>(written);  // nothing to do about a failure inside a handler
+  errno = saved_errno;
+}
+
 void start_signal_thread() {
-  static sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::thread([] {
-    int sig = 0;
-    if (sigwait(&set, &sig) != 0) return;
-    g_signal.store(sig);
-    std::fprintf(stderr, "train_resnet50: %s received: stopping (again to exit at once)\n",
-                 sig == SIGINT ? "SIGINT" : "SIGTERM");
-    {
+  if (::pipe2(g_wake, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("cannot create the signal pipe: ") + std::strerror(errno));
+  }
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  action.sa_mask = stop_signals;
+  action.sa_flags = SA_RESTART;
+  if (::sigaction(SIGINT, &action, nullptr) != 0 || ::sigaction(SIGTERM, &action, nullptr) != 0) {
+    throw std::runtime_error(std::string("cannot install the signal handlers: ") +
+                             std::strerror(errno));
+  }
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // inherited by every thread started later
+  // The watcher lives as long as the process: it is also the thread of ours that takes a second
+  // signal (the handler then exits).
+  std::thread([stop_signals] {
+    pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+    for (;;) {
+      unsigned char byte = 0;
+      const ssize_t n = ::read(g_wake[0], &byte, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n != 1) break;
+      const int sig = byte;
+      std::fprintf(stderr, "train_resnet50: %s received: stopping (again to exit at once)\n",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM");
       std::lock_guard<std::mutex> lock(g_trainer_mu);
       if (g_trainer) g_trainer->request_stop(sig);
     }
-    if (sigwait(&set, &sig) != 0) return;
-    std::_Exit(128 + sig);
+    for (;;) pause();  // the pipe failed: stay, to take signals
   }).detach();
 }
 

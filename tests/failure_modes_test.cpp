@@ -251,6 +251,48 @@ TEST_P(SignalTest, StopsWithinTwoSecondsAndWritesAPartialReport) {
   }
 }
 
+// Nsight Systems preloads an injection library that starts threads before main() with the default
+// signal mask; a process-directed signal can land on one of them. FOREIGN_THREAD_LIB does the same.
+// The run must still stop cleanly: exit 128 + signal, a partial report, the capture closed.
+TEST_P(SignalTest, StopsCleanlyWhenAThreadItDidNotStartTakesTheSignal) {
+  const int sig = GetParam();
+  const fs::path report = tmp_.path() / "interrupted_foreign.json";
+  double after_signal = -1;
+  const auto r = test_util::run_process_signal_on(
+      {WORKLOAD_TRAIN_BIN, "--data=" + root_.string(), "--device=cpu", "--batch-size=4",
+       "--image-size=32", "--workers=2", "--warmup=1", "--steps=1000",
+       "--report=" + report.string()},
+      "[step   2/", sig, 120, &after_signal, {std::string("LD_PRELOAD=") + FOREIGN_THREAD_LIB});
+  ASSERT_GE(after_signal, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("foreign_thread: started"), std::string::npos) << "preload not loaded: " << r.err;
+  EXPECT_EQ(r.exit_code, 128 + sig) << r.err;
+  EXPECT_LT(after_signal, 2.0);
+  std::ifstream in(report);
+  ASSERT_TRUE(in.good()) << "no partial report: the signal killed the process\n" << r.err;
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["interrupted"], true);
+  EXPECT_NE(r.out.find("summary"), std::string::npos) << r.out;
+}
+
+// A second signal ends the process at once, without waiting for the step in flight.
+TEST_P(SignalTest, ASecondSignalExitsAtOnce) {
+  const int sig = GetParam();
+  const fs::path report = tmp_.path() / "never.json";
+  double after_signal = -1;
+  // 128 px on the CPU: a step takes long enough that a graceful stop would still be running when
+  // the second signal comes.
+  const auto r = test_util::run_process_signal_on(
+      {WORKLOAD_TRAIN_BIN, "--data=" + root_.string(), "--device=cpu", "--batch-size=8",
+       "--image-size=128", "--workers=1", "--warmup=1", "--steps=1000",
+       "--report=" + report.string()},
+      "[warmup 1/", sig, 120, &after_signal, {}, 0.2);
+  ASSERT_GE(after_signal, 0) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 128 + sig) << r.err;
+  EXPECT_NE(r.err.find("stopping (again to exit at once)"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(report)) << "the run finished its stop instead of exiting";
+  EXPECT_EQ(r.out.find("summary"), std::string::npos) << r.out;
+}
+
 INSTANTIATE_TEST_SUITE_P(IntAndTerm, SignalTest, ::testing::Values(SIGINT, SIGTERM),
                          [](const auto& info) { return info.param == SIGINT ? "SIGINT" : "SIGTERM"; });
 

@@ -75,7 +75,8 @@ fs::path make_dataset(const fs::path& root, int classes, int per_class, std::uin
 namespace {
 ProcessResult run_impl(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                        double timeout_s, int signal, double signal_after_s,
-                       const std::string& marker, double* signal_seconds);
+                       const std::string& marker, double* signal_seconds,
+                       double again_after_s = -1);
 }  // namespace
 
 ProcessResult run_process(const std::vector<std::string>& argv,
@@ -85,14 +86,15 @@ ProcessResult run_process(const std::vector<std::string>& argv,
 }
 
 ProcessResult run_process_signal_on(const std::vector<std::string>& argv, const std::string& marker,
-                                    int signal, double timeout_s, double* signal_seconds) {
-  return run_impl(argv, {}, timeout_s, signal, 0, marker, signal_seconds);
+                                    int signal, double timeout_s, double* signal_seconds,
+                                    const std::vector<std::string>& env, double again_after_s) {
+  return run_impl(argv, env, timeout_s, signal, 0, marker, signal_seconds, again_after_s);
 }
 
 namespace {
 ProcessResult run_impl(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                        double timeout_s, int signal, double signal_after_s,
-                       const std::string& marker, double* signal_seconds) {
+                       const std::string& marker, double* signal_seconds, double again_after_s) {
   TempDir io;
   const std::string out_path = (io.path() / "out").string();
   const std::string err_path = (io.path() / "err").string();
@@ -138,6 +140,10 @@ ProcessResult run_impl(const std::vector<std::string>& argv, const std::vector<s
       kill(pid, signal);
       signalled = true;
       signalled_at = elapsed;
+    } else if (signalled && again_after_s >= 0 && signalled_at >= 0 &&
+               elapsed - signalled_at >= again_after_s) {
+      kill(pid, signal);
+      again_after_s = -1;
     }
     if (elapsed > timeout_s) {
       r.timed_out = true;

@@ -45,8 +45,12 @@ ProcessResult run_process(const std::vector<std::string>& argv,
 
 /// Like run_process, but sends `signal` as soon as the child's stdout contains `marker`;
 /// `signal_seconds` then holds the time from the signal to the child's exit (-1 if never sent).
+/// `env` entries ("NAME=value") are added to this process's environment. With `again_after_s` >= 0
+/// the signal is sent a second time that many seconds after the first.
 ProcessResult run_process_signal_on(const std::vector<std::string>& argv, const std::string& marker,
-                                    int signal, double timeout_s, double* signal_seconds);
+                                    int signal, double timeout_s, double* signal_seconds,
+                                    const std::vector<std::string>& env = {},
+                                    double again_after_s = -1);
 
 /// Writes a small synthetic Food-101 dataset (real JPEGs) under `root` and returns root.
 std::filesystem::path make_dataset(const std::filesystem::path& root, int classes, int per_class,

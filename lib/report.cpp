@@ -159,6 +159,7 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
   cap["reuse_iterator"] = c.reuse_iterator;
   cap["iterator_reset_ms"] = result.iterator_reset_ms;
   cap["capture_drain_ms"] = result.capture_drain_ms;
+  cap["profiler_stop_ms"] = result.profiler_stop_ms;
   cap["profiler_api"] = result.capture_started;
   if (!result.torch_trace.empty()) cap["torch_profiler_trace"] = result.torch_trace;
 
@@ -243,6 +244,10 @@ std::string format_summary(const Trainer& trainer, const RunResult& result) {
   line("h2d_submit total", num("%.2f ms", s.h2d_submit_total_ms));
   if (!c.reuse_iterator) line("iterator_reset", num("%.2f ms", result.iterator_reset_ms));
   line("capture_drain", num("%.2f ms", result.capture_drain_ms));
+  if (result.capture_started) {
+    // Outside the window: under nsys, cudaProfilerStop returns once the capture is handed over.
+    line("cudaProfilerStop", num("%.1f ms", result.profiler_stop_ms));
+  }
   int skipped_all = 0;
   for (const auto& r : result.warmup_steps) skipped_all += static_cast<int>(r.skipped.size());
   skipped_all += s.images_skipped;

@@ -346,7 +346,9 @@ RunResult Trainer::run(const Progress& progress) {
       trace->stop_and_save();
       result.torch_trace = trace->path();
     }
+    const auto t_stop = Clock::now();
     capture.stop();
+    result.profiler_stop_ms = capture.started() ? ms_since(t_stop) : 0.0;
     if (result.elapsed_s > 0) {
       result.images_per_s =
           static_cast<double>(result.steps.size()) * static_cast<double>(config_.batch_size) /

@@ -43,6 +43,7 @@ struct RunResult {
   double images_per_s = 0;
   double iterator_reset_ms = 0;
   double capture_drain_ms = 0;
+  double profiler_stop_ms = 0;    ///< inside cudaProfilerStop: under nsys, the capture's hand-over
   std::optional<double> loss_after_drain;
   bool capture_started = false;
   std::string torch_trace;        ///< the Chrome trace written, if one was asked for

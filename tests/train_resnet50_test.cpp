@@ -226,6 +226,8 @@ TEST_F(TrainBinaryTest, EndToEndRunWritesAValidReport) {
   std::ifstream in(report);
   const auto j = nlohmann::json::parse(in);
   EXPECT_EQ(j["capture"]["steps"], 2);
+  EXPECT_EQ(j["capture"]["profiler_stop_ms"], 0.0);  // no cudaProfilerStop on the CPU
+  EXPECT_EQ(r.out.find("  cudaProfilerStop "), std::string::npos) << r.out;
   EXPECT_EQ(j["config"]["image_size"], 64);
   EXPECT_EQ(j["steps"].size(), 2u);
   EXPECT_EQ(j["model"]["parameters"], 23508032 + 2048 * 3 + 3);  // 3 classes

@@ -279,13 +279,13 @@ TEST_P(SignalTest, ASecondSignalExitsAtOnce) {
   const int sig = GetParam();
   const fs::path report = tmp_.path() / "never.json";
   double after_signal = -1;
-  // 128 px on the CPU: a step takes long enough that a graceful stop would still be running when
-  // the second signal comes.
+  // 128 px on the CPU: a step takes over a second. The first signal comes as captured step 2
+  // begins, so a graceful stop would still be waiting for that step when the second one comes.
   const auto r = test_util::run_process_signal_on(
       {WORKLOAD_TRAIN_BIN, "--data=" + root_.string(), "--device=cpu", "--batch-size=8",
        "--image-size=128", "--workers=1", "--warmup=1", "--steps=1000",
        "--report=" + report.string()},
-      "[warmup 1/", sig, 120, &after_signal, {}, 0.2);
+      "[step   1/", sig, 120, &after_signal, {}, 0.2);
   ASSERT_GE(after_signal, 0) << r.out << r.err;
   EXPECT_EQ(r.exit_code, 128 + sig) << r.err;
   EXPECT_NE(r.err.find("stopping (again to exit at once)"), std::string::npos) << r.err;

@@ -432,13 +432,35 @@ def _gap_bucket(ns):
     return ">= %d us" % GAP_BUCKETS_US[-1]
 
 
-def _innermost(ranges_by_tid, tid, t):
-    """Name of the shortest default-domain range containing t: on thread tid when it has one there,
-    else on any thread. None when no range contains t."""
-    def best(candidates):
-        inside = [r for r in candidates if r.start <= t <= r.end and r.name != WINDOW]
-        return min(inside, key=lambda r: r.duration).name if inside else None
-    return best(ranges_by_tid.get(tid, ())) or best(r for rs in ranges_by_tid.values() for r in rs)
+class _RangeIndex:
+    """Innermost default-domain range containing a time, per thread, for push/pop ranges (which
+    nest on their thread: the containing range that started last is the innermost)."""
+
+    def __init__(self, ranges):
+        ranges = [r for r in ranges if r.name != WINDOW]
+        self.by_tid = defaultdict(list)
+        for r in sorted(ranges, key=lambda r: (r.start, -r.end)):
+            self.by_tid[r.tid].append(r)
+        self.all = sorted(ranges, key=lambda r: (r.start, -r.end))
+        self.starts = {tid: [r.start for r in rs] for tid, rs in self.by_tid.items()}
+        self.all_starts = [r.start for r in self.all]
+
+    @staticmethod
+    def _find(ranges, starts, t):
+        i = bisect.bisect_right(starts, t) - 1
+        while i >= 0:
+            if ranges[i].end >= t:
+                return ranges[i].name
+            i -= 1
+        return None
+
+    def innermost(self, tid, t):
+        """On thread tid when it has a range there, else on any thread; None when none contains t."""
+        if tid in self.by_tid:
+            name = self._find(self.by_tid[tid], self.starts[tid], t)
+            if name is not None:
+                return name
+        return self._find(self.all, self.all_starts, t)
 
 
 def idle_gaps(ex, lo, hi, ranges, top_n=8):
@@ -461,16 +483,14 @@ def idle_gaps(ex, lo, hi, ranges, top_n=8):
             + [(m[0], m[1], "[memset]", m[3], m[4]) for m in ex.memsets])
     acts = sorted((a for a in acts if a[1] > lo and a[0] < hi),
                   key=lambda a: (a[0], a[3] is None, a[3] or 0))
-    by_tid = defaultdict(list)
-    for r in ranges:
-        by_tid[r.tid].append(r)
+    index = _RangeIndex(ranges)
     gaps, cursor = [], lo
     for start, end, name, launch, tid in acts:
         if start > cursor:
             if launch is None:
                 cause, where = "unattributed", None
             elif launch >= cursor:
-                cause, where = "host", _innermost(by_tid, tid, cursor)
+                cause, where = "host", index.innermost(tid, cursor)
             else:
                 cause, where = "device", None
             gaps.append((cursor, start, cause, name, where))

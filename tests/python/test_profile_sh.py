@@ -7,11 +7,12 @@ Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest disco
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
 import unittest
+
+from testutil import write_exe
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -61,13 +62,6 @@ print("loading...")
 print(json.dumps({"workers": 8, "steps": 8, "images_per_s": 4236.5, "argv": sys.argv[1:]}))
 print("done")
 '''
-
-
-def write_exe(path, body):
-    with open(path, "w") as f:
-        f.write("#!%s\n%s" % (sys.executable, body))
-    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return path
 
 
 class ProfileShTest(unittest.TestCase):

@@ -12,11 +12,12 @@ import json
 import lzma
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
 import unittest
+
+from testutil import write_exe
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -78,13 +79,6 @@ CONFIGS = {
     "bad_steps": {"prefetch_factor": 7, "steps": 3},
     "no_pin": {"pin_memory": False, "steps": 3},
 }
-
-
-def write_exe(path, body, interpreter=sys.executable):
-    with open(path, "w") as f:
-        f.write("#!%s\n%s" % (interpreter, body))
-    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return path
 
 
 class SweepCase(unittest.TestCase):

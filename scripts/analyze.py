@@ -423,13 +423,14 @@ GAP_BUCKETS_US = (2, 10, 100, 1000)
 GAP_CAUSES = ("host", "device", "unattributed", "tail")
 
 
+GAP_BUCKET_LABELS = (["< %d us" % GAP_BUCKETS_US[0]]
+                     + ["%d-%d us" % pair for pair in zip(GAP_BUCKETS_US, GAP_BUCKETS_US[1:])]
+                     + [">= %d us" % GAP_BUCKETS_US[-1]])
+
+
 def _gap_bucket(ns):
-    lo = 0
-    for hi in GAP_BUCKETS_US:
-        if ns < hi * 1000:
-            return "%s-%s us" % (lo, hi) if lo else "< %d us" % hi
-        lo = hi
-    return ">= %d us" % GAP_BUCKETS_US[-1]
+    """The histogram label of a gap of ns nanoseconds."""
+    return GAP_BUCKET_LABELS[bisect.bisect_right(GAP_BUCKETS_US, ns / 1000.0)]
 
 
 class _RangeIndex:
@@ -499,8 +500,7 @@ def idle_gaps(ex, lo, hi, ranges, top_n=8):
         gaps.append((cursor, hi, "tail", None, None))
 
     causes = OrderedDict((c, {"count": 0, "total_ns": 0}) for c in GAP_CAUSES)
-    buckets = OrderedDict((_gap_bucket(0 if i == 0 else GAP_BUCKETS_US[i - 1] * 1000), {"count": 0, "total_ns": 0})
-                          for i in range(len(GAP_BUCKETS_US) + 1))
+    buckets = OrderedDict((label, {"count": 0, "total_ns": 0}) for label in GAP_BUCKET_LABELS)
     host_ranges = defaultdict(lambda: {"count": 0, "total_ns": 0})
     for a, b, cause, _, where in gaps:
         for d in (causes[cause], buckets[_gap_bucket(b - a)]) + (

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
                              "Writes a synthetic dataset in the Food-101 layout "
                              "(<out>/food-101/{images,meta}) of real JPEG files whose sizes and "
                              "decode cost resemble food photos. Deterministic for a seed.");
+    // clang-format off
     options.add_options()
         ("out", "output root (food-101/ is created inside)", cxxopts::value<std::string>())
         ("classes", "number of classes", cxxopts::value<std::string>()->default_value("101"))
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
         ("threads", "encoder threads (0 = all hardware threads)",
          cxxopts::value<std::string>()->default_value("0"))
         ("h,help", "print this help");
+    // clang-format on
     const auto result = options.parse(argc, argv);
     if (result.count("help")) {
       std::cout << options.help() << std::endl;
@@ -40,7 +42,8 @@ int main(int argc, char** argv) {
     opt.threads = static_cast<int>(flags.integer("threads", 0, 4096));
     const auto summary = data_pipeline::write_synthetic_food101(flags.string("out"), opt);
     std::printf("food101_synth: wrote %lld images (%lld train, %lld test) to %s, mean %.1f KiB\n",
-                static_cast<long long>(summary.images), static_cast<long long>(summary.train_images),
+                static_cast<long long>(summary.images),
+                static_cast<long long>(summary.train_images),
                 static_cast<long long>(summary.test_images), summary.dataset_dir.c_str(),
                 summary.images ? summary.total_bytes / 1024.0 / summary.images : 0.0);
     return 0;

@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
         "Runs the data_pipeline loader alone over a Food-101-layout dataset and reports images/s "
         "in total and per worker thread, for the fused ROI + DCT-scaled decode and for a plain "
         "full decode followed by the crop, plus the pure full-decode rate.");
+    // clang-format off
     options.add_options()
         ("data", "dataset root (holds food-101/ or is it)", cxxopts::value<std::string>())
         ("split", "train|test", cxxopts::value<std::string>()->default_value("train"))
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
         ("seed", "random seed", cxxopts::value<std::string>()->default_value("2026"))
         ("json", "print one JSON object instead of the table")
         ("h,help", "print this help");
+    // clang-format on
     const auto result = options.parse(argc, argv);
     if (result.count("help")) {
       std::cout << options.help() << std::endl;

@@ -38,8 +38,8 @@ namespace {
 // the watcher unblocks them, so there is always a thread to take one.
 std::atomic<int> g_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "g_signal is used in a signal handler");
-int g_wake[2] = {-1, -1};                  // written by the handler, read by the watcher
-std::mutex g_trainer_mu;                   // held while the watcher uses g_trainer
+int g_wake[2] = {-1, -1};  // written by the handler, read by the watcher
+std::mutex g_trainer_mu;   // held while the watcher uses g_trainer
 workload::Trainer* g_trainer = nullptr;
 
 extern "C" void on_stop_signal(int sig) {
@@ -106,8 +106,8 @@ void check_report_path(const std::string& path) {
 
 void print_step(const workload::StepRecord& r, int warmup_total, int steps_total) {
   std::printf("[%s %d/%d] batch_wait %8.2f ms | h2d_submit %6.2f ms | step %8.2f ms\n",
-              r.warmup ? "warmup" : "step  ", r.index + 1,
-              r.warmup ? warmup_total : steps_total, r.batch_wait_ms, r.h2d_submit_ms, r.step_ms);
+              r.warmup ? "warmup" : "step  ", r.index + 1, r.warmup ? warmup_total : steps_total,
+              r.batch_wait_ms, r.h2d_submit_ms, r.step_ms);
   std::fflush(stdout);
 }
 

@@ -1,4 +1,5 @@
-// torchvision-equivalent RandomResizedCrop + RandomHorizontalFlip parameters and Normalize constants.
+// torchvision-equivalent RandomResizedCrop + RandomHorizontalFlip parameters and Normalize
+// constants.
 #pragma once
 
 #include <array>

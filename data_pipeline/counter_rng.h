@@ -8,10 +8,11 @@ namespace data_pipeline {
 
 /// A small counter-based generator (SplitMix64 finaliser over a keyed counter).
 ///
-/// A `CounterRng` is keyed by (seed, epoch, index, stream) and yields the same sequence of draws for
-/// the same key on any thread, in any order relative to other keys. The loader keys one generator per
-/// (sample, epoch) and one per epoch permutation, so batches never depend on scheduling. Instances
-/// are cheap values: create one where it is needed, never share one between threads.
+/// A `CounterRng` is keyed by (seed, epoch, index, stream) and yields the same sequence of draws
+/// for the same key on any thread, in any order relative to other keys. The loader keys one
+/// generator per (sample, epoch) and one per epoch permutation, so batches never depend on
+/// scheduling. Instances are cheap values: create one where it is needed, never share one between
+/// threads.
 class CounterRng {
  public:
   /// Streams separate independent uses of the same (seed, epoch, index).

@@ -139,12 +139,11 @@ RgbView JpegDecoder::decode(const std::uint8_t* data, std::size_t size, const st
   const int width = static_cast<int>(cinfo.image_width);
   const int height = static_cast<int>(cinfo.image_height);
   if (static_cast<std::uint64_t>(width) * static_cast<std::uint64_t>(height) > kMaxPixels) {
-    std::snprintf(s.err.message, sizeof(s.err.message), "image of %dx%d pixels is too large",
-                  width, height);
+    std::snprintf(s.err.message, sizeof(s.err.message), "image of %dx%d pixels is too large", width,
+                  height);
     std::longjmp(s.err.jump, 1);
   }
-  const bool cmyk =
-      cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;  // libjpeg-turbo expands grayscale to RGB
   cinfo.dct_method = JDCT_ISLOW;
   cinfo.do_fancy_upsampling = TRUE;

@@ -1,4 +1,5 @@
-// libjpeg-turbo decoder that decodes only a crop, at the smallest DCT scale that keeps it big enough.
+// libjpeg-turbo decoder that decodes only a crop, at the smallest DCT scale that keeps it big
+// enough.
 #pragma once
 
 #include <cstddef>
@@ -22,15 +23,15 @@ struct RgbView {
 
 /// What `JpegDecoder::decode` did, for tests and benchmarks.
 struct DecodeInfo {
-  int image_width = 0;   ///< Full-resolution size from the header.
+  int image_width = 0;  ///< Full-resolution size from the header.
   int image_height = 0;
-  int scale_num = 8;     ///< DCT scale used: scale_num / 8.
-  CropRect crop;         ///< The crop chosen in full-resolution pixels.
+  int scale_num = 8;  ///< DCT scale used: scale_num / 8.
+  CropRect crop;      ///< The crop chosen in full-resolution pixels.
   /// The region actually returned, in full-resolution pixels: the crop's edges rounded to the
   /// scaled pixel grid, so each edge is within 4 / scale_num source pixels of the crop's.
   double region_x0 = 0, region_y0 = 0, region_x1 = 0, region_y1 = 0;
   bool progressive = false;
-  int color_space = 0;   ///< libjpeg's J_COLOR_SPACE of the stream.
+  int color_space = 0;  ///< libjpeg's J_COLOR_SPACE of the stream.
 };
 
 /// How much of the image to decode.
@@ -71,8 +72,8 @@ class JpegDecoder {
   /// was reached. With kFull the view is the crop inside a full-resolution decode.
   /// \throws DataError for anything libjpeg rejects or a truncated stream.
   RgbView decode(const std::uint8_t* data, std::size_t size, const std::string& name,
-                 CropChooser choose, void* context, int min_width, int min_height,
-                 DecodeMode mode, DecodeInfo* info = nullptr);
+                 CropChooser choose, void* context, int min_width, int min_height, DecodeMode mode,
+                 DecodeInfo* info = nullptr);
 
   /// Decodes the whole image at full resolution.
   RgbView decode_full(const std::uint8_t* data, std::size_t size, const std::string& name,

@@ -45,11 +45,26 @@ struct Compressor {
 void set_sampling(jpeg_compress_struct& cinfo, ChromaSubsampling s) {
   int h = 2, v = 2;
   switch (s) {
-    case ChromaSubsampling::k444: h = 1; v = 1; break;
-    case ChromaSubsampling::k422: h = 2; v = 1; break;
-    case ChromaSubsampling::k420: h = 2; v = 2; break;
-    case ChromaSubsampling::k440: h = 1; v = 2; break;
-    case ChromaSubsampling::k411: h = 4; v = 1; break;
+    case ChromaSubsampling::k444:
+      h = 1;
+      v = 1;
+      break;
+    case ChromaSubsampling::k422:
+      h = 2;
+      v = 1;
+      break;
+    case ChromaSubsampling::k420:
+      h = 2;
+      v = 2;
+      break;
+    case ChromaSubsampling::k440:
+      h = 1;
+      v = 2;
+      break;
+    case ChromaSubsampling::k411:
+      h = 4;
+      v = 1;
+      break;
   }
   cinfo.comp_info[0].h_samp_factor = h;
   cinfo.comp_info[0].v_samp_factor = v;
@@ -68,12 +83,11 @@ void set_sampling(jpeg_compress_struct& cinfo, ChromaSubsampling s) {
 std::vector<std::uint8_t> encode_jpeg(const std::uint8_t* pixels, int width, int height,
                                       int channels, std::size_t stride,
                                       const JpegEncodeOptions& options) {
-  const int expected = options.color == JpegColor::kGrayscale ? 1
-                       : (options.color == JpegColor::kYCbCr ? 3 : 4);
+  const int expected =
+      options.color == JpegColor::kGrayscale ? 1 : (options.color == JpegColor::kYCbCr ? 3 : 4);
   if (channels != expected) {
     throw std::invalid_argument("encode_jpeg: expected " + std::to_string(expected) +
-                                " channels for this colour model, got " +
-                                std::to_string(channels));
+                                " channels for this colour model, got " + std::to_string(channels));
   }
   Compressor c;
   jpeg_compress_struct& cinfo = c.cinfo;
@@ -85,10 +99,16 @@ std::vector<std::uint8_t> encode_jpeg(const std::uint8_t* pixels, int width, int
   cinfo.image_height = static_cast<JDIMENSION>(height);
   cinfo.input_components = channels;
   switch (options.color) {
-    case JpegColor::kGrayscale: cinfo.in_color_space = JCS_GRAYSCALE; break;
-    case JpegColor::kYCbCr: cinfo.in_color_space = JCS_RGB; break;
+    case JpegColor::kGrayscale:
+      cinfo.in_color_space = JCS_GRAYSCALE;
+      break;
+    case JpegColor::kYCbCr:
+      cinfo.in_color_space = JCS_RGB;
+      break;
     case JpegColor::kCmykAdobe:
-    case JpegColor::kYcckAdobe: cinfo.in_color_space = JCS_CMYK; break;
+    case JpegColor::kYcckAdobe:
+      cinfo.in_color_space = JCS_CMYK;
+      break;
   }
   jpeg_set_defaults(&cinfo);
   if (options.color == JpegColor::kCmykAdobe) jpeg_set_colorspace(&cinfo, JCS_CMYK);

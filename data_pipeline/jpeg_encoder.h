@@ -25,8 +25,8 @@ struct JpegEncodeOptions {
   ChromaSubsampling subsampling = ChromaSubsampling::k420;
   JpegColor color = JpegColor::kYCbCr;
   bool progressive = false;
-  bool arithmetic = false;     ///< Arithmetic instead of Huffman entropy coding.
-  int restart_interval = 0;    ///< In MCU rows' worth of MCUs (libjpeg's restart_interval), 0 = none.
+  bool arithmetic = false;   ///< Arithmetic instead of Huffman entropy coding.
+  int restart_interval = 0;  ///< In MCU rows' worth of MCUs (libjpeg's restart_interval), 0 = none.
   bool optimize_coding = false;
 };
 

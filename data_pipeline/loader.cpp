@@ -214,8 +214,8 @@ void Loader::begin_fill(Slot& slot, std::int64_t sequence) {
   slot.generation = generation_;
   slot.epoch = traversal_epoch_ + position / batches_per_epoch_;
   slot.index_in_epoch = position % batches_per_epoch_;
-  slot.count = std::min(options_.batch_size,
-                        index_->size() - slot.index_in_epoch * options_.batch_size);
+  slot.count =
+      std::min(options_.batch_size, index_->size() - slot.index_in_epoch * options_.batch_size);
   slot.perm = permutation(slot.epoch);
   slot.pending = slot.count;
   slot.writers = 0;
@@ -254,9 +254,7 @@ bool Loader::try_claim(Item& item) {
 
 void Loader::open_slot(Slot& slot, const Item& item, std::unique_lock<std::mutex>& lock) {
   if (!item.opener) {
-    work_cv_.wait(lock, [&] {
-      return slot.open || stopping_ || slot.generation != generation_;
-    });
+    work_cv_.wait(lock, [&] { return slot.open || stopping_ || slot.generation != generation_; });
     return;
   }
   ReuseFence fence = std::move(slot.fence);
@@ -292,8 +290,7 @@ void Loader::fill(SampleTransform& transform, const Item& item) {
   std::exception_ptr error;
   std::string context;
   std::vector<SkippedImage> skipped;
-  detail::WorkerRange range(options_.work_unit == WorkUnit::kBatch ? "load_batch"
-                                                                   : "load_sample");
+  detail::WorkerRange range(options_.work_unit == WorkUnit::kBatch ? "load_batch" : "load_sample");
   for (std::int64_t k = item.first; k < item.last; ++k) {
     if (live_generation_.load(std::memory_order_relaxed) != item.generation ||
         live_stopping_.load(std::memory_order_relaxed)) {
@@ -498,8 +495,8 @@ Batch Loader::next() {
   const std::int64_t s = options_.transform.image_size;
   batch.digest_ = detail::hash64(slot.labels, static_cast<std::size_t>(n) * sizeof(std::int64_t),
                                  static_cast<std::uint64_t>(n));
-  batch.digest_ = detail::hash64(slot.digests.data(),
-                                 static_cast<std::size_t>(n) * sizeof(std::uint64_t), batch.digest_);
+  batch.digest_ = detail::hash64(
+      slot.digests.data(), static_cast<std::size_t>(n) * sizeof(std::uint64_t), batch.digest_);
   const auto dtype =
       options_.transform.dtype == HostDType::kUInt8 ? torch::kUInt8 : torch::kFloat32;
   batch.images_ = torch::from_blob(slot.images, {n, 3, s, s}, {s * s * 3, 1, s * 3, 3},
@@ -517,8 +514,7 @@ Batch Loader::next() {
 void Loader::reset() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    traversal_epoch_ =
-        (last_consumed_epoch_ >= 0 ? last_consumed_epoch_ : traversal_epoch_) + 1;
+    traversal_epoch_ = (last_consumed_epoch_ >= 0 ? last_consumed_epoch_ : traversal_epoch_) + 1;
     last_consumed_epoch_ = -1;
     ++generation_;
     live_generation_.store(generation_, std::memory_order_relaxed);

@@ -1,4 +1,5 @@
-// Multithreaded Food-101 loader: workers decode into a fixed ring of (optionally pinned) batch slots.
+// Multithreaded Food-101 loader: workers decode into a fixed ring of (optionally pinned) batch
+// slots.
 #pragma once
 
 #include <torch/types.h>
@@ -212,17 +213,17 @@ class Loader {
   std::condition_variable work_cv_;   // workers: claimable work, open slots, stop
   std::condition_variable ready_cv_;  // consumer: a batch became ready or failed
   bool stopping_ = false;
-  std::uint64_t generation_ = 0;       // bumped by reset(); stale work is discarded
+  std::uint64_t generation_ = 0;                   // bumped by reset(); stale work is discarded
   std::atomic<std::uint64_t> live_generation_{0};  // copies of generation_ and stopping_ that
   std::atomic<bool> live_stopping_{false};         // workers poll between samples without mu_
-  std::int64_t traversal_base_ = 0;    // sequence number of the traversal's first batch
-  std::int64_t traversal_epoch_ = 0;   // epoch of the traversal's first batch
+  std::int64_t traversal_base_ = 0;                // sequence number of the traversal's first batch
+  std::int64_t traversal_epoch_ = 0;               // epoch of the traversal's first batch
   std::int64_t last_consumed_epoch_ = -1;
-  std::int64_t consume_seq_ = 0;       // next sequence number the consumer takes
-  std::int64_t claim_seq_ = 0;         // next sequence number a worker claims
-  std::int64_t claim_sample_ = 0;      // next sample of claim_seq_ (kSample)
-  std::exception_ptr failure_;         // set once the consumer met a failed batch
-  bool cancelled_ = false;             // cancel() was called
+  std::int64_t consume_seq_ = 0;   // next sequence number the consumer takes
+  std::int64_t claim_seq_ = 0;     // next sequence number a worker claims
+  std::int64_t claim_sample_ = 0;  // next sample of claim_seq_ (kSample)
+  std::exception_ptr failure_;     // set once the consumer met a failed batch
+  bool cancelled_ = false;         // cancel() was called
   std::vector<std::pair<std::int64_t, std::shared_ptr<const std::vector<std::int64_t>>>> perms_;
   LoaderStats stats_;
 

@@ -1,4 +1,5 @@
-// One sample end to end: file bytes -> fused ROI decode -> resize -> flip -> normalise -> NHWC slot.
+// One sample end to end: file bytes -> fused ROI decode -> resize -> flip -> normalise -> NHWC
+// slot.
 #include "data_pipeline/sample_transform.h"
 
 #include <fcntl.h>
@@ -19,9 +20,7 @@
 
 namespace data_pipeline {
 
-const char* to_string(HostDType dtype) {
-  return dtype == HostDType::kUInt8 ? "uint8" : "float32";
-}
+const char* to_string(HostDType dtype) { return dtype == HostDType::kUInt8 ? "uint8" : "float32"; }
 
 void read_file(const std::string& path, std::vector<std::uint8_t>& buffer) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -179,7 +178,8 @@ std::uint64_t SampleTransform::write(const RgbView& crop, bool flip, void* dst) 
   if (crop.width == s && crop.height == s) {
     src.copyTo(resized_);
   } else {
-    cv::resize(src, resized_, cv::Size(s, s), 0, 0, resize_interpolation(crop.width, crop.height, s));
+    cv::resize(src, resized_, cv::Size(s, s), 0, 0,
+               resize_interpolation(crop.width, crop.height, s));
   }
   const std::size_t row_elems = static_cast<std::size_t>(s) * 3;
   if (options_.dtype == HostDType::kFloat32) {

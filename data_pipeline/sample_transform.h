@@ -1,4 +1,5 @@
-// One sample end to end: file bytes -> fused ROI decode -> resize -> flip -> normalise -> NHWC slot.
+// One sample end to end: file bytes -> fused ROI decode -> resize -> flip -> normalise -> NHWC
+// slot.
 #pragma once
 
 #include <cstddef>

@@ -22,6 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // The real Food-101 class list (meta/classes.txt), so that synthetic paths look like real ones.
+// clang-format off
 const char* const kFood101Classes[101] = {
     "apple_pie", "baby_back_ribs", "baklava", "beef_carpaccio", "beef_tartare", "beet_salad",
     "beignets", "bibimbap", "bread_pudding", "breakfast_burrito", "bruschetta", "caesar_salad",
@@ -40,6 +41,7 @@ const char* const kFood101Classes[101] = {
     "red_velvet_cake", "risotto", "samosa", "sashimi", "scallops", "seaweed_salad",
     "shrimp_and_grits", "spaghetti_bolognese", "spaghetti_carbonara", "spring_rolls", "steak",
     "strawberry_shortcake", "sushi", "tacos", "takoyaki", "tiramisu", "tuna_tartare", "waffles"};
+// clang-format on
 
 std::string title_case(const std::string& name) {
   std::string out = name;
@@ -103,8 +105,8 @@ cv::Mat make_synthetic_food_image(std::uint64_t seed, int class_index, int item)
     for (int y = 0; y < h; ++y) {
       auto* row = img.ptr<cv::Vec3f>(y);
       for (int x = 0; x < w; ++x) {
-        row[x][ch] = tint[ch] + 60.0f * fx[static_cast<std::size_t>(x)] *
-                                    fy[static_cast<std::size_t>(y)];
+        row[x][ch] =
+            tint[ch] + 60.0f * fx[static_cast<std::size_t>(x)] * fy[static_cast<std::size_t>(y)];
       }
     }
   }
@@ -113,7 +115,8 @@ cv::Mat make_synthetic_food_image(std::uint64_t seed, int class_index, int item)
   for (int i = 0; i < blobs; ++i) {
     const cv::Point centre(static_cast<int>(rng.below(static_cast<std::uint64_t>(w))),
                            static_cast<int>(rng.below(static_cast<std::uint64_t>(h))));
-    const cv::Size axes(10 + static_cast<int>(rng.below(111)), 10 + static_cast<int>(rng.below(111)));
+    const cv::Size axes(10 + static_cast<int>(rng.below(111)),
+                        10 + static_cast<int>(rng.below(111)));
     const cv::Scalar colour(rng.uniform(0, 255), rng.uniform(0, 255), rng.uniform(0, 255));
     cv::ellipse(img, centre, axes, rng.uniform(0, 180), 0, 360, colour, cv::FILLED, cv::LINE_AA);
   }
@@ -188,8 +191,8 @@ SyntheticFoodSummary write_synthetic_food101(const fs::path& out,
       }
     }
   };
-  int threads = options.threads > 0 ? options.threads
-                                    : static_cast<int>(std::thread::hardware_concurrency());
+  int threads =
+      options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   threads = std::max(1, threads);
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) pool.emplace_back(work);

@@ -56,9 +56,9 @@ std::int64_t FlagReader::integer(const std::string& flag, std::int64_t min,
     throw UsageError("--" + flag + ": expected an integer, got '" + text + "'");
   }
   if (v < min || v > max) {
-    std::string range = max == INT64_MAX ? ">= " + std::to_string(min)
-                                         : "in [" + std::to_string(min) + ", " +
-                                               std::to_string(max) + "]";
+    std::string range = max == INT64_MAX
+                            ? ">= " + std::to_string(min)
+                            : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
     throw UsageError("--" + flag + ": expected an integer " + range + ", got " + text);
   }
   return v;

@@ -38,8 +38,8 @@ class ProfilerCapture {
 struct DeviceDescription {
   std::string cuda_runtime;  ///< e.g. "13.0"; empty without CUDA
   std::string cuda_driver;
-  std::string cudnn;         ///< e.g. "9.19.0"; empty when unknown
-  std::string device_name;   ///< e.g. "NVIDIA H200"; "cpu" for CPU runs
+  std::string cudnn;        ///< e.g. "9.19.0"; empty when unknown
+  std::string device_name;  ///< e.g. "NVIDIA H200"; "cpu" for CPU runs
   int multiprocessors = 0;
   double memory_gib = 0;
 };

@@ -22,7 +22,7 @@ class Phase {
   Phase& operator=(Phase&&) = delete;
 
  private:
-  nvtx::Range range_;          // opened first, closed last
+  nvtx::Range range_;  // opened first, closed last
   at::RecordFunction scope_;
 };
 

@@ -238,7 +238,8 @@ std::string format_summary(const Trainer& trainer, const RunResult& result) {
   line("capture window", num("%.1f ms", result.elapsed_s * 1000.0));
   line("step time p50 / p95", num("%.2f", s.step_ms_p50) + num(" / %.2f ms", s.step_ms_p95));
   std::string max_wait = num("%.2f ms", s.batch_wait_max_ms);
-  if (s.batch_wait_max_step >= 0) max_wait += " (step " + std::to_string(s.batch_wait_max_step) + ")";
+  if (s.batch_wait_max_step >= 0)
+    max_wait += " (step " + std::to_string(s.batch_wait_max_step) + ")";
   line("batch_wait total", num("%.2f ms", s.batch_wait_total_ms));
   line("batch_wait max", max_wait);
   line("h2d_submit total", num("%.2f ms", s.h2d_submit_total_ms));
@@ -252,8 +253,9 @@ std::string format_summary(const Trainer& trainer, const RunResult& result) {
   for (const auto& r : result.warmup_steps) skipped_all += static_cast<int>(r.skipped.size());
   skipped_all += s.images_skipped;
   if (skipped_all > 0) {
-    line("images skipped", std::to_string(skipped_all) + " (undecodable, replaced; see the "
-                                                         "report's skipped_images)");
+    line("images skipped", std::to_string(skipped_all) +
+                               " (undecodable, replaced; see the "
+                               "report's skipped_images)");
   }
   line("loss after drain",
        result.loss_after_drain ? num("%.4f", *result.loss_after_drain) : std::string("n/a"));

@@ -87,8 +87,8 @@ void TorchTrace::stop_and_save() {
     result->save(path_);
 #endif
   } catch (const std::exception& e) {
-    throw std::runtime_error("--torch-profiler-trace " + path_ + ": cannot write the trace: " +
-                             e.what());
+    throw std::runtime_error("--torch-profiler-trace " + path_ +
+                             ": cannot write the trace: " + e.what());
   }
   std::FILE* f = std::fopen(path_.c_str(), "rb");
   if (!f) throw std::runtime_error("--torch-profiler-trace " + path_ + ": no trace was written");

@@ -31,6 +31,7 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
       "--capture-range=cudaProfilerApi --capture-range-end=stop --output=NAME train_resnet50 ...\n"
       "Booleans take --flag=false.");
   options.set_width(100);
+  // clang-format off
   options.add_options("Data")
       ("data", "Food-101 root (holds food-101/, or is it)", cxxopts::value<std::string>())
       ("split", "train|test", str("train"))
@@ -45,6 +46,8 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
       ("on-bad-image", "error|skip: what an undecodable image does", str("error"))
       ("synthetic", "random batches made once on the device, no loader (GPU-bound ceiling)",
        flag("false"));
+  // clang-format on
+  // clang-format off
   options.add_options("Run")
       ("warmup", "steps before the capture", str("3"))
       ("steps", "captured steps", str("8"))
@@ -57,6 +60,8 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
       ("weight-decay", "SGD weight decay", str("0.0001"))
       ("copy-stream", "issue host-to-device copies on a side stream", flag("true"))
       ("nvtx", "emit the NVTX ranges (false measures their cost)", flag("true"));
+  // clang-format on
+  // clang-format off
   options.add_options("Experiments")
       ("precision", "fp32|bf16: bf16 autocast for forward and loss (CUDA)", str("fp32"))
       ("host-dtype", "float32|uint8: uint8 batches are normalised on the device", str("float32"))
@@ -69,11 +74,14 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
       ("forward-bn", "eval|train: BatchNorm statistics in --mode forward", str("eval"))
       ("sync-every-step", "read the loss on the host every step (an implicit sync per step)",
        flag("false"));
+  // clang-format on
+  // clang-format off
   options.add_options("Output")
       ("report", "write the JSON report here", cxxopts::value<std::string>())
       ("quiet", "no per-step progress lines", flag("false"))
       ("h,help", "print this help")
       ("version", "print the version");
+  // clang-format on
 
   // cxxopts wants mutable argv.
   std::vector<std::string> storage(argv, argv + argc);
@@ -143,20 +151,24 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
     const std::filesystem::path p(c.torch_profiler_trace);
     const auto dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
     if (c.torch_profiler_trace.empty() || !std::filesystem::is_directory(dir)) {
-      throw UsageError("--torch-profiler-trace: expected a file path in an existing directory, "
-                       "got '" + c.torch_profiler_trace + "'");
+      throw UsageError(
+          "--torch-profiler-trace: expected a file path in an existing directory, "
+          "got '" +
+          c.torch_profiler_trace + "'");
     }
   }
   if (c.precision == "bf16" && c.device == "cpu") {
-    throw UsageError("--precision bf16: bf16 autocast is implemented for CUDA only; use "
-                     "--precision fp32 with --device cpu");
+    throw UsageError(
+        "--precision bf16: bf16 autocast is implemented for CUDA only; use "
+        "--precision fp32 with --device cpu");
   }
   if (f.has("forward-bn") && c.mode != "forward") {
     throw UsageError("--forward-bn: only meaningful with --mode forward");
   }
   if (c.device == "cuda" && !cuda_available()) {
-    throw UsageError("--device cuda: no CUDA device is available (this LibTorch build has no "
-                     "CUDA, or no GPU is visible); use --device cpu");
+    throw UsageError(
+        "--device cuda: no CUDA device is available (this LibTorch build has no "
+        "CUDA, or no GPU is visible); use --device cpu");
   }
   return out;
 }

@@ -58,8 +58,9 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
                                 "'");
   }
   if (config_.precision == "bf16" && !device_.is_cuda()) {
-    throw std::invalid_argument("--precision bf16: bf16 autocast is implemented for CUDA only; "
-                                "use --precision fp32 on the CPU");
+    throw std::invalid_argument(
+        "--precision bf16: bf16 autocast is implemented for CUDA only; "
+        "use --precision fp32 on the CPU");
   }
   if (config_.mode != "train" && config_.mode != "forward") {
     throw std::invalid_argument("--mode: expected train or forward, got '" + config_.mode + "'");
@@ -106,10 +107,10 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   if (config_.synthetic) {
     const auto s = config_.image_size;
     torch::manual_seed(config_.seed + 1);
-    torch::Tensor host =
-        config_.host_dtype == dp::HostDType::kUInt8
-            ? torch::randint(256, {config_.batch_size, s, s, 3}, torch::kUInt8).permute({0, 3, 1, 2})
-            : torch::randn({config_.batch_size, s, s, 3}).permute({0, 3, 1, 2});
+    torch::Tensor host = config_.host_dtype == dp::HostDType::kUInt8
+                             ? torch::randint(256, {config_.batch_size, s, s, 3}, torch::kUInt8)
+                                   .permute({0, 3, 1, 2})
+                             : torch::randn({config_.batch_size, s, s, 3}).permute({0, 3, 1, 2});
     torch::Tensor labels = torch::randint(num_classes_, {config_.batch_size}, torch::kInt64);
     synthetic_digest_ = dp::detail::hash64(labels.data_ptr(), labels.numel() * 8,
                                            static_cast<std::uint64_t>(labels.numel()));
@@ -131,8 +132,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
     loader_ = std::make_unique<dp::Loader>(index_, lo);
     if (config_.pin_memory && !loader_->pinned()) {
       notices_.push_back("pinned memory unavailable (" +
-                         std::string(device_.is_cuda() ? "cudaHostAlloc failed"
-                                                       : "CPU device") +
+                         std::string(device_.is_cuda() ? "cudaHostAlloc failed" : "CPU device") +
                          "): batches are in pageable memory");
     }
   }
@@ -293,8 +293,8 @@ RunResult Trainer::run(const Progress& progress) {
   // One step, with failures put in context. Returns false when the step was cut short by a stop
   // request (the loader was cancelled while the step waited for its batch).
   auto guarded_step = [&](int i, bool warmup, std::vector<StepRecord>& into) {
-    const std::string where = std::string(warmup ? "warm-up" : "captured") + " step " +
-                              std::to_string(i);
+    const std::string where =
+        std::string(warmup ? "warm-up" : "captured") + " step " + std::to_string(i);
     try {
       into.push_back(step(i, warmup));
     } catch (const dp::Cancelled&) {
@@ -350,9 +350,8 @@ RunResult Trainer::run(const Progress& progress) {
     capture.stop();
     result.profiler_stop_ms = capture.started() ? ms_since(t_stop) : 0.0;
     if (result.elapsed_s > 0) {
-      result.images_per_s =
-          static_cast<double>(result.steps.size()) * static_cast<double>(config_.batch_size) /
-          result.elapsed_s;
+      result.images_per_s = static_cast<double>(result.steps.size()) *
+                            static_cast<double>(config_.batch_size) / result.elapsed_s;
     }
   }
   // Read on the host only now, after the drain: inside the window this would synchronize.

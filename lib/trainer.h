@@ -23,16 +23,16 @@ namespace workload {
 
 /// Host-side facts of one training step (no device values: nothing here synchronizes).
 struct StepRecord {
-  int index = 0;                ///< 0-based within its phase (warm-up or capture)
+  int index = 0;  ///< 0-based within its phase (warm-up or capture)
   bool warmup = false;
-  double batch_wait_ms = 0;     ///< inside batch_wait: blocked on the loader
-  double h2d_submit_ms = 0;     ///< inside h2d_submit: issuing the copies
-  double step_ms = 0;           ///< the whole torch_step range
-  std::uint64_t digest = 0;     ///< digest of the batch's host label and image bytes
+  double batch_wait_ms = 0;  ///< inside batch_wait: blocked on the loader
+  double h2d_submit_ms = 0;  ///< inside h2d_submit: issuing the copies
+  double step_ms = 0;        ///< the whole torch_step range
+  std::uint64_t digest = 0;  ///< digest of the batch's host label and image bytes
   std::int64_t epoch = 0;
   std::int64_t batch_in_epoch = 0;
   std::vector<data_pipeline::SkippedImage> skipped;
-  std::optional<double> loss;   ///< read every step only with --sync-every-step
+  std::optional<double> loss;  ///< read every step only with --sync-every-step
 };
 
 /// What a run produced.
@@ -43,10 +43,10 @@ struct RunResult {
   double images_per_s = 0;
   double iterator_reset_ms = 0;
   double capture_drain_ms = 0;
-  double profiler_stop_ms = 0;    ///< inside cudaProfilerStop: under nsys, the capture's hand-over
+  double profiler_stop_ms = 0;  ///< inside cudaProfilerStop: under nsys, the capture's hand-over
   std::optional<double> loss_after_drain;
   bool capture_started = false;
-  std::string torch_trace;        ///< the Chrome trace written, if one was asked for
+  std::string torch_trace;  ///< the Chrome trace written, if one was asked for
   bool interrupted = false;
   std::string interrupt_signal;
 };
@@ -119,8 +119,8 @@ class Trainer {
   torch::Tensor norm_scale_, norm_bias_;  // uint8 -> normalised float, per channel (1x3x1x1)
   std::uint64_t synthetic_digest_ = 0;
   std::atomic<int> stop_requested_{-1};
-  const char* phase_ = "";            // the NVTX phase being run, for error messages
-  struct CudaState;                   // copy stream (CUDA builds only)
+  const char* phase_ = "";  // the NVTX phase being run, for error messages
+  struct CudaState;         // copy stream (CUDA builds only)
   std::unique_ptr<CudaState> cuda_;
 };
 

@@ -29,7 +29,8 @@ void expect_clean_failure(const ProcessResult& r, int code,
   EXPECT_FALSE(r.timed_out) << what;
   EXPECT_LT(r.seconds, 30.0) << what;
   for (const auto& f : fragments) {
-    EXPECT_NE(r.err.find(f), std::string::npos) << what << ": stderr lacks '" << f << "':\n" << r.err;
+    EXPECT_NE(r.err.find(f), std::string::npos) << what << ": stderr lacks '" << f << "':\n"
+                                                << r.err;
   }
   for (const char* bad : {"terminate called", "Aborted", "core dumped", "Segmentation"}) {
     EXPECT_EQ(r.err.find(bad), std::string::npos) << what << ": " << r.err;
@@ -47,9 +48,11 @@ class FailureModesTest : public ::testing::Test {
     return dataset() / "images" / (line + ".jpg");
   }
   ProcessResult train(std::vector<std::string> extra = {}) {
-    std::vector<std::string> a = {WORKLOAD_TRAIN_BIN, "--data=" + root_.string(), "--device=cpu",
-                                  "--batch-size=4", "--image-size=32", "--workers=2",
-                                  "--warmup=1", "--steps=1", "--quiet"};
+    std::vector<std::string> a = {WORKLOAD_TRAIN_BIN, "--data=" + root_.string(),
+                                  "--device=cpu",     "--batch-size=4",
+                                  "--image-size=32",  "--workers=2",
+                                  "--warmup=1",       "--steps=1",
+                                  "--quiet"};
     a.insert(a.end(), extra.begin(), extra.end());
     return test_util::run_process(a, {}, 120);
   }
@@ -94,7 +97,8 @@ TEST_F(FailureModesTest, UndecodableImagesNameTheFile) {
   auto truncated = test_util::read_bytes(image(0));
   truncated.resize(truncated.size() / 2);
   std::vector<std::uint8_t> random(5000);
-  for (std::size_t i = 0; i < random.size(); ++i) random[i] = static_cast<std::uint8_t>(i * 7919 % 251);
+  for (std::size_t i = 0; i < random.size(); ++i)
+    random[i] = static_cast<std::uint8_t>(i * 7919 % 251);
   const std::string text = "<html>not an image</html>\n";
   const std::vector<Case> cases = {
       {"zero-byte", {}, "empty file"},
@@ -115,7 +119,8 @@ TEST_F(FailureModesTest, UndecodableImagesNameTheFile) {
     expect_clean_failure(r, 1, {victim.filename().string(), fragment}, c.name);
     // With --on-bad-image=skip the same run trains and reports the file.
     const fs::path report = tmp_.path() / "skip.json";
-    const auto skip = train({"--batch-size=12", "--on-bad-image=skip", "--report=" + report.string()});
+    const auto skip =
+        train({"--batch-size=12", "--on-bad-image=skip", "--report=" + report.string()});
     EXPECT_EQ(skip.exit_code, 0) << c.name << ": " << skip.err;
     std::ifstream in(report);
     const auto j = nlohmann::json::parse(in);
@@ -133,10 +138,14 @@ TEST_F(FailureModesTest, FewerImagesThanOneBatch) {
 
 TEST_F(FailureModesTest, BadFlagsAreUsageErrors) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--batch-size=0", "--batch-size"},  {"--batch-size=-1", "--batch-size"},
-      {"--steps=0", "--steps"},            {"--prefetch-factor=0", "--prefetch-factor"},
-      {"--image-size=16", "--image-size"}, {"--workers=-2", "--workers"},
-      {"--warmup=-1", "--warmup"},         {"--unknown-flag", "unknown-flag"},
+      {"--batch-size=0", "--batch-size"},
+      {"--batch-size=-1", "--batch-size"},
+      {"--steps=0", "--steps"},
+      {"--prefetch-factor=0", "--prefetch-factor"},
+      {"--image-size=16", "--image-size"},
+      {"--workers=-2", "--workers"},
+      {"--warmup=-1", "--warmup"},
+      {"--unknown-flag", "unknown-flag"},
       {"--report=" + (tmp_.path() / "no" / "r.json").string(), "--report"},
       {"--device=cuda", "--device cuda"},
   };
@@ -152,9 +161,9 @@ TEST_F(FailureModesTest, BadFlagsAreUsageErrors) {
 
 TEST_F(FailureModesTest, AbsurdBatchIsAClearMemoryError) {
   // 4,098 ring slots of 12 images of 4096 x 4096: terabytes, refused before any thread starts.
-  expect_clean_failure(train({"--batch-size=12", "--image-size=4096", "--workers=64",
-                              "--prefetch-factor=64"}),
-                       1, {"batch ring", "host memory"}, "absurd ring");
+  expect_clean_failure(
+      train({"--batch-size=12", "--image-size=4096", "--workers=64", "--prefetch-factor=64"}), 1,
+      {"batch ring", "host memory"}, "absurd ring");
 }
 
 TEST_F(FailureModesTest, EveryJpegKindAndOddMetaFilesTrain) {
@@ -264,7 +273,8 @@ TEST_P(SignalTest, StopsCleanlyWhenAThreadItDidNotStartTakesTheSignal) {
        "--report=" + report.string()},
       "[step   2/", sig, 120, &after_signal, {std::string("LD_PRELOAD=") + FOREIGN_THREAD_LIB});
   ASSERT_GE(after_signal, 0) << r.out << r.err;
-  EXPECT_NE(r.err.find("foreign_thread: started"), std::string::npos) << "preload not loaded: " << r.err;
+  EXPECT_NE(r.err.find("foreign_thread: started"), std::string::npos)
+      << "preload not loaded: " << r.err;
   EXPECT_EQ(r.exit_code, 128 + sig) << r.err;
   EXPECT_LT(after_signal, 2.0);
   std::ifstream in(report);
@@ -294,6 +304,8 @@ TEST_P(SignalTest, ASecondSignalExitsAtOnce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(IntAndTerm, SignalTest, ::testing::Values(SIGINT, SIGTERM),
-                         [](const auto& info) { return info.param == SIGINT ? "SIGINT" : "SIGTERM"; });
+                         [](const auto& info) {
+                           return info.param == SIGINT ? "SIGINT" : "SIGTERM";
+                         });
 
 }  // namespace

@@ -32,8 +32,9 @@ class Food101IndexTest : public ::testing::Test {
       Food101Index::load(root.empty() ? tmp_.path() : root, split);
       FAIL() << "expected a DataError";
     } catch (const DataError& e) {
-      for (const auto& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos)
-          << "message '" << e.what() << "' lacks '" << f << "'";
+      for (const auto& f : fragments)
+        EXPECT_NE(std::string(e.what()).find(f), std::string::npos)
+            << "message '" << e.what() << "' lacks '" << f << "'";
     }
   }
   TempDir tmp_;
@@ -124,7 +125,9 @@ TEST_F(Food101IndexTest, MetaFileThatIsADirectory) {
   expect_error({"meta/train.txt", "directory"});
 }
 
-TEST_F(Food101IndexTest, UnknownSplitName) { expect_error({"split", "'validation'"}, "validation"); }
+TEST_F(Food101IndexTest, UnknownSplitName) {
+  expect_error({"split", "'validation'"}, "validation");
+}
 
 TEST_F(Food101IndexTest, ClassCountComesFromClassesFile) {
   write_text(dir_ / "meta" / "classes.txt", "apple_pie\nbaklava\nc3\nc4\nc5\n");

@@ -82,9 +82,9 @@ cv::Mat rgb_to_inverted_cmyk(const cv::Mat& rgb) {
     for (int x = 0; x < rgb.cols; ++x) {
       const auto p = rgb.at<cv::Vec3b>(y, x);
       const int k = std::max({p[0], p[1], p[2], uchar(1)});
-      out.at<cv::Vec4b>(y, x) = cv::Vec4b(uchar(std::lround(255.0 * p[0] / k)),
-                                          uchar(std::lround(255.0 * p[1] / k)),
-                                          uchar(std::lround(255.0 * p[2] / k)), uchar(k));
+      out.at<cv::Vec4b>(y, x) =
+          cv::Vec4b(uchar(std::lround(255.0 * p[0] / k)), uchar(std::lround(255.0 * p[1] / k)),
+                    uchar(std::lround(255.0 * p[2] / k)), uchar(k));
     }
   }
   return out;
@@ -141,7 +141,8 @@ TEST_P(JpegDecoderKindTest, FullDecodeMatchesSourcePixels) {
   const auto bytes = encode_kind(kind, &rgb);
   JpegDecoder decoder;
   DecodeInfo info;
-  const cv::Mat full = view_to_mat(decoder.decode_full(bytes.data(), bytes.size(), kind.name, &info));
+  const cv::Mat full =
+      view_to_mat(decoder.decode_full(bytes.data(), bytes.size(), kind.name, &info));
   ASSERT_EQ(full.cols, kind.width);
   ASSERT_EQ(full.rows, kind.height);
   EXPECT_EQ(info.progressive, kind.options.progressive);
@@ -151,8 +152,8 @@ TEST_P(JpegDecoderKindTest, FullDecodeMatchesSourcePixels) {
   EXPECT_LT(mean_abs_diff(full, rgb), 10.0) << kind.name;
 #if defined(WORKLOAD_HAVE_IMGCODECS)
   // An independent decoder (OpenCV) agrees on the full image.
-  cv::Mat bgr = cv::imdecode(cv::Mat(1, int(bytes.size()), CV_8UC1, (void*)bytes.data()),
-                             cv::IMREAD_COLOR);
+  cv::Mat bgr =
+      cv::imdecode(cv::Mat(1, int(bytes.size()), CV_8UC1, (void*)bytes.data()), cv::IMREAD_COLOR);
   ASSERT_FALSE(bgr.empty());
   cv::Mat ref;
   cv::cvtColor(bgr, ref, cv::COLOR_BGR2RGB);
@@ -173,9 +174,9 @@ TEST_P(JpegDecoderKindTest, FusedRoiDecodeEqualsCropOfFullDecode) {
       CounterRng rng(5, static_cast<std::uint64_t>(t), i, CounterRng::kAugment);
       Fixed f{sample_augment(rng, kind.width, kind.height).crop};
       DecodeInfo info;
-      const cv::Mat roi = view_to_mat(roi_decoder.decode(bytes.data(), bytes.size(), kind.name,
-                                                         fixed_crop, &f, t, t,
-                                                         DecodeMode::kFusedRoi, &info));
+      const cv::Mat roi =
+          view_to_mat(roi_decoder.decode(bytes.data(), bytes.size(), kind.name, fixed_crop, &f, t,
+                                         t, DecodeMode::kFusedRoi, &info));
       // The scale is the smallest M/8 that keeps the crop at least t x t.
       const int m = info.scale_num;
       ASSERT_TRUE(m == 1 || m == 2 || m == 4 || m == 8) << m;  // the SIMD scales only
@@ -199,9 +200,9 @@ TEST_P(JpegDecoderKindTest, FusedRoiDecodeEqualsCropOfFullDecode) {
         JpegDecoder scaled_decoder;
         // The largest size that scale m/8 still satisfies makes the decoder pick exactly m.
         const int sw = (kind.width * m + 7) / 8, sh = (kind.height * m + 7) / 8;
-        const cv::Mat scaled = view_to_mat(scaled_decoder.decode(
-            bytes.data(), bytes.size(), kind.name, fixed_crop, &whole, std::max(sw, 1),
-            std::max(sh, 1), DecodeMode::kFusedRoi, &winfo));
+        const cv::Mat scaled = view_to_mat(
+            scaled_decoder.decode(bytes.data(), bytes.size(), kind.name, fixed_crop, &whole,
+                                  std::max(sw, 1), std::max(sh, 1), DecodeMode::kFusedRoi, &winfo));
         if (winfo.scale_num != m) continue;  // only for images a few pixels wide
         const int sx0 = int(std::lround(info.region_x0 * m / 8.0));
         const int sy0 = int(std::lround(info.region_y0 * m / 8.0));
@@ -223,8 +224,8 @@ TEST_P(JpegDecoderKindTest, FusedRoiDecodeEqualsCropOfFullDecode) {
       if (m == 8) {
         // Same scale: the ROI decode must reproduce the full decode's pixels exactly.
         ASSERT_EQ(roi.size(), ref_crop.size());
-        EXPECT_EQ(mean_abs_diff(roi, ref_crop), 0.0) << kind.name << " crop " << f.rect.x << ","
-                                                      << f.rect.y;
+        EXPECT_EQ(mean_abs_diff(roi, ref_crop), 0.0)
+            << kind.name << " crop " << f.rect.x << "," << f.rect.y;
       }
       // DCT-domain scaling and area averaging are different low-pass filters, so the outputs
       // differ slightly at sharp edges. Calibrate on the image itself: the fused output must be
@@ -232,9 +233,9 @@ TEST_P(JpegDecoderKindTest, FusedRoiDecodeEqualsCropOfFullDecode) {
       // smallest geometry error (a misplaced crop, an off-by-one row) worth catching.
       const cv::Mat ref_t = resize_to(ref_crop, t);
       const double d = mean_abs_diff(resize_to(roi, t), ref_t);
-      const double one_pixel = std::min(
-          mean_abs_diff(ref_t(cv::Rect(1, 0, t - 1, t)), ref_t(cv::Rect(0, 0, t - 1, t))),
-          mean_abs_diff(ref_t(cv::Rect(0, 1, t, t - 1)), ref_t(cv::Rect(0, 0, t, t - 1))));
+      const double one_pixel =
+          std::min(mean_abs_diff(ref_t(cv::Rect(1, 0, t - 1, t)), ref_t(cv::Rect(0, 0, t - 1, t))),
+                   mean_abs_diff(ref_t(cv::Rect(0, 1, t, t - 1)), ref_t(cv::Rect(0, 0, t, t - 1))));
       worst = std::max(worst, d / one_pixel);
       // 4:1:1 chroma is rebuilt by plain replication at scaled sizes but by libjpeg's h4v1
       // upsampler at full size, a larger (still sub-pixel) filter difference.
@@ -329,8 +330,8 @@ TEST_F(JpegDecoderTest, FusedDecodeReadsFewerPixelsForSmallTargets) {
   JpegDecoder decoder;
   Fixed whole{{0, 0, 320, 240}};
   DecodeInfo info;
-  const RgbView v = decoder.decode(bytes.data(), bytes.size(), "x.jpg", fixed_crop, &whole, 40,
-                                   30, DecodeMode::kFusedRoi, &info);
+  const RgbView v = decoder.decode(bytes.data(), bytes.size(), "x.jpg", fixed_crop, &whole, 40, 30,
+                                   DecodeMode::kFusedRoi, &info);
   EXPECT_EQ(info.scale_num, 1);  // 320 * 1/8 = 40, 240 * 1/8 = 30
   EXPECT_EQ(v.width, 40);
   EXPECT_EQ(v.height, 30);

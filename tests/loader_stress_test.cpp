@@ -87,8 +87,8 @@ TEST_F(LoaderStressTest, ScriptedSessionsMatchASerialRun) {
     const int prefetch = 1 + static_cast<int>(round % 3);
     const WorkUnit unit = round % 2 ? WorkUnit::kSample : WorkUnit::kBatch;
     Loader loader(*index_, options(workers, prefetch, unit));
-    EXPECT_EQ(play(loader, script), expected) << "round " << round << " workers " << workers
-                                              << " prefetch " << prefetch;
+    EXPECT_EQ(play(loader, script), expected)
+        << "round " << round << " workers " << workers << " prefetch " << prefetch;
   }
 }
 

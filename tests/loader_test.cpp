@@ -1,12 +1,13 @@
-// Tests for Loader: determinism across settings, ordering, epochs, reset, failures, fences, shutdown.
+// Tests for Loader: determinism across settings, ordering, epochs, reset, failures, fences,
+// shutdown.
 #include "data_pipeline/loader.h"
 
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <dirent.h>
 #include <fstream>
 #include <map>
 #include <thread>
@@ -76,8 +77,8 @@ class LoaderTest : public ::testing::Test {
         loader.reset();
       }
       Batch b = loader.next();
-      out.push_back({b.epoch(), b.index_in_epoch(), b.digest(), b.images().clone(),
-                     b.labels().clone()});
+      out.push_back(
+          {b.epoch(), b.index_in_epoch(), b.digest(), b.images().clone(), b.labels().clone()});
     }
     return out;
   }
@@ -108,8 +109,8 @@ TEST_F(LoaderTest, BatchesAreIdenticalWhateverWorkersPrefetchPinningOrWorkUnit) 
           o.pin_memory = pin;
           o.work_unit = unit;
           expect_same(reference, run(o, 16),
-                      "workers=" + std::to_string(workers) + " prefetch=" +
-                          std::to_string(prefetch) + " pin=" + std::to_string(pin) +
+                      "workers=" + std::to_string(workers) +
+                          " prefetch=" + std::to_string(prefetch) + " pin=" + std::to_string(pin) +
                           " unit=" + to_string(unit));
         }
       }
@@ -249,9 +250,9 @@ TEST_F(LoaderTest, WorkersAreNamedAndJoinedOnDestruction) {
     Loader loader(index(), o);
     loader.next();  // workers have started and named themselves by the time a batch exists
     auto names = thread_names();
-    for (int i = 0; i < 100 && std::count_if(names.begin(), names.end(), [](const auto& n) {
-                                  return n.rfind("loader/", 0) == 0;
-                                }) < 3;
+    for (int i = 0;
+         i < 100 && std::count_if(names.begin(), names.end(),
+                                  [](const auto& n) { return n.rfind("loader/", 0) == 0; }) < 3;
          ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       names = thread_names();
@@ -366,7 +367,7 @@ TEST_F(BadImageLoaderTest, SkipReplacesDeterministicallyAndReports) {
           EXPECT_NE(s.replacement, s.path);
         }
       }
-      EXPECT_EQ(skipped, 2);  // once per epoch
+      EXPECT_EQ(skipped, 2);                        // once per epoch
       EXPECT_GE(loader.stats().images_skipped, 2);  // batches decoded ahead count too
       if (reference.empty()) reference = digests;
       EXPECT_EQ(digests, reference) << "workers=" << workers << " unit=" << to_string(unit);

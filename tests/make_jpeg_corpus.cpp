@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
   int written = 0;
   auto save = [&](const std::string& name, const std::vector<std::uint8_t>& bytes) {
     std::ofstream out(dir + "/" + name + ".jpg", std::ios::binary);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
     written += out.good() ? 1 : 0;
   };
   const ChromaSubsampling subs[] = {ChromaSubsampling::k444, ChromaSubsampling::k422,

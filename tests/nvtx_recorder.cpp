@@ -25,8 +25,8 @@ std::unordered_map<const void*, std::string> g_domains;  // handle -> name
 int g_next_domain = 1;
 
 void emit(const char* op, const std::string& domain, const std::string& text) {
-  const std::string line = std::to_string(::syscall(SYS_gettid)) + "\t" + op + "\t" + domain +
-                           "\t" + text + "\n";
+  const std::string line =
+      std::to_string(::syscall(SYS_gettid)) + "\t" + op + "\t" + domain + "\t" + text + "\n";
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_fd >= 0) (void)!::write(g_fd, line.data(), line.size());
 }
@@ -41,9 +41,12 @@ std::string domain_name(nvtxDomainHandle_t d) {
 std::string message_of(const nvtxEventAttributes_t* a) {
   if (!a) return {};
   switch (a->messageType) {
-    case NVTX_MESSAGE_TYPE_ASCII: return a->message.ascii ? a->message.ascii : "";
-    case NVTX_MESSAGE_TYPE_REGISTERED: return "<registered>";
-    default: return "<unsupported message type>";
+    case NVTX_MESSAGE_TYPE_ASCII:
+      return a->message.ascii ? a->message.ascii : "";
+    case NVTX_MESSAGE_TYPE_REGISTERED:
+      return "<registered>";
+    default:
+      return "<unsupported message type>";
   }
 }
 

@@ -20,10 +20,10 @@ TEST(ResNet50Test, ParameterCountMatchesTorchvision) {
 TEST(ResNet50Test, NamesMatchTorchvisionStateDictKeys) {
   ResNet50 m(101);
   const auto params = m->named_parameters();
-  for (const char* key : {"conv1.weight", "bn1.weight", "layer1.0.conv1.weight",
-                          "layer1.0.downsample.0.weight", "layer1.0.downsample.1.bias",
-                          "layer2.3.conv3.weight", "layer3.5.bn2.weight", "layer4.2.conv2.weight",
-                          "fc.weight", "fc.bias"}) {
+  for (const char* key :
+       {"conv1.weight", "bn1.weight", "layer1.0.conv1.weight", "layer1.0.downsample.0.weight",
+        "layer1.0.downsample.1.bias", "layer2.3.conv3.weight", "layer3.5.bn2.weight",
+        "layer4.2.conv2.weight", "fc.weight", "fc.bias"}) {
     EXPECT_TRUE(params.contains(key)) << key;
   }
   EXPECT_FALSE(params.contains("layer1.1.downsample.0.weight"));

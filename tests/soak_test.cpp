@@ -59,7 +59,7 @@ TEST_F(SoakTest, TrainingSeveralEpochsKeepsMemoryFlat) {
   c.intra_op_threads = 2;
   c.lr = 0.01;
   c.quiet = true;
-  c.warmup = 4;                 // the first epoch: allocator and caches warm up
+  c.warmup = 4;                  // the first epoch: allocator and caches warm up
   c.steps = 4 * (epochs() - 1);  // then the rest, measured
   const std::size_t allocations_before = data_pipeline::HostBlock::allocations();
   Trainer trainer(c);

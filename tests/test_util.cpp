@@ -45,7 +45,8 @@ TempDir::~TempDir() {
 void write_file(const fs::path& file, const std::vector<std::uint8_t>& bytes) {
   fs::create_directories(file.parent_path());
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   if (!out.flush()) throw std::runtime_error("cannot write " + file.string());
 }
 
@@ -79,9 +80,8 @@ ProcessResult run_impl(const std::vector<std::string>& argv, const std::vector<s
                        double again_after_s = -1);
 }  // namespace
 
-ProcessResult run_process(const std::vector<std::string>& argv,
-                          const std::vector<std::string>& env, double timeout_s, int signal,
-                          double signal_after_s) {
+ProcessResult run_process(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                          double timeout_s, int signal, double signal_after_s) {
   return run_impl(argv, env, timeout_s, signal, signal_after_s, "", nullptr);
 }
 

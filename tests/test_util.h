@@ -29,12 +29,12 @@ std::vector<std::uint8_t> read_bytes(const std::filesystem::path& file);
 
 /// Outcome of a child process.
 struct ProcessResult {
-  int exit_code = -1;     ///< exit status, or 128 + signal when killed by one
+  int exit_code = -1;  ///< exit status, or 128 + signal when killed by one
   bool timed_out = false;
   int pid = 0;
-  std::string out;        ///< stdout
-  std::string err;        ///< stderr
-  double seconds = 0;     ///< wall time
+  std::string out;     ///< stdout
+  std::string err;     ///< stderr
+  double seconds = 0;  ///< wall time
 };
 
 /// Runs `argv` (argv[0] a path) with `env` added to the environment, killing it after

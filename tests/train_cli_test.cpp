@@ -34,7 +34,8 @@ TEST(TrainCliTest, DefaultsAreTheArticlesSettings) {
   EXPECT_EQ(c.batch_size, 128);
   EXPECT_EQ(c.warmup, 3);
   EXPECT_EQ(c.steps, 8);
-  EXPECT_EQ(c.workers, static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency()))));
+  EXPECT_EQ(c.workers,
+            static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency()))));
   EXPECT_EQ(c.prefetch_factor, 2);
   EXPECT_TRUE(c.pin_memory);
   EXPECT_EQ(c.work_unit, data_pipeline::WorkUnit::kBatch);
@@ -52,18 +53,19 @@ TEST(TrainCliTest, DefaultsAreTheArticlesSettings) {
 
 TEST(TrainCliTest, BooleansAcceptBareAndExplicitValues) {
   EXPECT_FALSE(parse({"--data=/x", "--device=cpu", "--pin-memory=false"}).config.pin_memory);
-  EXPECT_FALSE(parse({"--data=/x", "--device=cpu", "--reuse-iterator=false"}).config.reuse_iterator);
+  EXPECT_FALSE(
+      parse({"--data=/x", "--device=cpu", "--reuse-iterator=false"}).config.reuse_iterator);
   EXPECT_TRUE(parse({"--data=/x", "--device=cpu", "--cudnn-benchmark"}).config.cudnn_benchmark);
   EXPECT_TRUE(parse({"--data=/x", "--device=cpu", "--synthetic=1"}).config.synthetic);
   expect_usage_error({"--data=/x", "--device=cpu", "--pin-memory=maybe"}, "--pin-memory");
 }
 
 TEST(TrainCliTest, ValuesAreParsed) {
-  const TrainConfig c = parse({"--data=/d", "--device=cpu", "--batch-size=4", "--workers=0",
-                               "--prefetch-factor=3", "--work-unit=sample", "--seed=7",
-                               "--image-size=64", "--steps=2", "--warmup=0", "--lr=0.5",
-                               "--split=test", "--report=r.json", "--on-bad-image=skip"})
-                            .config;
+  const TrainConfig c =
+      parse({"--data=/d", "--device=cpu", "--batch-size=4", "--workers=0", "--prefetch-factor=3",
+             "--work-unit=sample", "--seed=7", "--image-size=64", "--steps=2", "--warmup=0",
+             "--lr=0.5", "--split=test", "--report=r.json", "--on-bad-image=skip"})
+          .config;
   EXPECT_EQ(c.batch_size, 4);
   EXPECT_EQ(c.workers, 0);
   EXPECT_EQ(c.prefetch_factor, 3);
@@ -80,15 +82,24 @@ TEST(TrainCliTest, ValuesAreParsed) {
 
 TEST(TrainCliTest, EveryOutOfRangeNumberNamesItsFlag) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--batch-size=0", "--batch-size"},     {"--batch-size=-3", "--batch-size"},
-      {"--batch-size=abc", "--batch-size"},   {"--steps=0", "--steps"},
-      {"--steps=-1", "--steps"},              {"--warmup=-1", "--warmup"},
-      {"--prefetch-factor=0", "--prefetch-factor"}, {"--workers=-1", "--workers"},
-      {"--image-size=16", "--image-size"},    {"--intra-op-threads=0", "--intra-op-threads"},
-      {"--lr=-1", "--lr"},                    {"--momentum=2", "--momentum"},
-      {"--seed=-5", "--seed"},                {"--lr=nan", "--lr"},
-      {"--work-unit=pixel", "--work-unit"},   {"--split=val", "--split"},
-      {"--device=tpu", "--device"},           {"--on-bad-image=ignore", "--on-bad-image"},
+      {"--batch-size=0", "--batch-size"},
+      {"--batch-size=-3", "--batch-size"},
+      {"--batch-size=abc", "--batch-size"},
+      {"--steps=0", "--steps"},
+      {"--steps=-1", "--steps"},
+      {"--warmup=-1", "--warmup"},
+      {"--prefetch-factor=0", "--prefetch-factor"},
+      {"--workers=-1", "--workers"},
+      {"--image-size=16", "--image-size"},
+      {"--intra-op-threads=0", "--intra-op-threads"},
+      {"--lr=-1", "--lr"},
+      {"--momentum=2", "--momentum"},
+      {"--seed=-5", "--seed"},
+      {"--lr=nan", "--lr"},
+      {"--work-unit=pixel", "--work-unit"},
+      {"--split=val", "--split"},
+      {"--device=tpu", "--device"},
+      {"--on-bad-image=ignore", "--on-bad-image"},
       {"--report=", "--report"}};
   for (const auto& [arg, flag] : cases) {
     expect_usage_error({"--data=/x", "--device=cpu", arg}, flag);

@@ -56,7 +56,8 @@ std::string step_tree(const StepShape& s) {
     for (int l = 0; l < 4; ++l) {
       const std::string layer = "layer" + std::to_string(l + 1);
       forward += "," + layer + "(";
-      for (int b = 0; b < blocks[l]; ++b) forward += (b ? "," : "") + layer + "." + std::to_string(b);
+      for (int b = 0; b < blocks[l]; ++b)
+        forward += (b ? "," : "") + layer + "." + std::to_string(b);
       forward += ")";
     }
     forward += ",fc)";
@@ -87,12 +88,9 @@ class TrainBinaryTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete tmp_; }
   static std::vector<std::string> args(std::vector<std::string> extra) {
-    std::vector<std::string> a = {WORKLOAD_TRAIN_BIN,
-                                  "--data=" + (tmp_->path() / "data").string(),
-                                  "--device=cpu",
-                                  "--batch-size=4",
-                                  "--image-size=32",
-                                  "--workers=2"};
+    std::vector<std::string> a = {WORKLOAD_TRAIN_BIN, "--data=" + (tmp_->path() / "data").string(),
+                                  "--device=cpu",     "--batch-size=4",
+                                  "--image-size=32",  "--workers=2"};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
@@ -125,10 +123,11 @@ std::string tree_with_parens(const std::vector<Event>& events, long tid) {
 TEST_F(TrainBinaryTest, NvtxTreeIsExactWithAndWithoutIteratorReuse) {
   for (bool reuse : {true, false}) {
     const fs::path log = tmp_->path() / (reuse ? "nvtx_reuse.tsv" : "nvtx_reset.tsv");
-    const auto r = test_util::run_process(
-        args({"--warmup=2", "--steps=3", reuse ? "--reuse-iterator=true" : "--reuse-iterator=false"}),
-        {std::string("NVTX_INJECTION64_PATH=") + NVTX_RECORDER_LIB,
-         "NVTX_RECORDER_OUTPUT=" + log.string()});
+    const auto r =
+        test_util::run_process(args({"--warmup=2", "--steps=3",
+                                     reuse ? "--reuse-iterator=true" : "--reuse-iterator=false"}),
+                               {std::string("NVTX_INJECTION64_PATH=") + NVTX_RECORDER_LIB,
+                                "NVTX_RECORDER_OUTPUT=" + log.string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto events = read_events(log);
     ASSERT_FALSE(events.empty()) << "the NVTX injection recorded nothing";
@@ -161,7 +160,8 @@ TEST_F(TrainBinaryTest, NvtxTreeUnderEachExperimentFlag) {
       {{"--host-dtype=uint8"}, {true, false, true, false}},
       {{"--nvtx-detail=layers"}, {false, true, true, false}},
       {{"--mode=forward"}, {false, false, false, false}},
-      {{"--mode=forward", "--forward-bn=train", "--nvtx-detail=layers"}, {false, true, false, false}},
+      {{"--mode=forward", "--forward-bn=train", "--nvtx-detail=layers"},
+       {false, true, false, false}},
       {{"--sync-every-step"}, {false, false, true, true}},
       {{"--host-dtype=uint8", "--mode=forward", "--sync-every-step"}, {true, false, false, true}},
   };
@@ -170,8 +170,9 @@ TEST_F(TrainBinaryTest, NvtxTreeUnderEachExperimentFlag) {
     const fs::path log = tmp_->path() / ("nvtx_case_" + std::to_string(n++) + ".tsv");
     auto a = args({"--warmup=1", "--steps=2"});
     a.insert(a.end(), c.flags.begin(), c.flags.end());
-    const auto r = test_util::run_process(a, {std::string("NVTX_INJECTION64_PATH=") + NVTX_RECORDER_LIB,
-                                              "NVTX_RECORDER_OUTPUT=" + log.string()});
+    const auto r =
+        test_util::run_process(a, {std::string("NVTX_INJECTION64_PATH=") + NVTX_RECORDER_LIB,
+                                   "NVTX_RECORDER_OUTPUT=" + log.string()});
     ASSERT_EQ(r.exit_code, 0) << ::testing::PrintToString(c.flags) << r.err;
     EXPECT_EQ(tree_with_parens(read_events(log), r.pid), expected_tree(1, 2, true, c.shape))
         << ::testing::PrintToString(c.flags);
@@ -181,9 +182,9 @@ TEST_F(TrainBinaryTest, NvtxTreeUnderEachExperimentFlag) {
 TEST_F(TrainBinaryTest, TorchProfilerTraceIsAChromeTraceWithThePhases) {
   const fs::path trace = tmp_->path() / "trace.json";
   const fs::path report = tmp_->path() / "trace_report.json";
-  const auto r = test_util::run_process(args({"--warmup=1", "--steps=2", "--torch-profiler-trace=" +
-                                                                             trace.string(),
-                                              "--report=" + report.string()}));
+  const auto r = test_util::run_process(
+      args({"--warmup=1", "--steps=2", "--torch-profiler-trace=" + trace.string(),
+            "--report=" + report.string()}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream in(trace);
   ASSERT_TRUE(in.good());
@@ -236,8 +237,8 @@ TEST_F(TrainBinaryTest, EndToEndRunWritesAValidReport) {
 
 TEST_F(TrainBinaryTest, UsageErrorsExitTwoAndNameTheFlag) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--batch-size=0", "--batch-size"}, {"--steps=-2", "--steps"},
-      {"--image-size=8", "--image-size"}, {"--workers=-1", "--workers"},
+      {"--batch-size=0", "--batch-size"},           {"--steps=-2", "--steps"},
+      {"--image-size=8", "--image-size"},           {"--workers=-1", "--workers"},
       {"--prefetch-factor=0", "--prefetch-factor"}, {"--nonsense", "nonsense"},
       {"--pin-memory=perhaps", "--pin-memory"}};
   for (const auto& [arg, flag] : cases) {

@@ -53,9 +53,17 @@ TEST_F(TrainerTest, DigestsDoNotDependOnLoaderSettings) {
   };
   const Variant variants[] = {
       {"workers=0", [](TrainConfig& c) { c.workers = 0; }},
-      {"workers=3,sample", [](TrainConfig& c) { c.workers = 3; c.work_unit = data_pipeline::WorkUnit::kSample; }},
+      {"workers=3,sample",
+       [](TrainConfig& c) {
+         c.workers = 3;
+         c.work_unit = data_pipeline::WorkUnit::kSample;
+       }},
       {"prefetch=1", [](TrainConfig& c) { c.prefetch_factor = 1; }},
-      {"prefetch=4,no pin", [](TrainConfig& c) { c.prefetch_factor = 4; c.pin_memory = false; }},
+      {"prefetch=4,no pin",
+       [](TrainConfig& c) {
+         c.prefetch_factor = 4;
+         c.pin_memory = false;
+       }},
   };
   for (const auto& v : variants) {
     TrainConfig c = config();
@@ -160,10 +168,10 @@ TEST_F(TrainerTest, ReportHasTheDocumentedSchema) {
                           "loss_after_drain", "interrupted", "loader", "warmup"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
-  for (const char* key : {"batch_size", "workers", "prefetch_factor", "pin_memory", "work_unit",
-                          "reuse_iterator", "seed", "device", "image_size", "cudnn_benchmark",
-                          "intra_op_threads", "lr", "momentum", "weight_decay", "synthetic",
-                          "warmup", "steps", "split", "data"}) {
+  for (const char* key :
+       {"batch_size", "workers", "prefetch_factor", "pin_memory", "work_unit", "reuse_iterator",
+        "seed", "device", "image_size", "cudnn_benchmark", "intra_op_threads", "lr", "momentum",
+        "weight_decay", "synthetic", "warmup", "steps", "split", "data"}) {
     EXPECT_TRUE(j["config"].contains(key)) << key;
   }
   for (const char* key : {"libtorch", "cuda_runtime", "cudnn", "device_name", "hardware_threads"}) {
@@ -215,8 +223,8 @@ TEST_F(TrainerTest, StopRequestEndsTheRunEarly) {
 
 TEST_F(TrainerTest, StopRequestFromAnotherThreadCutsABatchWaitShort) {
   TrainConfig c = config();
-  c.workers = 0;        // every batch is decoded inside batch_wait
-  c.batch_size = 24;    // the whole split: a long wait
+  c.workers = 0;      // every batch is decoded inside batch_wait
+  c.batch_size = 24;  // the whole split: a long wait
   c.warmup = 0;
   c.steps = 1000;
   Trainer t(c);

@@ -22,9 +22,8 @@ namespace data_pipeline {
 namespace {
 
 // Hard caps so that a corrupt or hostile header cannot make a worker allocate gigabytes: images up
-// to 134 megapixels (a 108 MP phone photo fits), libjpeg's own buffers (a progressive image's
-// coefficients) up to 768 MiB, and pixel buffers above 64 MiB are released after use.
-constexpr std::uint64_t kMaxPixels = std::uint64_t{1} << 27;
+// to kMaxImagePixels, libjpeg's own buffers (a progressive image's coefficients) up to 768 MiB,
+// and pixel buffers above 64 MiB are released after use.
 constexpr long kMaxLibjpegMemory = 768L << 20;
 constexpr std::size_t kKeepBufferBytes = std::size_t{64} << 20;
 
@@ -138,7 +137,7 @@ RgbView JpegDecoder::decode(const std::uint8_t* data, std::size_t size, const st
   }
   const int width = static_cast<int>(cinfo.image_width);
   const int height = static_cast<int>(cinfo.image_height);
-  if (static_cast<std::uint64_t>(width) * static_cast<std::uint64_t>(height) > kMaxPixels) {
+  if (static_cast<std::uint64_t>(width) * static_cast<std::uint64_t>(height) > kMaxImagePixels) {
     std::snprintf(s.err.message, sizeof(s.err.message), "image of %dx%d pixels is too large", width,
                   height);
     std::longjmp(s.err.jump, 1);

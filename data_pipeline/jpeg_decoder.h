@@ -12,6 +12,10 @@
 
 namespace data_pipeline {
 
+/// Largest image, in pixels, that any decoder of the pipeline accepts (134 megapixels: a 108 MP
+/// phone photo fits), so that a corrupt or hostile header cannot make a worker allocate gigabytes.
+inline constexpr std::uint64_t kMaxImagePixels = std::uint64_t{1} << 27;
+
 /// Interleaved 8-bit RGB pixels owned by the decoder that produced them; valid until that
 /// decoder's next call.
 struct RgbView {

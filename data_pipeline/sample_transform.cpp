@@ -12,15 +12,13 @@
 #include <opencv2/imgproc.hpp>
 
 #include "data_pipeline/data_error.h"
-#include "data_pipeline/detail/hash64.h"
+#include "data_pipeline/hash64.h"
 
 #if defined(WORKLOAD_HAVE_IMGCODECS)
 #include <opencv2/imgcodecs.hpp>
 #endif
 
 namespace data_pipeline {
-
-const char* to_string(HostDType dtype) { return dtype == HostDType::kUInt8 ? "uint8" : "float32"; }
 
 void read_file(const std::string& path, std::vector<std::uint8_t>& buffer) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -50,11 +48,12 @@ void read_file(const std::string& path, std::vector<std::uint8_t>& buffer) {
 
 namespace {
 // Process-wide OpenCV settings for decoding untrusted files, applied once: OpenCV's codecs report
-// through our DataError rather than by logging to stderr, and refuse images above 134 megapixels
-// (the JPEG decoder's own cap) unless the user set OPENCV_IO_MAX_IMAGE_PIXELS.
+// through our DataError rather than by logging to stderr, and refuse images above the JPEG
+// decoder's own cap (kMaxImagePixels) unless the user set OPENCV_IO_MAX_IMAGE_PIXELS.
 void configure_opencv_once() {
   static const bool done = [] {
-    setenv("OPENCV_IO_MAX_IMAGE_PIXELS", "134217728", /*overwrite=*/0);
+    setenv("OPENCV_IO_MAX_IMAGE_PIXELS", std::to_string(kMaxImagePixels).c_str(),
+           /*overwrite=*/0);
     cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
     return true;
   }();
@@ -63,7 +62,7 @@ void configure_opencv_once() {
 }  // namespace
 
 SampleTransform::SampleTransform(TransformOptions options) : options_(options) {
-  if (options_.image_size < 1) throw std::invalid_argument("image_size must be >= 1");
+  validate(options_);
   configure_opencv_once();
   for (int c = 0; c < 3; ++c) {
     for (int v = 0; v < 256; ++v) {
@@ -72,11 +71,6 @@ SampleTransform::SampleTransform(TransformOptions options) : options_(options) {
       lut_[c][v] = (x - kImageNetMean[c]) / kImageNetStd[c];
     }
   }
-}
-
-std::size_t SampleTransform::sample_bytes() const {
-  return static_cast<std::size_t>(options_.image_size) * options_.image_size * 3 *
-         element_size(options_.dtype);
 }
 
 bool SampleTransform::has_fallback_decoder() {
@@ -219,7 +213,7 @@ std::uint64_t SampleTransform::write(const RgbView& crop, bool flip, void* dst) 
       }
     }
   }
-  return detail::hash64(dst, sample_bytes());
+  return hash64(dst, sample_bytes());
 }
 
 }  // namespace data_pipeline

@@ -12,27 +12,9 @@
 #include "data_pipeline/augment.h"
 #include "data_pipeline/counter_rng.h"
 #include "data_pipeline/jpeg_decoder.h"
+#include "data_pipeline/loader_options.h"
 
 namespace data_pipeline {
-
-/// Element type of the host batch buffers.
-enum class HostDType {
-  kFloat32,  ///< Normalised float32 (ToTensor + Normalize done on the host), the article's path.
-  kUInt8,    ///< Raw 0..255 RGB; conversion and normalisation are left to the device.
-};
-
-/// Bytes per element of `dtype`.
-inline std::size_t element_size(HostDType dtype) { return dtype == HostDType::kUInt8 ? 1 : 4; }
-/// "float32" or "uint8".
-const char* to_string(HostDType dtype);
-
-/// Settings of the per-sample transform.
-struct TransformOptions {
-  int image_size = 224;  ///< Output height and width.
-  AugmentOptions augment;
-  HostDType dtype = HostDType::kFloat32;
-  DecodeMode decode_mode = DecodeMode::kFusedRoi;
-};
 
 /// Decodes, augments and writes one sample at a time.
 ///
@@ -47,11 +29,12 @@ struct TransformOptions {
 /// Not thread-safe: one instance per worker thread. Buffers are reused across calls.
 class SampleTransform {
  public:
+  /// \throws std::invalid_argument for options `validate` rejects.
   explicit SampleTransform(TransformOptions options);
 
   const TransformOptions& options() const { return options_; }
   /// Bytes one sample occupies in a batch buffer.
-  std::size_t sample_bytes() const;
+  std::size_t sample_bytes() const { return data_pipeline::sample_bytes(options_); }
 
   /// Transforms the encoded image `data` (named `name` in errors) with the random decisions drawn
   /// from `rng` and writes `sample_bytes()` bytes at `dst`. Returns a 64-bit digest of them.

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <opencv2/imgproc.hpp>
 
-#include "data_pipeline/jpeg_encoder.h"
-#include "data_pipeline/synthetic_food.h"
+#include "data_pipeline/synthetic/jpeg_encoder.h"
+#include "data_pipeline/synthetic/synthetic_food.h"
 #include "tests/test_util.h"
 
 #if defined(WORKLOAD_HAVE_IMGCODECS)

@@ -9,8 +9,8 @@
 
 #include "data_pipeline/counter_rng.h"
 #include "data_pipeline/data_error.h"
-#include "data_pipeline/jpeg_encoder.h"
-#include "data_pipeline/synthetic_food.h"
+#include "data_pipeline/synthetic/jpeg_encoder.h"
+#include "data_pipeline/synthetic/synthetic_food.h"
 
 #if defined(WORKLOAD_HAVE_IMGCODECS)
 #include <opencv2/imgcodecs.hpp>

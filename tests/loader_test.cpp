@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "data_pipeline/data_error.h"
+#include "data_pipeline/host_block.h"
 #include "tests/test_util.h"
 
 namespace data_pipeline {
@@ -199,11 +200,40 @@ TEST_F(LoaderTest, TensorsAreChannelsLastViewsOfTheRing) {
   EXPECT_TRUE(b.images().is_contiguous(torch::MemoryFormat::ChannelsLast));
   EXPECT_EQ(b.labels().scalar_type(), torch::kInt64);
   EXPECT_EQ(loader.ring_slots(), 1u * 2 + 2);
-  EXPECT_FALSE(loader.pinned());  // no CUDA on this machine, or pin_memory off
   LoaderOptions u = base(1);
   u.transform.dtype = HostDType::kUInt8;
   Loader loader8(index(), u);
   EXPECT_EQ(loader8.next().images().scalar_type(), torch::kUInt8);
+}
+
+TEST_F(LoaderTest, TheRingIsPinnedExactlyWhenAskedAndPossible) {
+  for (const bool pin : {false, true}) {
+    LoaderOptions o = base(1);
+    o.pin_memory = pin;
+    Loader loader(index(), o);
+    EXPECT_EQ(loader.pinned(), pin && HostBlock::page_locking_available()) << "pin " << pin;
+    EXPECT_GE(loader.ring_bytes(), 4u * 5 * 24 * 24 * 3 * 4);
+  }
+}
+
+TEST_F(LoaderTest, ABatchMayOutliveItsLoader) {
+  for (const int workers : {0, 2}) {
+    auto loader = std::make_unique<Loader>(index(), base(workers));
+    Batch held = loader->next();
+    const torch::Tensor images = held.images().clone();
+    const torch::Tensor labels = held.labels().clone();
+    Batch second = loader->next();
+    loader = nullptr;  // the workers are joined; the ring stays while the batches hold it
+    EXPECT_TRUE(held.valid());
+    EXPECT_TRUE(torch::equal(held.images(), images));
+    EXPECT_TRUE(torch::equal(held.labels(), labels));
+    bool fenced = false;
+    held.release_after([&] { fenced = true; });
+    EXPECT_FALSE(held.valid());
+    EXPECT_FALSE(fenced);  // nobody rewrites the slot any more...
+    second = Batch();      // ...and the last holder frees the ring, after waiting its fences
+    EXPECT_TRUE(fenced) << "workers " << workers;
+  }
 }
 
 TEST_F(LoaderTest, ConsumerWaitIsMeasured) {

@@ -6,8 +6,8 @@
 #include <opencv2/imgproc.hpp>
 #include <string>
 
-#include "data_pipeline/jpeg_encoder.h"
-#include "data_pipeline/synthetic_food.h"
+#include "data_pipeline/synthetic/jpeg_encoder.h"
+#include "data_pipeline/synthetic/synthetic_food.h"
 
 int main(int argc, char** argv) {
   using namespace data_pipeline;

@@ -7,9 +7,9 @@
 #include <opencv2/imgproc.hpp>
 
 #include "data_pipeline/data_error.h"
-#include "data_pipeline/detail/hash64.h"
-#include "data_pipeline/jpeg_encoder.h"
-#include "data_pipeline/synthetic_food.h"
+#include "data_pipeline/hash64.h"
+#include "data_pipeline/synthetic/jpeg_encoder.h"
+#include "data_pipeline/synthetic/synthetic_food.h"
 #include "tests/test_util.h"
 
 #if defined(WORKLOAD_HAVE_IMGCODECS)
@@ -106,8 +106,8 @@ TEST(SampleTransformTest, Uint8OutputIsTheFloatOutputBeforeNormalisation) {
     const int c = static_cast<int>(i % 3);
     ASSERT_EQ(pf[i], (pu[i] / 255.0f - kImageNetMean[c]) / kImageNetStd[c]);
   }
-  EXPECT_EQ(df, detail::hash64(pf.data(), pf.size() * 4));
-  EXPECT_EQ(du, detail::hash64(pu.data(), pu.size()));
+  EXPECT_EQ(df, hash64(pf.data(), pf.size() * 4));
+  EXPECT_EQ(du, hash64(pu.data(), pu.size()));
 }
 
 TEST(SampleTransformTest, DigestDependsOnContent) {

@@ -1,5 +1,5 @@
 // Tests for the synthetic Food-101 writer (food101_synth's engine): a valid, deterministic dataset.
-#include "data_pipeline/synthetic_food.h"
+#include "data_pipeline/synthetic/synthetic_food.h"
 
 #include <gtest/gtest.h>
 

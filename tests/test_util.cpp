@@ -17,7 +17,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "data_pipeline/synthetic_food.h"
+#include "data_pipeline/synthetic/synthetic_food.h"
 
 namespace test_util {
 namespace fs = std::filesystem;
@@ -108,7 +108,15 @@ ProcessResult run_impl(const std::vector<std::string>& argv, const std::vector<s
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   std::vector<std::string> env_storage;
-  for (char** e = environ; *e; ++e) env_storage.emplace_back(*e);
+  // The child gets this process's environment with each NAME of `env` set to its value (an
+  // inherited NAME=... is dropped: getenv would find whichever came first).
+  auto name_of = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };
+  for (char** e = environ; *e; ++e) {
+    const std::string entry(*e);
+    bool overridden = false;
+    for (const auto& mine : env) overridden = overridden || name_of(mine) == name_of(entry);
+    if (!overridden) env_storage.push_back(entry);
+  }
   for (const auto& e : env) env_storage.push_back(e);
   std::vector<char*> envp;
   for (auto& e : env_storage) envp.push_back(e.data());

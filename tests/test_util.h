@@ -37,16 +37,17 @@ struct ProcessResult {
   double seconds = 0;  ///< wall time
 };
 
-/// Runs `argv` (argv[0] a path) with `env` added to the environment, killing it after
-/// `timeout_s`. Optionally sends `signal` to it `signal_after_s` seconds after the start.
+/// Runs `argv` (argv[0] a path), killing it after `timeout_s`. The child's environment is this
+/// process's with each "NAME=value" of `env` set (replacing an inherited NAME). Optionally sends
+/// `signal` to it `signal_after_s` seconds after the start.
 ProcessResult run_process(const std::vector<std::string>& argv,
                           const std::vector<std::string>& env = {}, double timeout_s = 120,
                           int signal = 0, double signal_after_s = 0);
 
 /// Like run_process, but sends `signal` as soon as the child's stdout contains `marker`;
 /// `signal_seconds` then holds the time from the signal to the child's exit (-1 if never sent).
-/// `env` entries ("NAME=value") are added to this process's environment. With `again_after_s` >= 0
-/// the signal is sent a second time that many seconds after the first.
+/// `env` as for run_process. With `again_after_s` >= 0 the signal is sent a second time that many
+/// seconds after the first.
 ProcessResult run_process_signal_on(const std::vector<std::string>& argv, const std::string& marker,
                                     int signal, double timeout_s, double* signal_seconds,
                                     const std::vector<std::string>& env = {},

@@ -1,5 +1,5 @@
 // A synthetic dataset in the Food-101 layout: real JPEG files that decode like food photos.
-#include "data_pipeline/synthetic_food.h"
+#include "data_pipeline/synthetic/synthetic_food.h"
 
 #include <atomic>
 #include <cmath>
@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "data_pipeline/counter_rng.h"
-#include "data_pipeline/jpeg_encoder.h"
+#include "data_pipeline/synthetic/jpeg_encoder.h"
 
 namespace data_pipeline {
 namespace fs = std::filesystem;

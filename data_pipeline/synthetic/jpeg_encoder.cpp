@@ -1,5 +1,5 @@
 // libjpeg-turbo encoder for the synthetic dataset and for test images of every JPEG kind.
-#include "data_pipeline/jpeg_encoder.h"
+#include "data_pipeline/synthetic/jpeg_encoder.h"
 
 #include <csetjmp>
 #include <cstdio>

@@ -1,0 +1,28 @@
+// The invariants of the data pipeline's settings.
+#include "data_pipeline/loader_options.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace data_pipeline {
+
+namespace {
+void require(bool ok, const char* field, const std::string& expected, const std::string& got) {
+  if (!ok)
+    throw std::invalid_argument(std::string(field) + ": expected " + expected + ", got " + got);
+}
+}  // namespace
+
+void validate(const TransformOptions& o) {
+  require(o.image_size >= kMinImageSize, "image_size", ">= " + std::to_string(kMinImageSize),
+          std::to_string(o.image_size));
+}
+
+void validate(const LoaderOptions& o) {
+  require(o.batch_size >= 1, "batch_size", ">= 1", std::to_string(o.batch_size));
+  require(o.workers >= 0, "workers", ">= 0", std::to_string(o.workers));
+  require(o.prefetch_factor >= 1, "prefetch_factor", ">= 1", std::to_string(o.prefetch_factor));
+  validate(o.transform);
+}
+
+}  // namespace data_pipeline

@@ -1,0 +1,79 @@
+// The data pipeline's settings as plain types (no LibTorch or OpenCV), with their name tables.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "data_pipeline/augment.h"
+#include "data_pipeline/jpeg_decoder.h"
+#include "data_pipeline/named_enum.h"
+
+namespace data_pipeline {
+
+/// Element type of the host batch buffers.
+enum class HostDType {
+  kFloat32,  ///< Normalised float32 (ToTensor + Normalize done on the host), the article's path.
+  kUInt8,    ///< Raw 0..255 RGB; conversion and normalisation are left to the device.
+};
+inline constexpr EnumName<HostDType> kHostDTypeNames[] = {{HostDType::kFloat32, "float32"},
+                                                          {HostDType::kUInt8, "uint8"}};
+constexpr const auto& enum_names(HostDType) { return kHostDTypeNames; }
+
+/// Bytes per element of `dtype`.
+inline std::size_t element_size(HostDType dtype) { return dtype == HostDType::kUInt8 ? 1 : 4; }
+
+/// What one worker claims at a time.
+enum class WorkUnit {
+  kBatch,   ///< A worker assembles a whole batch, as PyTorch's DataLoader workers do.
+  kSample,  ///< All workers fill the next batch together, one sample at a time.
+};
+inline constexpr EnumName<WorkUnit> kWorkUnitNames[] = {{WorkUnit::kBatch, "batch"},
+                                                        {WorkUnit::kSample, "sample"}};
+constexpr const auto& enum_names(WorkUnit) { return kWorkUnitNames; }
+
+/// What to do with an image that cannot be read or decoded.
+enum class BadImagePolicy {
+  kError,  ///< The batch fails; `Loader::next` throws a DataError naming the file.
+  kSkip,   ///< Replace it with another image of the split, chosen deterministically.
+};
+inline constexpr EnumName<BadImagePolicy> kBadImagePolicyNames[] = {
+    {BadImagePolicy::kError, "error"}, {BadImagePolicy::kSkip, "skip"}};
+constexpr const auto& enum_names(BadImagePolicy) { return kBadImagePolicyNames; }
+
+/// Smallest output size the transform accepts.
+inline constexpr int kMinImageSize = 1;
+
+/// Settings of the per-sample transform (`SampleTransform`).
+struct TransformOptions {
+  int image_size = 224;  ///< Output height and width, >= kMinImageSize.
+  AugmentOptions augment;
+  HostDType dtype = HostDType::kFloat32;
+  DecodeMode decode_mode = DecodeMode::kFusedRoi;
+};
+
+/// Bytes one transformed sample occupies in a batch buffer (image_size^2 x 3 elements).
+inline std::size_t sample_bytes(const TransformOptions& options) {
+  return static_cast<std::size_t>(options.image_size) *
+         static_cast<std::size_t>(options.image_size) * 3 * element_size(options.dtype);
+}
+
+/// Loader settings. Defaults are the article's DataLoader settings.
+struct LoaderOptions {
+  std::int64_t batch_size = 128;
+  int workers = 8;          ///< Worker threads; 0 decodes on the consumer thread inside next().
+  int prefetch_factor = 2;  ///< Batches per worker decoded ahead (PyTorch's meaning).
+  bool pin_memory = true;   ///< Page-locked slots when CUDA is present.
+  WorkUnit work_unit = WorkUnit::kBatch;
+  bool drop_last = true;
+  bool shuffle = true;
+  std::uint64_t seed = 2026;  ///< Keys the epoch order and every augmentation.
+  TransformOptions transform;
+  BadImagePolicy on_bad_image = BadImagePolicy::kError;
+};
+
+/// The invariants the transform and the loader rely on; the command line checks the same ranges
+/// earlier, with its flags' names. \throws std::invalid_argument naming the field.
+void validate(const TransformOptions& options);
+void validate(const LoaderOptions& options);
+
+}  // namespace data_pipeline

@@ -3,7 +3,7 @@
 #include <iostream>
 #include <thread>
 
-#include "data_pipeline/synthetic_food.h"
+#include "data_pipeline/synthetic/synthetic_food.h"
 #include "lib/cli.h"
 
 int main(int argc, char** argv) {

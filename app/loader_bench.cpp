@@ -14,6 +14,7 @@
 #include "data_pipeline/loader.h"
 #include "data_pipeline/sample_transform.h"
 #include "lib/cli.h"
+#include "lib/train_flags.h"
 
 namespace {
 
@@ -65,52 +66,44 @@ int main(int argc, char** argv) {
         "loader_bench",
         "Runs the data_pipeline loader alone over a Food-101-layout dataset and reports images/s "
         "in total and per worker thread, for the fused ROI + DCT-scaled decode and for a plain "
-        "full decode followed by the crop, plus the pure full-decode rate.");
-    // clang-format off
-    options.add_options()
-        ("data", "dataset root (holds food-101/ or is it)", cxxopts::value<std::string>())
-        ("split", "train|test", cxxopts::value<std::string>()->default_value("train"))
-        ("workers", "worker threads", cxxopts::value<std::string>()->default_value(
-                                          std::to_string(std::min(8u, hw))))
-        ("batch-size", "images per batch", cxxopts::value<std::string>()->default_value("128"))
-        ("batches", "timed batches per mode", cxxopts::value<std::string>()->default_value("20"))
-        ("warmup-batches", "untimed batches first",
-         cxxopts::value<std::string>()->default_value("2"))
-        ("image-size", "output size", cxxopts::value<std::string>()->default_value("224"))
-        ("prefetch-factor", "batches per worker ahead",
-         cxxopts::value<std::string>()->default_value("2"))
-        ("work-unit", "batch|sample", cxxopts::value<std::string>()->default_value("batch"))
-        ("pin-memory", "page-locked ring when CUDA is present",
-         cxxopts::value<std::string>()->default_value("false")->implicit_value("true"))
-        ("seed", "random seed", cxxopts::value<std::string>()->default_value("2026"))
-        ("json", "print one JSON object instead of the table")
-        ("h,help", "print this help");
-    // clang-format on
+        "full decode followed by the crop, plus the pure full-decode rate. The loader flags are "
+        "train_resnet50's.");
+    options.set_width(100);
+    std::string data;
+    dp::Split split = dp::Split::kTrain;
+    dp::LoaderOptions lo;
+    lo.workers = static_cast<int>(std::min(8u, hw));
+    lo.pin_memory = false;  // the loader alone: no device copies to serve
+    int batches = 20;
+    int warmup = 2;
+    bool json = false;
+    // The benchmark's own flags, as a table like train_resnet50's (lib/train_flags.h).
+    auto visit = [&](auto&& v) {
+      v.text({"data", workload::kDataGroup, "dataset root (holds food-101/ or is it)"}, data);
+      v.choice({"split", workload::kDataGroup, "the split to read"}, split);
+      workload::visit_loader_flags(lo, v);
+      v.integer({"batches", "Benchmark", "timed batches per mode"}, batches, 1, 1000000);
+      v.integer({"warmup-batches", "Benchmark", "untimed batches first"}, warmup, 0, 1000000);
+      v.boolean({"json", "Benchmark", "print one JSON object instead of the table"}, json);
+    };
+    visit(workload::DeclareFlags(options));
+    options.add_options("Benchmark")("h,help", "print this help");
     const auto result = options.parse(argc, argv);
     if (result.count("help")) {
       std::cout << options.help() << std::endl;
       return 0;
     }
-    workload::FlagReader flags(result);
-    flags.reject_unmatched();
-    if (!flags.has("data")) throw workload::UsageError("--data: required (the dataset root)");
-    const int workers = static_cast<int>(flags.integer("workers", 1, 1024));
-    const int batches = static_cast<int>(flags.integer("batches", 1, 1000000));
-    const int warmup = static_cast<int>(flags.integer("warmup-batches", 0, 1000000));
-    dp::LoaderOptions lo;
-    lo.batch_size = flags.integer("batch-size", 1, 1 << 20);
-    lo.workers = workers;
-    lo.prefetch_factor = static_cast<int>(flags.integer("prefetch-factor", 1, 1024));
-    lo.transform.image_size = static_cast<int>(flags.integer("image-size", 8, 4096));
-    lo.work_unit = flags.choice("work-unit", {"batch", "sample"}) == "sample"
-                       ? dp::WorkUnit::kSample
-                       : dp::WorkUnit::kBatch;
-    lo.pin_memory = flags.boolean("pin-memory");
-    lo.seed = flags.unsigned_integer("seed");
-    const bool json = flags.has("json");
+    workload::FlagReader(result).reject_unmatched();
+    visit(workload::ReadFlags(result));
+    if (data.empty()) throw workload::UsageError("--data: required (the dataset root)");
+    if (lo.workers < 1) {
+      throw workload::UsageError("--workers: expected >= 1 (threads to time), got " +
+                                 std::to_string(lo.workers));
+    }
+    const int workers = lo.workers;
 
-    auto index = std::make_shared<const dp::Food101Index>(
-        dp::Food101Index::load(flags.string("data"), flags.choice("split", {"train", "test"})));
+    auto index =
+        std::make_shared<const dp::Food101Index>(dp::Food101Index::load(data, to_string(split)));
 
     lo.transform.decode_mode = dp::DecodeMode::kFusedRoi;
     const LoaderRun fused = run_loader(index, lo, warmup, batches);

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <stdexcept>
@@ -88,22 +87,6 @@ void start_signal_thread() {
   }).detach();
 }
 
-// Fails early, naming the flag, when the report could not be written at the end of the run.
-void check_report_path(const std::string& path) {
-  if (path.empty()) return;
-  const std::filesystem::path p(path);
-  const auto dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
-  if (!std::filesystem::is_directory(dir)) {
-    throw workload::UsageError("--report: directory " + dir.string() + " does not exist");
-  }
-  if (::access(dir.c_str(), W_OK) != 0) {
-    throw workload::UsageError("--report: directory " + dir.string() + " is not writable");
-  }
-  if (std::filesystem::is_directory(p)) {
-    throw workload::UsageError("--report: " + path + " is a directory");
-  }
-}
-
 void print_step(const workload::StepRecord& r, int warmup_total, int steps_total) {
   std::printf("[%s %d/%d] batch_wait %8.2f ms | h2d_submit %6.2f ms | step %8.2f ms\n",
               r.warmup ? "warmup" : "step  ", r.index + 1, r.warmup ? warmup_total : steps_total,
@@ -127,7 +110,6 @@ int main(int argc, char** argv) {
       return 0;
     }
     const workload::TrainConfig& c = args.config;
-    check_report_path(c.report);
     start_signal_thread();
 
     workload::Trainer trainer(c);
@@ -144,23 +126,28 @@ int main(int argc, char** argv) {
       }
     } publish(&trainer);
     if (const int sig = g_signal.load()) trainer.request_stop(sig);  // arrived while setting up
+    const data_pipeline::LoaderOptions& lo = c.loader;
     std::printf("train_resnet50 %s: %s, batch %lld, %d px, %d warm-up + %d captured steps, %s\n",
                 workload::kWorkloadVersion, trainer.on_cuda() ? "cuda" : "cpu",
-                static_cast<long long>(c.batch_size), c.image_size, c.warmup, c.steps,
+                static_cast<long long>(lo.batch_size), lo.transform.image_size, c.warmup, c.steps,
                 c.synthetic ? "synthetic batches (no loader)"
-                            : ("workers " + std::to_string(c.workers) + ", prefetch " +
-                               std::to_string(c.prefetch_factor) + ", pinned " +
+                            : ("workers " + std::to_string(lo.workers) + ", prefetch " +
+                               std::to_string(lo.prefetch_factor) + ", pinned " +
                                (trainer.loader()->pinned() ? "yes" : "no") + ", " +
-                               data_pipeline::to_string(c.work_unit) + " unit, iterator " +
+                               to_string(lo.work_unit) + " unit, iterator " +
                                (c.reuse_iterator ? "reused" : "reset"))
                                   .c_str());
-    if (c.precision != "fp32" || c.host_dtype != data_pipeline::HostDType::kFloat32 ||
-        c.mode != "train" || c.nvtx_detail != "steps" || c.sync_every_step ||
+    const workload::TrainConfig article;
+    if (c.precision != article.precision || lo.transform.dtype != article.loader.transform.dtype ||
+        c.mode != article.mode || c.nvtx_detail != article.nvtx_detail || c.sync_every_step ||
         !c.torch_profiler_trace.empty()) {
+      const std::string bn = c.mode == workload::RunMode::kForward
+                                 ? std::string(" (BN ") + to_string(c.forward_bn) + ")"
+                                 : "";
       std::printf("experiment: precision %s, host dtype %s, mode %s%s, nvtx detail %s%s%s\n",
-                  c.precision.c_str(), data_pipeline::to_string(c.host_dtype), c.mode.c_str(),
-                  c.mode == "forward" ? (" (BN " + c.forward_bn + ")").c_str() : "",
-                  c.nvtx_detail.c_str(), c.sync_every_step ? ", loss read every step" : "",
+                  to_string(c.precision), to_string(lo.transform.dtype), to_string(c.mode),
+                  bn.c_str(), to_string(c.nvtx_detail),
+                  c.sync_every_step ? ", loss read every step" : "",
                   c.torch_profiler_trace.empty()
                       ? ""
                       : (", torch profiler trace " + c.torch_profiler_trace).c_str());
@@ -172,10 +159,7 @@ int main(int argc, char** argv) {
     if (!c.quiet) {
       progress = [&](const workload::StepRecord& r) { print_step(r, c.warmup, c.steps); };
     }
-    workload::RunResult result = trainer.run(progress);
-    if (result.interrupted) {
-      result.interrupt_signal = trainer.stop_requested() == SIGTERM ? "SIGTERM" : "SIGINT";
-    }
+    const workload::RunResult result = trainer.run(progress);
     std::printf("%s", workload::format_summary(trainer, result).c_str());
     if (!c.report.empty()) {
       workload::write_report(c.report, workload::make_report(trainer, result));

@@ -2,7 +2,9 @@
 #include "lib/cli.h"
 
 #include <cerrno>
+#include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
@@ -46,6 +48,38 @@ std::string FlagReader::string(const std::string& flag) const {
   return result_[flag].as<std::string>();
 }
 
+void check_integer_range(const std::string& flag, std::int64_t v, std::int64_t min,
+                         std::int64_t max) {
+  if (v >= min && v <= max) return;
+  const std::string range = max == INT64_MAX
+                                ? ">= " + std::to_string(min)
+                                : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  throw UsageError("--" + flag + ": expected an integer " + range + ", got " + std::to_string(v));
+}
+
+void check_real_range(const std::string& flag, double v, double min, double max) {
+  if (std::isfinite(v) && v >= min && v <= max) return;
+  throw UsageError("--" + flag + ": expected a number in [" + shortest_text(min) + ", " +
+                   shortest_text(max) + "], got " + shortest_text(v));
+}
+
+std::string shortest_text(double v) {
+  char buf[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+std::string FlagsToJson::key(const char* flag) {
+  std::string k(flag);
+  for (char& ch : k) {
+    if (ch == '-') ch = '_';
+  }
+  return k;
+}
+
 std::int64_t FlagReader::integer(const std::string& flag, std::int64_t min,
                                  std::int64_t max) const {
   const std::string text = string(flag);
@@ -55,12 +89,7 @@ std::int64_t FlagReader::integer(const std::string& flag, std::int64_t min,
   if (text.empty() || *end != '\0' || errno == ERANGE) {
     throw UsageError("--" + flag + ": expected an integer, got '" + text + "'");
   }
-  if (v < min || v > max) {
-    std::string range = max == INT64_MAX
-                            ? ">= " + std::to_string(min)
-                            : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
-    throw UsageError("--" + flag + ": expected an integer " + range + ", got " + text);
-  }
+  check_integer_range(flag, v, min, max);
   return v;
 }
 
@@ -83,10 +112,7 @@ double FlagReader::real(const std::string& flag, double min, double max) const {
   if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
     throw UsageError("--" + flag + ": expected a number, got '" + text + "'");
   }
-  if (v < min || v > max) {
-    throw UsageError("--" + flag + ": expected a number in [" + std::to_string(min) + ", " +
-                     std::to_string(max) + "], got " + text);
-  }
+  check_real_range(flag, v, min, max);
   return v;
 }
 

@@ -1,21 +1,22 @@
-// Command-line plumbing shared by the executables: typed flag parsing and exit-code policy.
+// Command-line plumbing shared by the executables: flag tables and their visitors, typed flag
+// parsing, and the exit-code policy.
 #pragma once
 
 #include <cxxopts.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <functional>
-#include <stdexcept>
+#include <limits>
+#include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
-namespace workload {
+#include "data_pipeline/named_enum.h"
+#include "lib/usage_error.h"
 
-/// A mistake in the command line. `main` prints it with a hint and exits with status 2.
-class UsageError : public std::runtime_error {
- public:
-  explicit UsageError(const std::string& what) : std::runtime_error(what) {}
-};
+namespace workload {
 
 /// Runs `body` and maps what escapes it to the project's exit codes: UsageError and cxxopts
 /// errors print "<program>: <message>" plus a --help hint and return 2; DataError and every other
@@ -45,5 +46,195 @@ class FlagReader {
 
 /// Parses a boolean spelled true/false, 1/0, yes/no, on/off. \throws UsageError naming `flag`.
 bool parse_bool(const std::string& flag, const std::string& text);
+
+/// \throws UsageError "--<flag>: expected an integer in [min, max], got <v>" when v is outside.
+void check_integer_range(const std::string& flag, std::int64_t v, std::int64_t min,
+                         std::int64_t max);
+void check_real_range(const std::string& flag, double v, double min, double max);
+
+/// The shortest decimal text that reads back as `v` ("0.1", "0.0001").
+std::string shortest_text(double v);
+
+// ---------------------------------------------------------------------------------------------
+// Flag tables
+//
+// A flag table is a function template that names every flag of a settings struct once, with the
+// field it sets, and hands each to a visitor:
+//
+//   template <class C, class V> void visit_my_flags(C& config, V&& v) {
+//     v.integer({"steps", "Run", "captured steps"}, config.steps, 1, 1000000);
+//     v.choice({"device", "Run", "where the model runs"}, config.device);  // a named enum
+//   }
+//
+// The visitors below give one table its uses: declaring the flags to cxxopts (defaults shown are
+// the struct's own), reading parsed values into the struct, checking a struct built in code
+// against the same ranges, and writing the struct into a JSON report. Adding a flag is then one
+// line in its table next to the field it sets. Visitor calls, per kind of flag:
+//   text(info, std::string&)          a path or name; empty means none
+//   integer(info, T&, min, max)       any integral T
+//   real(info, double&, min, max)
+//   boolean(info, bool&)              --flag, --flag=true|false
+//   choice(info, E&)                  E a named enum (data_pipeline/named_enum.h)
+
+/// T, in a context that template argument deduction ignores (so `integer(info, int64_field, 1, 8)`
+/// deduces T from the field alone).
+template <typename T>
+struct NonDeduced {
+  using type = T;
+};
+template <typename T>
+using non_deduced_t = typename NonDeduced<T>::type;
+
+/// One flag: its name without dashes, its --help group, its help text and whether the report's
+/// `config` holds it (as `name` with '-' replaced by '_').
+struct FlagInfo {
+  const char* name;
+  const char* group;
+  const char* help;
+  bool reported = true;
+};
+
+/// Declares each flag to cxxopts, as a string (so that bad values are reported by name), in its
+/// group, with the visited value as the default shown in --help. A choice's help starts with its
+/// names ("error|skip: ...").
+class DeclareFlags {
+ public:
+  explicit DeclareFlags(cxxopts::Options& options) : options_(options) {}
+
+  void text(const FlagInfo& f, const std::string& v) {
+    auto value = cxxopts::value<std::string>();
+    if (!v.empty()) value->default_value(v);
+    add(f, f.help, value);
+  }
+  template <typename T>
+  void integer(const FlagInfo& f, const T& v, non_deduced_t<T>, non_deduced_t<T>) {
+    add(f, f.help, cxxopts::value<std::string>()->default_value(std::to_string(v)));
+  }
+  void real(const FlagInfo& f, const double& v, double, double) {
+    add(f, f.help, cxxopts::value<std::string>()->default_value(shortest_text(v)));
+  }
+  void boolean(const FlagInfo& f, const bool& v) {
+    add(f, f.help,
+        cxxopts::value<std::string>()->default_value(v ? "true" : "false")->implicit_value("true"));
+  }
+  template <typename E>
+  void choice(const FlagInfo& f, const E& v) {
+    add(f, data_pipeline::enum_choices<E>() + ": " + f.help,
+        cxxopts::value<std::string>()->default_value(data_pipeline::to_string(v)));
+  }
+
+ private:
+  void add(const FlagInfo& f, const std::string& help,
+           const std::shared_ptr<cxxopts::Value>& value) {
+    options_.add_options(f.group)(f.name, help, value);
+  }
+  cxxopts::Options& options_;
+};
+
+/// Reads every flag given on the command line into the visited field, checking its range or
+/// choices; fields of flags not given keep their values. \throws UsageError naming the flag.
+class ReadFlags {
+ public:
+  explicit ReadFlags(const cxxopts::ParseResult& result) : flags_(result) {}
+
+  /// The flags that were given, by name.
+  const std::set<std::string>& given() const { return given_; }
+
+  void text(const FlagInfo& f, std::string& v) {
+    if (!take(f)) return;
+    v = flags_.string(f.name);
+    if (v.empty()) throw UsageError("--" + std::string(f.name) + ": expected a value, got ''");
+  }
+  template <typename T>
+  void integer(const FlagInfo& f, T& v, non_deduced_t<T> min, non_deduced_t<T> max) {
+    static_assert(std::is_integral_v<T>);
+    if (!take(f)) return;
+    if constexpr (std::is_unsigned_v<T> && sizeof(T) == sizeof(std::uint64_t)) {
+      v = flags_.unsigned_integer(f.name);
+    } else {
+      v = static_cast<T>(flags_.integer(f.name, min, max));
+    }
+  }
+  void real(const FlagInfo& f, double& v, double min, double max) {
+    if (take(f)) v = flags_.real(f.name, min, max);
+  }
+  void boolean(const FlagInfo& f, bool& v) {
+    if (take(f)) v = flags_.boolean(f.name);
+  }
+  template <typename E>
+  void choice(const FlagInfo& f, E& v) {
+    if (!take(f)) return;
+    const std::string text = flags_.string(f.name);
+    const auto parsed = data_pipeline::parse_enum<E>(text);
+    if (!parsed) {
+      throw UsageError("--" + std::string(f.name) + ": expected " +
+                       data_pipeline::enum_choices<E>() + ", got '" + text + "'");
+    }
+    v = *parsed;
+  }
+
+ private:
+  bool take(const FlagInfo& f) {
+    if (!flags_.has(f.name)) return false;
+    given_.insert(f.name);
+    return true;
+  }
+  FlagReader flags_;
+  std::set<std::string> given_;
+};
+
+/// Checks the values a struct holds against its table's ranges (for settings built in code, which
+/// no parser has seen). \throws UsageError naming the flag.
+class CheckFlagRanges {
+ public:
+  void text(const FlagInfo&, const std::string&) {}
+  template <typename T>
+  void integer(const FlagInfo& f, const T& v, non_deduced_t<T> min, non_deduced_t<T> max) {
+    if constexpr (std::is_unsigned_v<T>) {
+      if (v < min || v > max) {
+        throw UsageError("--" + std::string(f.name) + ": expected an integer in [" +
+                         std::to_string(min) + ", " + std::to_string(max) + "], got " +
+                         std::to_string(v));
+      }
+    } else {
+      check_integer_range(f.name, v, min, max);
+    }
+  }
+  void real(const FlagInfo& f, const double& v, double min, double max) {
+    check_real_range(f.name, v, min, max);
+  }
+  void boolean(const FlagInfo&, const bool&) {}
+  template <typename E>
+  void choice(const FlagInfo&, const E&) {}
+};
+
+/// Writes every reported flag's value into a JSON object: numbers and booleans as such, choices by
+/// name, text as strings (empty for none).
+class FlagsToJson {
+ public:
+  explicit FlagsToJson(nlohmann::ordered_json& out) : out_(out) {}
+
+  void text(const FlagInfo& f, const std::string& v) { put(f, v); }
+  template <typename T>
+  void integer(const FlagInfo& f, const T& v, non_deduced_t<T>, non_deduced_t<T>) {
+    put(f, v);
+  }
+  void real(const FlagInfo& f, const double& v, double, double) { put(f, v); }
+  void boolean(const FlagInfo& f, const bool& v) { put(f, v); }
+  template <typename E>
+  void choice(const FlagInfo& f, const E& v) {
+    put(f, data_pipeline::to_string(v));
+  }
+
+  /// "batch-size" -> "batch_size".
+  static std::string key(const char* flag);
+
+ private:
+  template <typename T>
+  void put(const FlagInfo& f, const T& v) {
+    if (f.reported) out_[key(f.name)] = v;
+  }
+  nlohmann::ordered_json& out_;
+};
 
 }  // namespace workload

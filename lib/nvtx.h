@@ -1,9 +1,10 @@
-// The training step's NVTX vocabulary and the scoped range that emits it.
+// The program's NVTX vocabulary (the training step's ranges in the default domain, beside the
+// loader's in the data_pipeline domain) and the scoped range that emits the step's.
 #pragma once
 
 #include <nvtx3/nvToolsExt.h>
 
-#include <atomic>
+#include "data_pipeline/nvtx_domain.h"
 
 namespace workload::nvtx {
 
@@ -22,20 +23,26 @@ inline constexpr const char* kIteratorReset = "iterator_reset";
 inline constexpr const char* kCaptureDrain = "capture_drain";
 inline constexpr const char* kLossItem = "loss_item";  // --sync-every-step only
 
-/// Process-wide switch, on by default; off turns every Range into a no-op so the cost of the
-/// instrumentation itself can be measured (train_resnet50 --nvtx=false).
-inline std::atomic<bool>& enabled() {
-  static std::atomic<bool> on{true};
-  return on;
-}
+// The loader's ranges, on its worker threads in the data_pipeline domain (defined there, since
+// data_pipeline cannot see lib/): a worker filling a whole batch or one sample, and waiting for the
+// device to release a slot before rewriting it.
+using data_pipeline::nvtx::kDomain;
+using data_pipeline::nvtx::kLoadBatch;
+using data_pipeline::nvtx::kLoadSample;
+using data_pipeline::nvtx::kReuseFence;
+
+/// The process-wide switch for every range and NVTX thread name of the program, both domains (on
+/// by default; train_resnet50 --nvtx=false measures the cost of the instrumentation itself).
+using data_pipeline::nvtx::enabled;
+using data_pipeline::nvtx::set_enabled;
 
 /// Pushes/pops a range with an arbitrary (e.g. per-layer) name when ranges are enabled; for the
 /// --nvtx-detail hooks, whose scopes are not C++ scopes. Pair every push with a pop.
 inline void push(const char* name) {
-  if (enabled().load(std::memory_order_relaxed)) nvtxRangePushA(name);
+  if (enabled()) nvtxRangePushA(name);
 }
 inline void pop() {
-  if (enabled().load(std::memory_order_relaxed)) nvtxRangePop();
+  if (enabled()) nvtxRangePop();
 }
 
 /// A push/pop range in NVTX's default domain with an ASCII message, exactly what PyTorch's
@@ -43,7 +50,7 @@ inline void pop() {
 /// on the thread and in the scope where it was opened: neither copyable nor movable.
 class Range {
  public:
-  explicit Range(const char* name) noexcept : active_(enabled().load(std::memory_order_relaxed)) {
+  explicit Range(const char* name) noexcept : active_(enabled()) {
     if (active_) nvtxRangePushA(name);
   }
   ~Range() {

@@ -14,6 +14,7 @@
 #include <jpeglib.h>
 
 #include "lib/cuda_device.h"
+#include "lib/train_flags.h"
 #include "lib/version.h"
 
 namespace workload {
@@ -35,10 +36,18 @@ double percentile(std::vector<double> values, double q) {
   return values[lo] + (values[hi] - values[lo]) * (pos - static_cast<double>(lo));
 }
 
-StepSummary summarize(const std::vector<StepRecord>& steps) {
+namespace {
+int count_skipped(const std::vector<StepRecord>& steps) {
+  int n = 0;
+  for (const auto& r : steps) n += static_cast<int>(r.skipped.size());
+  return n;
+}
+}  // namespace
+
+StepSummary summarize(const RunResult& result) {
   StepSummary s;
   std::vector<double> times;
-  for (const auto& r : steps) {
+  for (const auto& r : result.steps) {
     times.push_back(r.step_ms);
     s.batch_wait_total_ms += r.batch_wait_ms;
     s.h2d_submit_total_ms += r.h2d_submit_ms;
@@ -46,10 +55,11 @@ StepSummary summarize(const std::vector<StepRecord>& steps) {
       s.batch_wait_max_ms = r.batch_wait_ms;
       s.batch_wait_max_step = r.index;
     }
-    s.images_skipped += static_cast<int>(r.skipped.size());
   }
   s.step_ms_p50 = percentile(times, 50);
   s.step_ms_p95 = percentile(times, 95);
+  s.images_skipped = count_skipped(result.steps);
+  s.images_skipped_all_steps = s.images_skipped + count_skipped(result.warmup_steps);
   return s;
 }
 
@@ -74,41 +84,6 @@ nlohmann::ordered_json step_json(const StepRecord& r) {
   return j;
 }
 
-nlohmann::ordered_json config_json(const TrainConfig& c) {
-  nlohmann::ordered_json j;
-  j["data"] = c.data;
-  j["split"] = c.split;
-  j["batch_size"] = c.batch_size;
-  j["warmup"] = c.warmup;
-  j["steps"] = c.steps;
-  j["workers"] = c.workers;
-  j["prefetch_factor"] = c.prefetch_factor;
-  j["pin_memory"] = c.pin_memory;
-  j["work_unit"] = dp::to_string(c.work_unit);
-  j["reuse_iterator"] = c.reuse_iterator;
-  j["seed"] = c.seed;
-  j["device"] = c.device;
-  j["image_size"] = c.image_size;
-  j["cudnn_benchmark"] = c.cudnn_benchmark;
-  j["intra_op_threads"] = c.intra_op_threads;
-  j["lr"] = c.lr;
-  j["momentum"] = c.momentum;
-  j["weight_decay"] = c.weight_decay;
-  j["synthetic"] = c.synthetic;
-  j["copy_stream"] = c.copy_stream;
-  j["nvtx"] = c.nvtx;
-  j["on_bad_image"] = dp::to_string(c.on_bad_image);
-  j["report"] = c.report;
-  j["precision"] = c.precision;
-  j["host_dtype"] = dp::to_string(c.host_dtype);
-  j["nvtx_detail"] = c.nvtx_detail;
-  j["torch_profiler_trace"] = c.torch_profiler_trace;
-  j["mode"] = c.mode;
-  j["forward_bn"] = c.forward_bn;
-  j["sync_every_step"] = c.sync_every_step;
-  return j;
-}
-
 }  // namespace
 
 nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& result) {
@@ -116,7 +91,7 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
   nlohmann::ordered_json j;
   j["program"] = "train_resnet50";
   j["version"] = kWorkloadVersion;
-  j["config"] = config_json(c);
+  visit_train_flags(c, FlagsToJson(j["config"]));
 
   const DeviceDescription d = describe_device(trainer.on_cuda());
   auto& env = j["environment"];
@@ -153,7 +128,7 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
   auto& cap = j["capture"];
   cap["warmup_steps"] = static_cast<int>(result.warmup_steps.size());
   cap["steps"] = static_cast<int>(result.steps.size());
-  cap["batch_size"] = c.batch_size;
+  cap["batch_size"] = c.loader.batch_size;
   cap["elapsed_s"] = result.elapsed_s;
   cap["images_per_s"] = result.images_per_s;
   cap["reuse_iterator"] = c.reuse_iterator;
@@ -168,7 +143,7 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
   auto& warm = j["warmup"] = nlohmann::ordered_json::array();
   for (const auto& r : result.warmup_steps) warm.push_back(step_json(r));
 
-  const StepSummary s = summarize(result.steps);
+  const StepSummary s = summarize(result);
   auto& sum = j["summary"];
   sum["step_ms_p50"] = s.step_ms_p50;
   sum["step_ms_p95"] = s.step_ms_p95;
@@ -192,7 +167,7 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
       }
     }
   }
-  sum["images_skipped_all_steps"] = skipped.size();
+  sum["images_skipped_all_steps"] = s.images_skipped_all_steps;
 
   if (result.loss_after_drain) {
     j["loss_after_drain"] = *result.loss_after_drain;
@@ -220,7 +195,7 @@ void write_report(const std::string& path, const nlohmann::ordered_json& report)
 
 std::string format_summary(const Trainer& trainer, const RunResult& result) {
   const TrainConfig& c = trainer.config();
-  const StepSummary s = summarize(result.steps);
+  const StepSummary s = summarize(result);
   char buf[256];
   std::string out = "\n";
   auto line = [&](const char* label, const std::string& value) {
@@ -232,8 +207,8 @@ std::string format_summary(const Trainer& trainer, const RunResult& result) {
     return std::string(buf);
   };
   out += "summary (" + std::to_string(result.steps.size()) + " captured steps of batch " +
-         std::to_string(c.batch_size) + ", after " + std::to_string(result.warmup_steps.size()) +
-         " warm-up)\n";
+         std::to_string(c.loader.batch_size) + ", after " +
+         std::to_string(result.warmup_steps.size()) + " warm-up)\n";
   line("throughput", num("%.1f images/s", result.images_per_s));
   line("capture window", num("%.1f ms", result.elapsed_s * 1000.0));
   line("step time p50 / p95", num("%.2f", s.step_ms_p50) + num(" / %.2f ms", s.step_ms_p95));
@@ -249,11 +224,8 @@ std::string format_summary(const Trainer& trainer, const RunResult& result) {
     // Outside the window: under nsys, cudaProfilerStop returns once the capture is handed over.
     line("cudaProfilerStop", num("%.1f ms", result.profiler_stop_ms));
   }
-  int skipped_all = 0;
-  for (const auto& r : result.warmup_steps) skipped_all += static_cast<int>(r.skipped.size());
-  skipped_all += s.images_skipped;
-  if (skipped_all > 0) {
-    line("images skipped", std::to_string(skipped_all) +
+  if (s.images_skipped_all_steps > 0) {
+    line("images skipped", std::to_string(s.images_skipped_all_steps) +
                                " (undecodable, replaced; see the "
                                "report's skipped_images)");
   }

@@ -22,9 +22,11 @@ struct StepSummary {
   double batch_wait_max_ms = 0;
   int batch_wait_max_step = -1;
   double h2d_submit_total_ms = 0;
-  int images_skipped = 0;
+  int images_skipped = 0;            ///< Replaced images in the captured steps.
+  int images_skipped_all_steps = 0;  ///< ... in warm-up and captured steps.
 };
-StepSummary summarize(const std::vector<StepRecord>& steps);
+/// Aggregates of `result`'s captured steps (and its skipped images, warm-up included).
+StepSummary summarize(const RunResult& result);
 
 /// The full report: config, environment, model, capture, steps, summary, loss, interruption.
 nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& result);

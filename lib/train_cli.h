@@ -15,9 +15,14 @@ struct ParsedArgs {
   std::string help_text;
 };
 
-/// Parses and validates argv. Booleans accept --flag, --flag=true and --flag=false.
+/// TrainConfig's defaults on this machine: min(8, hardware threads) workers, and the CUDA device
+/// when one is available (else the CPU).
+TrainConfig default_train_config();
+
+/// Parses and validates argv against the table of lib/train_flags.h. Booleans accept --flag,
+/// --flag=true and --flag=false.
 /// \throws UsageError naming the flag for any invalid value or combination, an unknown flag or a
-///         missing value.
+///         missing value (cxxopts' own exceptions for the last two).
 ParsedArgs parse_train_args(int argc, const char* const* argv);
 
 }  // namespace workload

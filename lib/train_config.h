@@ -1,28 +1,78 @@
-// Every setting of a training run, as parsed from train_resnet50's flags.
+// Every setting of a training run as typed values, the name tables of its choices, and the one
+// place they are validated. Light: no LibTorch, OpenCV or cxxopts.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-#include "data_pipeline/loader.h"
+#include "data_pipeline/food101_index.h"
+#include "data_pipeline/loader_options.h"
+#include "data_pipeline/named_enum.h"
+#include "lib/usage_error.h"
 
 namespace workload {
 
-/// The effective configuration of one run. Defaults are the article's settings.
+using data_pipeline::enum_choices;
+using data_pipeline::EnumName;
+using data_pipeline::parse_enum;
+using data_pipeline::to_string;
+
+/// Where the model runs.
+enum class Device { kCuda, kCpu };
+inline constexpr EnumName<Device> kDeviceNames[] = {{Device::kCuda, "cuda"}, {Device::kCpu, "cpu"}};
+constexpr const auto& enum_names(Device) { return kDeviceNames; }
+
+/// Arithmetic of forward and loss.
+enum class Precision {
+  kFp32,  ///< float32 (TF32 convolutions on Ampere and later, PyTorch's default).
+  kBf16,  ///< CUDA autocast to bfloat16.
+};
+inline constexpr EnumName<Precision> kPrecisionNames[] = {{Precision::kFp32, "fp32"},
+                                                          {Precision::kBf16, "bf16"}};
+constexpr const auto& enum_names(Precision) { return kPrecisionNames; }
+
+/// What a step does.
+enum class RunMode {
+  kTrain,    ///< forward, zero_grad, backward, optimizer_step.
+  kForward,  ///< forward only, without autograd: the inference baseline.
+};
+inline constexpr EnumName<RunMode> kRunModeNames[] = {{RunMode::kTrain, "train"},
+                                                      {RunMode::kForward, "forward"}};
+constexpr const auto& enum_names(RunMode) { return kRunModeNames; }
+
+/// NVTX ranges beyond the step tree.
+enum class NvtxDetail {
+  kSteps,   ///< The step tree only.
+  kLayers,  ///< Also a range per stage and per block inside forward.
+};
+inline constexpr EnumName<NvtxDetail> kNvtxDetailNames[] = {{NvtxDetail::kSteps, "steps"},
+                                                            {NvtxDetail::kLayers, "layers"}};
+constexpr const auto& enum_names(NvtxDetail) { return kNvtxDetailNames; }
+
+/// BatchNorm statistics in RunMode::kForward.
+enum class ForwardBn {
+  kEval,   ///< Running statistics (model.eval()).
+  kTrain,  ///< Batch statistics, updating the running ones (model.train()).
+};
+inline constexpr EnumName<ForwardBn> kForwardBnNames[] = {{ForwardBn::kEval, "eval"},
+                                                          {ForwardBn::kTrain, "train"}};
+constexpr const auto& enum_names(ForwardBn) { return kForwardBnNames; }
+
+/// The smallest crop ResNet-50's five stride-2 stages accept (32 / 2^5 = 1 pixel at the end).
+inline constexpr int kMinTrainImageSize = 32;
+
+/// The effective configuration of one run. Defaults are the article's settings; the command line
+/// (lib/train_cli.cpp) declares, parses and reports every field from one table.
 struct TrainConfig {
   std::string data;  ///< Food-101 root; empty only with synthetic.
-  std::string split = "train";
-  std::int64_t batch_size = 128;
+  data_pipeline::Split split = data_pipeline::Split::kTrain;
+  /// Batch size, workers, prefetch, pinning, work unit, seed (which also seeds the model), crop
+  /// size, host dtype and bad-image policy.
+  data_pipeline::LoaderOptions loader;
   int warmup = 3;
   int steps = 8;
-  int workers = 8;  ///< Set to min(8, hardware threads) by the parser's default.
-  int prefetch_factor = 2;
-  bool pin_memory = true;
-  data_pipeline::WorkUnit work_unit = data_pipeline::WorkUnit::kBatch;
   bool reuse_iterator = true;
-  std::uint64_t seed = 2026;
-  std::string device = "cuda";  ///< "cuda" or "cpu".
-  int image_size = 224;
+  Device device = Device::kCuda;
   bool cudnn_benchmark = false;
   int intra_op_threads = 1;
   double lr = 0.1;
@@ -31,20 +81,26 @@ struct TrainConfig {
   bool synthetic = false;   ///< Random batches made once on the device; no loader.
   std::string report;       ///< JSON report path; empty for none.
   bool copy_stream = true;  ///< H2D copies on a side stream (false: the compute stream).
-  bool nvtx = true;         ///< Emit the NVTX ranges (false measures their cost).
-  data_pipeline::BadImagePolicy on_bad_image = data_pipeline::BadImagePolicy::kError;
-  bool quiet = false;  ///< No per-step progress lines.
+  bool nvtx = true;         ///< Emit NVTX ranges and thread names (false measures their cost).
+  bool quiet = false;       ///< No per-step progress lines.
 
   // Experiments beyond the article; the defaults keep its behaviour.
-  std::string precision = "fp32";  ///< "fp32" or "bf16" (CUDA autocast for forward + loss).
-  data_pipeline::HostDType host_dtype =
-      data_pipeline::HostDType::kFloat32;  ///< uint8: the device
-                                           ///< converts and normalises, inside a `normalize` range.
-  std::string nvtx_detail = "steps";       ///< "layers": ranges per stage and block inside forward.
+  Precision precision = Precision::kFp32;
+  NvtxDetail nvtx_detail = NvtxDetail::kSteps;
   std::string torch_profiler_trace;  ///< Chrome trace of the capture window (LibTorch profiler).
-  std::string mode = "train";        ///< "forward": no grad, no backward/zero_grad/optimizer.
-  std::string forward_bn = "eval";   ///< BatchNorm in forward mode: "eval" or "train" statistics.
-  bool sync_every_step = false;      ///< Read the loss on the host every step (implicit sync).
+  RunMode mode = RunMode::kTrain;
+  ForwardBn forward_bn = ForwardBn::kEval;  ///< Only meaningful with RunMode::kForward.
+  bool sync_every_step = false;             ///< Read the loss on the host every step.
 };
+
+/// Checks what the flags' own ranges cannot: combinations, the machine (a CUDA device for
+/// Device::kCuda) and output paths (check_output_path). The parser calls it after reading the
+/// flags, and the Trainer on the config it is given, so no other place repeats these checks.
+/// \throws UsageError naming the flag.
+void validate(const TrainConfig& config);
+
+/// Checks that `path` can be written at the end of a run: not empty, not a directory, in an
+/// existing, writable directory. \throws UsageError naming `flag` (e.g. "--report").
+void check_output_path(const std::string& flag, const std::string& path);
 
 }  // namespace workload

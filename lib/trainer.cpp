@@ -5,11 +5,12 @@
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
 
+#include <csignal>
 #include <stdexcept>
 #include <utility>
 
 #include "data_pipeline/data_error.h"
-#include "data_pipeline/detail/hash64.h"
+#include "data_pipeline/hash64.h"
 #include "lib/autocast_guard.h"
 #include "lib/nvtx.h"
 #include "lib/phase.h"
@@ -33,6 +34,19 @@ double ms_since(Clock::time_point t) {
 }
 }  // namespace
 
+std::string signal_name(int signal) {
+  switch (signal) {
+    case 0:
+      return "none";
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "signal " + std::to_string(signal);
+  }
+}
+
 #if defined(WORKLOAD_TORCH_CUDA)
 struct Trainer::CudaState {
   c10::cuda::CUDAStream copy_stream;
@@ -43,35 +57,15 @@ struct Trainer::CudaState {};
 #endif
 
 Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
-  if (config_.device == "cuda") {
-    if (!cuda_available()) {
-      throw std::invalid_argument(
-          "--device cuda: no CUDA device is available (this LibTorch build has no CUDA, or no "
-          "GPU is visible); use --device cpu");
-    }
-    device_ = torch::Device(torch::kCUDA, 0);
-  } else if (config_.device != "cpu") {
-    throw std::invalid_argument("--device: expected cuda or cpu, got '" + config_.device + "'");
-  }
-  if (config_.precision != "fp32" && config_.precision != "bf16") {
-    throw std::invalid_argument("--precision: expected fp32 or bf16, got '" + config_.precision +
-                                "'");
-  }
-  if (config_.precision == "bf16" && !device_.is_cuda()) {
-    throw std::invalid_argument(
-        "--precision bf16: bf16 autocast is implemented for CUDA only; "
-        "use --precision fp32 on the CPU");
-  }
-  if (config_.mode != "train" && config_.mode != "forward") {
-    throw std::invalid_argument("--mode: expected train or forward, got '" + config_.mode + "'");
-  }
-  nvtx::enabled().store(config_.nvtx);
+  validate(config_);
+  if (config_.device == Device::kCuda) device_ = torch::Device(torch::kCUDA, 0);
+  nvtx::set_enabled(config_.nvtx);  // before the loader's threads start: they obey it too
   at::set_num_threads(config_.intra_op_threads);
-  torch::manual_seed(config_.seed);
+  torch::manual_seed(config_.loader.seed);
 
   if (!config_.synthetic) {
     index_ = std::make_shared<const dp::Food101Index>(
-        dp::Food101Index::load(config_.data, config_.split));
+        dp::Food101Index::load(config_.data, to_string(config_.split)));
     num_classes_ = index_->num_classes();
   }
 
@@ -86,7 +80,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   model_ = ResNet50(num_classes_);
   model_->to(device_);
   to_channels_last(*model_);
-  if (config_.mode == "forward" && config_.forward_bn == "eval") {
+  if (config_.mode == RunMode::kForward && config_.forward_bn == ForwardBn::kEval) {
     model_->eval();
   } else {
     model_->train();
@@ -104,33 +98,26 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   optimizer_ = std::make_unique<ForeachSgd>(model_->parameters(), config_.lr, config_.momentum,
                                             config_.weight_decay);
 
+  const dp::LoaderOptions& lo = config_.loader;
   if (config_.synthetic) {
-    const auto s = config_.image_size;
-    torch::manual_seed(config_.seed + 1);
-    torch::Tensor host = config_.host_dtype == dp::HostDType::kUInt8
-                             ? torch::randint(256, {config_.batch_size, s, s, 3}, torch::kUInt8)
-                                   .permute({0, 3, 1, 2})
-                             : torch::randn({config_.batch_size, s, s, 3}).permute({0, 3, 1, 2});
-    torch::Tensor labels = torch::randint(num_classes_, {config_.batch_size}, torch::kInt64);
-    synthetic_digest_ = dp::detail::hash64(labels.data_ptr(), labels.numel() * 8,
-                                           static_cast<std::uint64_t>(labels.numel()));
+    const auto s = lo.transform.image_size;
+    torch::manual_seed(lo.seed + 1);
+    torch::Tensor host =
+        lo.transform.dtype == dp::HostDType::kUInt8
+            ? torch::randint(256, {lo.batch_size, s, s, 3}, torch::kUInt8).permute({0, 3, 1, 2})
+            : torch::randn({lo.batch_size, s, s, 3}).permute({0, 3, 1, 2});
+    torch::Tensor labels = torch::randint(num_classes_, {lo.batch_size}, torch::kInt64);
+    synthetic_digest_ = dp::hash64(labels.data_ptr(), labels.numel() * 8,
+                                   static_cast<std::uint64_t>(labels.numel()));
     synthetic_digest_ =
-        dp::detail::hash64(host.data_ptr(), host.numel() * host.element_size(), synthetic_digest_);
+        dp::hash64(host.data_ptr(), host.numel() * host.element_size(), synthetic_digest_);
     synthetic_images_ = host.to(device_);  // keeps the NHWC strides: channels_last
     synthetic_labels_ = labels.to(device_);
   } else {
-    dp::LoaderOptions lo;
-    lo.batch_size = config_.batch_size;
-    lo.workers = config_.workers;
-    lo.prefetch_factor = config_.prefetch_factor;
-    lo.pin_memory = config_.pin_memory && device_.is_cuda();
-    lo.work_unit = config_.work_unit;
-    lo.seed = config_.seed;
-    lo.transform.image_size = config_.image_size;
-    lo.transform.dtype = config_.host_dtype;
-    lo.on_bad_image = config_.on_bad_image;
-    loader_ = std::make_unique<dp::Loader>(index_, lo);
-    if (config_.pin_memory && !loader_->pinned()) {
+    dp::LoaderOptions options = lo;
+    options.pin_memory = lo.pin_memory && device_.is_cuda();  // pinning serves device copies only
+    loader_ = std::make_unique<dp::Loader>(index_, options);
+    if (lo.pin_memory && !loader_->pinned()) {
       notices_.push_back("pinned memory unavailable (" +
                          std::string(device_.is_cuda() ? "cudaHostAlloc failed" : "CPU device") +
                          "): batches are in pageable memory");
@@ -194,7 +181,7 @@ void Trainer::submit(dp::Batch& batch, torch::Tensor& images, torch::Tensor& lab
 }
 
 torch::Tensor Trainer::forward(const torch::Tensor& images) {
-  if (config_.nvtx_detail != "layers") return model_->forward(images);
+  if (config_.nvtx_detail != NvtxDetail::kLayers) return model_->forward(images);
   return model_->forward_with_hook(images, [](const char* name, bool enter) {
     if (enter) {
       nvtx::push(name);
@@ -208,25 +195,23 @@ StepRecord Trainer::step(int index, bool warmup) {
   StepRecord rec;
   rec.index = index;
   rec.warmup = warmup;
-  const bool train = config_.mode == "train";
+  const bool train = config_.mode == RunMode::kTrain;
   const auto t_step = Clock::now();
   {
-    Phase step_range(nvtx::kTorchStep);
+    Phase step_range(nvtx::kTorchStep, &phase_);
     torch::Tensor images, labels;
     {
-      Phase data_range(nvtx::kDataLoad);
+      Phase data_range(nvtx::kDataLoad, &phase_);
       dp::Batch batch;
       const auto t_wait = Clock::now();
       {
-        Phase r(nvtx::kBatchWait);
-        phase_ = nvtx::kBatchWait;
+        Phase r(nvtx::kBatchWait, &phase_);
         if (loader_) batch = loader_->next();
       }
       rec.batch_wait_ms = ms_since(t_wait);
       const auto t_submit = Clock::now();
       {
-        Phase r(nvtx::kH2dSubmit);
-        phase_ = nvtx::kH2dSubmit;
+        Phase r(nvtx::kH2dSubmit, &phase_);
         if (batch.valid()) {
           rec.digest = batch.digest();
           rec.epoch = batch.epoch();
@@ -238,42 +223,36 @@ StepRecord Trainer::step(int index, bool warmup) {
         submit(batch, images, labels);
       }
       rec.h2d_submit_ms = ms_since(t_submit);
-      if (config_.host_dtype == dp::HostDType::kUInt8) {
-        Phase r(nvtx::kNormalize);
-        phase_ = nvtx::kNormalize;
+      if (config_.loader.transform.dtype == dp::HostDType::kUInt8) {
+        Phase r(nvtx::kNormalize, &phase_);
         // Converts on the device; the NHWC strides are kept (memory format preserved).
         images = images.to(torch::kFloat32).mul_(norm_scale_).add_(norm_bias_);
       }
     }
     {
-      Phase r(nvtx::kForward);
-      phase_ = nvtx::kForward;
-      AutocastGuard autocast(config_.precision == "bf16");
+      Phase r(nvtx::kForward, &phase_);
+      AutocastGuard autocast(config_.precision == Precision::kBf16);
       std::optional<torch::NoGradGuard> no_grad;
       if (!train) no_grad.emplace();
       loss_ = torch::nn::functional::cross_entropy(forward(images), labels);
     }
     if (train) {
       {
-        Phase r(nvtx::kZeroGrad);
-        phase_ = nvtx::kZeroGrad;
+        Phase r(nvtx::kZeroGrad, &phase_);
         zero_grad();
       }
       {
-        Phase r(nvtx::kBackward);
-        phase_ = nvtx::kBackward;
+        Phase r(nvtx::kBackward, &phase_);
         loss_.backward();
       }
       {
-        Phase r(nvtx::kOptimizerStep);
-        phase_ = nvtx::kOptimizerStep;
+        Phase r(nvtx::kOptimizerStep, &phase_);
         optimizer_->step();
       }
     }
     if (config_.sync_every_step) {
       // The implicit-synchronization pitfall, on purpose: .item() waits for the device.
-      Phase r(nvtx::kLossItem);
-      phase_ = nvtx::kLossItem;
+      Phase r(nvtx::kLossItem, &phase_);
       rec.loss = loss_.item<float>();
     }
   }
@@ -351,12 +330,13 @@ RunResult Trainer::run(const Progress& progress) {
     result.profiler_stop_ms = capture.started() ? ms_since(t_stop) : 0.0;
     if (result.elapsed_s > 0) {
       result.images_per_s = static_cast<double>(result.steps.size()) *
-                            static_cast<double>(config_.batch_size) / result.elapsed_s;
+                            static_cast<double>(config_.loader.batch_size) / result.elapsed_s;
     }
   }
   // Read on the host only now, after the drain: inside the window this would synchronize.
   if (loss_.defined()) result.loss_after_drain = loss_.item<float>();
   result.interrupted = stopping();
+  if (result.interrupted) result.interrupt_signal = signal_name(stop_requested_.load());
   return result;
 }
 

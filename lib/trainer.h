@@ -48,8 +48,11 @@ struct RunResult {
   bool capture_started = false;
   std::string torch_trace;  ///< the Chrome trace written, if one was asked for
   bool interrupted = false;
-  std::string interrupt_signal;
+  std::string interrupt_signal;  ///< With `interrupted`: signal_name() of request_stop's value.
 };
+
+/// "SIGINT", "SIGTERM", "signal N", or "none" for 0 (a stop requested without a signal).
+std::string signal_name(int signal);
 
 /// Builds the dataset index, loader, model and optimizer for `config`, then runs warm-up and
 /// the captured steps. Single-threaded use from the thread that created it (the "main thread"
@@ -66,8 +69,8 @@ struct RunResult {
 /// the device before capture_drain.
 class Trainer {
  public:
-  /// \throws data_pipeline::DataError for dataset problems, std::invalid_argument for
-  ///         configurations that cannot run (e.g. --device cuda without a GPU).
+  /// \throws UsageError for configurations validate() rejects (e.g. --device cuda without a GPU),
+  ///         data_pipeline::DataError for dataset problems.
   explicit Trainer(TrainConfig config);
   ~Trainer();
   Trainer(const Trainer&) = delete;
@@ -119,7 +122,7 @@ class Trainer {
   torch::Tensor norm_scale_, norm_bias_;  // uint8 -> normalised float, per channel (1x3x1x1)
   std::uint64_t synthetic_digest_ = 0;
   std::atomic<int> stop_requested_{-1};
-  const char* phase_ = "";  // the NVTX phase being run, for error messages
+  const char* phase_ = "";  // the innermost phase running (or that failed), for error messages
   struct CudaState;         // copy stream (CUDA builds only)
   std::unique_ptr<CudaState> cuda_;
 };

@@ -3,7 +3,9 @@
 // Load it with NVTX_INJECTION64_PATH=<path to libnvtx_recorder.so> and name the output file with
 // NVTX_RECORDER_OUTPUT. Each event is one tab-separated line, appended as it happens (so a
 // process that exits abruptly loses nothing):
-//   <os thread id> \t push|pop|thread_name \t <domain name, empty for the default domain> \t <text>
+//   <os thread id> \t push|pop|thread_name|domain \t <domain name, empty for the default domain> \t
+//   <text>
+// ("domain" records the creation of a named domain.)
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -80,6 +82,9 @@ nvtxDomainHandle_t NVTX_API domain_create_a(const char* name) {
   // Any unique non-null value serves as a handle; NVTX never dereferences it.
   auto* handle = reinterpret_cast<nvtxDomainHandle_t>(static_cast<std::uintptr_t>(g_next_domain++));
   g_domains[handle] = name ? name : "";
+  const std::string line =
+      std::to_string(::syscall(SYS_gettid)) + "\tdomain\t" + (name ? name : "") + "\t\n";
+  if (g_fd >= 0) (void)!::write(g_fd, line.data(), line.size());
   return handle;
 }
 

@@ -20,7 +20,9 @@ TEST(ReportTest, PercentileInterpolatesLikeNumpy) {
 }
 
 TEST(ReportTest, SummaryFindsTheLongestWaitAndTotals) {
-  std::vector<StepRecord> steps(4);
+  RunResult run;
+  std::vector<StepRecord>& steps = run.steps;
+  steps.resize(4);
   const double waits[] = {1.0, 7.5, 2.0, 7.5};
   for (int i = 0; i < 4; ++i) {
     steps[i].index = i;
@@ -29,13 +31,18 @@ TEST(ReportTest, SummaryFindsTheLongestWaitAndTotals) {
     steps[i].step_ms = 10.0 * (i + 1);
   }
   steps[2].skipped.push_back({"a.jpg", "bad", 0, 1, "b.jpg"});
-  const StepSummary s = summarize(steps);
+  run.warmup_steps.resize(2);
+  run.warmup_steps[1].warmup = true;
+  run.warmup_steps[1].skipped.push_back({"c.jpg", "bad", 0, 2, "d.jpg"});
+  run.warmup_steps[1].skipped.push_back({"e.jpg", "bad", 0, 3, "f.jpg"});
+  const StepSummary s = summarize(run);
   EXPECT_DOUBLE_EQ(s.batch_wait_total_ms, 18.0);
   EXPECT_DOUBLE_EQ(s.batch_wait_max_ms, 7.5);
   EXPECT_EQ(s.batch_wait_max_step, 1);  // the first of equal maxima
   EXPECT_DOUBLE_EQ(s.h2d_submit_total_ms, 1.0);
   EXPECT_DOUBLE_EQ(s.step_ms_p50, 25.0);
-  EXPECT_EQ(s.images_skipped, 1);
+  EXPECT_EQ(s.images_skipped, 1);            // captured steps only
+  EXPECT_EQ(s.images_skipped_all_steps, 3);  // and the warm-up's
 }
 
 TEST(ReportTest, Hex64IsFixedWidth) {

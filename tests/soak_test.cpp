@@ -52,10 +52,10 @@ test_util::TempDir* SoakTest::tmp_ = nullptr;
 TEST_F(SoakTest, TrainingSeveralEpochsKeepsMemoryFlat) {
   TrainConfig c;
   c.data = tmp_->path().string();
-  c.device = "cpu";
-  c.batch_size = 4;
-  c.image_size = 32;
-  c.workers = 3;
+  c.device = Device::kCpu;
+  c.loader.batch_size = 4;
+  c.loader.transform.image_size = 32;
+  c.loader.workers = 3;
   c.intra_op_threads = 2;
   c.lr = 0.01;
   c.quiet = true;

@@ -31,28 +31,31 @@ void expect_usage_error(const std::vector<std::string>& args, const std::string&
 
 TEST(TrainCliTest, DefaultsAreTheArticlesSettings) {
   const TrainConfig c = parse({"--data", "/x", "--device=cpu"}).config;
-  EXPECT_EQ(c.batch_size, 128);
+  EXPECT_EQ(c.loader.batch_size, 128);
   EXPECT_EQ(c.warmup, 3);
   EXPECT_EQ(c.steps, 8);
-  EXPECT_EQ(c.workers,
+  EXPECT_EQ(c.loader.workers,
             static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency()))));
-  EXPECT_EQ(c.prefetch_factor, 2);
-  EXPECT_TRUE(c.pin_memory);
-  EXPECT_EQ(c.work_unit, data_pipeline::WorkUnit::kBatch);
+  EXPECT_EQ(c.loader.prefetch_factor, 2);
+  EXPECT_TRUE(c.loader.pin_memory);
+  EXPECT_EQ(c.loader.work_unit, data_pipeline::WorkUnit::kBatch);
   EXPECT_TRUE(c.reuse_iterator);
-  EXPECT_EQ(c.seed, 2026u);
-  EXPECT_EQ(c.image_size, 224);
+  EXPECT_EQ(c.loader.seed, 2026u);
+  EXPECT_EQ(c.loader.transform.image_size, 224);
   EXPECT_FALSE(c.cudnn_benchmark);
   EXPECT_EQ(c.intra_op_threads, 1);
   EXPECT_DOUBLE_EQ(c.lr, 0.1);
   EXPECT_DOUBLE_EQ(c.momentum, 0.9);
   EXPECT_DOUBLE_EQ(c.weight_decay, 1e-4);
   EXPECT_FALSE(c.synthetic);
-  EXPECT_EQ(c.split, "train");
+  EXPECT_EQ(c.split, data_pipeline::Split::kTrain);
+  EXPECT_EQ(c.device, Device::kCpu);
+  EXPECT_EQ(c.precision, Precision::kFp32);
+  EXPECT_EQ(c.mode, RunMode::kTrain);
 }
 
 TEST(TrainCliTest, BooleansAcceptBareAndExplicitValues) {
-  EXPECT_FALSE(parse({"--data=/x", "--device=cpu", "--pin-memory=false"}).config.pin_memory);
+  EXPECT_FALSE(parse({"--data=/x", "--device=cpu", "--pin-memory=false"}).config.loader.pin_memory);
   EXPECT_FALSE(
       parse({"--data=/x", "--device=cpu", "--reuse-iterator=false"}).config.reuse_iterator);
   EXPECT_TRUE(parse({"--data=/x", "--device=cpu", "--cudnn-benchmark"}).config.cudnn_benchmark);
@@ -66,18 +69,18 @@ TEST(TrainCliTest, ValuesAreParsed) {
              "--work-unit=sample", "--seed=7", "--image-size=64", "--steps=2", "--warmup=0",
              "--lr=0.5", "--split=test", "--report=r.json", "--on-bad-image=skip"})
           .config;
-  EXPECT_EQ(c.batch_size, 4);
-  EXPECT_EQ(c.workers, 0);
-  EXPECT_EQ(c.prefetch_factor, 3);
-  EXPECT_EQ(c.work_unit, data_pipeline::WorkUnit::kSample);
-  EXPECT_EQ(c.seed, 7u);
-  EXPECT_EQ(c.image_size, 64);
+  EXPECT_EQ(c.loader.batch_size, 4);
+  EXPECT_EQ(c.loader.workers, 0);
+  EXPECT_EQ(c.loader.prefetch_factor, 3);
+  EXPECT_EQ(c.loader.work_unit, data_pipeline::WorkUnit::kSample);
+  EXPECT_EQ(c.loader.seed, 7u);
+  EXPECT_EQ(c.loader.transform.image_size, 64);
   EXPECT_EQ(c.steps, 2);
   EXPECT_EQ(c.warmup, 0);
   EXPECT_DOUBLE_EQ(c.lr, 0.5);
-  EXPECT_EQ(c.split, "test");
+  EXPECT_EQ(c.split, data_pipeline::Split::kTest);
   EXPECT_EQ(c.report, "r.json");
-  EXPECT_EQ(c.on_bad_image, data_pipeline::BadImagePolicy::kSkip);
+  EXPECT_EQ(c.loader.on_bad_image, data_pipeline::BadImagePolicy::kSkip);
 }
 
 TEST(TrainCliTest, EveryOutOfRangeNumberNamesItsFlag) {
@@ -126,12 +129,12 @@ TEST(TrainCliTest, ExperimentFlags) {
       parse({"--data=/x", "--device=cpu", "--host-dtype=uint8", "--nvtx-detail=layers",
              "--mode=forward", "--forward-bn=train", "--sync-every-step"})
           .config;
-  EXPECT_EQ(c.host_dtype, data_pipeline::HostDType::kUInt8);
-  EXPECT_EQ(c.nvtx_detail, "layers");
-  EXPECT_EQ(c.mode, "forward");
-  EXPECT_EQ(c.forward_bn, "train");
+  EXPECT_EQ(c.loader.transform.dtype, data_pipeline::HostDType::kUInt8);
+  EXPECT_EQ(c.nvtx_detail, NvtxDetail::kLayers);
+  EXPECT_EQ(c.mode, RunMode::kForward);
+  EXPECT_EQ(c.forward_bn, ForwardBn::kTrain);
   EXPECT_TRUE(c.sync_every_step);
-  EXPECT_EQ(parse({"--data=/x", "--device=cpu"}).config.precision, "fp32");
+  EXPECT_EQ(parse({"--data=/x", "--device=cpu"}).config.precision, Precision::kFp32);
   expect_usage_error({"--data=/x", "--device=cpu", "--precision=bf16"}, "CUDA only");
   expect_usage_error({"--data=/x", "--device=cpu", "--precision=fp8"}, "--precision");
   expect_usage_error({"--data=/x", "--device=cpu", "--host-dtype=int8"}, "--host-dtype");
@@ -146,6 +149,10 @@ TEST(TrainCliTest, HelpAndVersion) {
   const ParsedArgs h = parse({"--help"});
   EXPECT_TRUE(h.help);
   EXPECT_NE(h.help_text.find("--prefetch-factor"), std::string::npos);
+  // Choices come from the name tables, defaults from TrainConfig.
+  EXPECT_NE(h.help_text.find("fp32|bf16:"), std::string::npos) << h.help_text;
+  EXPECT_NE(h.help_text.find("error|skip:"), std::string::npos) << h.help_text;
+  EXPECT_NE(h.help_text.find("(default: 128)"), std::string::npos) << h.help_text;
   EXPECT_TRUE(parse({"--version"}).version);
 }
 

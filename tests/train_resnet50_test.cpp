@@ -151,6 +151,27 @@ TEST_F(TrainBinaryTest, NvtxTreeIsExactWithAndWithoutIteratorReuse) {
   }
 }
 
+TEST_F(TrainBinaryTest, NvtxOffSilencesEveryRangeAndThreadNameOfBothDomains) {
+  for (const char* unit : {"--work-unit=batch", "--work-unit=sample"}) {
+    const fs::path log = tmp_->path() / (std::string("nvtx_off") + unit + ".tsv");
+    const fs::path report = tmp_->path() / "nvtx_off.json";
+    const auto r = test_util::run_process(
+        args({"--warmup=1", "--steps=2", "--nvtx=false", unit, "--report=" + report.string()}),
+        {std::string("NVTX_INJECTION64_PATH=") + NVTX_RECORDER_LIB,
+         "NVTX_RECORDER_OUTPUT=" + log.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // The injection is loaded on the first NVTX call: with none, it writes nothing at all. (The
+    // test above shows the same injection recording every range when --nvtx is on.)
+    const auto events = fs::exists(log) ? read_events(log) : std::vector<Event>{};
+    for (const auto& e : events) {
+      ADD_FAILURE() << "NVTX event with --nvtx=false: " << e.op << " '" << e.domain << "' "
+                    << e.text;
+    }
+    std::ifstream in(report);
+    EXPECT_EQ(nlohmann::json::parse(in)["config"]["nvtx"], false);
+  }
+}
+
 TEST_F(TrainBinaryTest, NvtxTreeUnderEachExperimentFlag) {
   struct Case {
     std::vector<std::string> flags;

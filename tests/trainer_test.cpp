@@ -23,12 +23,12 @@ class TrainerTest : public ::testing::Test {
   static TrainConfig config() {
     TrainConfig c;
     c.data = tmp_->path().string();
-    c.device = "cpu";
-    c.batch_size = 4;
-    c.image_size = 32;
+    c.device = Device::kCpu;
+    c.loader.batch_size = 4;
+    c.loader.transform.image_size = 32;
     c.warmup = 2;
     c.steps = 3;
-    c.workers = 2;
+    c.loader.workers = 2;
     c.lr = 0.01;
     c.quiet = true;
     return c;
@@ -52,17 +52,17 @@ TEST_F(TrainerTest, DigestsDoNotDependOnLoaderSettings) {
     void (*apply)(TrainConfig&);
   };
   const Variant variants[] = {
-      {"workers=0", [](TrainConfig& c) { c.workers = 0; }},
+      {"workers=0", [](TrainConfig& c) { c.loader.workers = 0; }},
       {"workers=3,sample",
        [](TrainConfig& c) {
-         c.workers = 3;
-         c.work_unit = data_pipeline::WorkUnit::kSample;
+         c.loader.workers = 3;
+         c.loader.work_unit = data_pipeline::WorkUnit::kSample;
        }},
-      {"prefetch=1", [](TrainConfig& c) { c.prefetch_factor = 1; }},
+      {"prefetch=1", [](TrainConfig& c) { c.loader.prefetch_factor = 1; }},
       {"prefetch=4,no pin",
        [](TrainConfig& c) {
-         c.prefetch_factor = 4;
-         c.pin_memory = false;
+         c.loader.prefetch_factor = 4;
+         c.loader.pin_memory = false;
        }},
   };
   for (const auto& v : variants) {
@@ -74,13 +74,13 @@ TEST_F(TrainerTest, DigestsDoNotDependOnLoaderSettings) {
 
 TEST_F(TrainerTest, Uint8HostBatchesHaveTheirOwnStableDigests) {
   TrainConfig c = config();
-  c.host_dtype = data_pipeline::HostDType::kUInt8;
+  c.loader.transform.dtype = data_pipeline::HostDType::kUInt8;
   const auto u8 = digests(Trainer(c).run());
-  c.workers = 0;
-  c.work_unit = data_pipeline::WorkUnit::kSample;
+  c.loader.workers = 0;
+  c.loader.work_unit = data_pipeline::WorkUnit::kSample;
   EXPECT_EQ(digests(Trainer(c).run()), u8);  // invariant across loader settings
-  c.workers = 3;
-  c.prefetch_factor = 1;
+  c.loader.workers = 3;
+  c.loader.prefetch_factor = 1;
   EXPECT_EQ(digests(Trainer(c).run()), u8);
   const auto f32 = digests(Trainer(config()).run());
   for (size_t i = 0; i < u8.size(); ++i) EXPECT_NE(u8[i], f32[i]);  // a different byte layout
@@ -91,18 +91,18 @@ TEST_F(TrainerTest, Uint8NormalisedOnTheDeviceTrainsLikeFloat32) {
   TrainConfig c = config();
   c.warmup = 0;
   c.steps = 1;
-  c.mode = "forward";
+  c.mode = RunMode::kForward;
   const RunResult f32 = Trainer(c).run();
-  c.host_dtype = data_pipeline::HostDType::kUInt8;
+  c.loader.transform.dtype = data_pipeline::HostDType::kUInt8;
   const RunResult u8 = Trainer(c).run();
   ASSERT_TRUE(f32.loss_after_drain && u8.loss_after_drain);
   EXPECT_NEAR(*u8.loss_after_drain, *f32.loss_after_drain, 1e-3);
 }
 
 TEST_F(TrainerTest, ForwardModeLeavesTheWeightsAlone) {
-  for (const char* bn : {"eval", "train"}) {
+  for (const ForwardBn bn : {ForwardBn::kEval, ForwardBn::kTrain}) {
     TrainConfig c = config();
-    c.mode = "forward";
+    c.mode = RunMode::kForward;
     c.forward_bn = bn;
     Trainer t(c);
     std::vector<torch::Tensor> before;
@@ -115,14 +115,14 @@ TEST_F(TrainerTest, ForwardModeLeavesTheWeightsAlone) {
     for (const auto& p : params) EXPECT_FALSE(p.grad().defined());
     const bool stats_moved =
         !torch::equal(t.model()->named_buffers()["bn1.running_mean"], running_before);
-    EXPECT_EQ(stats_moved, std::string(bn) == "train") << bn;
+    EXPECT_EQ(stats_moved, bn == ForwardBn::kTrain) << to_string(bn);
   }
 }
 
 TEST_F(TrainerTest, Bf16OnTheCpuIsRejected) {
   TrainConfig c = config();
-  c.precision = "bf16";
-  EXPECT_THROW(Trainer{c}, std::invalid_argument);
+  c.precision = Precision::kBf16;
+  EXPECT_THROW(Trainer{c}, UsageError);
 }
 
 TEST_F(TrainerTest, ResetStartsANewTraversalReuseContinues) {
@@ -206,7 +206,7 @@ TEST_F(TrainerTest, SyntheticModeNeedsNoDataset) {
   const RunResult r = t.run();
   ASSERT_EQ(r.steps.size(), 3u);
   EXPECT_EQ(r.steps[0].digest, r.steps[2].digest);  // the same batch every step
-  EXPECT_DOUBLE_EQ(r.steps[1].batch_wait_ms < 1.0, true);
+  EXPECT_LT(r.steps[1].batch_wait_ms, 1.0);         // no loader to wait for
 }
 
 TEST_F(TrainerTest, StopRequestEndsTheRunEarly) {
@@ -215,6 +215,8 @@ TEST_F(TrainerTest, StopRequestEndsTheRunEarly) {
     if (s.warmup && s.index == 0) t.request_stop(2);
   });
   EXPECT_TRUE(r.interrupted);
+  EXPECT_EQ(r.interrupt_signal, "SIGINT");  // the Trainer names the signal itself
+  EXPECT_EQ(make_report(t, r)["interrupt_signal"], "SIGINT");
   EXPECT_EQ(t.stop_requested(), 2);
   EXPECT_EQ(r.warmup_steps.size(), 1u);
   EXPECT_TRUE(r.steps.empty());
@@ -223,8 +225,8 @@ TEST_F(TrainerTest, StopRequestEndsTheRunEarly) {
 
 TEST_F(TrainerTest, StopRequestFromAnotherThreadCutsABatchWaitShort) {
   TrainConfig c = config();
-  c.workers = 0;      // every batch is decoded inside batch_wait
-  c.batch_size = 24;  // the whole split: a long wait
+  c.loader.workers = 0;      // every batch is decoded inside batch_wait
+  c.loader.batch_size = 24;  // the whole split: a long wait
   c.warmup = 0;
   c.steps = 1000;
   Trainer t(c);
@@ -236,6 +238,7 @@ TEST_F(TrainerTest, StopRequestFromAnotherThreadCutsABatchWaitShort) {
   const RunResult r = t.run();
   stopper.join();
   EXPECT_TRUE(r.interrupted);
+  EXPECT_EQ(r.interrupt_signal, "SIGTERM");
   EXPECT_LT(r.steps.size(), 1000u);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0);
 }
@@ -243,7 +246,7 @@ TEST_F(TrainerTest, StopRequestFromAnotherThreadCutsABatchWaitShort) {
 TEST_F(TrainerTest, AStepFailureNamesTheStepAndPhase) {
   // Batch 1 at 32 px leaves BatchNorm one value per channel in layer4: LibTorch refuses in forward.
   TrainConfig c = config();
-  c.batch_size = 1;
+  c.loader.batch_size = 1;
   try {
     Trainer(c).run();
     FAIL() << "expected an error";
@@ -260,7 +263,7 @@ TEST_F(TrainerTest, ADataErrorInAStepKeepsTheFileName) {
   test_util::write_text(bad, "not a jpeg");
   TrainConfig c = config();
   c.data = tmp.path().string();
-  c.batch_size = 8;  // every batch holds the bad image
+  c.loader.batch_size = 8;  // every batch holds the bad image
   try {
     Trainer(c).run();
     FAIL() << "expected a DataError";
@@ -274,7 +277,7 @@ TEST_F(TrainerTest, CudaRunPinsTheRingCapturesAndSeesTheSameBatches) {
   const auto cpu = digests(Trainer(config()).run());
   for (bool copy_stream : {true, false}) {
     TrainConfig c = config();
-    c.device = "cuda";
+    c.device = Device::kCuda;
     c.copy_stream = copy_stream;
     Trainer t(c);
     ASSERT_NE(t.loader(), nullptr);
@@ -290,8 +293,8 @@ TEST_F(TrainerTest, CudaRunPinsTheRingCapturesAndSeesTheSameBatches) {
 TEST_F(TrainerTest, CudaDeviceWithoutAGpuIsRejected) {
 #if !defined(WORKLOAD_TORCH_CUDA)
   TrainConfig c = config();
-  c.device = "cuda";
-  EXPECT_THROW(Trainer{c}, std::invalid_argument);
+  c.device = Device::kCuda;
+  EXPECT_THROW(Trainer{c}, UsageError);
 #else
   GTEST_SKIP() << "CUDA build";
 #endif

@@ -1,0 +1,160 @@
+// Tests for TrainConfig's one validation (combinations, machine, paths, and the flag table's ranges
+// for values set in code) and for the report keys its flag table yields.
+#include "lib/train_config.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include "lib/cli.h"
+#include "lib/cuda_device.h"
+#include "lib/train_flags.h"
+#include "tests/test_util.h"
+
+namespace workload {
+namespace {
+
+TrainConfig cpu_config() {
+  TrainConfig c;
+  c.data = "/data";
+  c.device = Device::kCpu;
+  return c;
+}
+
+void expect_invalid(const TrainConfig& c, const std::string& fragment) {
+  try {
+    validate(c);
+    FAIL() << "expected a UsageError containing '" << fragment << "'";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(TrainConfigTest, TheArticlesSettingsAreValid) { EXPECT_NO_THROW(validate(cpu_config())); }
+
+TEST(TrainConfigTest, CombinationsThatCannotRunNameTheirFlag) {
+  TrainConfig c = cpu_config();
+  c.data.clear();
+  expect_invalid(c, "--data: required");
+  c.synthetic = true;
+  EXPECT_NO_THROW(validate(c));
+
+  c = cpu_config();
+  c.precision = Precision::kBf16;
+  expect_invalid(c, "--precision bf16");
+
+  c = cpu_config();
+  c.forward_bn = ForwardBn::kTrain;
+  expect_invalid(c, "--forward-bn: only meaningful with --mode forward");
+  c.mode = RunMode::kForward;
+  EXPECT_NO_THROW(validate(c));
+
+  c = cpu_config();
+  c.device = Device::kCuda;
+  if (cuda_available()) {
+    EXPECT_NO_THROW(validate(c));
+  } else {
+    expect_invalid(c, "--device cuda: no CUDA device");
+  }
+}
+
+TEST(TrainConfigTest, ValuesSetInCodeAreCheckedAgainstTheFlagRanges) {
+  TrainConfig c = cpu_config();
+  c.steps = 0;
+  expect_invalid(c, "--steps: expected an integer in [1, 1000000], got 0");
+  c = cpu_config();
+  c.loader.transform.image_size = 16;
+  expect_invalid(c, "--image-size");
+  c = cpu_config();
+  c.loader.workers = -1;
+  expect_invalid(c, "--workers");
+  c = cpu_config();
+  c.momentum = 1.5;
+  expect_invalid(c, "--momentum");
+}
+
+TEST(TrainConfigTest, OutputPathsAreCheckedBeforeTheRun) {
+  test_util::TempDir tmp;
+  EXPECT_NO_THROW(check_output_path("--report", (tmp / "r.json").string()));
+  EXPECT_NO_THROW(check_output_path("--report", "relative.json"));
+  auto expect_bad = [](const std::string& path, const std::string& fragment) {
+    try {
+      check_output_path("--report", path);
+      FAIL() << path;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("--report: ", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  expect_bad("", "expected a file path");
+  expect_bad((tmp / "missing" / "r.json").string(), "does not exist");
+  expect_bad(tmp.path().string(), "is a directory");
+  if (::geteuid() != 0) {  // root writes anywhere
+    ::chmod(tmp.path().c_str(), 0500);
+    expect_bad((tmp / "r.json").string(), "is not writable");
+    ::chmod(tmp.path().c_str(), 0700);
+  }
+  TrainConfig c = cpu_config();
+  c.torch_profiler_trace = (tmp / "missing" / "t.json").string();
+  expect_invalid(c, "--torch-profiler-trace: directory");
+  c = cpu_config();
+  c.report = (tmp / "missing" / "r.json").string();
+  expect_invalid(c, "--report: directory");
+}
+
+TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticles) {
+  nlohmann::ordered_json j;
+  const TrainConfig defaults;
+  visit_train_flags(defaults, FlagsToJson(j));
+  std::set<std::string> keys;
+  for (const auto& [key, value] : j.items()) keys.insert(key);
+  const std::set<std::string> expected = {"data",
+                                          "split",
+                                          "batch_size",
+                                          "warmup",
+                                          "steps",
+                                          "workers",
+                                          "prefetch_factor",
+                                          "pin_memory",
+                                          "work_unit",
+                                          "reuse_iterator",
+                                          "seed",
+                                          "device",
+                                          "image_size",
+                                          "cudnn_benchmark",
+                                          "intra_op_threads",
+                                          "lr",
+                                          "momentum",
+                                          "weight_decay",
+                                          "synthetic",
+                                          "copy_stream",
+                                          "nvtx",
+                                          "on_bad_image",
+                                          "report",
+                                          "precision",
+                                          "host_dtype",
+                                          "nvtx_detail",
+                                          "torch_profiler_trace",
+                                          "mode",
+                                          "forward_bn",
+                                          "sync_every_step"};
+  EXPECT_EQ(keys, expected);
+  EXPECT_EQ(j["batch_size"], 128);
+  EXPECT_EQ(j["workers"], 8);
+  EXPECT_EQ(j["prefetch_factor"], 2);
+  EXPECT_EQ(j["pin_memory"], true);
+  EXPECT_EQ(j["work_unit"], "batch");
+  EXPECT_EQ(j["seed"], 2026);
+  EXPECT_EQ(j["image_size"], 224);
+  EXPECT_EQ(j["warmup"], 3);
+  EXPECT_EQ(j["steps"], 8);
+  EXPECT_EQ(j["lr"], 0.1);
+  EXPECT_EQ(j["weight_decay"], 1e-4);
+  EXPECT_EQ(j["device"], "cuda");
+  EXPECT_EQ(j["split"], "train");
+  EXPECT_EQ(j["precision"], "fp32");
+  EXPECT_EQ(j["host_dtype"], "float32");
+}
+
+}  // namespace
+}  // namespace workload

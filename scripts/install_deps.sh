@@ -1,26 +1,73 @@
 #!/usr/bin/env bash
-# Installs (apt) what building and testing the workload needs, when it is missing. Sourced or run by
-# scripts/run.sh and scripts/test.sh. Does nothing with SKIP_APT=1 or without apt.
+# Sourced by scripts/run.sh and scripts/test.sh (or run alone, to install): which LibTorch the build
+# uses, what apt installs for it, and what the build found.
 #
-# libtorch-dev (Debian's CPU LibTorch) is skipped when another LibTorch is already configured
-# (Torch_DIR, or a TorchConfig.cmake under CMAKE_PREFIX_PATH), so a CUDA LibTorch stays the one
-# CMake finds.
+#   select_libtorch    chooses the LibTorch, in this order:
+#                      1. the one the user configured: Torch_DIR, or a TorchConfig.cmake under a
+#                         directory of CMAKE_PREFIX_PATH;
+#                      2. the CUDA LibTorch inside an installed PyTorch whose torch.version.cuda is
+#                         set (torch.utils.cmake_prefix_path), so a GPU machine builds for its GPU;
+#                      3. Debian's libtorch-dev (LibTorch 1.13, CPU only), installed by install_deps.
+#                      Sets TORCH_CMAKE_ARGS (an array for cmake) and LIBTORCH_CHOICE (a sentence).
+#   install_deps       installs the missing Debian/Ubuntu packages with apt. Does nothing with
+#                      SKIP_APT=1 or without apt. When apt cannot install them (no package server),
+#                      it says so and goes on: CMake then names whatever is really missing.
+#   describe_build DIR prints the LibTorch a configured build uses (version, CUDA or not, path) and
+#                      sets BUILD_TORCH_CUDA (ON/OFF).
+#   gpu_visible        true when nvidia-smi lists a GPU.
 set -euo pipefail
+
+_deps_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/find_python.sh
+source "$_deps_dir/find_python.sh"
+
+TORCH_CMAKE_ARGS=()
+LIBTORCH_CHOICE=""
+_want_debian_torch=1
+
+select_libtorch() {
+  TORCH_CMAKE_ARGS=()
+  _want_debian_torch=0
+  if [ -n "${Torch_DIR:-}" ]; then
+    LIBTORCH_CHOICE="Torch_DIR=$Torch_DIR (set by you)"
+    TORCH_CMAKE_ARGS=(-DTorch_DIR="$Torch_DIR")
+    return 0
+  fi
+  local dir dirs=()
+  IFS=: read -r -a dirs <<< "${CMAKE_PREFIX_PATH:-}"
+  for dir in "${dirs[@]}"; do
+    if [ -n "$dir" ] && [ -f "$dir/Torch/TorchConfig.cmake" ]; then
+      LIBTORCH_CHOICE="$dir/Torch (from your CMAKE_PREFIX_PATH)"
+      TORCH_CMAKE_ARGS=(-DTorch_DIR="$dir/Torch")
+      return 0
+    fi
+  done
+  local py prefix
+  if py=$(find_python torch); then
+    # One line: the CMake prefix when this PyTorch was built with CUDA, nothing otherwise.
+    prefix=$("$py" -c 'import torch
+print(torch.utils.cmake_prefix_path if torch.version.cuda else "")' 2>/dev/null || true)
+    if [ -n "$prefix" ] && [ -f "$prefix/Torch/TorchConfig.cmake" ]; then
+      LIBTORCH_CHOICE="$prefix/Torch (the CUDA LibTorch of $py's PyTorch)"
+      TORCH_CMAKE_ARGS=(-DTorch_DIR="$prefix/Torch")
+      return 0
+    fi
+  fi
+  _want_debian_torch=1
+  LIBTORCH_CHOICE="Debian's libtorch-dev (CPU only; no CUDA PyTorch found)"
+  # The package's CMake files; an empty Torch_DIR would keep a stale choice from the cache.
+  TORCH_CMAKE_ARGS=(-UTorch_DIR)
+}
 
 install_deps() {
   [ "${SKIP_APT:-0}" = 1 ] && return 0
   command -v dpkg-query >/dev/null && command -v apt-get >/dev/null || return 0
   local packages=(cmake ninja-build g++ libopencv-dev libjpeg-dev libcxxopts-dev libgtest-dev
                   nlohmann-json3-dev python3 python3-matplotlib python3-numpy python3-pytest xz-utils)
-  # clang and its libFuzzer runtime, for test.sh's fuzzer build only.
+  # test.sh's format check, and clang with its libFuzzer runtime for its fuzzer build.
+  [ "${WITH_TEST_DEPS:-0}" = 1 ] && packages+=(clang-format)
   [ "${WITH_FUZZ_DEPS:-0}" = 1 ] && packages+=(clang libclang-rt-dev)
-  local have_torch=0 dir
-  [ -n "${Torch_DIR:-}" ] && have_torch=1
-  IFS=: read -r -a dirs <<< "${CMAKE_PREFIX_PATH:-}"
-  for dir in "${dirs[@]}"; do
-    [ -n "$dir" ] && [ -f "$dir/Torch/TorchConfig.cmake" ] && have_torch=1
-  done
-  [ "$have_torch" = 0 ] && packages+=(libtorch-dev)
+  [ "$_want_debian_torch" = 1 ] && packages+=(libtorch-dev)
   local missing=() p
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -29,8 +76,42 @@ install_deps() {
   echo "install_deps: installing ${missing[*]}" >&2
   local sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  if ! { $sudo apt-get update -qq &&
+         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+           "${missing[@]}"; }; then
+    echo "install_deps: note: apt could not install ${missing[*]} (no package server?); going on" \
+         "with what is installed: CMake will name anything the build really lacks" >&2
+  fi
+  return 0
 }
 
-if [ "${BASH_SOURCE[0]}" = "$0" ]; then install_deps; fi
+describe_build() {  # <build dir>
+  local cache="$1/CMakeCache.txt" torch_dir version
+  torch_dir=$(sed -n 's/^Torch_DIR:PATH=//p' "$cache" 2>/dev/null | head -1)
+  version=$(sed -n 's/^WORKLOAD_TORCH_VERSION:INTERNAL=//p' "$cache" 2>/dev/null | head -1)
+  BUILD_TORCH_CUDA=$(sed -n 's/^WORKLOAD_TORCH_CUDA:INTERNAL=//p' "$cache" 2>/dev/null | head -1)
+  local kind="CPU only"
+  [ "$BUILD_TORCH_CUDA" = ON ] && kind="with CUDA"
+  echo "LibTorch ${version:-?} ($kind) from ${torch_dir:-?} [chosen: $LIBTORCH_CHOICE]"
+}
+
+gpu_visible() {
+  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '
+}
+
+# What to do when a GPU is visible but the build's LibTorch has no CUDA.
+cpu_libtorch_on_gpu_message() {
+  cat >&2 <<'EOF'
+A GPU is visible (nvidia-smi) but this build's LibTorch has no CUDA, so it would train on the CPU.
+Give the build a CUDA LibTorch, then run this again:
+  - install a CUDA PyTorch (pip install torch): this script then uses its LibTorch by itself; or
+  - unzip a CUDA LibTorch from https://pytorch.org and set Torch_DIR=<libtorch>/share/cmake/Torch
+    (or CMAKE_PREFIX_PATH=<libtorch>).
+To train on the CPU anyway, pass --device cpu (run.sh) or set ALLOW_CPU_LIBTORCH=1.
+EOF
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  select_libtorch
+  install_deps
+fi

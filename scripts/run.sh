@@ -1,32 +1,64 @@
 #!/usr/bin/env bash
-# The README's main command: installs what is missing, builds, makes a synthetic Food-101 when no
-# --data is given, and runs train_resnet50 with the article's settings on a GPU, or a short
-# CPU-sized run when there is none. Extra arguments pass through to train_resnet50 (later flags
-# win, so `scripts/run.sh --steps 64` overrides the default).
+# The README's main command: installs what is missing, builds against a CUDA LibTorch when there is
+# one (an installed PyTorch's, when none is configured), makes a synthetic Food-101 when no --data
+# is given, and runs train_resnet50 with the article's settings on the GPU, or a short CPU-sized run
+# on a machine without one. Extra arguments pass through to train_resnet50 (later flags win, so
+# `scripts/run.sh --steps 64` overrides the default).
 #
 #   scripts/run.sh                         synthetic data, article settings (GPU) or a short CPU run
 #   scripts/run.sh --data ~/datasets       the real Food-101 (the directory holding food-101/)
 #   DATA_DIR=/fast/disk scripts/run.sh     where the synthetic set goes (default: data/synthetic)
 #   SYNTH_PER_CLASS=200 scripts/run.sh     synthetic images per class (GPU default 160: 12,120 train)
+#   Torch_DIR=... / CMAKE_PREFIX_PATH=...  a LibTorch of your choice (see scripts/install_deps.sh)
+#
+# It stops, saying how to fix it, when a GPU is visible but the only LibTorch found has no CUDA
+# (unless --device cpu is given).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 
 source scripts/install_deps.sh
+select_libtorch
 install_deps
 
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+echo "run.sh: configuring $BUILD_DIR"
+mkdir -p "$BUILD_DIR"
+if ! cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "${TORCH_CMAKE_ARGS[@]}" \
+     > "$BUILD_DIR/configure.log" 2>&1; then
+  tail -n 30 "$BUILD_DIR/configure.log" >&2
+  echo "run.sh: error: CMake could not configure the build (log: $BUILD_DIR/configure.log)" >&2
+  exit 1
+fi
+echo "run.sh: $(describe_build "$BUILD_DIR")"
+
+args=("$@")
+have_data=0
+cpu_asked=0
+for a in "${args[@]}"; do
+  case "$a" in
+    --data|--data=*|--synthetic|--synthetic=true) have_data=1 ;;
+    --device=cpu) cpu_asked=1 ;;
+  esac
+done
+for ((i = 0; i + 1 < ${#args[@]}; i++)); do
+  [ "${args[i]}" = --device ] && [ "${args[i + 1]}" = cpu ] && cpu_asked=1
+done
+if gpu_visible && [ "$BUILD_TORCH_CUDA" != ON ] && [ "$cpu_asked" = 0 ] &&
+   [ "${ALLOW_CPU_LIBTORCH:-0}" != 1 ]; then
+  echo "run.sh: error: $(describe_build "$BUILD_DIR")" >&2
+  cpu_libtorch_on_gpu_message
+  exit 1
+fi
+
 cmake --build "$BUILD_DIR" -j "$(nproc 2>/dev/null || echo 2)" --target train_resnet50 food101_synth
 BIN="$BUILD_DIR/bin"
 
 gpu=0
 "$BIN/train_resnet50" --version | grep -q "CUDA device: yes" && gpu=1
+if [ "$gpu" = 0 ] && [ "$BUILD_TORCH_CUDA" = ON ] && [ "$cpu_asked" = 0 ]; then
+  echo "run.sh: note: this LibTorch has CUDA but sees no GPU (driver, CUDA_VISIBLE_DEVICES?)" >&2
+fi
 
-args=("$@")
-have_data=0
-for a in "${args[@]}"; do
-  case "$a" in --data|--data=*|--synthetic|--synthetic=true) have_data=1 ;; esac
-done
 if [ "$have_data" = 0 ]; then
   DATA_DIR=${DATA_DIR:-data/synthetic}
   per_class=${SYNTH_PER_CLASS:-$([ "$gpu" = 1 ] && echo 160 || echo 12)}

@@ -4,11 +4,16 @@
 #
 #   scripts/test.sh                 Release build in build/, all CTest suites
 #   BUILD_DIR=b scripts/test.sh     another build directory
-#   SKIP_APT=1 scripts/test.sh      never call apt (machines without a package mirror)
+#   SKIP_APT=1 scripts/test.sh      never call apt (without a package server, apt's failure is only
+#                                   a note anyway: CMake names what is really missing)
 #   QUICK=1 scripts/test.sh         only the Release build's suite: no sanitizer or fuzzer builds
 #   FUZZ_SECONDS=300 scripts/test.sh  fuzz longer (default 60 s)
 #
-# Besides the Release build (build/), it builds and runs, as CI does:
+# The LibTorch is chosen as scripts/run.sh chooses it (scripts/install_deps.sh): on a GPU machine
+# with a CUDA PyTorch installed, its LibTorch, so the CUDA test cases run; a GPU machine with only a
+# CPU LibTorch is an error (ALLOW_CPU_LIBTORCH=1 to test on the CPU anyway). First, every C++ file
+# must follow .clang-format (scripts/check_format.sh). Besides the Release build (build/), it
+# builds and runs, as CI does:
 #   build-asan/  the data_pipeline tests and the loader stress test under ASan + UBSan
 #   build-tsan/  the same under ThreadSanitizer (suppressions: tests/sanitizers/tsan.supp)
 #   build-fuzz/  the libFuzzer target on the JPEG decode + augment path (clang), FUZZ_SECONDS long,
@@ -22,17 +27,29 @@ JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 
 log() { printf '\n== test.sh: %s\n' "$*"; }
 
-# --- packages (Debian/Ubuntu) ----------------------------------------------------------------------
+# --- packages (Debian/Ubuntu), LibTorch -----------------------------------------------------------
 source scripts/install_deps.sh
+select_libtorch
+export WITH_TEST_DEPS=1
 [ "${QUICK:-0}" != 1 ] && export WITH_FUZZ_DEPS=1
 install_deps
+
+log "format"
+scripts/check_format.sh
 
 # --- configure, build, test ------------------------------------------------------------------------
 configure_and_test() {  # <build dir> [extra cmake args...]
   local dir=$1
   shift
   log "configure $dir $*"
-  cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" -DWORKLOAD_BUILD_TESTS=ON "$@"
+  cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
+    -DWORKLOAD_BUILD_TESTS=ON "${TORCH_CMAKE_ARGS[@]}" "$@"
+  log "$(describe_build "$dir")"
+  # On a GPU machine the CUDA test cases must run: refuse a CPU LibTorch there.
+  if gpu_visible && [ "$BUILD_TORCH_CUDA" != ON ] && [ "${ALLOW_CPU_LIBTORCH:-0}" != 1 ]; then
+    cpu_libtorch_on_gpu_message
+    exit 1
+  fi
   log "build $dir"
   cmake --build "$dir" -j "$JOBS"
   log "test $dir"
@@ -46,14 +63,15 @@ if [ "${QUICK:-0}" != 1 ]; then
     dir="${BUILD_DIR}-${kind/address/asan}"
     dir="${dir/thread/tsan}"
     log "sanitizer build ($kind) in $dir"
-    cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORKLOAD_SANITIZE=$kind
+    cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORKLOAD_SANITIZE=$kind \
+      "${TORCH_CMAKE_ARGS[@]}"
     cmake --build "$dir" -j "$JOBS" --target sanitize_tests
     ctest --test-dir "$dir" --output-on-failure -L sanitize
   done
   if command -v clang++ >/dev/null; then
     log "fuzzer build in ${BUILD_DIR}-fuzz (${FUZZ_SECONDS:-60} s)"
     CC=clang CXX=clang++ cmake -S "$ROOT" -B "${BUILD_DIR}-fuzz" -G Ninja \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORKLOAD_SANITIZE=fuzzer
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORKLOAD_SANITIZE=fuzzer "${TORCH_CMAKE_ARGS[@]}"
     cmake --build "${BUILD_DIR}-fuzz" -j "$JOBS" --target fuzz_tests
     FUZZ_SECONDS=${FUZZ_SECONDS:-60} ctest --test-dir "${BUILD_DIR}-fuzz" --output-on-failure -L fuzz
   else

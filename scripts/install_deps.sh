@@ -76,9 +76,11 @@ install_deps() {
   echo "install_deps: installing ${missing[*]}" >&2
   local sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  if ! { $sudo apt-get update -qq &&
-         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-           "${missing[@]}"; }; then
+  # Short network timeouts: a machine without a package server should learn it in seconds.
+  local net=(-o Acquire::Retries=1 -o Acquire::http::Timeout=15 -o Acquire::https::Timeout=15)
+  if ! { $sudo apt-get "${net[@]}" update -qq &&
+         DEBIAN_FRONTEND=noninteractive $sudo apt-get "${net[@]}" install -y -qq \
+           --no-install-recommends "${missing[@]}"; }; then
     echo "install_deps: note: apt could not install ${missing[*]} (no package server?); going on" \
          "with what is installed: CMake will name anything the build really lacks" >&2
   fi

@@ -12,8 +12,8 @@
 #   install_deps       installs the missing Debian/Ubuntu packages with apt. Does nothing with
 #                      SKIP_APT=1 or without apt. When apt cannot install them (no package server),
 #                      it says so and goes on: CMake then names whatever is really missing.
-#   describe_build DIR prints the LibTorch a configured build uses (version, CUDA or not, path) and
-#                      sets BUILD_TORCH_CUDA (ON/OFF).
+#   read_build_facts DIR  reads what a configured build found: BUILD_TORCH_DIR, BUILD_TORCH_VERSION,
+#                      BUILD_TORCH_CUDA (ON/OFF); describe_build then prints them in a line.
 #   gpu_visible        true when nvidia-smi lists a GPU.
 set -euo pipefail
 
@@ -30,7 +30,7 @@ select_libtorch() {
   _want_debian_torch=0
   if [ -n "${Torch_DIR:-}" ]; then
     LIBTORCH_CHOICE="Torch_DIR=$Torch_DIR (set by you)"
-    TORCH_CMAKE_ARGS=(-DTorch_DIR="$Torch_DIR")
+    TORCH_CMAKE_ARGS=(-DTorch_DIR:PATH="$Torch_DIR")
     return 0
   fi
   local dir dirs=()
@@ -38,7 +38,7 @@ select_libtorch() {
   for dir in "${dirs[@]}"; do
     if [ -n "$dir" ] && [ -f "$dir/Torch/TorchConfig.cmake" ]; then
       LIBTORCH_CHOICE="$dir/Torch (from your CMAKE_PREFIX_PATH)"
-      TORCH_CMAKE_ARGS=(-DTorch_DIR="$dir/Torch")
+      TORCH_CMAKE_ARGS=(-DTorch_DIR:PATH="$dir/Torch")
       return 0
     fi
   done
@@ -49,7 +49,7 @@ select_libtorch() {
 print(torch.utils.cmake_prefix_path if torch.version.cuda else "")' 2>/dev/null || true)
     if [ -n "$prefix" ] && [ -f "$prefix/Torch/TorchConfig.cmake" ]; then
       LIBTORCH_CHOICE="$prefix/Torch (the CUDA LibTorch of $py's PyTorch)"
-      TORCH_CMAKE_ARGS=(-DTorch_DIR="$prefix/Torch")
+      TORCH_CMAKE_ARGS=(-DTorch_DIR:PATH="$prefix/Torch")
       return 0
     fi
   fi
@@ -87,14 +87,17 @@ install_deps() {
   return 0
 }
 
-describe_build() {  # <build dir>
-  local cache="$1/CMakeCache.txt" torch_dir version
-  torch_dir=$(sed -n 's/^Torch_DIR:PATH=//p' "$cache" 2>/dev/null | head -1)
-  version=$(sed -n 's/^WORKLOAD_TORCH_VERSION:INTERNAL=//p' "$cache" 2>/dev/null | head -1)
+read_build_facts() {  # <build dir>: sets BUILD_TORCH_DIR, BUILD_TORCH_VERSION, BUILD_TORCH_CUDA
+  local cache="$1/CMakeCache.txt"
+  BUILD_TORCH_DIR=$(sed -n 's/^Torch_DIR:[A-Z]*=//p' "$cache" 2>/dev/null | head -1)
+  BUILD_TORCH_VERSION=$(sed -n 's/^WORKLOAD_TORCH_VERSION:INTERNAL=//p' "$cache" 2>/dev/null | head -1)
   BUILD_TORCH_CUDA=$(sed -n 's/^WORKLOAD_TORCH_CUDA:INTERNAL=//p' "$cache" 2>/dev/null | head -1)
+}
+
+describe_build() {  # after read_build_facts
   local kind="CPU only"
-  [ "$BUILD_TORCH_CUDA" = ON ] && kind="with CUDA"
-  echo "LibTorch ${version:-?} ($kind) from ${torch_dir:-?} [chosen: $LIBTORCH_CHOICE]"
+  [ "${BUILD_TORCH_CUDA:-}" = ON ] && kind="with CUDA"
+  echo "LibTorch ${BUILD_TORCH_VERSION:-?} ($kind) from ${BUILD_TORCH_DIR:-?} [$LIBTORCH_CHOICE]"
 }
 
 gpu_visible() {

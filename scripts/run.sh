@@ -29,7 +29,8 @@ if ! cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "${TORCH_CMA
   echo "run.sh: error: CMake could not configure the build (log: $BUILD_DIR/configure.log)" >&2
   exit 1
 fi
-echo "run.sh: $(describe_build "$BUILD_DIR")"
+read_build_facts "$BUILD_DIR"
+echo "run.sh: $(describe_build)"
 
 args=("$@")
 have_data=0
@@ -45,7 +46,7 @@ for ((i = 0; i + 1 < ${#args[@]}; i++)); do
 done
 if gpu_visible && [ "$BUILD_TORCH_CUDA" != ON ] && [ "$cpu_asked" = 0 ] &&
    [ "${ALLOW_CPU_LIBTORCH:-0}" != 1 ]; then
-  echo "run.sh: error: $(describe_build "$BUILD_DIR")" >&2
+  echo "run.sh: error: $(describe_build)" >&2
   cpu_libtorch_on_gpu_message
   exit 1
 fi

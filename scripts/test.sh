@@ -44,7 +44,8 @@ configure_and_test() {  # <build dir> [extra cmake args...]
   log "configure $dir $*"
   cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
     -DWORKLOAD_BUILD_TESTS=ON "${TORCH_CMAKE_ARGS[@]}" "$@"
-  log "$(describe_build "$dir")"
+  read_build_facts "$dir"
+  log "$(describe_build)"
   # On a GPU machine the CUDA test cases must run: refuse a CPU LibTorch there.
   if gpu_visible && [ "$BUILD_TORCH_CUDA" != ON ] && [ "${ALLOW_CPU_LIBTORCH:-0}" != 1 ]; then
     cpu_libtorch_on_gpu_message

@@ -12,7 +12,8 @@
 # The LibTorch is chosen as scripts/run.sh chooses it (scripts/install_deps.sh): on a GPU machine
 # with a CUDA PyTorch installed, its LibTorch, so the CUDA test cases run; a GPU machine with only a
 # CPU LibTorch is an error (ALLOW_CPU_LIBTORCH=1 to test on the CPU anyway). First, every C++ file
-# must follow .clang-format (scripts/check_format.sh). Besides the Release build (build/), it
+# must follow .clang-format (scripts/check_format.sh; skipped with a note where clang-format 14 is
+# missing). Besides the Release build (build/), it
 # builds and runs, as CI does:
 #   build-asan/  the data_pipeline tests and the loader stress test under ASan + UBSan
 #   build-tsan/  the same under ThreadSanitizer (suppressions: tests/sanitizers/tsan.supp)
@@ -35,7 +36,7 @@ export WITH_TEST_DEPS=1
 install_deps
 
 log "format"
-scripts/check_format.sh
+scripts/check_format.sh --if-available
 
 # --- configure, build, test ------------------------------------------------------------------------
 configure_and_test() {  # <build dir> [extra cmake args...]

@@ -46,6 +46,8 @@ import time
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(SCRIPTS)
 sys.path.insert(0, SCRIPTS)
+from nsys_analysis.kernels import short_kernel_label  # noqa: E402
+from nsys_analysis.pipeline import analyze  # noqa: E402
 
 
 def binary_path(args):
@@ -88,7 +90,6 @@ def run_direct(cmd, log_path, timeout):
 def profile(prefix, command, timeout, expected_steps=None, extra_env=None):
     """Captures COMMAND with scripts/profile.sh --prefix PREFIX, then analyses the export (checks
     against `expected_steps` when given); returns (summary or None, exit code)."""
-    import analyze
     os.makedirs(os.path.dirname(prefix), exist_ok=True)
     cmd = [os.path.join(SCRIPTS, "profile.sh"), "--prefix", prefix] + command
     with open(prefix + ".runlog", "w") as out:
@@ -101,7 +102,7 @@ def profile(prefix, command, timeout, expected_steps=None, extra_env=None):
         return None, rc
     report = prefix + ".json" if os.path.exists(prefix + ".json") else None
     try:
-        summary = analyze.analyze(prefix + ".sqlite", prefix + "_analysis", report_path=report,
+        summary = analyze(prefix + ".sqlite", prefix + "_analysis", report_path=report,
                                   expected_steps=expected_steps, figures=True)
     except Exception as e:  # keep the other runs going; the row says what failed
         log("  analysis of %s failed: %s" % (prefix, e))
@@ -391,14 +392,13 @@ def parse_ncu_csv(text):
 
 
 def group_ncu(rows):
-    """Per kernel kind (analyze.short_kernel_label): launches, time, DRAM traffic and the
+    """Per kernel kind (nsys_analysis.kernels.short_kernel_label): launches, time, DRAM traffic and the
     time-weighted speed-of-light percentages. Largest total time first."""
-    import analyze
     groups = {}
     for r in rows:
         name = r.get("Kernel Name") or r.get("Function Name") or "?"
         t = r.get("gpu__time_duration.sum") or 0.0
-        g = groups.setdefault(analyze.short_kernel_label(name), {"launches": 0, "ns": 0.0, "bytes": 0.0,
+        g = groups.setdefault(short_kernel_label(name), {"launches": 0, "ns": 0.0, "bytes": 0.0,
                                                                    "w": {}})
         g["launches"] += 1
         g["ns"] += t

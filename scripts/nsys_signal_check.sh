@@ -49,8 +49,8 @@ for mode in ${MODES:-app group}; do
     grep -E "capture_boundary|unterminated" $out/sig_${mode}_a/summary.md | head -3
     python3 -c "import json; s=json.load(open('$out/sig_${mode}_a/summary.json')); print('unterminated', s['unterminated_ranges'], 'steps', s['steps'], 'checks', dict(s['checks']))"
     python3 - $out/sig_$mode.sqlite <<'PY'
-import sys; sys.path.insert(0, 'scripts'); import analyze
-ex = analyze.load_export(sys.argv[1])
+import sys; sys.path.insert(0, 'scripts'); from nsys_analysis.export import load_export
+ex = load_export(sys.argv[1])
 w = [r for r in ex.ranges if r.name == 'capture_window'][0]
 st = sorted(r for r in ex.ranges if r.name == 'torch_step') if False else sorted((r.start, r.end) for r in ex.ranges if r.name == 'torch_step')
 cp = sorted(c[0] for c in ex.memcpys if c[3])

@@ -37,7 +37,11 @@ from collections import OrderedDict
 SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(SCRIPT_DIR)
 sys.path.insert(0, SCRIPT_DIR)
-import analyze  # noqa: E402  (this script's sibling; reused for captures, checks and figures)
+from nsys_analysis.export import AnalysisError  # noqa: E402
+from nsys_analysis.figures import plot_sweep, plot_sweep_batch_wait, require_matplotlib  # noqa: E402
+from nsys_analysis import markdown  # noqa: E402
+from nsys_analysis.pipeline import analyze  # noqa: E402
+from nsys_analysis.report import load_report, report_metrics  # noqa: E402
 
 # The article's baseline (section 8): 64 steps, 8 workers, prefetch 2, pinned, iterator reused.
 BASELINE = OrderedDict([("steps", 64), ("warmup", 3), ("batch_size", 128), ("workers", 8),
@@ -258,8 +262,8 @@ def execute_run(name, cfg, seed, a, extra, order):
     result["status"] = "ok"
 
     try:
-        metrics = analyze.report_metrics(analyze.load_report(report_path))
-    except analyze.AnalysisError as e:
+        metrics = report_metrics(load_report(report_path))
+    except AnalysisError as e:
         result["reason"] = "unusable run report: %s" % e
         return result
     checks, details = report_checks(metrics, steps)
@@ -272,9 +276,9 @@ def execute_run(name, cfg, seed, a, extra, order):
                      ("source", "run report")])
     if not a.no_nsys:
         try:
-            summary = analyze.analyze(prefix + ".sqlite", os.path.join(run_dir, "analysis"), report_path,
+            summary = analyze(prefix + ".sqlite", os.path.join(run_dir, "analysis"), report_path,
                                       expected_steps=steps, figures=a.run_figures)
-        except analyze.AnalysisError as e:
+        except AnalysisError as e:
             result["reason"] = "capture analysis failed: %s" % e
             return result
         checks.update(summary["checks"])
@@ -374,9 +378,9 @@ def render_markdown(rows, results, seeds, a):
         table.append([row["config"], row["changes"], cell("images_per_s"),
                       cell("no_activity_pct", 2) if not a.no_nsys else "– (no capture)",
                       cell("batch_wait_total_ms"), cell("h2d_submit_total_ms"), longest, row["notes"] or ""])
-    out.append(analyze._table(headers, table, ["l", "l", "r", "r", "r", "r", "r", "l"]))
+    out.append(markdown.table(headers, table, ["l", "l", "r", "r", "r", "r", "r", "l"]))
     out += ["", "## Runs in execution order", ""]
-    out.append(analyze._table(
+    out.append(markdown.table(
         ["#", "run", "status", "attempts", "aggregated", "images/s", "reason"],
         [(r["order"], "%s_%d" % (r["config"], r["seed"]), r["status"],
           ", ".join("%s %.1fs" % (at["status"], at["seconds"]) for at in r["attempts"]),
@@ -423,7 +427,7 @@ def draw_figures(rows, results, seeds, a):
                             "no_activity_pct": r["metrics"].get("no_activity_pct")}
                            for r in results if r["config"] == row["config"] and r["aggregated"]]}
                  for row in rows]
-    paths = [analyze.plot_sweep(fig4_rows, os.path.join(a.out, "fig4_sweep.png"), has_capture=not a.no_nsys)]
+    paths = [plot_sweep(fig4_rows, os.path.join(a.out, "fig4_sweep.png"), has_capture=not a.no_nsys)]
 
     def series(names):
         out = []
@@ -435,7 +439,7 @@ def draw_figures(rows, results, seeds, a):
         return out
     titles = ("Reset vs reused iterator: %s" % " vs ".join(a.fig5_left),
               "Baseline runs: %s" % ", ".join(a.fig5_right))
-    paths.append(analyze.plot_sweep_batch_wait(series(a.fig5_left), series(a.fig5_right),
+    paths.append(plot_sweep_batch_wait(series(a.fig5_left), series(a.fig5_right),
                                                os.path.join(a.out, "fig5_batch_wait.png"), titles))
     return paths
 
@@ -511,7 +515,7 @@ def main(argv=None):
               "run reports alone", file=sys.stderr)
         return 2
     if not a.no_figures or a.run_figures:
-        analyze.require_matplotlib()
+        require_matplotlib()
     os.makedirs(a.out, exist_ok=True)
 
     results = []

@@ -1,5 +1,5 @@
-"""Tests for scripts/analyze.py: tiny SQLite exports built here with known intervals (every summary.json
-number known exactly), and the real nsys 2025.3 export of the Python reference in tests/fixtures/nsys/.
+"""Tests for scripts/analyze.py and its nsys_analysis package: tiny SQLite exports built here with known
+intervals (every summary.json number known exactly), and the real nsys 2025.3 export of the Python reference in tests/fixtures/nsys/.
 
 Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
 """
@@ -20,7 +20,14 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(REPO, "scripts", "analyze.py")
 FIXTURE_DIR = os.path.join(REPO, "tests", "fixtures", "nsys")
 sys.path.insert(0, os.path.join(REPO, "scripts"))
-import analyze  # noqa: E402
+from nsys_analysis.checks import crosscheck_stats, failed_checks, normalize_nvtx_name  # noqa: E402
+from nsys_analysis.export import AnalysisError, load_export  # noqa: E402
+from nsys_analysis.figures import plot_sweep, plot_sweep_batch_wait  # noqa: E402
+from nsys_analysis.kernels import is_layout_conversion, kernel_labels  # noqa: E402
+from nsys_analysis.markdown import render_markdown  # noqa: E402
+from nsys_analysis.pipeline import write_outputs  # noqa: E402
+from nsys_analysis.report import load_report, report_metrics  # noqa: E402
+from nsys_analysis.summary import compute_summary  # noqa: E402
 
 HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
 
@@ -216,7 +223,7 @@ class TempDirCase(unittest.TestCase):
         return builder.write(os.path.join(self.tmp, name))
 
     def summarize(self, builder, report=None, expected_steps=None, name="export.sqlite"):
-        return analyze.compute_summary(analyze.load_export(self.build(builder, name)), report, expected_steps)
+        return compute_summary(load_export(self.build(builder, name)), report, expected_steps)
 
     def run_cli(self, *args):
         return subprocess.run([sys.executable, SCRIPT] + list(args), capture_output=True, text=True, timeout=120)
@@ -351,7 +358,7 @@ class IdleGapTest(TempDirCase):
                          [(2.0, 3.0, "host", "batch_wait"), (7.0, 3.0, "tail", None),
                           (0.0, 0.5, "host", "torch_step")])
         self.assertAlmostEqual(g["total_ms"], 10.0 - s["device_busy_ms"], places=6)
-        md = analyze.render_markdown(s)
+        md = render_markdown(s)
         self.assertIn("## Where the device sat idle", md)
         self.assertIn("| batch_wait | 1 | 3.000 |", md)
 
@@ -454,7 +461,7 @@ class FailingChecksTest(TempDirCase):
 
     def test_failed_checks_helper(self):
         s = self.summarize(basic_export(), expected_steps=3)
-        self.assertEqual([n for n, _ in analyze.failed_checks(s)], ["step_count"])
+        self.assertEqual([n for n, _ in failed_checks(s)], ["step_count"])
 
 
 class LayoutPatternTest(unittest.TestCase):
@@ -467,9 +474,9 @@ class LayoutPatternTest(unittest.TestCase):
               "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x32",
               "void cudnn::batchnorm_fwtr_nhwc_semiPersist<float>()", "void transpose_readWrite_alignment_kernel<float>()"]
         for name in yes:
-            self.assertTrue(analyze.is_layout_conversion(name), name)
+            self.assertTrue(is_layout_conversion(name), name)
         for name in no:
-            self.assertFalse(analyze.is_layout_conversion(name), name)
+            self.assertFalse(is_layout_conversion(name), name)
 
     def test_labels(self):
         names = ["void cudnn::batchnorm_bwtr_nhwc_semiPersist<float, (int)0>()",
@@ -478,14 +485,14 @@ class LayoutPatternTest(unittest.TestCase):
                  "sm90_xmma_dgrad_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc",
                  "void at::native::<unnamed>::multi_tensor_apply_kernel<TensorListMetadata<3>>()",
                  "void foo::my_custom_kernel<int>(int)"]
-        self.assertEqual(analyze.kernel_labels(names),
+        self.assertEqual(kernel_labels(names),
                          ["BN bwd #1", "elementwise add", "BN bwd #2", "conv dgrad", "SGD", "my_custom_kernel"])
 
     def test_csv_names(self):
-        self.assertEqual(analyze.normalize_nvtx_name(":torch_step"), (None, "torch_step"))
-        self.assertEqual(analyze.normalize_nvtx_name("torch_step"), (None, "torch_step"))
-        self.assertEqual(analyze.normalize_nvtx_name("data_pipeline:load_batch"), ("data_pipeline", "load_batch"))
-        self.assertEqual(analyze.normalize_nvtx_name("aten::conv2d"), (None, "aten::conv2d"))
+        self.assertEqual(normalize_nvtx_name(":torch_step"), (None, "torch_step"))
+        self.assertEqual(normalize_nvtx_name("torch_step"), (None, "torch_step"))
+        self.assertEqual(normalize_nvtx_name("data_pipeline:load_batch"), ("data_pipeline", "load_batch"))
+        self.assertEqual(normalize_nvtx_name("aten::conv2d"), (None, "aten::conv2d"))
 
 
 class ReportTest(TempDirCase):
@@ -497,7 +504,7 @@ class ReportTest(TempDirCase):
                        "steps": [{"index": 0, "batch_wait_ms": 1.0, "h2d_submit_ms": 0.25},
                                  {"index": 1, "batch_wait_ms": 3.0, "h2d_submit_ms": 0.5}],
                        "interrupted": False}, f)
-        m = analyze.report_metrics(analyze.load_report(path))
+        m = report_metrics(load_report(path))
         self.assertEqual((m["format"], m["images_per_s"], m["steps"], m["step_records"]), ("train_resnet50", 100.5, 2, 2))
         self.assertEqual((m["batch_wait_total_ms"], m["batch_wait_max_ms"], m["batch_wait_max_step"],
                           m["h2d_submit_total_ms"]), (4.0, 3.0, 1, 0.75))
@@ -509,11 +516,11 @@ class ReportTest(TempDirCase):
             f.write('{"workers": 8, "steps": 8, "images_per_s": 4236.5, "batch_wait_s": 0.0394, '
                     '"max_wait_ms": 3.7, "h2d_submit_s": 0.0303}\n')
             f.write("Generating '/tmp/nsys-report.qdstrm'\n")
-        m = analyze.report_metrics(analyze.load_report(path))
+        m = report_metrics(load_report(path))
         self.assertEqual((m["format"], m["images_per_s"], m["steps"], m["batch_wait_max_ms"]),
                          ("seed_workload", 4236.5, 8, 3.7))
         self.assertAlmostEqual(m["batch_wait_total_ms"], 39.4, places=9)
-        s = self.summarize(basic_export(), report=analyze.load_report(path))
+        s = self.summarize(basic_export(), report=load_report(path))
         self.assertEqual(s["images_per_s"], 4236.5)
         self.assertEqual(s["expected_steps"], 8)
 
@@ -521,8 +528,8 @@ class ReportTest(TempDirCase):
         path = os.path.join(self.tmp, "bad.json")
         with open(path, "w") as f:
             f.write("no json here\n")
-        with self.assertRaises(analyze.AnalysisError):
-            analyze.load_report(path)
+        with self.assertRaises(AnalysisError):
+            load_report(path)
 
 
 class CliTest(TempDirCase):
@@ -599,8 +606,8 @@ class RealFixtureTest(unittest.TestCase):
         for name in os.listdir(FIXTURE_DIR):
             if name.endswith(".csv"):
                 shutil.copy(os.path.join(FIXTURE_DIR, name), cls.tmp)
-        cls.ex = analyze.load_export(cls.export)
-        cls.s = analyze.compute_summary(cls.ex, expected_steps=8)
+        cls.ex = load_export(cls.export)
+        cls.s = compute_summary(cls.ex, expected_steps=8)
 
     @classmethod
     def tearDownClass(cls):
@@ -641,7 +648,7 @@ class RealFixtureTest(unittest.TestCase):
         api = {a["name"]: a for a in s["api_calls"]}
         self.assertEqual(api["cudaDeviceSynchronize"]["calls"], 1)
         self.assertEqual(s["sync_calls_in_steps"], 0)
-        check = analyze.crosscheck_stats(s, self.ex, os.path.join(self.tmp, "py_reuse8"))
+        check = crosscheck_stats(s, self.ex, os.path.join(self.tmp, "py_reuse8"))
         self.assertEqual(check["nvtx_sum"]["compared"], 10)
         self.assertEqual(check["nvtx_sum"]["mismatches"], [])
         self.assertTrue(check["cuda_gpu_kern_sum"]["match"])
@@ -692,8 +699,8 @@ class FigureTest(TempDirCase):
         rows = [{"config": "reuse_8", "runs": [{"seed": 2026, "images_per_s": 4236.0, "no_activity_pct": 3.1},
                                                {"seed": 2027, "images_per_s": 4210.0, "no_activity_pct": 2.9}]},
                 {"config": "no_pin", "runs": [{"seed": 2026, "images_per_s": 2000.0, "no_activity_pct": None}]}]
-        p4 = analyze.plot_sweep(rows, os.path.join(self.tmp, "fig4.png"))
-        p5 = analyze.plot_sweep_batch_wait([("reset_8 seed 2026", [671.0, 1.0, 0.5]),
+        p4 = plot_sweep(rows, os.path.join(self.tmp, "fig4.png"))
+        p5 = plot_sweep_batch_wait([("reset_8 seed 2026", [671.0, 1.0, 0.5]),
                                             ("reuse_8 seed 2026", [3.7, 0.4, 0.3])],
                                            [], os.path.join(self.tmp, "fig5.png"))
         for p in (p4, p5):
@@ -701,8 +708,8 @@ class FigureTest(TempDirCase):
         # A capture without CUDA data still gets its figures.
         b = basic_export()
         b.omit.update(n for n in SCHEMA if n.startswith("CUPTI_"))
-        ex = analyze.load_export(b.write(os.path.join(self.tmp, "nvtx.sqlite")))
-        paths = analyze.write_outputs(analyze.compute_summary(ex), ex, os.path.join(self.tmp, "out"))
+        ex = load_export(b.write(os.path.join(self.tmp, "nvtx.sqlite")))
+        paths = write_outputs(compute_summary(ex), ex, os.path.join(self.tmp, "out"))
         self.assertEqual(len(paths), 4)
 
 

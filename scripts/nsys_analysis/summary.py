@@ -1,0 +1,227 @@
+"""summary.json's numbers from an Export (and optionally a run report): compute_summary()."""
+
+import bisect
+from collections import OrderedDict, defaultdict
+
+from .idle_gaps import idle_gaps
+from .intervals import group_stats, ms, union_length
+from .kernels import is_layout_conversion, kernel_labels
+from .checks import capture_checks
+from .records import STEP, WINDOW, Window
+from .report import report_metrics
+
+
+# CUDA runtime calls that block the calling host thread until device work completes. nsys names them
+# with a version suffix (cudaDeviceSynchronize_v3020), stripped before comparing.
+SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize")
+
+
+class _StepIndex:
+    """Finds the step whose host interval contains a time (steps sorted, non-overlapping)."""
+
+    def __init__(self, steps):
+        self.steps = steps
+        self.starts = [s.start for s in steps]
+
+    def find(self, t):
+        i = bisect.bisect_right(self.starts, t) - 1
+        if i >= 0 and t <= self.steps[i].end:
+            return i
+        return None
+
+
+def find_window(ranges):
+    """The capture window of default-domain ranges: the single `capture_window` range; the span of
+    several; without one, the span of the torch_step ranges (capture_boundary then fails)."""
+    windows = [r for r in ranges if r.name == WINDOW]
+    all_steps = sorted((r for r in ranges if r.name == STEP), key=lambda r: r.start)
+    if len(windows) == 1:
+        lo, hi, source = windows[0].start, windows[0].end, "nvtx capture_window"
+    elif windows:
+        lo, hi = min(w.start for w in windows), max(w.end for w in windows)
+        source = "span of %d capture_window ranges" % len(windows)
+    elif all_steps:
+        lo, hi, source = all_steps[0].start, max(r.end for r in all_steps), "span of torch_step ranges"
+    else:
+        lo = hi = None
+        source = None
+    window = Window(lo, hi, source, windows, all_steps, [], [])
+    for r in all_steps:
+        (window.steps if window.holds(r) else window.outside).append(r)
+    return window
+
+
+def compute_summary(ex, report=None, expected_steps=None, top_n=12):
+    """Everything summary.json holds, from an Export (and optionally a run report). Times in ms.
+
+    Definitions:
+      window           the single default-domain `capture_window` range; without one, the span of the
+                       torch_step ranges (capture_boundary then false).
+      steps            torch_step ranges lying wholly inside the window.
+      h2d_copies       host-to-device memcpy records whose device start lies in [window start, end).
+      no_activity_pct  share of the window covered by no kernel, memcpy or memset (intervals clipped
+                       to the window, overlaps counted once).
+      idle_gaps        those uncovered intervals, by cause (host: the device had nothing queued;
+                       device: the next operation was already queued), size and host range: idle_gaps().
+      batch_wait_ms, h2d_submit_ms, data_load_ms, step_ms
+                       per step, the summed duration of those ranges nested in it (same thread);
+                       null for a step without such a range.
+      phase_totals_ms  per default-domain range name, the total duration of its ranges in the window.
+      sync_calls_in_steps
+                       SYNC_CALLS calls starting inside a torch_step's time span, on any thread, except
+                       calls enclosed by a range of another NVTX domain on their thread (the loader's
+                       data_pipeline fences block only the loader).
+      layout_conversion_kernels
+                       kernels matching is_layout_conversion() launched (runtime call start; the kernel's
+                       own start when uncorrelated) inside a torch_step's time span.
+    """
+    s = OrderedDict()
+    s["export"] = ex.path
+    s["nsys_version"] = ex.nsys_version
+    s["device_data"] = ex.device_data
+
+    window = find_window(ex.ranges)
+    lo, hi, steps, outside = window.lo, window.hi, window.steps, window.outside
+    s["capture_window_source"] = window.source
+    s["capture_window_count"] = len(window.ranges)
+    s["capture_window_ms"] = ms(hi - lo) if lo is not None else None
+    s["steps"] = len(steps)
+    s["torch_step_ranges"] = len(window.all_steps)
+    s["steps_outside_window"] = len(outside)
+    s["unterminated_ranges"] = ex.unterminated
+
+    # Per-step host timing from the nested default-domain ranges.
+    by_name = defaultdict(list)
+    for r in ex.ranges:
+        by_name[r.name].append(r)
+
+    def nested_ns(name):
+        out = []
+        for st in steps:
+            inner = [r.duration for r in by_name.get(name, ()) if st.contains(r)]
+            out.append(sum(inner) if inner else None)
+        return out
+
+    def total(values):
+        present = [v for v in values if v is not None]
+        return ms(sum(present)) if present else None
+
+    waits_ns, subs_ns = nested_ns("batch_wait"), nested_ns("h2d_submit")
+    s["step_ms"] = [ms(st.duration) for st in steps]
+    s["data_load_ms"] = [ms(v) for v in nested_ns("data_load")]
+    s["batch_wait_ms"] = [ms(v) for v in waits_ns]
+    s["h2d_submit_ms"] = [ms(v) for v in subs_ns]
+    s["batch_wait_total_ms"] = total(waits_ns)
+    longest = max((v, -i) for i, v in enumerate(waits_ns) if v is not None) if total(waits_ns) is not None else None
+    s["batch_wait_max_ms"] = ms(longest[0]) if longest else None
+    s["batch_wait_max_step"] = -longest[1] if longest else None
+    s["h2d_submit_total_ms"] = total(subs_ns)
+
+    phases = group_stats((r.name, r.duration) for r in ex.ranges if window.holds(r))
+    s["phase_totals_ms"] = OrderedDict((k, ms(v["total_ns"])) for k, v in phases.items())
+    s["phase_counts"] = OrderedDict((k, v["count"]) for k, v in phases.items())
+    s["phases"] = [OrderedDict(name=k, count=v["count"], total_ms=ms(v["total_ns"]),
+                               avg_ms=ms(v["total_ns"] / v["count"]), min_ms=ms(v["min_ns"]),
+                               max_ms=ms(v["max_ns"])) for k, v in phases.items()]
+    other = group_stats(((r.domain, r.name), r.duration) for r in ex.other_ranges)
+    s["other_domain_ranges"] = [OrderedDict(domain=k[0], name=k[1], count=v["count"],
+                                            total_ms=ms(v["total_ns"])) for k, v in other.items()]
+
+    step_index = _StepIndex(steps)
+    if ex.device_data:
+        device = ([(a, b) for a, b, *_ in ex.kernels] + [(a, b) for a, b, *_ in ex.memcpys]
+                  + [(a, b) for a, b, *_ in ex.memsets])
+        if lo is not None and hi > lo:
+            busy = union_length(device, lo, hi)
+            s["device_busy_ms"] = ms(busy)
+            s["no_activity_pct"] = round(100.0 * (hi - lo - busy) / (hi - lo), 6)
+            s["idle_gaps"] = idle_gaps(ex, lo, hi, ex.ranges)
+        else:
+            s["device_busy_ms"] = s["no_activity_pct"] = s["idle_gaps"] = None
+        s["h2d_copies"] = (sum(1 for c in ex.memcpys if c[3] and lo <= c[0] < hi)
+                           if lo is not None else sum(1 for c in ex.memcpys if c[3]))
+        s["kernel_launches"] = len(ex.kernels)
+        last_dev = max((e for _, e in device), default=None)
+        s["last_device_end_after_last_step_ms"] = (ms(last_dev - steps[-1].end)
+                                                   if steps and last_dev is not None else None)
+        # Layout conversions inside steps.
+        layout_names, layout_in_steps = OrderedDict(), 0
+        for start, end, name, launch, _tid in ex.kernels:
+            if is_layout_conversion(name):
+                layout_names[name] = layout_names.get(name, 0) + 1
+                if step_index.find(launch if launch is not None else start) is not None:
+                    layout_in_steps += 1
+        s["layout_conversion_kernels"] = layout_in_steps
+        s["layout_conversion_names"] = layout_names
+    else:
+        for key in ("device_busy_ms", "no_activity_pct", "idle_gaps", "h2d_copies", "kernel_launches",
+                    "last_device_end_after_last_step_ms", "layout_conversion_kernels"):
+            s[key] = None
+        s["layout_conversion_names"] = {}
+
+    if ex.api_calls is not None:
+        fences = defaultdict(list)
+        for r in ex.other_ranges:
+            fences[r.tid].append((r.start, r.end))
+        counted, excused = OrderedDict(), 0
+        for start, end, name, tid in ex.api_calls:
+            if name not in SYNC_CALLS or step_index.find(start) is None:
+                continue
+            if any(a <= start and end <= b for a, b in fences.get(tid, ())):
+                excused += 1
+                continue
+            counted[name] = counted.get(name, 0) + 1
+        s["sync_calls_in_steps"] = sum(counted.values())
+        s["sync_calls_in_steps_by_name"] = counted
+        s["sync_calls_in_loader_ranges"] = excused
+    else:
+        s["sync_calls_in_steps"] = None
+        s["sync_calls_in_steps_by_name"] = {}
+        s["sync_calls_in_loader_ranges"] = None
+
+    # Tables (whole export, like nsys stats).
+    if ex.device_data:
+        kern = group_stats((name, e - st) for st, e, name, *_ in ex.kernels)
+        total_kernel = sum(v["total_ns"] for v in kern.values()) or 1
+        labels = kernel_labels(list(kern)[:top_n])
+        s["top_kernels"] = [OrderedDict(rank=i + 1, label=labels[i], name=k, launches=v["count"],
+                                        total_ms=ms(v["total_ns"]),
+                                        avg_us=round(v["total_ns"] / v["count"] / 1e3, 3),
+                                        pct=round(100.0 * v["total_ns"] / total_kernel, 2))
+                            for i, (k, v) in enumerate(list(kern.items())[:top_n])]
+        mem = group_stats([("[memcpy %s]" % c[2], c[1] - c[0], c[4]) for c in ex.memcpys]
+                           + [("[memset]", m[1] - m[0], m[2]) for m in ex.memsets])
+        s["memory_operations"] = [OrderedDict(operation=k, count=v["count"], total_ms=ms(v["total_ns"]),
+                                              avg_us=round(v["total_ns"] / v["count"] / 1e3, 3),
+                                              max_us=round(v["max_ns"] / 1e3, 3), bytes=v["bytes"])
+                                  for k, v in mem.items()]
+    else:
+        s["top_kernels"] = s["memory_operations"] = None
+    if ex.api_calls is not None:
+        api = group_stats((name, e - st) for st, e, name, _ in ex.api_calls)
+        s["api_calls"] = [OrderedDict(name=k, calls=v["count"], total_ms=ms(v["total_ns"]),
+                                      avg_us=round(v["total_ns"] / v["count"] / 1e3, 3),
+                                      max_ms=ms(v["max_ns"])) for k, v in api.items()]
+    else:
+        s["api_calls"] = None
+
+    # Report and expected steps.
+    metrics = report_metrics(report)
+    if metrics is not None:
+        s["images_per_s"] = metrics["images_per_s"]
+        s["report"] = metrics
+    if expected_steps is not None:
+        exp, exp_src = int(expected_steps), "--expected-steps"
+    elif metrics is not None and metrics["steps"] is not None:
+        exp = int(metrics["steps"])
+        exp_src = "run report capture.steps" if metrics["format"] == "train_resnet50" else "run report steps"
+    else:
+        exp, exp_src = None, "none given: passes when steps >= 1"
+    s["expected_steps"] = exp
+    s["expected_steps_source"] = exp_src
+
+    checks, details = capture_checks(s, window, ex.device_data)
+    s["checks"] = checks
+    s["check_details"] = details
+    s["all_checks_pass"] = all(v is True for v in checks.values())
+    return s

@@ -53,13 +53,13 @@ import sys; sys.path.insert(0, 'scripts'); from nsys_analysis.export import load
 ex = load_export(sys.argv[1])
 w = [r for r in ex.ranges if r.name == 'capture_window'][0]
 st = sorted(r for r in ex.ranges if r.name == 'torch_step') if False else sorted((r.start, r.end) for r in ex.ranges if r.name == 'torch_step')
-cp = sorted(c[0] for c in ex.memcpys if c[3])
-ks = sorted(k[0] for k in ex.kernels)
+cp = sorted(c.start for c in ex.memcpys if c.is_htod)
+ks = sorted(k.start for k in ex.kernels)
 rel = lambda t: round((t - w.start) / 1e6, 1)
 print('window ms', rel(w.end), 'steps host span', rel(st[0][0]), rel(st[-1][1]))
 print('h2d copies', len(cp), 'first/last', rel(cp[0]), rel(cp[-1]), 'kernels', len(ks), 'last kernel', rel(ks[-1]))
-api = [a for a in ex.api_calls if a[2].startswith('cudaMemcpy')]
-print('memcpy API calls in window', sum(1 for a in api if w.start <= a[0] < w.end), 'last', rel(max(a[0] for a in api)))
+api = [a for a in ex.api_calls if a.name.startswith('cudaMemcpy')]
+print('memcpy API calls in window', sum(1 for a in api if w.start <= a.start < w.end), 'last', rel(max(a.start for a in api)))
 PY
   fi
 done

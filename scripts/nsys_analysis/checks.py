@@ -92,7 +92,7 @@ def crosscheck_stats(summary, ex, csv_prefix):
             compared += 1
             got = mine.get(name)
             want = (int(float(row["Instances"])), int(float(row["Total Time (ns)"])))
-            if got is None or (got["count"], got["total_ns"]) != want:
+            if got is None or (got.count, got.total_ns) != want:
                 mismatches.append(name)
         out["nvtx_sum"] = OrderedDict(csv=nvtx_csv, compared=compared, mismatches=mismatches)
     kern_csv = csv_prefix + "_cuda_gpu_kern_sum.csv"
@@ -105,7 +105,7 @@ def crosscheck_stats(summary, ex, csv_prefix):
     if os.path.isfile(mem_csv) and ex.memcpys is not None:
         rows = read_stats_csv(mem_csv)
         csv_h2d = sum(int(float(r["Count"])) for r in rows if "Host-to-Device" in r.get("Operation", ""))
-        mine_h2d = sum(1 for c in ex.memcpys if c[3])
+        mine_h2d = sum(1 for c in ex.memcpys if c.is_htod)
         out["cuda_gpu_mem_time_sum"] = OrderedDict(csv=mem_csv, csv_h2d=csv_h2d, export_h2d=mine_h2d,
                                                    match=csv_h2d == mine_h2d)
     return out or None

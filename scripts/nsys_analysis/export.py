@@ -5,7 +5,7 @@ import os
 import re
 import sqlite3
 
-from .records import Export, Range
+from .records import ApiCall, Export, Kernel, Memcpy, Memset, Range
 
 
 # Fallback enum ids (nsys 2023-2025) for exports that lack the ENUM_* tables.
@@ -137,7 +137,7 @@ def _load(conn, path):
         for start, end, name_id, corr, tid in _select(
                 conn, "CUPTI_ACTIVITY_KIND_RUNTIME",
                 ("start", "end", "nameId", "correlationId", "globalTid"), required=("start", "end")):
-            ex.api_calls.append((start, end, _strip_version(text_of(name_id)), tid))
+            ex.api_calls.append(ApiCall(start, end, _strip_version(text_of(name_id)), tid))
             if corr is not None:
                 launches[(_pid_of(tid), corr)] = (start, tid)
                 launches.setdefault((None, corr), (start, tid))
@@ -155,8 +155,7 @@ def _load(conn, path):
         for start, end, name, corr, gpid in _select(
                 conn, "CUPTI_ACTIVITY_KIND_KERNEL",
                 ("start", "end", name_col, "correlationId", "globalPid"), required=("start", "end")):
-            launch = launch_of(corr, gpid)
-            ex.kernels.append((start, end, text_of(name) or "?", launch[0], launch[1]))
+            ex.kernels.append(Kernel(start, end, text_of(name) or "?", *launch_of(corr, gpid)))
 
     ex.memcpys = []
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in tables:
@@ -172,11 +171,11 @@ def _load(conn, path):
                 required=("start", "end", "copyKind")):
             label = (kinds.get(kind, (None, None))[1]
                      or {htod: "Host-to-Device"}.get(kind, "kind %s" % kind))
-            ex.memcpys.append((start, end, label, kind == htod, nbytes or 0) + launch_of(corr, gpid))
+            ex.memcpys.append(Memcpy(start, end, label, kind == htod, nbytes or 0, *launch_of(corr, gpid)))
 
     ex.memsets = []
     if "CUPTI_ACTIVITY_KIND_MEMSET" in tables:
-        ex.memsets = [(st, e, b or 0) + launch_of(corr, gpid) for st, e, b, corr, gpid in _select(
+        ex.memsets = [Memset(st, e, b or 0, *launch_of(corr, gpid)) for st, e, b, corr, gpid in _select(
             conn, "CUPTI_ACTIVITY_KIND_MEMSET", ("start", "end", "bytes", "correlationId", "globalPid"),
             required=("start", "end"))]
     return ex

@@ -107,10 +107,7 @@ def plot_timeline(s, ex, path, title_suffix=""):
         ax.text(0.5, 0.5, "no torch_step ranges", transform=ax.transAxes, ha="center")
         return _save(fig, path)
     t0 = steps[0].start
-    device = []
-    if ex.device_data:
-        device = ([(a, b) for a, b, *_ in ex.kernels] + [(a, b) for a, b, *_ in ex.memcpys]
-                  + [(a, b) for a, b, *_ in ex.memsets])
+    device = ex.device_intervals()
     t_end = max([b for _, b in device if b >= t0] + [steps[-1].end])
 
     def bars(items):
@@ -133,13 +130,13 @@ def plot_timeline(s, ex, path, title_suffix=""):
     ax.broken_barh(bars((r.start, r.end) for r in ex.ranges if r.name == "data_load"),
                    (y["data_load"] - h / 2, h), facecolors=INPUT_COLOR, edgecolor=INPUT_COLOR, linewidth=0.4)
     if ex.device_data:
-        ax.broken_barh(bars((a, b) for a, b, *_ in ex.kernels), (y["kernels"] - h / 2, h),
+        ax.broken_barh(bars((k.start, k.end) for k in ex.kernels), (y["kernels"] - h / 2, h),
                        facecolors=KERNEL_COLOR, edgecolor=KERNEL_COLOR, linewidth=0.3)
-        ax.broken_barh(bars((c[0], c[1]) for c in ex.memcpys if c[3]), (y["memcpy"] - h / 2, h),
+        ax.broken_barh(bars((c.start, c.end) for c in ex.memcpys if c.is_htod), (y["memcpy"] - h / 2, h),
                        facecolors=H2D_COLOR, edgecolor=H2D_COLOR, linewidth=0.5)
-        ax.broken_barh(bars((c[0], c[1]) for c in ex.memcpys if not c[3]), (y["memcpy"] - h / 2, h),
+        ax.broken_barh(bars((c.start, c.end) for c in ex.memcpys if not c.is_htod), (y["memcpy"] - h / 2, h),
                        facecolors=COPY_COLOR, edgecolor=COPY_COLOR, linewidth=0.5)
-        ax.broken_barh(bars((m[0], m[1]) for m in ex.memsets), (y["memset"] - h / 2, h),
+        ax.broken_barh(bars((m.start, m.end) for m in ex.memsets), (y["memset"] - h / 2, h),
                        facecolors=MEMSET_COLOR, edgecolor=MEMSET_COLOR, linewidth=0.3)
     end_ms = (steps[-1].end - t0) / 1e6
     ax.axvline(end_ms, color="black", linestyle="--", linewidth=1)

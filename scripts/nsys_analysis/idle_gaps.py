@@ -2,6 +2,7 @@
 
 import bisect
 from collections import OrderedDict, defaultdict
+from typing import NamedTuple, Optional
 
 from .intervals import ms
 from .kernels import short_kernel_label
@@ -14,6 +15,30 @@ GAP_CAUSES = ("host", "device", "unattributed", "tail")
 GAP_BUCKET_LABELS = (["< %d us" % GAP_BUCKETS_US[0]]
                      + ["%d-%d us" % pair for pair in zip(GAP_BUCKETS_US, GAP_BUCKETS_US[1:])]
                      + [">= %d us" % GAP_BUCKETS_US[-1]])
+
+
+class _Activity(NamedTuple):
+    """A kernel, copy or memset as idle_gaps() sees it; name is the demangled kernel name or the
+    memory operation ("[memcpy Host-to-Device]", "[memset]")."""
+    start: int
+    end: int
+    name: str
+    launch_ns: Optional[int]
+    launch_tid: Optional[int]
+
+
+class Gap(NamedTuple):
+    """An interval of the window with no device activity, ns. next_name: the activity that ends it
+    (None for the tail); host_range: for a host gap, the innermost range it began in."""
+    start: int
+    end: int
+    cause: str
+    next_name: Optional[str]
+    host_range: Optional[str]
+
+    @property
+    def duration(self):
+        return self.end - self.start
 
 
 def _gap_bucket(ns):
@@ -67,46 +92,49 @@ def idle_gaps(ex, lo, hi, ranges, top_n=8):
       tail          no activity follows inside the window (the end of the capture).
     Gap totals add up to the window minus the busy time of no_activity_pct.
     """
-    acts = ([(k[0], k[1], k[2], k[3], k[4]) for k in ex.kernels]
-            + [(c[0], c[1], "[memcpy %s]" % c[2], c[5], c[6]) for c in ex.memcpys]
-            + [(m[0], m[1], "[memset]", m[3], m[4]) for m in ex.memsets])
-    acts = sorted((a for a in acts if a[1] > lo and a[0] < hi),
-                  key=lambda a: (a[0], a[3] is None, a[3] or 0))
+    acts = ([_Activity(k.start, k.end, k.name, k.launch_ns, k.launch_tid) for k in ex.kernels]
+            + [_Activity(c.start, c.end, c.operation, c.launch_ns, c.launch_tid) for c in ex.memcpys]
+            + [_Activity(m.start, m.end, m.operation, m.launch_ns, m.launch_tid) for m in ex.memsets])
+    # Stable sort: activities starting together stay kernels, copies, memsets, in export order.
+    acts = sorted((a for a in acts if a.end > lo and a.start < hi),
+                  key=lambda a: (a.start, a.launch_ns is None, a.launch_ns or 0))
     index = _RangeIndex(ranges)
     gaps, cursor = [], lo
-    for start, end, name, launch, tid in acts:
-        if start > cursor:
-            if launch is None:
+    for act in acts:
+        if act.start > cursor:
+            if act.launch_ns is None:
                 cause, where = "unattributed", None
-            elif launch >= cursor:
-                cause, where = "host", index.innermost(tid, cursor)
+            elif act.launch_ns >= cursor:
+                cause, where = "host", index.innermost(act.launch_tid, cursor)
             else:
                 cause, where = "device", None
-            gaps.append((cursor, start, cause, name, where))
-        cursor = max(cursor, min(end, hi))
+            gaps.append(Gap(cursor, act.start, cause, act.name, where))
+        cursor = max(cursor, min(act.end, hi))
     if cursor < hi:
-        gaps.append((cursor, hi, "tail", None, None))
+        gaps.append(Gap(cursor, hi, "tail", None, None))
 
     causes = OrderedDict((c, {"count": 0, "total_ns": 0}) for c in GAP_CAUSES)
     buckets = OrderedDict((label, {"count": 0, "total_ns": 0}) for label in GAP_BUCKET_LABELS)
     host_ranges = defaultdict(lambda: {"count": 0, "total_ns": 0})
-    for a, b, cause, _, where in gaps:
-        for d in (causes[cause], buckets[_gap_bucket(b - a)]) + (
-                (host_ranges[where or "(no range)"],) if cause == "host" else ()):
+    for g in gaps:
+        for d in (causes[g.cause], buckets[_gap_bucket(g.duration)]) + (
+                (host_ranges[g.host_range or "(no range)"],) if g.cause == "host" else ()):
             d["count"] += 1
-            d["total_ns"] += b - a
+            d["total_ns"] += g.duration
 
     def out(d):
         return OrderedDict(count=d["count"], total_ms=ms(d["total_ns"]))
-    largest = sorted(gaps, key=lambda g: (g[0] - g[1], g[0]))[:top_n]
+
+    def next_label(name):
+        return None if name is None else name if name.startswith("[") else short_kernel_label(name)
+    largest = sorted(gaps, key=lambda g: (-g.duration, g.start))[:top_n]
     return OrderedDict(
         count=len(gaps),
-        total_ms=ms(sum(b - a for a, b, *_ in gaps)),
+        total_ms=ms(sum(g.duration for g in gaps)),
         causes=OrderedDict((c, out(d)) for c, d in causes.items()),
         histogram=[OrderedDict(bucket=k, **out(d)) for k, d in buckets.items()],
         host_by_range=OrderedDict((k, out(d)) for k, d in sorted(
             host_ranges.items(), key=lambda kv: (-kv[1]["total_ns"], kv[0]))),
-        largest=[OrderedDict(at_ms=ms(a - lo), gap_ms=ms(b - a), cause=cause, host_range=where,
-                             next=None if name is None else short_kernel_label(name) if not name.startswith("[")
-                             else name)
-                 for a, b, cause, name, where in largest])
+        largest=[OrderedDict(at_ms=ms(g.start - lo), gap_ms=ms(g.duration), cause=g.cause,
+                             host_range=g.host_range, next=next_label(g.next_name))
+                 for g in largest])

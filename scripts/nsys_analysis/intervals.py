@@ -2,6 +2,7 @@
 duration statistics."""
 
 from collections import OrderedDict, defaultdict
+from typing import NamedTuple
 
 
 def ms(ns):
@@ -39,8 +40,18 @@ def merged_gaps(intervals, lo, hi):
     return gaps
 
 
+class GroupStats(NamedTuple):
+    """Durations (ns) and bytes of the items of one group_stats() key."""
+    count: int
+    total_ns: int
+    min_ns: int
+    max_ns: int
+    nbytes: int
+
+
 def group_stats(items):
-    """items: (key, duration_ns[, bytes]) -> OrderedDict key -> stats, largest total first."""
+    """items: (key, duration_ns[, bytes]) -> OrderedDict key -> GroupStats, largest total first (ties by
+    the key's text)."""
     groups = defaultdict(list)
     nbytes = defaultdict(int)
     for item in items:
@@ -49,6 +60,5 @@ def group_stats(items):
             nbytes[item[0]] += item[2]
     out = OrderedDict()
     for key, durs in sorted(groups.items(), key=lambda kv: (-sum(kv[1]), str(kv[0]))):
-        out[key] = {"count": len(durs), "total_ns": sum(durs), "min_ns": min(durs), "max_ns": max(durs),
-                    "bytes": nbytes.get(key, 0)}
+        out[key] = GroupStats(len(durs), sum(durs), min(durs), max(durs), nbytes.get(key, 0))
     return out

@@ -1,5 +1,10 @@
-"""Named records of one Nsight Systems export and the NVTX range names the workload emits."""
+"""Named records of one Nsight Systems export and the NVTX range names the workload emits.
 
+Times are nanoseconds on nsys's session clock. launch_ns / launch_tid name the CUDA runtime call that
+enqueued a device activity (None when no runtime record correlates with it).
+"""
+
+from dataclasses import dataclass, field
 from typing import List, NamedTuple, Optional
 
 # Range names the workload emits (an interface: lib/ and seed_workload.py use the same vocabulary).
@@ -7,13 +12,13 @@ STEP = "torch_step"
 WINDOW = "capture_window"
 
 
-class Range:
-    """One closed NVTX range; times in ns. domain is None for NVTX's default domain."""
-
-    __slots__ = ("name", "start", "end", "tid", "domain")
-
-    def __init__(self, name, start, end, tid=None, domain=None):
-        self.name, self.start, self.end, self.tid, self.domain = name, start, end, tid, domain
+class Range(NamedTuple):
+    """One closed NVTX range. domain is None for NVTX's default domain."""
+    name: str
+    start: int
+    end: int
+    tid: Optional[int] = None
+    domain: Optional[str] = None
 
     @property
     def duration(self):
@@ -25,30 +30,77 @@ class Range:
             return False
         return self.start <= other.start and other.end <= self.end
 
-    def __repr__(self):
-        return "Range(%r, %d, %d)" % (self.name, self.start, self.end)
+
+class Kernel(NamedTuple):
+    """One kernel execution; name is the demangled name (the short name when nsys has none)."""
+    start: int
+    end: int
+    name: str
+    launch_ns: Optional[int]
+    launch_tid: Optional[int]
 
 
+class Memcpy(NamedTuple):
+    """One memory copy; label is nsys's copy-kind label ("Host-to-Device", ...)."""
+    start: int
+    end: int
+    label: str
+    is_htod: bool
+    nbytes: int
+    launch_ns: Optional[int]
+    launch_tid: Optional[int]
+
+    @property
+    def operation(self):
+        """The name of its row in summary.json's memory_operations and of a gap it ends."""
+        return "[memcpy %s]" % self.label
+
+
+class Memset(NamedTuple):
+    """One memset."""
+    start: int
+    end: int
+    nbytes: int
+    launch_ns: Optional[int]
+    launch_tid: Optional[int]
+
+    operation = "[memset]"
+
+
+class ApiCall(NamedTuple):
+    """One CUDA runtime call; name without nsys's version suffix (cudaStreamSynchronize)."""
+    start: int
+    end: int
+    name: str
+    tid: Optional[int]
+
+
+@dataclass
 class Export:
-    """What analysis needs from one export, read once. Device lists are None when the export has no
-    CUDA trace at all (device_data False); an absent table of a CUDA-traced export is an empty list."""
+    """What analysis needs from one export, read once by export.load_export(). Device lists are None
+    when the export has no CUDA trace at all (device_data False); an absent table of a CUDA-traced
+    export is an empty list. api_calls is None when the export has no runtime table."""
+    path: Optional[str] = None
+    nsys_version: Optional[str] = None
+    ranges: List[Range] = field(default_factory=list)          # default-domain ranges
+    other_ranges: List[Range] = field(default_factory=list)    # ranges of named domains
+    unterminated: int = 0
+    device_data: bool = False
+    kernels: Optional[List[Kernel]] = None
+    memcpys: Optional[List[Memcpy]] = None
+    memsets: Optional[List[Memset]] = None
+    api_calls: Optional[List[ApiCall]] = None
 
-    def __init__(self):
-        self.path = None
-        self.nsys_version = None
-        self.ranges = []              # default-domain ranges
-        self.other_ranges = []        # ranges of named domains
-        self.unterminated = 0
-        self.device_data = False
-        self.kernels = None           # (start, end, demangled, launch_ns, launch_tid)
-        self.memcpys = None           # (start, end, kind_label, is_htod, bytes, launch_ns, launch_tid)
-        self.memsets = None           # (start, end, bytes, launch_ns, launch_tid)
-        self.api_calls = None         # (start, end, name, tid); None when no runtime table
+    def device_intervals(self):
+        """(start, end) of every kernel, copy and memset; empty without device data."""
+        if not self.device_data:
+            return []
+        return [(op.start, op.end) for ops in (self.kernels, self.memcpys, self.memsets) for op in ops]
 
 
 class Window(NamedTuple):
-    """The capture window (find_window()) and the torch_step ranges in and outside it. lo and hi are None
-    when the export has neither a capture_window nor a torch_step range."""
+    """The capture window (summary.find_window()) and the torch_step ranges in and outside it. lo and
+    hi are None when the export has neither a capture_window nor a torch_step range."""
     lo: Optional[int]
     hi: Optional[int]
     source: Optional[str]      # how the window was found, as summary.json's capture_window_source says

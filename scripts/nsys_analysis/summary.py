@@ -118,19 +118,18 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
     s["h2d_submit_total_ms"] = total(subs_ns)
 
     phases = group_stats((r.name, r.duration) for r in ex.ranges if window.holds(r))
-    s["phase_totals_ms"] = OrderedDict((k, ms(v["total_ns"])) for k, v in phases.items())
-    s["phase_counts"] = OrderedDict((k, v["count"]) for k, v in phases.items())
-    s["phases"] = [OrderedDict(name=k, count=v["count"], total_ms=ms(v["total_ns"]),
-                               avg_ms=ms(v["total_ns"] / v["count"]), min_ms=ms(v["min_ns"]),
-                               max_ms=ms(v["max_ns"])) for k, v in phases.items()]
+    s["phase_totals_ms"] = OrderedDict((k, ms(v.total_ns)) for k, v in phases.items())
+    s["phase_counts"] = OrderedDict((k, v.count) for k, v in phases.items())
+    s["phases"] = [OrderedDict(name=k, count=v.count, total_ms=ms(v.total_ns),
+                               avg_ms=ms(v.total_ns / v.count), min_ms=ms(v.min_ns),
+                               max_ms=ms(v.max_ns)) for k, v in phases.items()]
     other = group_stats(((r.domain, r.name), r.duration) for r in ex.other_ranges)
-    s["other_domain_ranges"] = [OrderedDict(domain=k[0], name=k[1], count=v["count"],
-                                            total_ms=ms(v["total_ns"])) for k, v in other.items()]
+    s["other_domain_ranges"] = [OrderedDict(domain=domain, name=name, count=v.count, total_ms=ms(v.total_ns))
+                                for (domain, name), v in other.items()]
 
     step_index = _StepIndex(steps)
     if ex.device_data:
-        device = ([(a, b) for a, b, *_ in ex.kernels] + [(a, b) for a, b, *_ in ex.memcpys]
-                  + [(a, b) for a, b, *_ in ex.memsets])
+        device = ex.device_intervals()
         if lo is not None and hi > lo:
             busy = union_length(device, lo, hi)
             s["device_busy_ms"] = ms(busy)
@@ -138,18 +137,17 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
             s["idle_gaps"] = idle_gaps(ex, lo, hi, ex.ranges)
         else:
             s["device_busy_ms"] = s["no_activity_pct"] = s["idle_gaps"] = None
-        s["h2d_copies"] = (sum(1 for c in ex.memcpys if c[3] and lo <= c[0] < hi)
-                           if lo is not None else sum(1 for c in ex.memcpys if c[3]))
+        s["h2d_copies"] = sum(1 for c in ex.memcpys if c.is_htod and (lo is None or lo <= c.start < hi))
         s["kernel_launches"] = len(ex.kernels)
         last_dev = max((e for _, e in device), default=None)
         s["last_device_end_after_last_step_ms"] = (ms(last_dev - steps[-1].end)
                                                    if steps and last_dev is not None else None)
         # Layout conversions inside steps.
         layout_names, layout_in_steps = OrderedDict(), 0
-        for start, end, name, launch, _tid in ex.kernels:
-            if is_layout_conversion(name):
-                layout_names[name] = layout_names.get(name, 0) + 1
-                if step_index.find(launch if launch is not None else start) is not None:
+        for k in ex.kernels:
+            if is_layout_conversion(k.name):
+                layout_names[k.name] = layout_names.get(k.name, 0) + 1
+                if step_index.find(k.launch_ns if k.launch_ns is not None else k.start) is not None:
                     layout_in_steps += 1
         s["layout_conversion_kernels"] = layout_in_steps
         s["layout_conversion_names"] = layout_names
@@ -164,13 +162,13 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
         for r in ex.other_ranges:
             fences[r.tid].append((r.start, r.end))
         counted, excused = OrderedDict(), 0
-        for start, end, name, tid in ex.api_calls:
-            if name not in SYNC_CALLS or step_index.find(start) is None:
+        for call in ex.api_calls:
+            if call.name not in SYNC_CALLS or step_index.find(call.start) is None:
                 continue
-            if any(a <= start and end <= b for a, b in fences.get(tid, ())):
+            if any(a <= call.start and call.end <= b for a, b in fences.get(call.tid, ())):
                 excused += 1
                 continue
-            counted[name] = counted.get(name, 0) + 1
+            counted[call.name] = counted.get(call.name, 0) + 1
         s["sync_calls_in_steps"] = sum(counted.values())
         s["sync_calls_in_steps_by_name"] = counted
         s["sync_calls_in_loader_ranges"] = excused
@@ -181,27 +179,26 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
 
     # Tables (whole export, like nsys stats).
     if ex.device_data:
-        kern = group_stats((name, e - st) for st, e, name, *_ in ex.kernels)
-        total_kernel = sum(v["total_ns"] for v in kern.values()) or 1
+        kern = group_stats((k.name, k.end - k.start) for k in ex.kernels)
+        total_kernel = sum(v.total_ns for v in kern.values()) or 1
         labels = kernel_labels(list(kern)[:top_n])
-        s["top_kernels"] = [OrderedDict(rank=i + 1, label=labels[i], name=k, launches=v["count"],
-                                        total_ms=ms(v["total_ns"]),
-                                        avg_us=round(v["total_ns"] / v["count"] / 1e3, 3),
-                                        pct=round(100.0 * v["total_ns"] / total_kernel, 2))
+        s["top_kernels"] = [OrderedDict(rank=i + 1, label=labels[i], name=k, launches=v.count,
+                                        total_ms=ms(v.total_ns),
+                                        avg_us=round(v.total_ns / v.count / 1e3, 3),
+                                        pct=round(100.0 * v.total_ns / total_kernel, 2))
                             for i, (k, v) in enumerate(list(kern.items())[:top_n])]
-        mem = group_stats([("[memcpy %s]" % c[2], c[1] - c[0], c[4]) for c in ex.memcpys]
-                           + [("[memset]", m[1] - m[0], m[2]) for m in ex.memsets])
-        s["memory_operations"] = [OrderedDict(operation=k, count=v["count"], total_ms=ms(v["total_ns"]),
-                                              avg_us=round(v["total_ns"] / v["count"] / 1e3, 3),
-                                              max_us=round(v["max_ns"] / 1e3, 3), bytes=v["bytes"])
+        mem = group_stats([(op.operation, op.end - op.start, op.nbytes) for op in ex.memcpys + ex.memsets])
+        s["memory_operations"] = [OrderedDict(operation=k, count=v.count, total_ms=ms(v.total_ns),
+                                              avg_us=round(v.total_ns / v.count / 1e3, 3),
+                                              max_us=round(v.max_ns / 1e3, 3), bytes=v.nbytes)
                                   for k, v in mem.items()]
     else:
         s["top_kernels"] = s["memory_operations"] = None
     if ex.api_calls is not None:
-        api = group_stats((name, e - st) for st, e, name, _ in ex.api_calls)
-        s["api_calls"] = [OrderedDict(name=k, calls=v["count"], total_ms=ms(v["total_ns"]),
-                                      avg_us=round(v["total_ns"] / v["count"] / 1e3, 3),
-                                      max_ms=ms(v["max_ns"])) for k, v in api.items()]
+        api = group_stats((a.name, a.end - a.start) for a in ex.api_calls)
+        s["api_calls"] = [OrderedDict(name=k, calls=v.count, total_ms=ms(v.total_ns),
+                                      avg_us=round(v.total_ns / v.count / 1e3, 3),
+                                      max_ms=ms(v.max_ns)) for k, v in api.items()]
     else:
         s["api_calls"] = None
 

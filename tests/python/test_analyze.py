@@ -655,7 +655,7 @@ class RealFixtureTest(unittest.TestCase):
         self.assertEqual(check["cuda_gpu_mem_time_sum"]["csv_h2d"], 16)
 
     def test_channels_last_cudnn_conversions_are_not_layout_mismatches(self):
-        names = {k[2] for k in self.ex.kernels}
+        names = {k.name for k in self.ex.kernels}
         self.assertTrue(any("convertTensor_kernel" in n for n in names))
         self.assertEqual(self.s["layout_conversion_kernels"], 0)
         self.assertEqual(self.s["layout_conversion_names"], {})

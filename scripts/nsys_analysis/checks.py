@@ -76,7 +76,7 @@ def failed_checks(summary):
     return [(k, summary["check_details"].get(k, "")) for k, v in summary["checks"].items() if v is not True]
 
 
-def crosscheck_stats(summary, ex, csv_prefix):
+def crosscheck_stats(ex, csv_prefix):
     """Compare per-range totals with an nsys stats nvtx_sum CSV beside the export (names with or without
     the ':' domain prefix), and kernel / memcpy counts with the kernel and memory CSVs. Returns a dict
     (None when no CSV is found)."""

@@ -37,7 +37,7 @@ def analyze(export_path, out_dir, report_path=None, expected_steps=None, figures
     if report_path:
         s["report_path"] = report_path
     base = export_path[:-7] if export_path.endswith(".sqlite") else export_path
-    check = crosscheck_stats(s, ex, base)
+    check = crosscheck_stats(ex, base)
     if check:
         s["stats_crosscheck"] = check
     write_outputs(s, ex, out_dir, figures)

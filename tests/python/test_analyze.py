@@ -648,7 +648,7 @@ class RealFixtureTest(unittest.TestCase):
         api = {a["name"]: a for a in s["api_calls"]}
         self.assertEqual(api["cudaDeviceSynchronize"]["calls"], 1)
         self.assertEqual(s["sync_calls_in_steps"], 0)
-        check = crosscheck_stats(s, self.ex, os.path.join(self.tmp, "py_reuse8"))
+        check = crosscheck_stats(self.ex, os.path.join(self.tmp, "py_reuse8"))
         self.assertEqual(check["nvtx_sum"]["compared"], 10)
         self.assertEqual(check["nvtx_sum"]["mismatches"], [])
         self.assertTrue(check["cuda_gpu_kern_sum"]["match"])

@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nsys_analysis.checks import failed_checks  # noqa: E402
 from nsys_analysis.export import AnalysisError  # noqa: E402
 from nsys_analysis.figures import require_matplotlib  # noqa: E402
-from nsys_analysis.markdown import _fmt  # noqa: E402
+from nsys_analysis.formatting import fmt  # noqa: E402
 from nsys_analysis.pipeline import analyze  # noqa: E402
 
 
@@ -62,8 +62,8 @@ def main(argv=None):
         return 2
     fails = failed_checks(s)
     print("%s: %d steps, window %s ms, %s%% no device activity, %s H2D copies -> %s" % (
-        a.export, s["steps"], _fmt(s["capture_window_ms"]), _fmt(s["no_activity_pct"], 2),
-        _fmt(s["h2d_copies"]), a.out))
+        a.export, s["steps"], fmt(s["capture_window_ms"]), fmt(s["no_activity_pct"], 2),
+        fmt(s["h2d_copies"]), a.out))
     for name, detail in fails:
         print("check %s %s: %s" % (name, "not evaluable" if s["checks"][name] is None else "FAILED", detail),
               file=sys.stderr)

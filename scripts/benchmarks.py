@@ -35,6 +35,7 @@ failed (checks: when a check failed), 2 for usage errors.
 """
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -46,8 +47,12 @@ import time
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(SCRIPTS)
 sys.path.insert(0, SCRIPTS)
+from nsys_analysis.formatting import fmt  # noqa: E402
 from nsys_analysis.kernels import short_kernel_label  # noqa: E402
 from nsys_analysis.pipeline import analyze  # noqa: E402
+
+# Numbers in tables: the shared formatter, blank when missing, integers written like floats.
+number = functools.partial(fmt, missing="", ints_exact=False)
 
 
 def binary_path(args):
@@ -453,10 +458,6 @@ def write_json(out, name, obj):
         json.dump(obj, f, indent=2)
 
 
-def _f(v, digits=1):
-    return "" if v is None else ("%.*f" % (digits, v))
-
-
 def cmd_table(args):
     def load(name):
         path = os.path.join(args.out, name + ".json")
@@ -472,7 +473,7 @@ def cmd_table(args):
             print("| %s | %s (expected %s) | %s | %s | %s | %s%% | %s | %s |" % (
                 r["name"], r.get("steps"), r.get("steps_expected"), r.get("h2d_copies"),
                 r.get("sync_calls_in_steps"), r.get("layout_conversion_kernels"),
-                _f(r.get("no_activity_pct")), _f(r.get("images_per_s")),
+                number(r.get("no_activity_pct"), 1), number(r.get("images_per_s"), 1),
                 "all pass" if r.get("all_checks_pass") else
                 ", ".join("%s=%s" % kv for kv in c.items())))
         print()
@@ -491,10 +492,10 @@ def cmd_table(args):
             window = r.get("capture_window_ms")
             host = r.get("idle_host_ms")
             print("| %s | %s | %s | %s | %s%% | %s | %s ms | %s ms |" % (
-                r["name"], _f(ips), _f(100 * ips / syn, 1) + "%" if ips and syn else "",
-                _f(ips / py, 2) + "x" if ips and py else "", _f(r.get("no_activity_pct")),
-                _f(100 * host / window) + "%" if host is not None and window else "",
-                _f(r.get("batch_wait_total_ms")), _f(r.get("h2d_submit_total_ms"))))
+                r["name"], number(ips, 1), number(100 * ips / syn, 1) + "%" if ips and syn else "",
+                number(ips / py, 2) + "x" if ips and py else "", number(r.get("no_activity_pct"), 1),
+                number(100 * host / window, 1) + "%" if host is not None and window else "",
+                number(r.get("batch_wait_total_ms"), 1), number(r.get("h2d_submit_total_ms"), 1)))
         pairs = paired_ratios(compare)
         if pairs:
             print("\npaired rounds, (2)/(3): %s; median %.2fx" % (
@@ -508,7 +509,7 @@ def cmd_table(args):
                                                     statistics.median(off))))
         for t in compare["teardown"]:
             print("teardown: %s s from the report line to exit (process %s s, ring %s bytes)" % (
-                _f(t.get("after_report_s"), 2), _f(t.get("process_s"), 1), t.get("ring_bytes")))
+                number(t.get("after_report_s"), 2), number(t.get("process_s"), 1), t.get("ring_bytes")))
         print()
     if py_runs_note(compare):
         print(py_runs_note(compare))
@@ -528,17 +529,17 @@ def cmd_table(args):
         print("| run (%d steps, no nsys) | flags | images/s | batch_wait total |" % exp["steps"])
         print("|---|---|---|---|")
         for r in exp["runs"]:
-            print("| %s | `%s` | %s | %s ms |" % (r["name"], r["flags"], _f(r["images_per_s"]),
-                                                 _f(r["batch_wait_total_ms"])))
+            print("| %s | `%s` | %s | %s ms |" % (r["name"], r["flags"], number(r["images_per_s"], 1),
+                                                 number(r["batch_wait_total_ms"], 1)))
         print()
         print("| host dtype (nsys) | H2D copies | H2D MB/step | H2D ms/step (device) "
               "| h2d_submit ms/step (host) | normalize ms/step (host) | images/s |")
         print("|---|---|---|---|---|---|---|")
         for t in exp["transfers"]:
             print("| %s | %s | %s | %s | %s | %s | %s |" % (
-                t["host_dtype"], t.get("h2d_copies"), _f(t.get("h2d_mb_per_step"), 2),
-                _f(t.get("h2d_ms_per_step"), 3), _f(t.get("h2d_submit_ms_per_step"), 3),
-                _f(t.get("normalize_ms_per_step"), 3), _f(t.get("images_per_s"))))
+                t["host_dtype"], t.get("h2d_copies"), number(t.get("h2d_mb_per_step"), 2),
+                number(t.get("h2d_ms_per_step"), 3), number(t.get("h2d_submit_ms_per_step"), 3),
+                number(t.get("normalize_ms_per_step"), 3), number(t.get("images_per_s"), 1)))
         print()
         print("sync every step: %s" % exp["sync"])
         print("torch trace: %s" % exp["trace"])
@@ -562,9 +563,9 @@ def cmd_table(args):
             if r["name"].startswith("synthetic"):
                 continue
             ips = r.get("images_per_s")
-            print("| %s | %s | %s | %s ms |" % (r["name"], _f(ips),
-                                                _f(100 * ips / ceiling, 1) + "%" if ips else "",
-                                                _f(r.get("batch_wait_total_ms"))))
+            print("| %s | %s | %s | %s ms |" % (r["name"], number(ips, 1),
+                                                number(100 * ips / ceiling, 1) + "%" if ips else "",
+                                                number(r.get("batch_wait_total_ms"), 1)))
     return 0
 
 

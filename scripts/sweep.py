@@ -22,6 +22,7 @@ Exit status: 0 every run aggregated; 1 some run failed, timed out twice or faile
 """
 
 import argparse
+import functools
 import csv
 import json
 import os
@@ -37,11 +38,15 @@ from collections import OrderedDict
 SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(SCRIPT_DIR)
 sys.path.insert(0, SCRIPT_DIR)
+from nsys_analysis import markdown  # noqa: E402
 from nsys_analysis.export import AnalysisError  # noqa: E402
 from nsys_analysis.figures import plot_sweep, plot_sweep_batch_wait, require_matplotlib  # noqa: E402
-from nsys_analysis import markdown  # noqa: E402
+from nsys_analysis.formatting import fmt  # noqa: E402
 from nsys_analysis.pipeline import analyze  # noqa: E402
 from nsys_analysis.report import load_report, report_metrics  # noqa: E402
+
+# Numbers in tables: the shared formatter, a dash when missing, integers written like floats.
+number = functools.partial(fmt, missing="–", ints_exact=False)
 
 # The article's baseline (section 8): 64 steps, 8 workers, prefetch 2, pinned, iterator reused.
 BASELINE = OrderedDict([("steps", 64), ("warmup", 3), ("batch_size", 128), ("workers", 8),
@@ -346,10 +351,6 @@ def _run_note(r):
     return "; ".join(notes)
 
 
-def _f(v, digits=1):
-    return "–" if v is None else ("%.*f" % (digits, v))
-
-
 def render_markdown(rows, results, seeds, a):
     pair = " / ".join(str(s) for s in seeds)
     out = ["# Input-pipeline sweep", ""]
@@ -368,11 +369,11 @@ def render_markdown(rows, results, seeds, a):
     table = []
     for row in rows:
         def cell(metric, digits=1):
-            vals = " / ".join(_f(row["%s_%d" % (metric, s)], digits) for s in seeds)
-            return "%s (mean %s)" % (vals, _f(row["%s_mean" % metric], digits))
+            vals = " / ".join(number(row["%s_%d" % (metric, s)], digits) for s in seeds)
+            return "%s (mean %s)" % (vals, number(row["%s_mean" % metric], digits))
         longest = " / ".join(
             "–" if row["longest_wait_ms_%d" % s] is None else "%s @ %s" % (
-                _f(row["longest_wait_ms_%d" % s], 1),
+                number(row["longest_wait_ms_%d" % s], 1),
                 "?" if row["longest_wait_step_%d" % s] is None else row["longest_wait_step_%d" % s])
             for s in seeds)
         table.append([row["config"], row["changes"], cell("images_per_s"),
@@ -384,7 +385,7 @@ def render_markdown(rows, results, seeds, a):
         ["#", "run", "status", "attempts", "aggregated", "images/s", "reason"],
         [(r["order"], "%s_%d" % (r["config"], r["seed"]), r["status"],
           ", ".join("%s %.1fs" % (at["status"], at["seconds"]) for at in r["attempts"]),
-          "yes" if r["aggregated"] else "NO", _f(r["metrics"].get("images_per_s")), r["reason"] or "")
+          "yes" if r["aggregated"] else "NO", number(r["metrics"].get("images_per_s"), 1), r["reason"] or "")
          for r in sorted(results, key=lambda r: r["order"])], ["r", "l", "l", "l", "l", "r", "l"]))
     excluded = [r for r in results if not r["aggregated"]]
     if excluded:

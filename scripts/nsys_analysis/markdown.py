@@ -1,14 +1,6 @@
 """summary.md: the tables a reader of one capture needs."""
 
-
-def _fmt(v, digits=3):
-    if v is None:
-        return "n/a"
-    if isinstance(v, bool):
-        return "pass" if v else "FAIL"
-    if isinstance(v, float):
-        return ("%%.%df" % digits) % v
-    return str(v)
+from .formatting import fmt
 
 
 def table(headers, rows, align=None):
@@ -24,16 +16,16 @@ def render_markdown(s):
     """summary.md: the tables a reader of the capture needs."""
     out = ["# Nsight Systems capture summary", ""]
     out.append("- export: `%s`%s" % (s["export"], " (nsys %s)" % s["nsys_version"] if s["nsys_version"] else ""))
-    out.append("- capture window: %s ms (%s)" % (_fmt(s["capture_window_ms"]), s["capture_window_source"]))
+    out.append("- capture window: %s ms (%s)" % (fmt(s["capture_window_ms"]), s["capture_window_source"]))
     out.append("- torch_step ranges in the window: %d (expected: %s, %s)" % (
-        s["steps"], _fmt(s["expected_steps"]), s["expected_steps_source"]))
-    out.append("- no recorded kernel, copy or memset: %s%% of the window" % _fmt(s["no_activity_pct"], 2))
-    out.append("- host-to-device copies in the window: %s" % _fmt(s["h2d_copies"]))
+        s["steps"], fmt(s["expected_steps"]), s["expected_steps_source"]))
+    out.append("- no recorded kernel, copy or memset: %s%% of the window" % fmt(s["no_activity_pct"], 2))
+    out.append("- host-to-device copies in the window: %s" % fmt(s["h2d_copies"]))
     if "images_per_s" in s:
-        out.append("- throughput (run report): %s images/s" % _fmt(s["images_per_s"], 1))
+        out.append("- throughput (run report): %s images/s" % fmt(s["images_per_s"], 1))
     if s["last_device_end_after_last_step_ms"] is not None:
         out.append("- device work after the last host step ends (final drain): %s ms"
-                   % _fmt(s["last_device_end_after_last_step_ms"]))
+                   % fmt(s["last_device_end_after_last_step_ms"]))
     gaps = s.get("idle_gaps")
     if gaps and gaps["count"]:
         out += ["", "## Where the device sat idle (gaps between recorded activities, inside the window)", "",
@@ -41,60 +33,60 @@ def render_markdown(s):
                 "idle (the host, not the device, set its length), `device` when that operation was already "
                 "queued (launch latency between queued work, or a wait on another stream).", ""]
         out.append(table(["cause", "gaps", "total ms"],
-                          [(c, d["count"], _fmt(d["total_ms"])) for c, d in gaps["causes"].items()],
+                          [(c, d["count"], fmt(d["total_ms"])) for c, d in gaps["causes"].items()],
                           ["l", "r", "r"]))
         out += [""]
         out.append(table(["gap length", "gaps", "total ms"],
-                          [(h["bucket"], h["count"], _fmt(h["total_ms"])) for h in gaps["histogram"]],
+                          [(h["bucket"], h["count"], fmt(h["total_ms"])) for h in gaps["histogram"]],
                           ["l", "r", "r"]))
         if gaps["host_by_range"]:
             out += ["", "Host gaps by the host range they began in:", ""]
             out.append(table(["host range", "gaps", "total ms"],
-                              [(k, d["count"], _fmt(d["total_ms"])) for k, d in gaps["host_by_range"].items()],
+                              [(k, d["count"], fmt(d["total_ms"])) for k, d in gaps["host_by_range"].items()],
                               ["l", "r", "r"]))
         out += ["", "Largest gaps:", ""]
         out.append(table(["at ms", "gap ms", "cause", "host range", "next activity"],
-                          [(_fmt(g["at_ms"]), _fmt(g["gap_ms"]), g["cause"], g["host_range"] or "",
+                          [(fmt(g["at_ms"]), fmt(g["gap_ms"]), g["cause"], g["host_range"] or "",
                             g["next"] or "") for g in gaps["largest"]], ["r", "r", "l", "l", "l"]))
     out += ["", "## Checks", ""]
     out.append(table(["check", "result", "detail"],
-                      [(k, "not evaluable" if v is None else _fmt(v), s["check_details"][k])
+                      [(k, "not evaluable" if v is None else fmt(v), s["check_details"][k])
                        for k, v in s["checks"].items()], ["l", "l", "l"]))
     out += ["", "## NVTX phases (default domain, inside the window)", "",
             "Ranges nest (batch_wait and h2d_submit lie inside data_load, everything inside torch_step), so "
             "totals are not exclusive buckets.", ""]
     out.append(table(["range", "count", "total ms", "avg ms", "min ms", "max ms"],
-                      [(p["name"], p["count"], _fmt(p["total_ms"]), _fmt(p["avg_ms"]), _fmt(p["min_ms"]),
-                        _fmt(p["max_ms"])) for p in s["phases"]]))
+                      [(p["name"], p["count"], fmt(p["total_ms"]), fmt(p["avg_ms"]), fmt(p["min_ms"]),
+                        fmt(p["max_ms"])) for p in s["phases"]]))
     if s["steps"]:
         out += ["", "## Per step (host ranges, ms)", ""]
         out.append(table(["step", "torch_step", "data_load", "batch_wait", "h2d_submit"],
-                          [(i, _fmt(s["step_ms"][i]), _fmt(s["data_load_ms"][i]), _fmt(s["batch_wait_ms"][i]),
-                            _fmt(s["h2d_submit_ms"][i])) for i in range(s["steps"])]))
+                          [(i, fmt(s["step_ms"][i]), fmt(s["data_load_ms"][i]), fmt(s["batch_wait_ms"][i]),
+                            fmt(s["h2d_submit_ms"][i])) for i in range(s["steps"])]))
         if s["batch_wait_max_ms"] is not None:
             out += ["", "batch_wait total %s ms, longest %s ms at step %d; h2d_submit total %s ms." % (
-                _fmt(s["batch_wait_total_ms"]), _fmt(s["batch_wait_max_ms"]), s["batch_wait_max_step"],
-                _fmt(s["h2d_submit_total_ms"]))]
+                fmt(s["batch_wait_total_ms"]), fmt(s["batch_wait_max_ms"]), s["batch_wait_max_step"],
+                fmt(s["h2d_submit_total_ms"]))]
     if s["top_kernels"]:
         out += ["", "## Largest kernel groups (identical demangled names, whole export)", ""]
         out.append(table(["#", "label", "launches", "total ms", "avg us", "% kernel time", "demangled name"],
-                          [(k["rank"], k["label"], k["launches"], _fmt(k["total_ms"]), _fmt(k["avg_us"], 1),
-                            _fmt(k["pct"], 1), "`%s`" % (k["name"][:110] + ("..." if len(k["name"]) > 110 else "")))
+                          [(k["rank"], k["label"], k["launches"], fmt(k["total_ms"]), fmt(k["avg_us"], 1),
+                            fmt(k["pct"], 1), "`%s`" % (k["name"][:110] + ("..." if len(k["name"]) > 110 else "")))
                            for k in s["top_kernels"]], ["r", "l", "r", "r", "r", "r", "l"]))
     if s["memory_operations"]:
         out += ["", "## Memory operations (whole export)", ""]
         out.append(table(["operation", "count", "total ms", "avg us", "max us", "MB"],
-                          [(m["operation"], m["count"], _fmt(m["total_ms"]), _fmt(m["avg_us"], 1),
-                            _fmt(m["max_us"], 1), _fmt(m["bytes"] / 1e6, 1)) for m in s["memory_operations"]]))
+                          [(m["operation"], m["count"], fmt(m["total_ms"]), fmt(m["avg_us"], 1),
+                            fmt(m["max_us"], 1), fmt(m["bytes"] / 1e6, 1)) for m in s["memory_operations"]]))
     if s["api_calls"]:
         out += ["", "## CUDA API calls (whole export, top 15 by total time)", ""]
         out.append(table(["call", "calls", "total ms", "avg us", "max ms"],
-                          [(a["name"], a["calls"], _fmt(a["total_ms"]), _fmt(a["avg_us"], 1), _fmt(a["max_ms"]))
+                          [(a["name"], a["calls"], fmt(a["total_ms"]), fmt(a["avg_us"], 1), fmt(a["max_ms"]))
                            for a in s["api_calls"][:15]]))
     if s["other_domain_ranges"]:
         out += ["", "## Ranges of other NVTX domains (not steps or phases)", ""]
         out.append(table(["domain", "range", "count", "total ms"],
-                          [(r["domain"], r["name"], r["count"], _fmt(r["total_ms"]))
+                          [(r["domain"], r["name"], r["count"], fmt(r["total_ms"]))
                            for r in s["other_domain_ranges"]], ["l", "l", "r", "r"]))
     if s.get("layout_conversion_names"):
         out += ["", "## Layout-conversion kernels found", ""]

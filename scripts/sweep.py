@@ -29,8 +29,6 @@ import os
 import random
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from collections import OrderedDict
@@ -38,7 +36,7 @@ from collections import OrderedDict
 SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(SCRIPT_DIR)
 sys.path.insert(0, SCRIPT_DIR)
-from nsys_analysis import markdown  # noqa: E402
+from nsys_analysis import markdown, runner  # noqa: E402
 from nsys_analysis.export import AnalysisError  # noqa: E402
 from nsys_analysis.figures import plot_sweep, plot_sweep_batch_wait, require_matplotlib  # noqa: E402
 from nsys_analysis.formatting import fmt  # noqa: E402
@@ -177,40 +175,6 @@ def make_plan(configs, seeds, order_seed):
     return plan
 
 
-def _kill_group(proc):
-    """Stop a timed-out run and everything it started (its own session / process group)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=5)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def run_once(cmd, log_path, timeout):
-    """Run cmd with its output in log_path; returns ("ok" | "failed" | "timeout", exit code, seconds)."""
-    started = time.monotonic()
-    with open(log_path, "w") as log:
-        log.write("$ %s\n" % " ".join(cmd))
-        log.flush()
-        try:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
-        except OSError as e:
-            log.write("cannot start: %s\n" % e)
-            return "failed", None, 0.0
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            return "timeout", None, time.monotonic() - started
-    return ("ok" if rc == 0 else "failed"), rc, time.monotonic() - started
-
-
 def report_checks(metrics, steps):
     """Checks a run report can answer on its own (used with and without a capture)."""
     checks, details = OrderedDict(), OrderedDict()
@@ -248,10 +212,11 @@ def execute_run(name, cfg, seed, a, extra, order):
         if os.path.exists(report_path):
             os.remove(report_path)
         log_path = os.path.join(run_dir, "attempt%d.log" % attempt)
-        status, rc, secs = run_once(cmd, log_path, a.timeout)
-        result["attempts"].append(OrderedDict([("attempt", attempt), ("status", status), ("exit_code", rc),
-                                               ("seconds", round(secs, 2)), ("log", log_path)]))
-        if status != "timeout":
+        run = runner.run(cmd, log_path, a.timeout)
+        result["attempts"].append(OrderedDict([("attempt", attempt), ("status", run.status),
+                                               ("exit_code", run.returncode), ("seconds", round(run.seconds, 2)),
+                                               ("log", log_path)]))
+        if run.status != runner.TIMEOUT:
             break
         print("sweep: %s seed %d timed out after %ds (attempt %d)%s" % (
             name, seed, a.timeout, attempt, ", retrying" if attempt == 1 else ""), file=sys.stderr)

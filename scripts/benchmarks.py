@@ -40,13 +40,13 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(SCRIPTS)
 sys.path.insert(0, SCRIPTS)
+from nsys_analysis import runner  # noqa: E402
 from nsys_analysis.formatting import fmt  # noqa: E402
 from nsys_analysis.kernels import short_kernel_label  # noqa: E402
 from nsys_analysis.pipeline import analyze  # noqa: E402
@@ -68,47 +68,45 @@ def log(msg):
     print("[benchmarks %s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
 
 
+# The exit code recorded for a run stopped at its time limit.
+KILLED = -9
+
+
+def exit_code(result):
+    """A runner.RunResult as the exit code the JSON files record: KILLED after a timeout, None when
+    the command could not start."""
+    return KILLED if result.status == runner.TIMEOUT else result.returncode
+
+
 def run_direct(cmd, log_path, timeout):
     """Runs cmd, output to log_path; returns (exit code, seconds, seconds from the report line to
     exit or None)."""
-    started = time.monotonic()
-    report_seen = None
-    with open(log_path, "w") as out:
-        out.write("$ %s\n" % " ".join(cmd))
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                stdin=subprocess.DEVNULL)
-        for line in proc.stdout:
-            out.write(line)
-            # train_resnet50 prints "  report   PATH" after writing its report: the run's work
-            # is done from here on, what follows is teardown.
-            if line.strip().startswith("report "):
-                report_seen = time.monotonic()
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = -9
+    report_seen = []
+
+    def on_line(line):
+        # train_resnet50 prints "  report   PATH" after writing its report: the run's work
+        # is done from here on, what follows is teardown.
+        if line.strip().startswith("report "):
+            report_seen.append(time.monotonic())
+    result = runner.run(cmd, log_path, timeout, on_line=on_line)
     end = time.monotonic()
-    return rc, end - started, (end - report_seen) if report_seen else None
+    return exit_code(result), result.seconds, (end - report_seen[-1]) if report_seen else None
 
 
 def profile(prefix, command, timeout, expected_steps=None, extra_env=None):
-    """Captures COMMAND with scripts/profile.sh --prefix PREFIX, then analyses the export (checks
-    against `expected_steps` when given); returns (summary or None, exit code)."""
+    """Captures COMMAND with scripts/profile.sh --prefix PREFIX (output in PREFIX.runlog), then
+    analyses the export (checks against `expected_steps` when given); returns (summary or None, exit
+    code)."""
     os.makedirs(os.path.dirname(prefix), exist_ok=True)
     cmd = [os.path.join(SCRIPTS, "profile.sh"), "--prefix", prefix] + command
-    with open(prefix + ".runlog", "w") as out:
-        try:
-            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
-                                env=dict(os.environ, **(extra_env or {}))).returncode
-        except subprocess.TimeoutExpired:
-            rc = -9
+    rc = exit_code(runner.run(cmd, prefix + ".runlog", timeout,
+                              env=dict(os.environ, **(extra_env or {}))))
     if not os.path.exists(prefix + ".sqlite"):
         return None, rc
     report = prefix + ".json" if os.path.exists(prefix + ".json") else None
     try:
         summary = analyze(prefix + ".sqlite", prefix + "_analysis", report_path=report,
-                                  expected_steps=expected_steps, figures=True)
+                          expected_steps=expected_steps, figures=True)
     except Exception as e:  # keep the other runs going; the row says what failed
         log("  analysis of %s failed: %s" % (prefix, e))
         return None, rc
@@ -118,6 +116,20 @@ def profile(prefix, command, timeout, expected_steps=None, extra_env=None):
 def train_args(args, steps, extra=()):
     return (["--data", args.data, "--steps", str(steps), "--quiet"] + list(extra) +
             list(args.extra))
+
+
+def last_json_object(lines):
+    """The last of lines that parses as a JSON object, else None."""
+    for line in reversed(lines):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(doc, dict):
+                return doc
+    return None
 
 
 def read_report(path):
@@ -228,19 +240,25 @@ def cmd_compare(args):
 def cmd_loader(args):
     """loader_bench --json at several worker counts: the loader alone, fused vs full decode."""
     bench = os.path.join(os.path.dirname(binary_path(args)), "loader_bench")
+    out = os.path.join(args.out, "loader")
+    os.makedirs(out, exist_ok=True)
     rows = []
     for workers in args.workers:
         cmd = [bench, "--data", args.data, "--workers", str(workers), "--json",
                "--batches", str(max(4, min(40, 4 * workers)))]
         log("loader_bench --workers %d" % workers)
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-        if r.returncode == 0:
-            rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
+        lines = []
+        log_path = os.path.join(out, "workers_%d.log" % workers)
+        r = runner.run(cmd, log_path, args.timeout, on_line=lines.append)
+        row = last_json_object(lines) if r.status == runner.OK else None
+        if row is not None:
+            rows.append(row)
             log("  %.0f img/s per thread fused, %.0f full, %.0f decode only" % (
                 rows[-1]["fused_images_per_s_per_thread"], rows[-1]["full_images_per_s_per_thread"],
                 rows[-1]["decode_only_images_per_s_per_thread"]))
         else:
-            log("  failed: %s" % r.stderr.strip())
+            log("  failed (%s, exit %s): %s" % (r.status, r.returncode,
+                                                 r.error or (lines[-1] if lines else "no output")))
     write_json(args.out, "loader", {"rows": rows})
     return 0 if rows else 1
 
@@ -437,14 +455,16 @@ def cmd_ncu(args):
            binary, "--synthetic", "--warmup", "1", "--steps", "2", "--batch-size", "128",
            "--quiet"] + args.extra
     log("ncu: %s" % " ".join(cmd))
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=args.timeout)
+    log_path = os.path.join(out, "ncu.log")
+    r = runner.run(cmd, log_path, args.timeout)
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        text = f.read().split("\n", 1)[1]  # the output, after the runner's "$ command" line
     with open(os.path.join(out, "ncu.csv"), "w") as f:
-        f.write(proc.stdout)
-    rows = parse_ncu_csv(proc.stdout)
-    if proc.returncode != 0 or not rows:
-        log("ncu failed (exit %d, %d kernels); output in %s" % (proc.returncode, len(rows),
-                                                                os.path.join(out, "ncu.csv")))
+        f.write(text)
+    rows = parse_ncu_csv(text)
+    if r.status != runner.OK or not rows:
+        log("ncu failed (%s, exit %s, %d kernels); output in %s" % (
+            r.status, r.returncode, len(rows), os.path.join(out, "ncu.csv")))
         return 1
     groups = group_ncu(rows)
     write_json(args.out, "ncu", {"command": cmd, "kernels": len(rows), "groups": groups})
@@ -461,7 +481,10 @@ def write_json(out, name, obj):
 def cmd_table(args):
     def load(name):
         path = os.path.join(args.out, name + ".json")
-        return json.load(open(path)) if os.path.exists(path) else None
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            return json.load(f)
 
     checks, compare, scan = load("checks"), load("compare"), load("scan")
     if checks:

@@ -1,13 +1,20 @@
-"""Tests of scripts/benchmarks.py's parsing and tables (the GPU runs themselves are measured, not tested)."""
+"""Tests of scripts/benchmarks.py's parsing and tables, and of how it runs commands (time limits, the
+report line, loader_bench and ncu output) with stand-ins for the GPU programs; the GPU runs themselves
+are measured, not tested."""
 
 import contextlib
 import io
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import time
 import unittest
+from unittest import mock
+
+from testutil import alive, write_exe
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
@@ -87,6 +94,117 @@ class CompareTableTest(unittest.TestCase):
         text = out.getvalue()
         self.assertIn("paired rounds, (2)/(3): 1.50x, 2.00x; median 1.75x", text)
         self.assertIn("| python | 2000.0 | 66.7% | 1.16x | 2.0% | 30.0% |", text)  # median of 2000, 1450
+
+
+# Stand-ins for nsys (runs the program, records its own pid), train_resnet50 (records its pid, then
+# outlives any time limit), loader_bench (JSON after some noise; stuck with --workers 2) and ncu
+# (prints $FAKE_NCU_OUTPUT's file).
+FAKE_NSYS = r"""
+import os, subprocess, sys
+open(os.path.join(os.environ["FAKE_PIDS"], "nsys"), "w").write(str(os.getpid()))
+args = sys.argv[1:]
+i = 1
+while args[i].startswith("--"):
+    i += 1
+sys.exit(subprocess.call(args[i:]))
+"""
+FAKE_TRAIN = r"""
+import os, time
+open(os.path.join(os.environ["FAKE_PIDS"], "train"), "w").write(str(os.getpid()))
+time.sleep(30)
+"""
+FAKE_LOADER_BENCH = r"""
+import json, sys, time
+workers = int(sys.argv[sys.argv.index("--workers") + 1])
+if workers == 2:
+    time.sleep(30)
+print("loader_bench: warming up", flush=True)
+print("note: on stderr", file=sys.stderr, flush=True)
+print(json.dumps({"threads": workers, "fused_images_per_s_per_thread": 1000.0,
+                  "full_images_per_s_per_thread": 500.0, "decode_only_images_per_s_per_thread": 700.0}))
+"""
+FAKE_NCU = r"""
+import os, sys
+sys.stdout.write(open(os.environ["FAKE_NCU_OUTPUT"]).read())
+"""
+
+
+class RunTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="benchmarks_run_test_")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.bin = os.path.join(self.tmp, "bin")
+        os.mkdir(self.bin)
+        self.pids = {}
+        self.addCleanup(self.kill_leftovers)
+
+    def kill_leftovers(self):
+        for pid in self.pids.values():
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+    def read_pids(self, *names):
+        for name in names:
+            with open(os.path.join(self.tmp, name)) as f:
+                self.pids[name] = int(f.read())
+        return [self.pids[n] for n in names]
+
+    def test_run_direct_stops_at_the_time_limit(self):
+        t0 = time.monotonic()
+        rc, secs, tail = benchmarks.run_direct(["sleep", "4"], os.path.join(self.tmp, "log"), 1)
+        self.assertEqual((rc, tail), (benchmarks.KILLED, None))
+        self.assertLess(time.monotonic() - t0, 2.5)
+        self.assertLess(secs, 2.5)
+
+    def test_run_direct_times_from_the_report_line(self):
+        rc, secs, tail = benchmarks.run_direct(
+            ["sh", "-c", "echo step; echo '  report   /tmp/r.json'; sleep 1"], os.path.join(self.tmp, "log"), 30)
+        self.assertEqual(rc, 0)
+        self.assertGreaterEqual(tail, 0.9)
+        self.assertLess(tail, secs)
+
+    def test_profile_timeout_stops_nsys_and_the_program(self):
+        write_exe(os.path.join(self.bin, "nsys"), FAKE_NSYS)
+        train = write_exe(os.path.join(self.tmp, "train_resnet50"), FAKE_TRAIN)
+        env = {"PATH": self.bin + os.pathsep + os.environ["PATH"], "FAKE_PIDS": self.tmp}
+        t0 = time.monotonic()
+        summary, rc = benchmarks.profile(os.path.join(self.tmp, "out", "run"), ["--binary", train], 2,
+                                         extra_env=env)
+        self.assertEqual((summary, rc), (None, benchmarks.KILLED))
+        self.assertLess(time.monotonic() - t0, 5)
+        for name, pid in zip(("nsys", "train"), self.read_pids("nsys", "train")):
+            self.assertFalse(alive(pid), name)
+        with open(os.path.join(self.tmp, "out", "run.runlog")) as f:
+            self.assertIn("profile.sh --prefix", f.readline())
+
+    def test_loader_keeps_going_after_a_timeout(self):
+        write_exe(os.path.join(self.bin, "loader_bench"), FAKE_LOADER_BENCH)
+        train = write_exe(os.path.join(self.bin, "train_resnet50"), "")
+        out = os.path.join(self.tmp, "out")
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            rc = benchmarks.main(["loader", "--data", self.tmp, "--out", out, "--binary", train,
+                                  "--workers", "1", "2", "--timeout", "1"])
+        self.assertEqual(rc, 0)
+        with open(os.path.join(out, "loader.json")) as f:
+            self.assertEqual([r["threads"] for r in json.load(f)["rows"]], [1])
+        self.assertIn("failed (timeout", printed.getvalue())
+        self.assertTrue(os.path.isfile(os.path.join(out, "loader", "workers_2.log")))
+
+    def test_ncu_output_is_kept_and_grouped(self):
+        write_exe(os.path.join(self.bin, "ncu"), FAKE_NCU)
+        train = write_exe(os.path.join(self.bin, "train_resnet50"), "")
+        output = os.path.join(self.tmp, "ncu_output.txt")
+        with open(output, "w") as f:
+            f.write(NCU_OUTPUT)
+        out = os.path.join(self.tmp, "out")
+        env = {"PATH": self.bin + os.pathsep + os.environ["PATH"], "FAKE_NCU_OUTPUT": output}
+        with mock.patch.dict(os.environ, env), contextlib.redirect_stdout(io.StringIO()):
+            self.assertEqual(benchmarks.main(["ncu", "--out", out, "--binary", train]), 0)
+        with open(os.path.join(out, "ncu", "ncu.csv")) as f:
+            self.assertEqual(f.read(), NCU_OUTPUT)
+        with open(os.path.join(out, "ncu.json")) as f:
+            doc = json.load(f)
+        self.assertEqual((doc["kernels"], [g["kind"] for g in doc["groups"]]), (3, ["ReLU bwd", "BN fwd", "ReLU fwd"]))
 
 
 if __name__ == "__main__":

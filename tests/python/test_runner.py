@@ -16,22 +16,9 @@ import unittest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 from nsys_analysis import runner  # noqa: E402
+from testutil import alive  # noqa: E402
 
 SH = shutil.which("sh") or "/bin/sh"
-
-
-def alive(pid):
-    """True while pid runs. A zombie counts as stopped: where init does not reap orphans (some
-    containers), a killed grandchild stays a zombie, which os.kill(pid, 0) alone still reports."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 class RunnerCase(unittest.TestCase):

@@ -9,7 +9,9 @@ scripts/sweep.py and scripts/benchmarks.py.
   kernels     layout-conversion kernels and short kernel labels
   summary     summary.json's numbers (compute_summary)
   checks      the capture checks, and the cross-check with nsys stats CSVs
+  formatting  the one number formatter of the scripts' tables
   markdown    summary.md
   figures     the article's figures
   pipeline    one capture end to end (analyze)
+  runner      running a command with a time limit that stops its whole process group
 """

@@ -1,0 +1,236 @@
+"""Test helpers for the nsys_analysis tests: tiny SQLite exports with the real nsys table and column
+names (ExportBuilder, basic_export), and the real nsys 2025.3 export of the Python reference in
+tests/fixtures/nsys/ (RealFixtureCase)."""
+
+import lzma
+import os
+import shutil
+import sys
+import sqlite3
+import tempfile
+import unittest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIXTURE_DIR = os.path.join(REPO, "tests", "fixtures", "nsys")
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+from nsys_analysis.export import load_export  # noqa: E402
+from nsys_analysis.summary import compute_summary  # noqa: E402
+
+
+# Column sets of the nsys 2025.3 export (tests/fixtures/nsys/py_reuse8.sqlite); test_builder_schema_matches
+# keeps them honest against the fixture.
+SCHEMA = {
+    "StringIds": ["id", "value"],
+    "ENUM_NSYS_EVENT_TYPE": ["id", "name", "label"],
+    "ENUM_CUDA_MEMCPY_OPER": ["id", "name", "label"],
+    "NVTX_EVENTS": ["start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid",
+                    "endGlobalTid", "textId", "domainId", "uint64Value", "int64Value", "doubleValue",
+                    "uint32Value", "int32Value", "floatValue", "jsonTextId", "jsonText", "binaryData"],
+    "CUPTI_ACTIVITY_KIND_KERNEL": ["start", "end", "deviceId", "contextId", "greenContextId", "streamId",
+                                   "correlationId", "globalPid", "demangledName", "shortName", "mangledName",
+                                   "launchType", "cacheConfig", "registersPerThread", "gridX", "gridY", "gridZ",
+                                   "blockX", "blockY", "blockZ", "staticSharedMemory", "dynamicSharedMemory",
+                                   "localMemoryPerThread", "localMemoryTotal", "gridId", "sharedMemoryExecuted",
+                                   "graphNodeId", "sharedMemoryLimitConfig"],
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ["start", "end", "deviceId", "contextId", "greenContextId", "streamId",
+                                   "correlationId", "globalPid", "bytes", "copyKind", "deprecatedSrcId", "srcKind",
+                                   "dstKind", "srcDeviceId", "srcContextId", "dstDeviceId", "dstContextId",
+                                   "migrationCause", "graphNodeId", "virtualAddress", "copyCount"],
+    "CUPTI_ACTIVITY_KIND_MEMSET": ["start", "end", "deviceId", "contextId", "greenContextId", "streamId",
+                                   "correlationId", "globalPid", "value", "bytes", "graphNodeId", "memKind"],
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ["start", "end", "eventClass", "globalTid", "correlationId", "nameId",
+                                    "returnValue", "callchainId"],
+}
+# NOT NULL columns get 0 unless a row gives them.
+NOT_NULL = {"deviceId", "contextId", "streamId", "registersPerThread", "gridX", "gridY", "gridZ", "blockX",
+            "blockY", "blockZ", "staticSharedMemory", "dynamicSharedMemory", "localMemoryPerThread",
+            "localMemoryTotal", "gridId", "bytes", "copyKind", "value", "eventClass", "returnValue",
+            "shortName", "demangledName", "nameId"}
+
+MEMCPY_ENUM = [(0, "CUDA_MEMCPY_KIND_UNKNOWN", "Unknown"), (1, "CUDA_MEMCPY_KIND_HTOD", "Host-to-Device"),
+               (2, "CUDA_MEMCPY_KIND_DTOH", "Device-to-Host"), (8, "CUDA_MEMCPY_KIND_DTOD", "Device-to-Device")]
+EVENT_ENUM = [(59, "NvtxPushPopRange", "NvtxPushPopRange"), (60, "NvtxStartEndRange", "NvtxStartEndRange"),
+              (75, "NvtxDomainCreate", "NvtxDomainCreate")]
+
+PID = 7
+MAIN = (PID << 24) | 100      # training thread
+LOADER = (PID << 24) | 200    # a data_pipeline worker
+AUTOGRAD = (PID << 24) | 300  # the autograd engine's device thread
+MS = 1_000_000                # ns per ms
+
+
+class ExportBuilder:
+    """Builds a minimal nsys-like SQLite export with the real table and column names."""
+
+    def __init__(self, enums=True, event_ids=None, htod_id=1):
+        self.tables = {name: [] for name in SCHEMA}
+        self.strings = {}
+        self.enums = enums
+        self.event_ids = event_ids or {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60, "NvtxDomainCreate": 75}
+        self.htod_id = htod_id
+        self.corr = 1000
+        self.omit = set()
+
+    def sid(self, text):
+        if text not in self.strings:
+            self.strings[text] = len(self.strings) + 1
+        return self.strings[text]
+
+    def range(self, name, start_ms, end_ms, tid=MAIN, domain=0, registered=False, kind="NvtxPushPopRange"):
+        row = {"start": round(start_ms * MS), "end": None if end_ms is None else round(end_ms * MS),
+               "eventType": self.event_ids[kind], "globalTid": tid, "domainId": domain}
+        if registered:
+            row["textId"] = self.sid(name)
+        else:
+            row["text"] = name
+        self.tables["NVTX_EVENTS"].append(row)
+
+    def domain(self, domain_id, name, tid=LOADER):
+        self.tables["NVTX_EVENTS"].append({"start": 0, "eventType": self.event_ids["NvtxDomainCreate"],
+                                           "globalTid": tid, "domainId": domain_id, "text": name})
+
+    def api(self, name, start_ms, end_ms, tid=MAIN, corr=None):
+        self.tables["CUPTI_ACTIVITY_KIND_RUNTIME"].append({
+            "start": round(start_ms * MS), "end": round(end_ms * MS), "globalTid": tid,
+            "correlationId": corr, "nameId": self.sid(name)})
+
+    def kernel(self, start_ms, end_ms, name="void at::native::vectorized_elementwise_kernel<4>()",
+               launch_ms=None, tid=MAIN, stream=7):
+        self.corr += 1
+        if launch_ms is not None:
+            self.api("cudaLaunchKernel_v7000", launch_ms, launch_ms + 0.001, tid, self.corr)
+        self.tables["CUPTI_ACTIVITY_KIND_KERNEL"].append({
+            "start": round(start_ms * MS), "end": round(end_ms * MS), "correlationId": self.corr,
+            "globalPid": PID << 24, "demangledName": self.sid(name), "shortName": self.sid(name.split("(")[0]),
+            "streamId": stream})
+
+    def _launched(self, call, launch_ms, tid):
+        """A correlation id for a device activity, with its runtime call when launch_ms is given."""
+        if launch_ms is None:
+            return None
+        self.corr += 1
+        self.api(call, launch_ms, launch_ms + 0.001, tid, self.corr)
+        return self.corr
+
+    def memcpy(self, start_ms, end_ms, kind=None, nbytes=1024, launch_ms=None, tid=MAIN):
+        self.tables["CUPTI_ACTIVITY_KIND_MEMCPY"].append({
+            "start": round(start_ms * MS), "end": round(end_ms * MS),
+            "copyKind": self.htod_id if kind is None else kind, "bytes": nbytes, "globalPid": PID << 24,
+            "correlationId": self._launched("cudaMemcpyAsync_v3020", launch_ms, tid)})
+
+    def memset(self, start_ms, end_ms, launch_ms=None, tid=MAIN):
+        self.tables["CUPTI_ACTIVITY_KIND_MEMSET"].append({
+            "start": round(start_ms * MS), "end": round(end_ms * MS), "bytes": 64, "globalPid": PID << 24,
+            "correlationId": self._launched("cudaMemsetAsync_v3020", launch_ms, tid)})
+
+    def write(self, path):
+        conn = sqlite3.connect(path)
+        for name, cols in SCHEMA.items():
+            if name in self.omit or (name.startswith("ENUM_") and not self.enums):
+                continue
+            conn.execute('CREATE TABLE "%s" (%s)' % (name, ", ".join('"%s"' % c for c in cols)))
+            rows = list(self.tables[name])
+            if name == "StringIds":
+                rows = [{"id": i, "value": v} for v, i in self.strings.items()]
+            elif name == "ENUM_NSYS_EVENT_TYPE":
+                rows = [{"id": i, "name": n, "label": n} for n, i in self.event_ids.items()]
+            elif name == "ENUM_CUDA_MEMCPY_OPER":
+                rows = [{"id": self.htod_id if n == "CUDA_MEMCPY_KIND_HTOD" else i, "name": n, "label": l}
+                        for i, n, l in MEMCPY_ENUM]
+            for row in rows:
+                vals = [row.get(c, 0 if c in NOT_NULL else None) for c in cols]
+                conn.execute('INSERT INTO "%s" VALUES (%s)' % (name, ",".join("?" * len(cols))), vals)
+        conn.commit()
+        conn.close()
+        return path
+
+
+def basic_export(**kw):
+    """Two steps in a 10 ms window, with every interval case the summary must get right.
+
+    window [1, 11] ms. Device intervals (ms) and their union inside the window:
+      kernel [0.5, 1.5] crosses the left edge -> [1.0, 1.5]                            0.50
+      H2D [2.6, 3.0] + H2D [2.9, 3.1] (overlap) + kernel [3.0, 4.0] with a nested kernel
+        [3.2, 3.5] on another stream + memset [3.9, 4.2] (overlap) -> [2.6, 4.2]       1.60
+      H2D [6.2, 6.4] + H2D [6.3, 6.45] -> [6.2, 6.45]                                   0.25
+      kernel [6.6, 8.0]                                                                 1.40
+      D2D copy [8.1, 8.2]                                                               0.10
+      kernel [10.5, 11.5] crosses the right edge -> [10.5, 11.0]                        0.50
+      kernel [12, 13] and H2D [0.2, 0.4] lie outside the window                         0
+    busy 4.35 ms of 10 -> no activity 56.5 %; 4 H2D copies start inside the window.
+    """
+    b = ExportBuilder(**kw)
+    b.domain(1, "data_pipeline")
+    b.range("capture_window", 1.0, 11.0)
+    b.range("torch_step", 2.0, 5.0)
+    b.range("data_load", 2.0, 3.0)
+    b.range("batch_wait", 2.0, 2.5)
+    b.range("h2d_submit", 2.5, 3.0)
+    b.range("forward", 3.0, 4.0, registered=True)
+    b.range("backward", 4.0, 5.0, registered=True)
+    b.range("torch_step", 5.0, 9.0)
+    b.range("data_load", 5.0, 6.5)
+    b.range("batch_wait", 5.0, 6.0)
+    b.range("h2d_submit", 6.0, 6.5)
+    b.range("forward", 6.5, 7.5, registered=True)
+    b.range("backward", 7.5, 9.0, registered=True)
+    b.range("capture_drain", 9.0, 10.9)
+    # The loader's domain: never steps or phases, even when a range is named torch_step.
+    b.range("load_batch", 1.5, 4.5, tid=LOADER, domain=1, registered=True)
+    b.range("torch_step", 2.0, 2.2, tid=LOADER, domain=1)
+    b.range("reuse_fence", 3.6, 3.8, tid=LOADER, domain=1)
+    b.kernel(0.5, 1.5, launch_ms=0.4)
+    b.memcpy(0.2, 0.4)
+    b.memcpy(2.6, 3.0)
+    b.memcpy(2.9, 3.1)
+    b.kernel(3.0, 4.0, "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float>()", launch_ms=3.05)
+    b.kernel(3.2, 3.5, "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float>()", launch_ms=3.1, stream=9)
+    b.memset(3.9, 4.2)
+    b.memcpy(6.2, 6.4)
+    b.memcpy(6.3, 6.45)
+    b.kernel(6.6, 8.0, "void cudnn::engines_precompiled::convertTensor_kernel<float, float, float, (cudnnKernelDataType_t)2>()",
+             launch_ms=6.55)
+    b.memcpy(8.1, 8.2, kind=8)
+    b.kernel(10.5, 11.5, launch_ms=8.5, tid=AUTOGRAD)
+    b.kernel(12.0, 13.0, launch_ms=10.0)
+    # A loader-side fence inside a step: blocks only the loader, so it is not a step sync.
+    b.api("cudaEventSynchronize_v3020", 3.65, 3.75, tid=LOADER)
+    # The final drain, after the last step.
+    b.api("cudaDeviceSynchronize_v3020", 9.1, 10.8)
+    return b
+
+
+class TempDirCase(unittest.TestCase):
+    """A temporary directory per test, for exports built there."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="analyze_test_")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def build(self, builder, name="export.sqlite"):
+        return builder.write(os.path.join(self.tmp, name))
+
+    def summarize(self, builder, report=None, expected_steps=None, name="export.sqlite"):
+        return compute_summary(load_export(self.build(builder, name)), report, expected_steps)
+
+
+class RealFixtureCase(unittest.TestCase):
+    """The Python reference captured by nsys 2025.3 on an H200 (tests/fixtures/nsys/README.md),
+    decompressed once per class into tmp with the nsys stats CSVs beside it: export (path), ex (the
+    Export) and s (its summary, 8 steps expected)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="analyze_fixture_")
+        cls.export = os.path.join(cls.tmp, "py_reuse8.sqlite")
+        with lzma.open(os.path.join(FIXTURE_DIR, "py_reuse8.sqlite.xz")) as src, open(cls.export, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        for name in os.listdir(FIXTURE_DIR):
+            if name.endswith(".csv"):
+                shutil.copy(os.path.join(FIXTURE_DIR, name), cls.tmp)
+        cls.ex = load_export(cls.export)
+        cls.s = compute_summary(cls.ex, expected_steps=8)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, True)

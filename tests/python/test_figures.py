@@ -1,0 +1,43 @@
+"""Tests for scripts/nsys_analysis/figures.py: the sweep's figures and a capture's figures without CUDA data.
+
+Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
+"""
+
+import importlib.util
+import os
+import sys
+import unittest
+
+# nsys_exports first: it puts scripts/ on sys.path.
+from nsys_exports import SCHEMA, TempDirCase, basic_export
+from nsys_analysis.export import load_export
+from nsys_analysis.figures import plot_sweep, plot_sweep_batch_wait
+from nsys_analysis.pipeline import write_outputs
+from nsys_analysis.summary import compute_summary
+
+
+HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
+
+
+@unittest.skipUnless(HAVE_MPL, "matplotlib not installed for %s" % sys.executable)
+class FigureTest(TempDirCase):
+    def test_sweep_figures_and_empty_inputs(self):
+        rows = [{"config": "reuse_8", "runs": [{"seed": 2026, "images_per_s": 4236.0, "no_activity_pct": 3.1},
+                                               {"seed": 2027, "images_per_s": 4210.0, "no_activity_pct": 2.9}]},
+                {"config": "no_pin", "runs": [{"seed": 2026, "images_per_s": 2000.0, "no_activity_pct": None}]}]
+        p4 = plot_sweep(rows, os.path.join(self.tmp, "fig4.png"))
+        p5 = plot_sweep_batch_wait([("reset_8 seed 2026", [671.0, 1.0, 0.5]),
+                                            ("reuse_8 seed 2026", [3.7, 0.4, 0.3])],
+                                           [], os.path.join(self.tmp, "fig5.png"))
+        for p in (p4, p5):
+            self.assertGreater(os.path.getsize(p), 10000)
+        # A capture without CUDA data still gets its figures.
+        b = basic_export()
+        b.omit.update(n for n in SCHEMA if n.startswith("CUPTI_"))
+        ex = load_export(b.write(os.path.join(self.tmp, "nvtx.sqlite")))
+        paths = write_outputs(compute_summary(ex), ex, os.path.join(self.tmp, "out"))
+        self.assertEqual(len(paths), 4)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -3,10 +3,10 @@
 import bisect
 from collections import OrderedDict, defaultdict
 
+from .checks import capture_checks
 from .idle_gaps import idle_gaps
 from .intervals import group_stats, ms, union_length
 from .kernels import is_layout_conversion, kernel_labels
-from .checks import capture_checks
 from .records import STEP, WINDOW, Window
 from .report import report_metrics
 
@@ -74,23 +74,37 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
       layout_conversion_kernels
                        kernels matching is_layout_conversion() launched (runtime call start; the kernel's
                        own start when uncorrelated) inside a torch_step's time span.
+      checks, check_details
+                       checks.capture_checks().
     """
     s = OrderedDict()
     s["export"] = ex.path
     s["nsys_version"] = ex.nsys_version
     s["device_data"] = ex.device_data
-
     window = find_window(ex.ranges)
-    lo, hi, steps, outside = window.lo, window.hi, window.steps, window.outside
     s["capture_window_source"] = window.source
     s["capture_window_count"] = len(window.ranges)
-    s["capture_window_ms"] = ms(hi - lo) if lo is not None else None
-    s["steps"] = len(steps)
+    s["capture_window_ms"] = ms(window.hi - window.lo) if window.lo is not None else None
+    s["steps"] = len(window.steps)
     s["torch_step_ranges"] = len(window.all_steps)
-    s["steps_outside_window"] = len(outside)
+    s["steps_outside_window"] = len(window.outside)
     s["unterminated_ranges"] = ex.unterminated
+    _add_step_timing(s, ex, window.steps)
+    _add_phases(s, ex, window)
+    step_index = _StepIndex(window.steps)
+    _add_device_activity(s, ex, window, step_index)
+    _add_sync_calls(s, ex, step_index)
+    _add_tables(s, ex, top_n)
+    _add_expected_steps(s, report_metrics(report), expected_steps)
+    checks, details = capture_checks(s, window, ex.device_data)
+    s["checks"] = checks
+    s["check_details"] = details
+    s["all_checks_pass"] = all(v is True for v in checks.values())
+    return s
 
-    # Per-step host timing from the nested default-domain ranges.
+
+def _add_step_timing(s, ex, steps):
+    """Per-step host timing from the default-domain ranges nested in each step."""
     by_name = defaultdict(list)
     for r in ex.ranges:
         by_name[r.name].append(r)
@@ -117,6 +131,9 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
     s["batch_wait_max_step"] = -longest[1] if longest else None
     s["h2d_submit_total_ms"] = total(subs_ns)
 
+
+def _add_phases(s, ex, window):
+    """Totals per default-domain range name inside the window, and per range of the other domains."""
     phases = group_stats((r.name, r.duration) for r in ex.ranges if window.holds(r))
     s["phase_totals_ms"] = OrderedDict((k, ms(v.total_ns)) for k, v in phases.items())
     s["phase_counts"] = OrderedDict((k, v.count) for k, v in phases.items())
@@ -127,57 +144,65 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
     s["other_domain_ranges"] = [OrderedDict(domain=domain, name=name, count=v.count, total_ms=ms(v.total_ns))
                                 for (domain, name), v in other.items()]
 
-    step_index = _StepIndex(steps)
-    if ex.device_data:
-        device = ex.device_intervals()
-        if lo is not None and hi > lo:
-            busy = union_length(device, lo, hi)
-            s["device_busy_ms"] = ms(busy)
-            s["no_activity_pct"] = round(100.0 * (hi - lo - busy) / (hi - lo), 6)
-            s["idle_gaps"] = idle_gaps(ex, lo, hi, ex.ranges)
-        else:
-            s["device_busy_ms"] = s["no_activity_pct"] = s["idle_gaps"] = None
-        s["h2d_copies"] = sum(1 for c in ex.memcpys if c.is_htod and (lo is None or lo <= c.start < hi))
-        s["kernel_launches"] = len(ex.kernels)
-        last_dev = max((e for _, e in device), default=None)
-        s["last_device_end_after_last_step_ms"] = (ms(last_dev - steps[-1].end)
-                                                   if steps and last_dev is not None else None)
-        # Layout conversions inside steps.
-        layout_names, layout_in_steps = OrderedDict(), 0
-        for k in ex.kernels:
-            if is_layout_conversion(k.name):
-                layout_names[k.name] = layout_names.get(k.name, 0) + 1
-                if step_index.find(k.launch_ns if k.launch_ns is not None else k.start) is not None:
-                    layout_in_steps += 1
-        s["layout_conversion_kernels"] = layout_in_steps
-        s["layout_conversion_names"] = layout_names
-    else:
+
+def _add_device_activity(s, ex, window, step_index):
+    """Device busy time and idle gaps in the window, copies, launches, the drain, layout conversions."""
+    if not ex.device_data:
         for key in ("device_busy_ms", "no_activity_pct", "idle_gaps", "h2d_copies", "kernel_launches",
                     "last_device_end_after_last_step_ms", "layout_conversion_kernels"):
             s[key] = None
         s["layout_conversion_names"] = {}
-
-    if ex.api_calls is not None:
-        fences = defaultdict(list)
-        for r in ex.other_ranges:
-            fences[r.tid].append((r.start, r.end))
-        counted, excused = OrderedDict(), 0
-        for call in ex.api_calls:
-            if call.name not in SYNC_CALLS or step_index.find(call.start) is None:
-                continue
-            if any(a <= call.start and call.end <= b for a, b in fences.get(call.tid, ())):
-                excused += 1
-                continue
-            counted[call.name] = counted.get(call.name, 0) + 1
-        s["sync_calls_in_steps"] = sum(counted.values())
-        s["sync_calls_in_steps_by_name"] = counted
-        s["sync_calls_in_loader_ranges"] = excused
+        return
+    lo, hi, steps = window.lo, window.hi, window.steps
+    device = ex.device_intervals()
+    if lo is not None and hi > lo:
+        busy = union_length(device, lo, hi)
+        s["device_busy_ms"] = ms(busy)
+        s["no_activity_pct"] = round(100.0 * (hi - lo - busy) / (hi - lo), 6)
+        s["idle_gaps"] = idle_gaps(ex, lo, hi, ex.ranges)
     else:
+        s["device_busy_ms"] = s["no_activity_pct"] = s["idle_gaps"] = None
+    s["h2d_copies"] = sum(1 for c in ex.memcpys if c.is_htod and (lo is None or lo <= c.start < hi))
+    s["kernel_launches"] = len(ex.kernels)
+    last_dev = max((e for _, e in device), default=None)
+    s["last_device_end_after_last_step_ms"] = (ms(last_dev - steps[-1].end)
+                                               if steps and last_dev is not None else None)
+    layout_names, layout_in_steps = OrderedDict(), 0
+    for k in ex.kernels:
+        if is_layout_conversion(k.name):
+            layout_names[k.name] = layout_names.get(k.name, 0) + 1
+            if step_index.find(k.launch_ns if k.launch_ns is not None else k.start) is not None:
+                layout_in_steps += 1
+    s["layout_conversion_kernels"] = layout_in_steps
+    s["layout_conversion_names"] = layout_names
+
+
+def _add_sync_calls(s, ex, step_index):
+    """SYNC_CALLS inside steps, except those inside another domain's range on their thread."""
+    if ex.api_calls is None:
         s["sync_calls_in_steps"] = None
         s["sync_calls_in_steps_by_name"] = {}
         s["sync_calls_in_loader_ranges"] = None
+        return
+    fences = defaultdict(list)
+    for r in ex.other_ranges:
+        fences[r.tid].append((r.start, r.end))
+    counted, excused = OrderedDict(), 0
+    for call in ex.api_calls:
+        if call.name not in SYNC_CALLS or step_index.find(call.start) is None:
+            continue
+        if any(a <= call.start and call.end <= b for a, b in fences.get(call.tid, ())):
+            excused += 1
+            continue
+        counted[call.name] = counted.get(call.name, 0) + 1
+    s["sync_calls_in_steps"] = sum(counted.values())
+    s["sync_calls_in_steps_by_name"] = counted
+    s["sync_calls_in_loader_ranges"] = excused
 
-    # Tables (whole export, like nsys stats).
+
+def _add_tables(s, ex, top_n):
+    """The largest kernel groups, memory operations and runtime calls of the whole export, like nsys
+    stats."""
     if ex.device_data:
         kern = group_stats((k.name, k.end - k.start) for k in ex.kernels)
         total_kernel = sum(v.total_ns for v in kern.values()) or 1
@@ -202,8 +227,9 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
     else:
         s["api_calls"] = None
 
-    # Report and expected steps.
-    metrics = report_metrics(report)
+
+def _add_expected_steps(s, metrics, expected_steps):
+    """The run report's numbers, and the step count the capture must hold and where it came from."""
     if metrics is not None:
         s["images_per_s"] = metrics["images_per_s"]
         s["report"] = metrics
@@ -216,9 +242,3 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
         exp, exp_src = None, "none given: passes when steps >= 1"
     s["expected_steps"] = exp
     s["expected_steps_source"] = exp_src
-
-    checks, details = capture_checks(s, window, ex.device_data)
-    s["checks"] = checks
-    s["check_details"] = details
-    s["all_checks_pass"] = all(v is True for v in checks.values())
-    return s

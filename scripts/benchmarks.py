@@ -415,14 +415,14 @@ def parse_ncu_csv(text):
 
 
 def group_ncu(rows):
-    """Per kernel kind (nsys_analysis.kernels.short_kernel_label): launches, time, DRAM traffic and the
-    time-weighted speed-of-light percentages. Largest total time first."""
+    """Per kernel kind (nsys_analysis.kernels.short_kernel_label): launches, time, DRAM traffic and
+    the time-weighted speed-of-light percentages. Largest total time first."""
     groups = {}
     for r in rows:
         name = r.get("Kernel Name") or r.get("Function Name") or "?"
         t = r.get("gpu__time_duration.sum") or 0.0
         g = groups.setdefault(short_kernel_label(name), {"launches": 0, "ns": 0.0, "bytes": 0.0,
-                                                                   "w": {}})
+                                                         "w": {}})
         g["launches"] += 1
         g["ns"] += t
         g["bytes"] += r.get("dram__bytes.sum") or 0.0

@@ -1,7 +1,8 @@
-"""Tests for scripts/sweep.py without a GPU: a fake train_resnet50 (written here) produces run reports,
-so planning, aggregation, the refusal of runs whose checks fail, and the time limit with one retry are
-checked exactly; one run also goes through scripts/profile.sh with a fake nsys whose "capture" is the
-real export in tests/fixtures/nsys.
+"""Tests for scripts/sweep.py, the command line, without a GPU: a fake train_resnet50 (written here)
+produces run reports, so planning, aggregation, the refusal of runs whose checks fail, and the time
+limit with one retry are checked exactly; one run also goes through scripts/profile.sh with a fake nsys
+whose "capture" is the real export in tests/fixtures/nsys. The plan has its own tests in
+test_sweep_plan.py.
 
 Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
 """
@@ -24,7 +25,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(REPO, "scripts", "sweep.py")
 FIXTURE_DIR = os.path.join(REPO, "tests", "fixtures", "nsys")
 sys.path.insert(0, os.path.join(REPO, "scripts"))
-import sweep  # noqa: E402
+from nsys_analysis.sweep_plan import DEFAULT_CONFIGS, load_configs, make_plan  # noqa: E402
 
 HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
 
@@ -103,40 +104,14 @@ class SweepCase(unittest.TestCase):
             return list(csv.DictReader(f))
 
 
-class PlanTest(unittest.TestCase):
-    def test_default_configs_are_the_articles(self):
-        c = sweep.DEFAULT_CONFIGS
-        self.assertEqual(list(c), ["reset_8", "reuse_8", "reuse_64", "workers_4", "workers_12", "prefetch_1",
-                                   "prefetch_4", "no_pin"])
-        self.assertEqual(dict(c["reuse_64"]), {"steps": 64, "warmup": 3, "batch_size": 128, "workers": 8,
-                                               "prefetch_factor": 2, "pin_memory": True, "reuse_iterator": True})
-        self.assertEqual(sweep.changes_from_baseline(c["reset_8"]), "steps=8, reuse_iterator=false")
-        self.assertEqual(sweep.changes_from_baseline(c["no_pin"]), "pin_memory=false")
-        self.assertEqual(sweep.changes_from_baseline(c["reuse_64"]), "baseline")
-
-    def test_shuffled_plan_is_reproducible(self):
-        plan = sweep.make_plan(sweep.DEFAULT_CONFIGS, [2026, 2027], 1)
-        self.assertEqual(sorted(plan), sorted((n, s) for n in sweep.DEFAULT_CONFIGS for s in (2026, 2027)))
-        self.assertEqual(plan, sweep.make_plan(sweep.DEFAULT_CONFIGS, [2026, 2027], 1))
-        self.assertNotEqual(plan, [(n, s) for n in sweep.DEFAULT_CONFIGS for s in (2026, 2027)])
-        self.assertNotEqual(plan, sweep.make_plan(sweep.DEFAULT_CONFIGS, [2026, 2027], 2))
-
-    def test_run_args(self):
-        cfg = sweep.DEFAULT_CONFIGS["no_pin"]
-        args = sweep.run_args(cfg, 2027, "/data/food", ["--device", "cpu", "--batch-size", "4", "--steps=2"])
-        self.assertEqual(args, ["--data", "/data/food", "--warmup", "3", "--workers", "8", "--prefetch-factor", "2",
-                                "--pin-memory=false", "--reuse-iterator=true", "--seed", "2027",
-                                "--device", "cpu", "--batch-size", "4", "--steps=2"])
-        self.assertEqual(sweep.expected_steps(cfg, ["--steps=2"]), 2)
-        self.assertEqual(sweep.expected_steps(cfg, ["--synthetic"]), 64)
-
+class CliTest(unittest.TestCase):
     def test_dry_run(self):
         r = subprocess.run([sys.executable, SCRIPT, "--dry-run", "--data", "/d", "--order-seed", "5", "--",
                             "--synthetic"], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.rstrip("\n").splitlines()
         self.assertEqual(len(lines), 16)
-        first = sweep.make_plan(sweep.DEFAULT_CONFIGS, [2026, 2027], 5)[0]
+        first = make_plan(DEFAULT_CONFIGS, [2026, 2027], 5)[0]
         self.assertTrue(lines[0].startswith(" 1. %s seed %d: --data /d " % first), lines[0])
         self.assertTrue(all(line.endswith("--synthetic") for line in lines))
 
@@ -165,7 +140,7 @@ class NoNsysSweepTest(SweepCase):
         self.assertEqual(len(runs), 12)
         self.assertEqual([x["order"] for x in doc["runs"]], list(range(1, 13)))
         self.assertEqual([(x["config"], x["seed"]) for x in doc["runs"]],
-                         sweep.make_plan(sweep.load_configs(self.configs), [2026, 2027], 3))
+                         make_plan(load_configs(self.configs), [2026, 2027], 3))
         # Extra arguments reach every run, after the configuration's flags.
         argv = runs[("no_pin", 2027)]["command"]
         self.assertEqual(argv[0], self.binary)

@@ -1,8 +1,8 @@
 """Tests for scripts/sweep.py, the command line, without a GPU: a fake train_resnet50 (written here)
 produces run reports, so planning, aggregation, the refusal of runs whose checks fail, and the time
 limit with one retry are checked exactly; one run also goes through scripts/profile.sh with a fake nsys
-whose "capture" is the real export in tests/fixtures/nsys. The plan has its own tests in
-test_sweep_plan.py.
+whose "capture" is the real export in tests/fixtures/nsys. The package's sweep modules have their own
+tests (test_sweep_plan.py, test_sweep_runs.py, test_sweep_tables.py).
 
 Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
 """
@@ -105,6 +105,13 @@ class SweepCase(unittest.TestCase):
 
 
 class CliTest(unittest.TestCase):
+    def test_help_from_another_cwd(self):
+        r = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True, timeout=60,
+                           cwd=tempfile.gettempdir())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("--no-nsys", r.stdout)
+        self.assertIn("Exit status: 0 every run aggregated", r.stdout)
+
     def test_dry_run(self):
         r = subprocess.run([sys.executable, SCRIPT, "--dry-run", "--data", "/d", "--order-seed", "5", "--",
                             "--synthetic"], capture_output=True, text=True, timeout=60)

@@ -1,17 +1,20 @@
-"""Tests for scripts/nsys_analysis/sweep_plan.py: the article's configurations, one run's train_resnet50
-arguments and the shuffled plan.
+"""Tests for scripts/nsys_analysis/sweep_plan.py: the article's configurations, configuration files,
+one run's train_resnet50 arguments and the shuffled plan.
 
 Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
 """
 
+import json
 import os
+import shutil
 import sys
+import tempfile
 import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
-from nsys_analysis.sweep_plan import (DEFAULT_CONFIGS, changes_from_baseline, expected_steps,  # noqa: E402
-                                      make_plan, run_args)
+from nsys_analysis.sweep_plan import (DEFAULT_CONFIGS, ConfigError, changes_from_baseline,  # noqa: E402
+                                      expected_steps, load_configs, make_plan, run_args, select_configs)
 
 
 class PlanTest(unittest.TestCase):
@@ -31,6 +34,7 @@ class PlanTest(unittest.TestCase):
         self.assertEqual(plan, make_plan(DEFAULT_CONFIGS, [2026, 2027], 1))
         self.assertNotEqual(plan, [(n, s) for n in DEFAULT_CONFIGS for s in (2026, 2027)])
         self.assertNotEqual(plan, make_plan(DEFAULT_CONFIGS, [2026, 2027], 2))
+        self.assertEqual((plan[0].config, plan[0].seed), tuple(plan[0]))
 
     def test_run_args(self):
         cfg = DEFAULT_CONFIGS["no_pin"]
@@ -40,6 +44,44 @@ class PlanTest(unittest.TestCase):
                                 "--device", "cpu", "--batch-size", "4", "--steps=2"])
         self.assertEqual(expected_steps(cfg, ["--steps=2"]), 2)
         self.assertEqual(expected_steps(cfg, ["--synthetic"]), 64)
+        with self.assertRaisesRegex(ConfigError, "expected an integer after --steps, got 'x'"):
+            expected_steps(cfg, ["--steps", "x"])
+
+
+class ConfigFileTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="sweep_plan_test_")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def write(self, doc):
+        path = os.path.join(self.tmp, "configs.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        return path
+
+    def test_object_and_list_forms_complete_the_baseline(self):
+        a = load_configs(self.write({"b": {"workers": 2}, "a": {"steps": 4}}))
+        b = load_configs(self.write([{"name": "b", "workers": 2}, {"name": "a", "steps": 4}]))
+        self.assertEqual(a, b)
+        self.assertEqual(list(a), ["b", "a"])
+        self.assertEqual((a["b"]["workers"], a["b"]["steps"], a["a"]["steps"]), (2, 64, 4))
+
+    def test_unusable_files(self):
+        for doc, message in (({"x": {"steps": 0}}, "expected x.steps to be a positive integer"),
+                             ({"x y": {}}, "expected configuration names of letters"),
+                             ({"x": {"workers": [1]}}, "expected a string, number or boolean for x.workers"),
+                             ([{"workers": 1}], "expected objects with a \"name\""),
+                             ({}, "no configurations in")):
+            with self.assertRaisesRegex(ConfigError, message):
+                load_configs(self.write(doc))
+        with self.assertRaisesRegex(ConfigError, "cannot read --configs"):
+            load_configs(os.path.join(self.tmp, "nope.json"))
+
+    def test_select_keeps_the_configurations_order(self):
+        self.assertIs(select_configs(DEFAULT_CONFIGS, None), DEFAULT_CONFIGS)
+        self.assertEqual(list(select_configs(DEFAULT_CONFIGS, ["no_pin", "reset_8"])), ["reset_8", "no_pin"])
+        with self.assertRaisesRegex(ConfigError, "expected --only names among reset_8, .*, got nope"):
+            select_configs(DEFAULT_CONFIGS, ["reuse_8", "nope"])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,90 @@
+"""Tests for scripts/nsys_analysis/bench_runs.py: how benchmarks.py runs the GPU programs (time limits, the
+report line, a capture through profile.sh), with stand-ins for nsys and train_resnet50; the GPU runs
+themselves are measured, not tested.
+
+Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
+"""
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import unittest
+
+from testutil import alive, write_exe
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+from nsys_analysis.bench_runs import KILLED, profile, run_direct  # noqa: E402
+
+# Stand-ins for nsys (runs the program, records its own pid) and train_resnet50 (records its pid, then
+# outlives any time limit).
+FAKE_NSYS = r"""
+import os, subprocess, sys
+open(os.path.join(os.environ["FAKE_PIDS"], "nsys"), "w").write(str(os.getpid()))
+args = sys.argv[1:]
+i = 1
+while args[i].startswith("--"):
+    i += 1
+sys.exit(subprocess.call(args[i:]))
+"""
+FAKE_TRAIN = r"""
+import os, time
+open(os.path.join(os.environ["FAKE_PIDS"], "train"), "w").write(str(os.getpid()))
+time.sleep(30)
+"""
+
+
+class RunTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="benchmarks_run_test_")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.bin = os.path.join(self.tmp, "bin")
+        os.mkdir(self.bin)
+        self.pids = {}
+        self.addCleanup(self.kill_leftovers)
+
+    def kill_leftovers(self):
+        for pid in self.pids.values():
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+    def read_pids(self, *names):
+        for name in names:
+            with open(os.path.join(self.tmp, name)) as f:
+                self.pids[name] = int(f.read())
+        return [self.pids[n] for n in names]
+
+    def test_run_direct_stops_at_the_time_limit(self):
+        t0 = time.monotonic()
+        rc, secs, tail = run_direct(["sleep", "4"], os.path.join(self.tmp, "log"), 1)
+        self.assertEqual((rc, tail), (KILLED, None))
+        self.assertLess(time.monotonic() - t0, 2.5)
+        self.assertLess(secs, 2.5)
+
+    def test_run_direct_times_from_the_report_line(self):
+        rc, secs, tail = run_direct(
+            ["sh", "-c", "echo step; echo '  report   /tmp/r.json'; sleep 1"], os.path.join(self.tmp, "log"), 30)
+        self.assertEqual(rc, 0)
+        self.assertGreaterEqual(tail, 0.9)
+        self.assertLess(tail, secs)
+
+    def test_profile_timeout_stops_nsys_and_the_program(self):
+        write_exe(os.path.join(self.bin, "nsys"), FAKE_NSYS)
+        train = write_exe(os.path.join(self.tmp, "train_resnet50"), FAKE_TRAIN)
+        env = {"PATH": self.bin + os.pathsep + os.environ["PATH"], "FAKE_PIDS": self.tmp}
+        t0 = time.monotonic()
+        summary, rc = profile(os.path.join(self.tmp, "out", "run"), ["--binary", train], 2,
+                              extra_env=env)
+        self.assertEqual((summary, rc), (None, KILLED))
+        self.assertLess(time.monotonic() - t0, 5)
+        for name, pid in zip(("nsys", "train"), self.read_pids("nsys", "train")):
+            self.assertFalse(alive(pid), name)
+        with open(os.path.join(self.tmp, "out", "run.runlog")) as f:
+            self.assertIn("profile.sh --prefix", f.readline())
+
+
+if __name__ == "__main__":
+    unittest.main()

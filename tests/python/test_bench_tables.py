@@ -1,0 +1,47 @@
+"""Tests for scripts/nsys_analysis/bench_tables.py: benchmarks.py's tables from hand-made JSON files.
+
+Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
+"""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+from nsys_analysis.bench_tables import paired_ratios, render_tables  # noqa: E402
+
+
+def run_row(name, ips, host_ms=None, window=1000.0):
+    return {"name": name, "images_per_s": ips, "no_activity_pct": 2.0, "capture_window_ms": window,
+            "batch_wait_total_ms": 1.0, "h2d_submit_total_ms": 2.0, "idle_host_ms": host_ms}
+
+
+class CompareTableTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="bench_tables_test_")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def test_paired_ratios_match_rounds_by_suffix(self):
+        compare = {"runs": [run_row("synthetic", 3000), run_row("loader", 3000),
+                            run_row("python", 2000), run_row("loader_2", 2900),
+                            run_row("python_2", 1450), run_row("loader_3", 3000)]}
+        self.assertEqual(paired_ratios(compare), [1.5, 2.0])  # round 3 has no python run
+
+    def test_table_prints_paired_median_and_host_bound_share(self):
+        compare = {"steps": 64, "nvtx": {"on": [], "off": []}, "teardown": [],
+                   "runs": [run_row("synthetic", 3000, 0.0), run_row("loader", 3000, 0.5),
+                            run_row("python", 2000, 300.0), run_row("loader_2", 2900, 0.5),
+                            run_row("python_2", 1450, 400.0)]}
+        with open(os.path.join(self.tmp, "compare.json"), "w") as f:
+            json.dump(compare, f)
+        text = render_tables(self.tmp)
+        self.assertIn("paired rounds, (2)/(3): 1.50x, 2.00x; median 1.75x", text)
+        self.assertIn("| python | 2000.0 | 66.7% | 1.16x | 2.0% | 30.0% |", text)  # median of 2000, 1450
+
+
+if __name__ == "__main__":
+    unittest.main()

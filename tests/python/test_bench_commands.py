@@ -20,6 +20,7 @@ from testutil import write_exe
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 from nsys_analysis.bench_commands import BenchSettings, run_loader, run_ncu  # noqa: E402
+from nsys_analysis.bench_runs import BenchmarkError  # noqa: E402
 
 # Stand-ins for loader_bench (JSON after some noise; stuck with --workers 2) and ncu (prints
 # $FAKE_NCU_OUTPUT's file).
@@ -73,6 +74,13 @@ class CommandTest(unittest.TestCase):
         with open(os.path.join(out, "ncu.json")) as f:
             doc = json.load(f)
         self.assertEqual((doc["kernels"], [g["kind"] for g in doc["groups"]]), (3, ["ReLU bwd", "BN fwd", "ReLU fwd"]))
+
+    def test_ncu_needs_ncu_on_path(self):
+        train = write_exe(os.path.join(self.bin, "train_resnet50"), "")
+        with mock.patch.dict(os.environ, {"PATH": self.bin}):
+            with self.assertRaisesRegex(BenchmarkError, "ncu \\(Nsight Compute\\) is not on PATH"):
+                run_ncu(BenchSettings(out=os.path.join(self.tmp, "out"), binary=train))
+
 
 if __name__ == "__main__":
     unittest.main()

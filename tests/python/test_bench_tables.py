@@ -1,4 +1,5 @@
-"""Tests for scripts/nsys_analysis/bench_tables.py: benchmarks.py's tables from hand-made JSON files.
+"""Tests for scripts/nsys_analysis/bench_tables.py: benchmarks.py's tables from hand-made JSON files and
+from the checked-in results in docs/benchmarks/.
 
 Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
 """
@@ -41,6 +42,19 @@ class CompareTableTest(unittest.TestCase):
         text = render_tables(self.tmp)
         self.assertIn("paired rounds, (2)/(3): 1.50x, 2.00x; median 1.75x", text)
         self.assertIn("| python | 2000.0 | 66.7% | 1.16x | 2.0% | 30.0% |", text)  # median of 2000, 1450
+        self.assertTrue(text.endswith("\n\nPython reference, 2 captures: 2000.0, 1450.0 images/s (median 1725.0)\n\n"))
+
+    def test_no_results_no_tables(self):
+        self.assertEqual(render_tables(self.tmp), "")
+
+
+class CheckedInResultsTest(unittest.TestCase):
+    def test_a_table_for_each_command(self):
+        text = render_tables(os.path.join(REPO, "docs", "benchmarks"))
+        for header in ("| capture | torch_step in window |", "| run (under nsys, ", "| loader_bench threads |",
+                       "| host dtype (nsys) |", "| kernel kind (ncu, ", "| setting | images/s | of synthetic ("):
+            self.assertEqual(sum(line.startswith(header) for line in text.splitlines()), 1, header)
+        self.assertIn("\npaired rounds, (2)/(3): ", text)
 
 
 if __name__ == "__main__":

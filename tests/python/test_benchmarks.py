@@ -1,6 +1,7 @@
-"""Tests for scripts/benchmarks.py, the command line: `table` printing the package's tables. The
-package's benchmark modules have their own tests (test_bench_runs.py, test_bench_commands.py,
-test_ncu.py, test_bench_tables.py).
+"""Tests for scripts/benchmarks.py, the command line: --help of every command from another directory,
+usage errors, a missing program, and `table` printing the package's tables. The package's benchmark
+modules have their own tests (test_bench_runs.py, test_bench_commands.py, test_ncu.py,
+test_bench_tables.py).
 
 Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
 """
@@ -10,20 +11,49 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(REPO, "scripts", "benchmarks.py")
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 import benchmarks  # noqa: E402
 from nsys_analysis.bench_tables import render_tables  # noqa: E402
+
+COMMANDS = ("checks", "compare", "scan", "loader", "experiments", "ncu", "table")
 
 
 class CliTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="benchmarks_test_")
         self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def run_cli(self, *args):
+        return subprocess.run([sys.executable, SCRIPT] + list(args), capture_output=True, text=True, timeout=60,
+                              cwd=tempfile.gettempdir())
+
+    def test_help_of_every_command_from_another_cwd(self):
+        for args in [("--help",)] + [(c, "--help") for c in COMMANDS]:
+            r = self.run_cli(*args)
+            self.assertEqual(r.returncode, 0, (args, r.stderr))
+            self.assertIn("{checks,compare,scan,loader,experiments,ncu,table}", r.stdout)
+            self.assertIn("GPU benchmarks of the workload", r.stdout)
+
+    def test_usage_errors_exit_2(self):
+        r = self.run_cli("checks", "--out", self.tmp)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("error: --data is required for checks", r.stderr)
+        r = self.run_cli("bogus", "--out", self.tmp)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("invalid choice: 'bogus'", r.stderr)
+
+    def test_missing_binary_exits_1_with_one_line(self):
+        r = self.run_cli("scan", "--data", self.tmp, "--out", self.tmp, "--binary", os.path.join(self.tmp, "nope"))
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr, "benchmarks.py: error: train_resnet50 not found at %s (build it, or pass "
+                                   "--binary)\n" % os.path.join(self.tmp, "nope"))
 
     def test_table_prints_the_tables(self):
         with open(os.path.join(self.tmp, "scan.json"), "w") as f:

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Paired throughput of this tree's train_resnet50 against another source tree's (an earlier commit,
+# say), in one session on one GPU: the GPU-bound ceiling (--synthetic) and the loader-fed run
+# (defaults), alternating which binary goes first each round, without nsys. For refactors that must
+# not change speed: read the new/old ratios, not the absolute figures.
+#
+# usage: scripts/paired_throughput.sh --old-tree DIR [--data DIR] [--rounds N] [--steps N]
+#                                     [--out DIR] [-- EXTRA TRAIN_RESNET50 FLAGS]
+#
+#   --old-tree DIR  the other source tree, e.g. made with
+#                   git archive 9e9c2bd | (mkdir -p /tmp/old && tar -x -C /tmp/old)
+#                   its train_resnet50 is built in DIR/build-paired with the same CMake environment
+#   --data DIR      Food-101 root (default data/synthetic, as scripts/run.sh writes it)
+#   --rounds N      rounds of (ceiling, loader-fed) per binary (default 2)
+#   --steps N       captured steps per run, after 3 warm-up (default 48)
+#   --out DIR       run reports and logs (default out/paired)
+#
+# This tree's binary is build/bin/train_resnet50 (BUILD_DIR to change). Exit status: 0 when every run
+# succeeded, 1 otherwise, 2 for usage errors.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/find_python.sh
+source scripts/find_python.sh
+
+usage() { sed -n '7,17s/^# \{0,1\}//p' "$0"; }
+old_tree="" data=data/synthetic rounds=2 steps=48 out=out/paired extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --old-tree) old_tree=${2:-}; shift 2 ;;
+    --data) data=${2:-}; shift 2 ;;
+    --rounds) rounds=${2:-}; shift 2 ;;
+    --steps) steps=${2:-}; shift 2 ;;
+    --out) out=${2:-}; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "paired_throughput.sh: error: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+done
+[ -n "$old_tree" ] && [ -f "$old_tree/CMakeLists.txt" ] ||
+  { echo "paired_throughput.sh: error: --old-tree: expected a source tree, got '$old_tree'" >&2; exit 2; }
+[[ $rounds =~ ^[1-9][0-9]*$ && $steps =~ ^[1-9][0-9]*$ ]] ||
+  { echo "paired_throughput.sh: error: --rounds and --steps: expected positive integers" >&2; exit 2; }
+new_bin=${BUILD_DIR:-build}/bin/train_resnet50
+[ -x "$new_bin" ] || { echo "paired_throughput.sh: error: $new_bin not built (scripts/run.sh builds it)" >&2; exit 2; }
+py=$(find_python json) || { echo "paired_throughput.sh: error: no python3" >&2; exit 2; }
+mkdir -p "$out"
+
+echo "paired_throughput.sh: building $old_tree's train_resnet50 (log: $out/old_build.log)"
+if ! { cmake -S "$old_tree" -B "$old_tree/build-paired" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+         -DWORKLOAD_BUILD_TESTS=OFF && cmake --build "$old_tree/build-paired" --target train_resnet50; } \
+       > "$out/old_build.log" 2>&1; then
+  tail -n 20 "$out/old_build.log" >&2
+  echo "paired_throughput.sh: error: the old tree did not build" >&2
+  exit 1
+fi
+old_bin=$old_tree/build-paired/bin/train_resnet50
+
+failed=0
+for ((round = 1; round <= rounds; round++)); do
+  for kind in ceiling loader; do
+    flags=(--data "$data" --warmup 3 --steps "$steps" --quiet "${extra[@]}")
+    [ "$kind" = ceiling ] && flags+=(--synthetic)
+    order=(new old)
+    ((round % 2 == 0)) && order=(old new)
+    for who in "${order[@]}"; do
+      bin=$new_bin
+      [ "$who" = old ] && bin=$old_bin
+      name="${who}_${kind}_$round"
+      if ! "$bin" "${flags[@]}" --report "$out/$name.json" > "$out/$name.log" 2>&1; then
+        echo "paired_throughput.sh: $name failed: $(tail -n 1 "$out/$name.log")" >&2
+        failed=1
+      fi
+    done
+  done
+done
+
+"$py" - "$out" "$rounds" <<'PY'
+import json, os, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+def ips(name):
+    path = os.path.join(out, name + ".json")
+    return json.load(open(path))["capture"]["images_per_s"] if os.path.exists(path) else None
+print("%-8s %5s %10s %10s %8s" % ("run", "round", "old img/s", "new img/s", "new/old"))
+for kind in ("ceiling", "loader"):
+    for r in range(1, rounds + 1):
+        o, n = ips("old_%s_%d" % (kind, r)), ips("new_%s_%d" % (kind, r))
+        ratio = "%.4f" % (n / o) if o and n else "-"
+        print("%-8s %5d %10s %10s %8s" % (kind, r, "%.1f" % o if o else "-", "%.1f" % n if n else "-", ratio))
+PY
+exit "$failed"

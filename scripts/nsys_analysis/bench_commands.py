@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from . import runner
-from .bench_runs import (BenchmarkError, log, last_json_object, profile, read_report, run_direct,
-                         train_binary, write_json)
+from .bench_runs import (BenchmarkError, log, profile, read_report, run_direct, train_binary,
+                         write_json)
+from .report import last_json_object
 from .ncu import NCU_METRICS, group_ncu, parse_ncu_csv
 
 

@@ -87,20 +87,6 @@ def profile(prefix, command, timeout, expected_steps=None, extra_env=None):
     return Capture(summary, rc)
 
 
-def last_json_object(lines):
-    """The last of lines that parses as a JSON object, else None."""
-    for line in reversed(lines):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(doc, dict):
-                return doc
-    return None
-
-
 def read_report(path):
     """A run report as a dict, None when it is missing or not JSON."""
     try:

@@ -19,16 +19,24 @@ def load_report(path):
             return doc
     except ValueError:
         pass
-    for line in reversed(text.splitlines()):
+    doc = last_json_object(text.splitlines())
+    if doc is None:
+        raise AnalysisError("expected a JSON object in report %s, found none" % path)
+    return doc
+
+
+def last_json_object(lines):
+    """The last of lines that parses as a JSON object, else None."""
+    for line in reversed(lines):
         line = line.strip()
-        if line.startswith("{") and line.endswith("}"):
+        if line.startswith("{"):
             try:
                 doc = json.loads(line)
             except ValueError:
                 continue
             if isinstance(doc, dict):
                 return doc
-    raise AnalysisError("expected a JSON object in report %s, found none" % path)
+    return None
 
 
 def _num(value):

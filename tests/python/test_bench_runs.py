@@ -17,7 +17,7 @@ from testutil import alive, write_exe
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
-from nsys_analysis.bench_runs import (KILLED, BenchmarkError, last_json_object, profile, run_direct,  # noqa: E402
+from nsys_analysis.bench_runs import (KILLED, BenchmarkError, profile, run_direct,  # noqa: E402
                                       train_binary)
 
 # Stand-ins for nsys (runs the program, records its own pid) and train_resnet50 (records its pid, then
@@ -92,10 +92,6 @@ class RunTest(unittest.TestCase):
 
 
 class HelpersTest(unittest.TestCase):
-    def test_last_json_object(self):
-        self.assertEqual(last_json_object(["noise", '{"a": 1}', "{not json", "[1]", "done"]), {"a": 1})
-        self.assertIsNone(last_json_object(["noise", "[1]"]))
-
     def test_train_binary_must_be_executable(self):
         with self.assertRaisesRegex(BenchmarkError, "train_resnet50 not found at /nonexistent/train"):
             train_binary("/nonexistent/train")

@@ -11,10 +11,14 @@ import unittest
 # nsys_exports first: it puts scripts/ on sys.path.
 from nsys_exports import TempDirCase, basic_export
 from nsys_analysis.export import AnalysisError
-from nsys_analysis.report import load_report, report_metrics
+from nsys_analysis.report import last_json_object, load_report, report_metrics
 
 
 class ReportTest(TempDirCase):
+    def test_last_json_object(self):
+        self.assertEqual(last_json_object(["noise", '{"a": 1}', "{not json", "[1]", "done"]), {"a": 1})
+        self.assertIsNone(last_json_object(["noise", "[1]"]))
+
     def test_cpp_report(self):
         path = os.path.join(self.tmp, "run.json")
         with open(path, "w") as f:

@@ -124,8 +124,8 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
     }
   }
   if (!device_.is_cuda()) {
-    notices_.push_back(
-        "CPU run: cudaProfilerStart/Stop skipped (the NVTX ranges are still emitted)");
+    notices_.push_back(std::string("CPU run: cudaProfilerStart/Stop skipped") +
+                       (config_.nvtx ? " (the NVTX ranges are still emitted)" : ""));
   }
 }
 

@@ -33,6 +33,7 @@ Batch& Batch::operator=(Batch&& other) noexcept {
     digest_ = other.digest_;
     wait_ = other.wait_;
     skipped_ = std::move(other.skipped_);
+    indices_ = std::move(other.indices_);
   }
   return *this;
 }
@@ -48,36 +49,55 @@ void Batch::release_after(ReuseFence fence) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Epoch orders: epoch e's permutation of the split, drawn from (seed, e). Thread-safe; keeps the
-// few most recent epochs (writers work on at most two at a time, the consumer's and the next).
+// Epoch orders: the dataset indices this loader reads in epoch e, in order. Epoch e's permutation
+// of the split is drawn from (seed, e); with shards it is padded with its head to a multiple of the
+// shard count (DistributedSampler with drop_last=False) and this shard takes every shard-count-th
+// index from its own on. Thread-safe; keeps the few most recent epochs (writers work on at most two
+// at a time, the consumer's and the next).
 
 class Loader::EpochOrders {
  public:
-  EpochOrders(std::int64_t size, std::uint64_t seed, bool shuffle)
-      : size_(size), seed_(seed), shuffle_(shuffle) {}
+  EpochOrders(std::int64_t size, std::uint64_t seed, bool shuffle, int shard_count, int shard_index)
+      : size_(size),
+        seed_(seed),
+        shuffle_(shuffle),
+        shard_count_(shard_count),
+        shard_index_(shard_index) {}
 
   std::shared_ptr<const std::vector<std::int64_t>> get(std::int64_t epoch) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [e, p] : cache_) {
       if (e == epoch) return p;
     }
-    auto perm = std::make_shared<std::vector<std::int64_t>>(static_cast<std::size_t>(size_));
-    std::iota(perm->begin(), perm->end(), std::int64_t{0});
+    std::vector<std::int64_t> perm(static_cast<std::size_t>(size_));
+    std::iota(perm.begin(), perm.end(), std::int64_t{0});
     if (shuffle_) {
       CounterRng rng(seed_, static_cast<std::uint64_t>(epoch), 0, CounterRng::kPermutation);
-      for (std::size_t i = perm->size() - 1; i > 0; --i) {
-        std::swap((*perm)[i], (*perm)[rng.below(i + 1)]);
+      for (std::size_t i = perm.size() - 1; i > 0; --i) std::swap(perm[i], perm[rng.below(i + 1)]);
+    }
+    auto order = std::make_shared<std::vector<std::int64_t>>();
+    if (shard_count_ == 1) {
+      *order = std::move(perm);
+    } else {
+      const std::int64_t shard = shard_size(size_, shard_count_);
+      order->reserve(static_cast<std::size_t>(shard));
+      for (std::int64_t j = 0; j < shard; ++j) {
+        const std::int64_t padded =
+            shard_index_ + j * shard_count_;  // position in the padded order
+        order->push_back(perm[static_cast<std::size_t>(padded % size_)]);
       }
     }
-    cache_.emplace_back(epoch, perm);
+    cache_.emplace_back(epoch, order);
     if (cache_.size() > 4) cache_.erase(cache_.begin());  // holders keep their own reference
-    return perm;
+    return order;
   }
 
  private:
   const std::int64_t size_;
   const std::uint64_t seed_;
   const bool shuffle_;
+  const int shard_count_;
+  const int shard_index_;
   std::mutex mu_;
   std::vector<std::pair<std::int64_t, std::shared_ptr<const std::vector<std::int64_t>>>> cache_;
 };
@@ -89,12 +109,17 @@ Loader::Loader(std::shared_ptr<const Food101Index> index, LoaderOptions options)
     : index_(std::move(index)), options_(std::move(options)) {
   if (!index_ || index_->size() == 0) throw std::invalid_argument("Loader: empty dataset index");
   validate(options_);
-  const std::int64_t n = index_->size();
+  // The images this loader reads an epoch: the split, or its shard.
+  const std::int64_t n = shard_size(index_->size(), options_.shard_count);
   const std::int64_t b = options_.batch_size;
   if (options_.drop_last && n < b) {
+    const std::string shard = options_.shard_count > 1
+                                  ? " (" + std::to_string(n) + " in each of " +
+                                        std::to_string(options_.shard_count) + " shards)"
+                                  : "";
     throw DataError(index_->dataset_dir().string() + "/meta/" + index_->split() + ".txt: split '" +
-                    index_->split() + "' has " + std::to_string(n) +
-                    " images, fewer than one batch of " + std::to_string(b) + " (drop_last)");
+                    index_->split() + "' has " + std::to_string(index_->size()) + " images" +
+                    shard + ", fewer than one batch of " + std::to_string(b) + " (drop_last)");
   }
   sample_bytes_ = sample_bytes(options_.transform);
 
@@ -125,7 +150,8 @@ Loader::Loader(std::shared_ptr<const Food101Index> index, LoaderOptions options)
     r.digests.assign(static_cast<std::size_t>(b), 0);
     r.skipped.resize(static_cast<std::size_t>(b));
   }
-  orders_ = std::make_unique<EpochOrders>(n, options_.seed, options_.shuffle);
+  orders_ = std::make_unique<EpochOrders>(index_->size(), options_.seed, options_.shuffle,
+                                          options_.shard_count, options_.shard_index);
 
   // Parallelism comes from the workers; OpenCV's own thread pool would only oversubscribe the
   // cores (this is process-wide OpenCV state).
@@ -236,6 +262,9 @@ Batch Loader::next() {
   const std::int64_t s = options_.transform.image_size;
   std::int64_t* labels = ring_->labels(lease.slot);
   SlotRecords& records = records_[lease.slot];
+  const auto order = orders_->get(lease.batch.epoch);
+  const auto first = order->begin() + lease.batch.index_in_epoch * options_.batch_size;
+  batch.indices_.assign(first, first + n);
   for (std::int64_t k = 0; k < n; ++k) {
     auto& skipped = records.skipped[static_cast<std::size_t>(k)];
     if (skipped) batch.skipped_.push_back(std::move(*skipped));

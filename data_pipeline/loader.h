@@ -52,6 +52,8 @@ class Batch {
   std::chrono::nanoseconds wait() const { return wait_; }
   /// Images replaced under BadImagePolicy::kSkip in this batch, in sample order.
   const std::vector<SkippedImage>& skipped() const { return skipped_; }
+  /// The dataset index of each sample, in order (a replaced image keeps its own index here).
+  const std::vector<std::int64_t>& indices() const { return indices_; }
 
   /// Returns the slot to the ring now: only when no device copy still reads it.
   void release();
@@ -68,6 +70,7 @@ class Batch {
   std::uint64_t digest_ = 0;
   std::chrono::nanoseconds wait_{0};
   std::vector<SkippedImage> skipped_;
+  std::vector<std::int64_t> indices_;
 };
 
 /// Cumulative counters, readable at any time.
@@ -83,7 +86,8 @@ struct LoaderStats {
 /// Epoch e's order is a permutation drawn from (seed, e); every random decision for dataset
 /// image i in epoch e comes from a generator keyed by (seed, e, i) (`SampleReader`). Batches are
 /// therefore bit-identical whatever the worker count, prefetch depth, pinning, work unit or
-/// scheduling.
+/// scheduling. With `shard_count` > 1 the loader reads one shard of each epoch's order, as
+/// DistributedSampler does (see LoaderOptions), and an epoch is the shard's batches.
 ///
 /// Memory: a `BatchRing` of `workers * prefetch_factor + 2` slots, allocated once in the
 /// constructor, page-locked when `pin_memory` is set and CUDA is present. At most

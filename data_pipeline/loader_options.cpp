@@ -22,6 +22,9 @@ void validate(const LoaderOptions& o) {
   require(o.batch_size >= 1, "batch_size", ">= 1", std::to_string(o.batch_size));
   require(o.workers >= 0, "workers", ">= 0", std::to_string(o.workers));
   require(o.prefetch_factor >= 1, "prefetch_factor", ">= 1", std::to_string(o.prefetch_factor));
+  require(o.shard_count >= 1, "shard_count", ">= 1", std::to_string(o.shard_count));
+  require(o.shard_index >= 0 && o.shard_index < o.shard_count, "shard_index",
+          "in [0, " + std::to_string(o.shard_count - 1) + "]", std::to_string(o.shard_index));
   validate(o.transform);
 }
 

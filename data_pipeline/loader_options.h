@@ -69,7 +69,18 @@ struct LoaderOptions {
   std::uint64_t seed = 2026;  ///< Keys the epoch order and every augmentation.
   TransformOptions transform;
   BadImagePolicy on_bad_image = BadImagePolicy::kError;
+  /// Data parallelism, as PyTorch's DistributedSampler(shuffle=True, drop_last=False): every shard
+  /// draws the same epoch order, pads it with its head to a multiple of shard_count, and takes
+  /// every shard_count-th image from shard_index on. Batches are then made from the shard. 1 / 0:
+  /// the whole split.
+  int shard_count = 1;
+  int shard_index = 0;
 };
+
+/// Images in one shard of a split of `images`: ceil(images / shard_count).
+inline std::int64_t shard_size(std::int64_t images, int shard_count) {
+  return (images + shard_count - 1) / shard_count;
+}
 
 /// The invariants the transform and the loader rely on; the command line checks the same ranges
 /// earlier, with its flags' names. \throws std::invalid_argument naming the field.

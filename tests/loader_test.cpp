@@ -174,6 +174,80 @@ TEST_F(LoaderTest, LastPartialBatchWithoutDropLast) {
   EXPECT_EQ(loader.next().epoch(), 1);
 }
 
+// Every image of two epochs, in delivery order: its dataset index and its pixels.
+struct Sample {
+  std::int64_t epoch;
+  std::int64_t index;
+  torch::Tensor pixels;
+};
+std::vector<Sample> samples_of(Loader& loader, int epochs) {
+  std::vector<Sample> out;
+  while (true) {
+    Batch b = loader.next();
+    if (b.epoch() >= epochs) break;
+    EXPECT_EQ(b.indices().size(), static_cast<std::size_t>(b.size()));
+    for (std::int64_t k = 0; k < b.size(); ++k) {
+      out.push_back({b.epoch(), b.indices()[static_cast<std::size_t>(k)], b.images()[k].clone()});
+    }
+  }
+  return out;
+}
+
+TEST_F(LoaderTest, ShardsFollowDistributedSamplersFormula) {
+  // The whole split's order (one shard), then shards of 2, 3, 5 and 7 ranks (36 images: 5 and 7
+  // do not divide it, so the order is padded with its head).
+  LoaderOptions whole = base(2, 4);
+  whole.drop_last = false;
+  Loader reference(index(), whole);
+  const auto all = samples_of(reference, 2);
+  ASSERT_EQ(all.size(), 72u);
+  const std::int64_t n = 36;
+  for (const int world : {2, 3, 5, 7}) {
+    const std::int64_t shard = (n + world - 1) / world;
+    std::vector<std::int64_t> seen_in_epoch0;
+    for (int rank = 0; rank < world; ++rank) {
+      LoaderOptions o = whole;
+      o.shard_count = world;
+      o.shard_index = rank;
+      o.workers = rank % 3;  // the loader settings do not matter
+      Loader loader(index(), o);
+      EXPECT_EQ(loader.batches_per_epoch(), (shard + 3) / 4);
+      const auto mine = samples_of(loader, 2);
+      ASSERT_EQ(mine.size(), static_cast<std::size_t>(2 * shard)) << world << " ranks";
+      for (std::size_t i = 0; i < mine.size(); ++i) {
+        const std::int64_t e = mine[i].epoch;
+        const std::int64_t j = static_cast<std::int64_t>(i) - e * shard;
+        // padded[rank + j * world], padded[p] = order[p mod n]
+        const auto& want = all[static_cast<std::size_t>(e * n + (rank + j * world) % n)];
+        ASSERT_EQ(mine[i].index, want.index)
+            << world << " ranks, rank " << rank << ", sample " << i;
+        // Augmentations stay keyed by (seed, epoch, image): the same pixels as in the whole split.
+        ASSERT_TRUE(torch::equal(mine[i].pixels, want.pixels)) << world << " ranks, rank " << rank;
+        if (e == 0) seen_in_epoch0.push_back(mine[i].index);
+      }
+    }
+    // Together the ranks read every image, plus the padding's repeats of the order's head.
+    std::sort(seen_in_epoch0.begin(), seen_in_epoch0.end());
+    std::vector<std::int64_t> expected;
+    for (std::int64_t p = 0; p < shard * world; ++p) expected.push_back(all[p % n].index);
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(seen_in_epoch0, expected) << world << " ranks";
+  }
+}
+
+TEST_F(LoaderTest, AShardSmallerThanABatchIsADataError) {
+  LoaderOptions o = base(1, 10);
+  o.shard_count = 4;  // 9 images a shard
+  try {
+    Loader loader(index(), o);
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("9 in each of 4 shards"), std::string::npos) << e.what();
+  }
+  o.shard_index = 4;
+  EXPECT_THROW(Loader(index(), o), std::invalid_argument);
+}
+
 TEST_F(LoaderTest, ResetStartsANewEpochAndMatchesAFreshTraversal) {
   const auto straight = run(base(2), 8);  // batch 7 is epoch 1, index 0
   Loader loader(index(), base(3));

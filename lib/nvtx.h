@@ -2,7 +2,7 @@
 // loader's in the data_pipeline domain) and the scoped range that emits the step's.
 #pragma once
 
-#include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvtx3.hpp>
 
 #include "data_pipeline/nvtx_domain.h"
 
@@ -30,6 +30,17 @@ using data_pipeline::nvtx::kDomain;
 using data_pipeline::nvtx::kLoadBatch;
 using data_pipeline::nvtx::kLoadSample;
 using data_pipeline::nvtx::kReuseFence;
+
+// Data parallelism's own ranges, on the main thread in the `ddp` domain (so the step tree in the
+// default domain is the same with and without it): the buffer broadcast and the bucket rebuild
+// (both inside `forward`, as in PyTorch's DDP), the stop agreement at a step boundary, and the
+// barrier before the capture starts. The gradient all-reduces run inside `backward`, launched from
+// autograd's thread; NCCL marks them in its own `NCCL` domain.
+inline constexpr const char* kDdpDomain = "ddp";
+inline constexpr const char* kBroadcastBuffers = "broadcast_buffers";
+inline constexpr const char* kRebuildBuckets = "rebuild_buckets";
+inline constexpr const char* kStopAgreement = "stop_agreement";
+inline constexpr const char* kCaptureBarrier = "capture_barrier";
 
 /// The process-wide switch for every range and NVTX thread name of the program, both domains (on
 /// by default; train_resnet50 --nvtx=false measures the cost of the instrumentation itself).
@@ -62,6 +73,30 @@ class Range {
   Range& operator=(Range&&) = delete;
 
  private:
+  bool active_;
+};
+
+/// A push/pop range in the `ddp` domain (or nothing when NVTX is off). Neither copyable nor
+/// movable.
+class DdpRange {
+ public:
+  explicit DdpRange(const char* name) noexcept : active_(enabled()) {
+    if (active_)
+      nvtxDomainRangePushEx(domain(), nvtx3::event_attributes{nvtx3::message{name}}.get());
+  }
+  ~DdpRange() {
+    if (active_) nvtxDomainRangePop(domain());
+  }
+  DdpRange(const DdpRange&) = delete;
+  DdpRange& operator=(const DdpRange&) = delete;
+  DdpRange(DdpRange&&) = delete;
+  DdpRange& operator=(DdpRange&&) = delete;
+
+ private:
+  struct Domain {
+    static constexpr const char* name{kDdpDomain};
+  };
+  static nvtxDomainHandle_t domain() { return nvtx3::domain::get<Domain>(); }
   bool active_;
 };
 

@@ -64,6 +64,8 @@ install_deps() {
   command -v dpkg-query >/dev/null && command -v apt-get >/dev/null || return 0
   local packages=(cmake ninja-build g++ libopencv-dev libjpeg-dev libcxxopts-dev libgtest-dev
                   nlohmann-json3-dev python3 python3-matplotlib python3-numpy python3-pytest xz-utils)
+  # Gloo's headers, for data parallelism on the CPU with Debian's LibTorch (c10d's Gloo backend).
+  [ "$_want_debian_torch" = 1 ] && packages+=(libgloo-dev)
   # test.sh's format check, and clang with its libFuzzer runtime for its fuzzer build.
   [ "${WITH_TEST_DEPS:-0}" = 1 ] && packages+=(clang-format)
   [ "${WITH_FUZZ_DEPS:-0}" = 1 ] && packages+=(clang libclang-rt-dev)

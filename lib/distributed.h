@@ -1,0 +1,115 @@
+// Data parallelism on PyTorch's c10d: one rank's rendezvous and process group, and DDP's gradient
+// synchronisation (c10d::Reducer). c10d's headers stay inside lib/distributed.cpp.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/dist_env.h"
+
+namespace workload {
+
+/// One rank's membership of a data-parallel run: the rendezvous store (a c10d::TCPStore at
+/// MASTER_ADDR:MASTER_PORT, served by torchrun's agent or by rank 0, under the prefixes PyTorch's
+/// own init_process_group uses) and the process group of one backend, bound to `device` (the GPU
+/// LOCAL_RANK for NCCL). Every collective and store wait honours `timeout`.
+///
+/// Thread-safety: the thread that created it, except what says otherwise.
+class Distributed {
+ public:
+  /// Rendezvouses with the other ranks and creates the group.
+  /// \throws UsageError for a backend this build lacks or that cannot serve `device`;
+  ///         std::runtime_error naming MASTER_ADDR:MASTER_PORT when the store or a rank cannot be
+  ///         reached within `timeout`.
+  Distributed(const DistEnv& env, DistBackend backend, const torch::Device& device,
+              std::chrono::milliseconds timeout);
+  /// Shuts the group down (PyTorch 2.x) and leaves the store.
+  ~Distributed();
+  Distributed(const Distributed&) = delete;
+  Distributed& operator=(const Distributed&) = delete;
+
+  const DistEnv& env() const { return env_; }
+  int rank() const { return env_.rank; }
+  int world_size() const { return env_.world_size; }
+  DistBackend backend() const { return backend_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  /// Returns once every rank has called it. \throws on timeout, naming the collective.
+  void barrier();
+  /// Overwrites `tensors` (on this rank's device) with rank 0's values, coalesced into few
+  /// broadcasts as DDP does at construction.
+  void broadcast_from_rank0(const std::vector<torch::Tensor>& tensors);
+
+  /// The stop agreement, through the store rather than the device, at step boundaries (a step's
+  /// number counts warm-up and captured steps together). A rank asked to stop proposes to stop
+  /// before step `next_step + kStopMargin`, where `next_step` is the step it is about to start;
+  /// the first proposal wins (compare-and-set). `agreed_stop`, called at every boundary, reads the
+  /// agreement without waiting (nullopt while nobody proposed). Ranks are never more than a step
+  /// or two apart (each step's collectives couple them), so every rank sees the proposal before it
+  /// reaches the agreed step, and all of them run exactly the steps before it: no collective is
+  /// left without its partners, and no rank waits for another outside a collective.
+  static constexpr std::int64_t kStopMargin = 3;
+  void propose_stop(std::int64_t next_step, const std::string& reason);
+  std::optional<std::int64_t> agreed_stop();
+  /// Who proposed the agreed stop and why ("rank 1: SIGTERM"), once there is one.
+  std::string stop_reason();
+
+  /// The NCCL version the group uses ("2.28.9"), empty without NCCL.
+  std::string nccl_version() const;
+
+  struct Impl;  // the c10d objects (lib/distributed.cpp)
+  Impl& impl() { return *impl_; }
+
+ private:
+  DistEnv env_;
+  DistBackend backend_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// DistributedDataParallel's gradient synchronisation on c10d's Reducer, as Python's DDP sets it
+/// up: the parameters' shapes checked across ranks, parameters and buffers broadcast from rank 0,
+/// the first iteration in one bucket, then buckets of `bucket_bytes` (the first 1 MiB) rebuilt in
+/// the order gradients became ready; each bucket's all-reduce (the mean over ranks) launched from
+/// autograd's hooks while backward still runs. With `broadcast_buffers`, the buffers (BatchNorm's
+/// running statistics) are broadcast from rank 0 before each forward, as DDP's default.
+///
+/// Construct after the model is on its device and in its memory format. One thread.
+class DataParallel {
+ public:
+  DataParallel(Distributed& dist, torch::nn::Module& model, std::int64_t bucket_bytes,
+               bool broadcast_buffers);
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  /// Inside the forward phase, before the model runs: rebuilds the buckets after the first
+  /// iteration (a collective), broadcasts the buffers, marks the iteration's start.
+  void before_forward();
+  /// After forward, when a backward follows: arms the reduction of every parameter's gradient.
+  void before_backward(const torch::Tensor& loss);
+
+  std::int64_t bucket_bytes() const { return bucket_bytes_; }
+  bool broadcast_buffers() const { return broadcast_buffers_; }
+
+ private:
+  struct State;
+  Distributed& dist_;
+  std::int64_t bucket_bytes_;
+  bool broadcast_buffers_;
+  std::vector<torch::Tensor> buffers_;
+  std::unique_ptr<State> state_;
+};
+
+/// A 64-bit digest of every parameter's bytes, in order (equal on every rank when the replicas are
+/// in sync). Copies each to the host: call after the device is drained.
+std::uint64_t parameter_digest(const torch::nn::Module& model);
+
+}  // namespace workload

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -20,6 +21,8 @@
 
 #include "lib/cli.h"
 #include "lib/cuda_device.h"
+#include "lib/dist_env.h"
+#include "lib/distributed.h"
 #include "lib/report.h"
 #include "lib/train_cli.h"
 #include "lib/trainer.h"
@@ -87,86 +90,115 @@ void start_signal_thread() {
   }).detach();
 }
 
-void print_step(const workload::StepRecord& r, int warmup_total, int steps_total) {
-  std::printf("[%s %d/%d] batch_wait %8.2f ms | h2d_submit %6.2f ms | step %8.2f ms\n",
-              r.warmup ? "warmup" : "step  ", r.index + 1, r.warmup ? warmup_total : steps_total,
-              r.batch_wait_ms, r.h2d_submit_ms, r.step_ms);
+void print_step(const std::string& prefix, const workload::StepRecord& r, int warmup_total,
+                int steps_total) {
+  std::printf("%s[%s %d/%d] batch_wait %8.2f ms | h2d_submit %6.2f ms | step %8.2f ms\n",
+              prefix.c_str(), r.warmup ? "warmup" : "step  ", r.index + 1,
+              r.warmup ? warmup_total : steps_total, r.batch_wait_ms, r.h2d_submit_ms, r.step_ms);
   std::fflush(stdout);
+}
+
+// The name errors are printed under: "train_resnet50", or "train_resnet50 (rank 1)" for a rank of
+// a distributed run, whose output interleaves with the other ranks'.
+std::string program_label() {
+  const char* rank = std::getenv("RANK");
+  return rank && *rank ? "train_resnet50 (rank " + std::string(rank) + ")" : "train_resnet50";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return workload::run_main("train_resnet50", [&] {
-    const workload::ParsedArgs args = workload::parse_train_args(argc, argv);
-    if (args.help) {
-      std::cout << args.help_text << std::endl;
-      return 0;
-    }
-    if (args.version) {
-      std::cout << "train_resnet50 " << workload::kWorkloadVersion << " (LibTorch " << TORCH_VERSION
-                << ", CUDA device: " << (workload::cuda_available() ? "yes" : "no") << ")"
-                << std::endl;
-      return 0;
-    }
-    const workload::TrainConfig& c = args.config;
-    start_signal_thread();
+  return workload::run_main(
+      "train_resnet50",
+      [&] {
+        const workload::ParsedArgs args = workload::parse_train_args(argc, argv);
+        if (args.help) {
+          std::cout << args.help_text << std::endl;
+          return 0;
+        }
+        if (args.version) {
+          std::cout << "train_resnet50 " << workload::kWorkloadVersion << " (LibTorch "
+                    << TORCH_VERSION
+                    << ", CUDA device: " << (workload::cuda_available() ? "yes" : "no") << ")"
+                    << std::endl;
+          return 0;
+        }
+        const workload::TrainConfig& c = args.config;
+        // Under torchrun (or scripts/launch_local.sh): one rank of a data-parallel run.
+        const std::optional<workload::DistEnv> dist = workload::read_dist_env();
+        const std::string report =
+            c.report.empty() || !dist ? c.report : workload::rank_report_path(c.report, dist->rank);
+        const std::string prefix = dist ? "[rank " + std::to_string(dist->rank) + "] " : "";
+        start_signal_thread();
 
-    workload::Trainer trainer(c);
-    // The signal thread may call into the trainer only while it exists, whatever way this scope
-    // is left (an exception included).
-    struct Publish {
-      explicit Publish(workload::Trainer* t) {
-        std::lock_guard<std::mutex> lock(g_trainer_mu);
-        g_trainer = t;
-      }
-      ~Publish() {
-        std::lock_guard<std::mutex> lock(g_trainer_mu);
-        g_trainer = nullptr;
-      }
-    } publish(&trainer);
-    if (const int sig = g_signal.load()) trainer.request_stop(sig);  // arrived while setting up
-    const data_pipeline::LoaderOptions& lo = c.loader;
-    std::printf("train_resnet50 %s: %s, batch %lld, %d px, %d warm-up + %d captured steps, %s\n",
-                workload::kWorkloadVersion, trainer.on_cuda() ? "cuda" : "cpu",
-                static_cast<long long>(lo.batch_size), lo.transform.image_size, c.warmup, c.steps,
-                c.synthetic ? "synthetic batches (no loader)"
-                            : ("workers " + std::to_string(lo.workers) + ", prefetch " +
-                               std::to_string(lo.prefetch_factor) + ", pinned " +
-                               (trainer.loader()->pinned() ? "yes" : "no") + ", " +
-                               to_string(lo.work_unit) + " unit, iterator " +
-                               (c.reuse_iterator ? "reused" : "reset"))
-                                  .c_str());
-    const workload::TrainConfig article;
-    if (c.precision != article.precision || lo.transform.dtype != article.loader.transform.dtype ||
-        c.mode != article.mode || c.nvtx_detail != article.nvtx_detail || c.sync_every_step ||
-        !c.torch_profiler_trace.empty()) {
-      const std::string bn = c.mode == workload::RunMode::kForward
-                                 ? std::string(" (BN ") + to_string(c.forward_bn) + ")"
-                                 : "";
-      std::printf("experiment: precision %s, host dtype %s, mode %s%s, nvtx detail %s%s%s\n",
-                  to_string(c.precision), to_string(lo.transform.dtype), to_string(c.mode),
-                  bn.c_str(), to_string(c.nvtx_detail),
-                  c.sync_every_step ? ", loss read every step" : "",
-                  c.torch_profiler_trace.empty()
-                      ? ""
-                      : (", torch profiler trace " + c.torch_profiler_trace).c_str());
-    }
-    for (const auto& n : trainer.notices()) std::printf("note: %s\n", n.c_str());
-    std::fflush(stdout);
+        workload::Trainer trainer(c, dist);
+        // The signal thread may call into the trainer only while it exists, whatever way this scope
+        // is left (an exception included).
+        struct Publish {
+          explicit Publish(workload::Trainer* t) {
+            std::lock_guard<std::mutex> lock(g_trainer_mu);
+            g_trainer = t;
+          }
+          ~Publish() {
+            std::lock_guard<std::mutex> lock(g_trainer_mu);
+            g_trainer = nullptr;
+          }
+        } publish(&trainer);
+        if (const int sig = g_signal.load()) trainer.request_stop(sig);  // arrived while setting up
+        const data_pipeline::LoaderOptions& lo = c.loader;
+        std::printf(
+            "%strain_resnet50 %s: %s, batch %lld, %d px, %d warm-up + %d captured steps, %s\n",
+            prefix.c_str(), workload::kWorkloadVersion, trainer.on_cuda() ? "cuda" : "cpu",
+            static_cast<long long>(lo.batch_size), lo.transform.image_size, c.warmup, c.steps,
+            c.synthetic
+                ? "synthetic batches (no loader)"
+                : ("workers " + std::to_string(lo.workers) + ", prefetch " +
+                   std::to_string(lo.prefetch_factor) + ", pinned " +
+                   (trainer.loader()->pinned() ? "yes" : "no") + ", " + to_string(lo.work_unit) +
+                   " unit, iterator " + (c.reuse_iterator ? "reused" : "reset"))
+                      .c_str());
+        const workload::TrainConfig article;
+        if (c.precision != article.precision ||
+            lo.transform.dtype != article.loader.transform.dtype || c.mode != article.mode ||
+            c.nvtx_detail != article.nvtx_detail || c.sync_every_step ||
+            !c.torch_profiler_trace.empty()) {
+          const std::string bn = c.mode == workload::RunMode::kForward
+                                     ? std::string(" (BN ") + to_string(c.forward_bn) + ")"
+                                     : "";
+          std::printf("experiment: precision %s, host dtype %s, mode %s%s, nvtx detail %s%s%s\n",
+                      to_string(c.precision), to_string(lo.transform.dtype), to_string(c.mode),
+                      bn.c_str(), to_string(c.nvtx_detail),
+                      c.sync_every_step ? ", loss read every step" : "",
+                      c.torch_profiler_trace.empty()
+                          ? ""
+                          : (", torch profiler trace " + c.torch_profiler_trace).c_str());
+        }
+        if (const workload::Distributed* d = trainer.distributed()) {
+          std::printf(
+              "%sdistributed: rank %d of %d, local rank %d, %s, store %s:%d, batch %lld per rank\n",
+              prefix.c_str(), d->rank(), d->world_size(), d->env().local_rank,
+              to_string(d->backend()), d->env().master_addr.c_str(), d->env().master_port,
+              static_cast<long long>(lo.batch_size));
+        }
+        for (const auto& n : trainer.notices())
+          std::printf("%snote: %s\n", prefix.c_str(), n.c_str());
+        std::fflush(stdout);
 
-    workload::Trainer::Progress progress;
-    if (!c.quiet) {
-      progress = [&](const workload::StepRecord& r) { print_step(r, c.warmup, c.steps); };
-    }
-    const workload::RunResult result = trainer.run(progress);
-    std::printf("%s", workload::format_summary(trainer, result).c_str());
-    if (!c.report.empty()) {
-      workload::write_report(c.report, workload::make_report(trainer, result));
-      std::printf("  %-28s %s\n", "report", c.report.c_str());
-    }
-    std::fflush(stdout);
-    if (result.interrupted) return 128 + trainer.stop_requested();
-    return 0;
-  });
+        workload::Trainer::Progress progress;
+        if (!c.quiet) {
+          progress = [&](const workload::StepRecord& r) {
+            print_step(prefix, r, c.warmup, c.steps);
+          };
+        }
+        const workload::RunResult result = trainer.run(progress);
+        std::printf("%s", workload::format_summary(trainer, result).c_str());
+        if (!report.empty()) {
+          workload::write_report(report, workload::make_report(trainer, result));
+          std::printf("  %-28s %s\n", "report", report.c_str());
+        }
+        std::fflush(stdout);
+        if (result.interrupted) return 128 + trainer.stop_signal();
+        return 0;
+      },
+      program_label());
 }

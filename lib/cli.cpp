@@ -22,24 +22,26 @@ using CxxoptsError = cxxopts::OptionException;
 #endif
 }  // namespace
 
-int run_main(const std::string& program, const std::function<int()>& body) {
+int run_main(const std::string& program, const std::function<int()>& body,
+             const std::string& who_arg) {
+  const std::string& who = who_arg.empty() ? program : who_arg;
   try {
     return body();
   } catch (const UsageError& e) {
-    std::cerr << program << ": " << e.what() << "\nTry '" << program << " --help'.\n";
+    std::cerr << who << ": " << e.what() << "\nTry '" << program << " --help'.\n";
     return 2;
   } catch (const CxxoptsError& e) {
-    std::cerr << program << ": " << e.what() << "\nTry '" << program << " --help'.\n";
+    std::cerr << who << ": " << e.what() << "\nTry '" << program << " --help'.\n";
     return 2;
   } catch (const data_pipeline::DataError& e) {
-    std::cerr << program << ": error: " << e.what() << "\n";
+    std::cerr << who << ": error: " << e.what() << "\n";
     return 1;
   } catch (const c10::Error& e) {
     // LibTorch's messages carry a C++ backtrace; the user needs the first line.
-    std::cerr << program << ": error: " << e.what_without_backtrace() << "\n";
+    std::cerr << who << ": error: " << e.what_without_backtrace() << "\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << program << ": error: " << e.what() << "\n";
+    std::cerr << who << ": error: " << e.what() << "\n";
     return 1;
   }
 }

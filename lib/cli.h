@@ -19,9 +19,11 @@
 namespace workload {
 
 /// Runs `body` and maps what escapes it to the project's exit codes: UsageError and cxxopts
-/// errors print "<program>: <message>" plus a --help hint and return 2; DataError and every other
-/// exception print "<program>: error: <message>" on one line and return 1.
-int run_main(const std::string& program, const std::function<int()>& body);
+/// errors print "<who>: <message>" plus a "Try '<program> --help'" hint and return 2; DataError
+/// and every other exception print "<who>: error: <message>" on one line and return 1. `who`
+/// defaults to `program` (train_resnet50 names its rank there in a distributed run).
+int run_main(const std::string& program, const std::function<int()>& body,
+             const std::string& who = {});
 
 /// Typed access to parsed flags with "expected ..., got ..." messages naming the flag.
 /// Numeric and enum flags are declared as strings so that bad values are reported by name.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <opencv2/core/version.hpp>
 #include <stdexcept>
@@ -14,6 +15,7 @@
 #include <jpeglib.h>
 
 #include "lib/cuda_device.h"
+#include "lib/distributed.h"
 #include "lib/train_flags.h"
 #include "lib/version.h"
 
@@ -176,6 +178,29 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
   }
   j["interrupted"] = result.interrupted;
   if (result.interrupted) j["interrupt_signal"] = result.interrupt_signal;
+  if (const Distributed* dist = trainer.distributed()) {
+    const DistEnv& env = dist->env();
+    auto& d = j["dist"];
+    d["backend"] = to_string(dist->backend());
+    d["world_size"] = env.world_size;
+    d["rank"] = env.rank;
+    d["local_rank"] = env.local_rank;
+    d["local_world_size"] = env.local_world_size;
+    d["master"] = env.master_addr + ":" + std::to_string(env.master_port);
+    d["agent_store"] = env.agent_store;
+    d["timeout_s"] = c.dist_timeout_s;
+    d["bucket_mb"] = c.bucket_mb;
+    d["first_bucket_mb"] = 1;
+    d["broadcast_buffers"] = c.broadcast_buffers;
+    d["nccl_version"] = dist->nccl_version();
+    // As found in the environment: the GPU machines set NCCL_NVLS_ENABLE=0, and nothing here
+    // changes it.
+    const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
+    d["nccl_nvls_enable"] = nvls ? nlohmann::ordered_json(nvls) : nlohmann::ordered_json(nullptr);
+    d["parameter_digest"] =
+        result.parameter_digest ? hex64(*result.parameter_digest) : std::string();
+    d["stop_agreed_by"] = result.stop_agreed_by;
+  }
   return j;
 }
 
@@ -231,7 +256,17 @@ std::string format_summary(const Trainer& trainer, const RunResult& result) {
   }
   line("loss after drain",
        result.loss_after_drain ? num("%.4f", *result.loss_after_drain) : std::string("n/a"));
-  if (result.interrupted) line("interrupted", "yes (" + result.interrupt_signal + ")");
+  if (result.interrupted) {
+    line("interrupted", "yes (" + result.interrupt_signal +
+                            (result.stop_agreed_by.empty() ? std::string(")")
+                                                           : "; the ranks stopped together for " +
+                                                                 result.stop_agreed_by + ")"));
+  }
+  if (const Distributed* dist = trainer.distributed()) {
+    line("rank", std::to_string(dist->rank()) + " of " + std::to_string(dist->world_size()) + " (" +
+                     to_string(dist->backend()) + ")");
+    if (result.parameter_digest) line("parameter digest", hex64(*result.parameter_digest));
+  }
   return out;
 }
 

@@ -16,6 +16,7 @@ TrainConfig default_train_config() {
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   c.loader.workers = static_cast<int>(std::min(8u, hw));
   c.device = cuda_available() ? Device::kCuda : Device::kCpu;
+  c.dist_backend = c.device == Device::kCuda ? DistBackend::kNccl : DistBackend::kGloo;
   return c;
 }
 
@@ -41,7 +42,8 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
   char** pargv = args.data();
   const auto result = options.parse(n, pargv);
 
-  out.help_text = options.help({kDataGroup, kRunGroup, kExperimentsGroup, kOutputGroup});
+  out.help_text =
+      options.help({kDataGroup, kRunGroup, kExperimentsGroup, kDistributedGroup, kOutputGroup});
   if (result.count("help")) {
     out.help = true;
     return out;
@@ -51,7 +53,12 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
     return out;
   }
   FlagReader(result).reject_unmatched();
-  visit_train_flags(out.config, ReadFlags(result));
+  ReadFlags reader(result);
+  visit_train_flags(out.config, reader);
+  if (!reader.given().count("dist-backend")) {
+    out.config.dist_backend =
+        out.config.device == Device::kCuda ? DistBackend::kNccl : DistBackend::kGloo;
+  }
   validate(out.config);
   return out;
 }

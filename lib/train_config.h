@@ -8,6 +8,7 @@
 #include "data_pipeline/food101_index.h"
 #include "data_pipeline/loader_options.h"
 #include "data_pipeline/named_enum.h"
+#include "lib/dist_env.h"
 #include "lib/usage_error.h"
 
 namespace workload {
@@ -92,6 +93,13 @@ struct TrainConfig {
   RunMode mode = RunMode::kTrain;
   ForwardBn forward_bn = ForwardBn::kEval;  ///< Only meaningful with RunMode::kForward.
   bool sync_every_step = false;             ///< Read the loss on the host every step.
+
+  // Data parallelism, when a launcher (torchrun) put this process in a distributed run; ignored
+  // by a single process. Every other setting then means what it means per rank.
+  DistBackend dist_backend = DistBackend::kNccl;  ///< The parser's default follows --device.
+  int dist_timeout_s = 300;  ///< Every collective and store wait, and the rendezvous.
+  int bucket_mb = 25;        ///< Gradient buckets after the first (1 MiB), as DDP's bucket_cap_mb.
+  bool broadcast_buffers = true;  ///< Rank 0's BatchNorm buffers before each forward, as DDP.
 };
 
 /// Checks what the flags' own ranges cannot: combinations, the machine (a CUDA device for

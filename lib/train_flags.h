@@ -17,6 +17,7 @@ namespace workload {
 inline constexpr const char* kDataGroup = "Data";
 inline constexpr const char* kRunGroup = "Run";
 inline constexpr const char* kExperimentsGroup = "Experiments";
+inline constexpr const char* kDistributedGroup = "Distributed (under torchrun)";
 inline constexpr const char* kOutputGroup = "Output";
 
 /// The loader's flags. `L` is data_pipeline::LoaderOptions, const or not.
@@ -80,7 +81,20 @@ void visit_train_flags(C& c, V&& v) {
   v.boolean({"sync-every-step", kExperimentsGroup,
              "read the loss on the host every step (an implicit sync per step)"},
             c.sync_every_step);
-  v.text({"report", kOutputGroup, "write the JSON report here"}, c.report);
+  v.choice({"dist-backend", kDistributedGroup,
+            "collectives between ranks (default: nccl with --device cuda, gloo with cpu)"},
+           c.dist_backend);
+  v.integer({"dist-timeout-s", kDistributedGroup,
+             "seconds any collective, store wait or the rendezvous may take"},
+            c.dist_timeout_s, 1, 86400);
+  v.integer({"bucket-mb", kDistributedGroup, "gradient bucket size after the first 1 MB"},
+            c.bucket_mb, 1, 4096);
+  v.boolean({"broadcast-buffers", kDistributedGroup,
+             "rank 0's BatchNorm buffers to every rank before each forward"},
+            c.broadcast_buffers);
+  v.text({"report", kOutputGroup,
+          "write the JSON report here (in a distributed run each rank writes NAME.rank<r>.EXT)"},
+         c.report);
   v.boolean({"quiet", kOutputGroup, "no per-step progress lines", /*reported=*/false}, c.quiet);
 }
 

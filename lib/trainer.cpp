@@ -12,6 +12,7 @@
 #include "data_pipeline/data_error.h"
 #include "data_pipeline/hash64.h"
 #include "lib/autocast_guard.h"
+#include "lib/distributed.h"
 #include "lib/nvtx.h"
 #include "lib/phase.h"
 #include "lib/torch_trace.h"
@@ -56,9 +57,11 @@ struct Trainer::CudaState {
 struct Trainer::CudaState {};
 #endif
 
-Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
+Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist) : config_(std::move(config)) {
   validate(config_);
-  if (config_.device == Device::kCuda) device_ = torch::Device(torch::kCUDA, 0);
+  // A rank of a distributed run uses GPU LOCAL_RANK (of those CUDA_VISIBLE_DEVICES shows).
+  const int gpu = dist ? dist->local_rank : 0;
+  if (config_.device == Device::kCuda) device_ = torch::Device(torch::kCUDA, gpu);
   nvtx::set_enabled(config_.nvtx);  // before the loader's threads start: they obey it too
   at::set_num_threads(config_.intra_op_threads);
   torch::manual_seed(config_.loader.seed);
@@ -71,15 +74,29 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
 
 #if defined(WORKLOAD_TORCH_CUDA)
   if (device_.is_cuda()) {
-    c10::cuda::set_device(0);  // before anything else touches CUDA, and before profiler calls
+    // Before anything else touches CUDA, and before profiler calls.
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(gpu));
     at::globalContext().setBenchmarkCuDNN(config_.cudnn_benchmark);
     cuda_ = std::make_unique<CudaState>(c10::cuda::getStreamFromPool(/*isHighPriority=*/true));
   }
 #endif
 
+  if (dist) {
+    // The rendezvous, once the device is set (NCCL binds to it) and before the dataset's shard
+    // and the model's broadcast need it.
+    dist_ = std::make_unique<Distributed>(*dist, config_.dist_backend, device_,
+                                          std::chrono::seconds(config_.dist_timeout_s));
+  }
+
   model_ = ResNet50(num_classes_);
   model_->to(device_);
   to_channels_last(*model_);
+  if (dist_) {
+    // After the device and the memory format (the buckets' views follow the gradients' layout).
+    ddp_ = std::make_unique<DataParallel>(*dist_, *model_,
+                                          static_cast<std::int64_t>(config_.bucket_mb) << 20,
+                                          config_.broadcast_buffers);
+  }
   if (config_.mode == RunMode::kForward && config_.forward_bn == ForwardBn::kEval) {
     model_->eval();
   } else {
@@ -116,6 +133,10 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   } else {
     dp::LoaderOptions options = lo;
     options.pin_memory = lo.pin_memory && device_.is_cuda();  // pinning serves device copies only
+    if (dist_) {
+      options.shard_count = dist_->world_size();  // DistributedSampler's shards
+      options.shard_index = dist_->rank();
+    }
     loader_ = std::make_unique<dp::Loader>(index_, options);
     if (lo.pin_memory && !loader_->pinned()) {
       notices_.push_back("pinned memory unavailable (" +
@@ -234,7 +255,12 @@ StepRecord Trainer::step(int index, bool warmup) {
       AutocastGuard autocast(config_.precision == Precision::kBf16);
       std::optional<torch::NoGradGuard> no_grad;
       if (!train) no_grad.emplace();
-      loss_ = torch::nn::functional::cross_entropy(forward(images), labels);
+      // Under DDP the buffers' broadcast and the reducer's bookkeeping belong to forward, as in
+      // PyTorch's DistributedDataParallel.forward.
+      if (ddp_) ddp_->before_forward();
+      const torch::Tensor output = forward(images);
+      if (ddp_ && train) ddp_->before_backward(output);
+      loss_ = torch::nn::functional::cross_entropy(output, labels);
     }
     if (train) {
       {
@@ -263,12 +289,47 @@ StepRecord Trainer::step(int index, bool warmup) {
 void Trainer::request_stop(int signal) {
   int expected = -1;
   stop_requested_.compare_exchange_strong(expected, signal);
-  if (loader_) loader_->cancel();  // a step blocked in batch_wait returns at once
+  // A single process stops at once: a step blocked in batch_wait returns. Ranks must not: a step
+  // cut short on one rank would leave the others' all-reduces without a partner; they stop
+  // together at a boundary they agree on (run()).
+  if (loader_ && !dist_) loader_->cancel();
+}
+
+int Trainer::stop_signal() const {
+  if (stop_requested_.load() >= 0) return stop_requested_.load();
+  if (!dist_) return -1;
+  // Another rank's request: "rank 1: SIGTERM".
+  const std::string reason = dist_->stop_reason();
+  if (reason.empty()) return -1;
+  const std::string name = reason.substr(reason.find(": ") + 2);
+  if (name == "SIGINT") return SIGINT;
+  if (name == "SIGTERM") return SIGTERM;
+  if (name.rfind("signal ", 0) == 0) return std::stoi(name.substr(7));
+  return 0;
+}
+
+bool Trainer::stop_at_boundary() {
+  if (!dist_) return stop_requested_.load() >= 0;
+  if (stop_requested_.load() >= 0 && !stop_proposed_) {
+    stop_proposed_ = true;
+    dist_->propose_stop(next_step_, signal_name(stop_requested_.load()));
+  }
+  nvtx::DdpRange range(nvtx::kStopAgreement);
+  const std::optional<std::int64_t> stop = dist_->agreed_stop();
+  if (stop && next_step_ > *stop) {
+    // Ranks drifted further apart than the margin allows: the others will not run this rank's
+    // last steps' collectives. Say so rather than wait for them.
+    throw std::runtime_error("the ranks agreed to stop before step " + std::to_string(*stop) +
+                             " (" + dist_->stop_reason() + "), but this rank had already run " +
+                             std::to_string(next_step_) + " steps");
+  }
+  return stop && next_step_ >= *stop;
 }
 
 RunResult Trainer::run(const Progress& progress) {
   RunResult result;
-  auto stopping = [&] { return stop_requested_.load() >= 0; };
+  // At a step boundary: stop here? (Distributed: the ranks' agreement, see stop_at_boundary.)
+  auto stopping = [&] { return stop_at_boundary(); };
   // One step, with failures put in context. Returns false when the step was cut short by a stop
   // request (the loader was cancelled while the step waited for its batch).
   auto guarded_step = [&](int i, bool warmup, std::vector<StepRecord>& into) {
@@ -276,6 +337,7 @@ RunResult Trainer::run(const Progress& progress) {
         std::string(warmup ? "warm-up" : "captured") + " step " + std::to_string(i);
     try {
       into.push_back(step(i, warmup));
+      ++next_step_;
     } catch (const dp::Cancelled&) {
       return false;
     } catch (const dp::DataError&) {
@@ -293,6 +355,11 @@ RunResult Trainer::run(const Progress& progress) {
     if (!guarded_step(i, true, result.warmup_steps)) break;
   }
   device_synchronize();
+  if (dist_ && !stopping()) {
+    // Every rank's capture window covers the same steps.
+    nvtx::DdpRange range(nvtx::kCaptureBarrier);
+    dist_->barrier();
+  }
 
   ProfilerCapture capture(device_.is_cuda());
   std::unique_ptr<TorchTrace> trace;
@@ -335,8 +402,13 @@ RunResult Trainer::run(const Progress& progress) {
   }
   // Read on the host only now, after the drain: inside the window this would synchronize.
   if (loss_.defined()) result.loss_after_drain = loss_.item<float>();
-  result.interrupted = stopping();
-  if (result.interrupted) result.interrupt_signal = signal_name(stop_requested_.load());
+  if (dist_) {
+    device_synchronize();  // the drain's, when the run stopped before the capture
+    result.parameter_digest = parameter_digest(*model_);
+  }
+  result.interrupted = stop_signal() >= 0;
+  if (result.interrupted) result.interrupt_signal = signal_name(stop_signal());
+  if (dist_) result.stop_agreed_by = dist_->stop_reason();
   return result;
 }
 

@@ -15,11 +15,15 @@
 #include "data_pipeline/food101_index.h"
 #include "data_pipeline/loader.h"
 #include "lib/cuda_device.h"
+#include "lib/dist_env.h"
 #include "lib/foreach_sgd.h"
 #include "lib/resnet50.h"
 #include "lib/train_config.h"
 
 namespace workload {
+
+class Distributed;
+class DataParallel;
 
 /// Host-side facts of one training step (no device values: nothing here synchronizes).
 struct StepRecord {
@@ -49,6 +53,11 @@ struct RunResult {
   std::string torch_trace;  ///< the Chrome trace written, if one was asked for
   bool interrupted = false;
   std::string interrupt_signal;  ///< With `interrupted`: signal_name() of request_stop's value.
+  /// Distributed runs: who asked the ranks to stop and why ("rank 1: SIGTERM"), when they did.
+  std::string stop_agreed_by;
+  /// Distributed runs: digest of every parameter after the drain (equal on every rank when the
+  /// replicas are in sync).
+  std::optional<std::uint64_t> parameter_digest;
 };
 
 /// "SIGINT", "SIGTERM", "signal N", or "none" for 0 (a stop requested without a signal).
@@ -69,9 +78,13 @@ std::string signal_name(int signal);
 /// the device before capture_drain.
 class Trainer {
  public:
+  /// With `dist` (a launcher's environment, lib/dist_env.h) the trainer is one rank of a
+  /// data-parallel run: it rendezvouses with the others, runs on GPU LOCAL_RANK, reads its shard of
+  /// the data, and averages gradients as DDP does (lib/distributed.h).
   /// \throws UsageError for configurations validate() rejects (e.g. --device cuda without a GPU),
-  ///         data_pipeline::DataError for dataset problems.
-  explicit Trainer(TrainConfig config);
+  ///         data_pipeline::DataError for dataset problems, std::runtime_error when the
+  ///         rendezvous fails.
+  explicit Trainer(TrainConfig config, std::optional<DistEnv> dist = std::nullopt);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -86,10 +99,16 @@ class Trainer {
   RunResult run(const Progress& progress = nullptr);
 
   /// Asks a running run() to stop, giving the signal number for the report (0 if none). Safe to
-  /// call from any thread, e.g. a signal-handling one; returns immediately.
+  /// call from any thread, e.g. a signal-handling one; returns immediately. A single process stops
+  /// at once (a step waiting for its batch is cut short); the ranks of a distributed run agree, at
+  /// their next step boundary, on a step they all stop before (Distributed::agreed_stop).
   void request_stop(int signal = 0);
   /// The value given to request_stop(), or -1 when none was requested.
   int stop_requested() const { return stop_requested_.load(); }
+  /// The signal the run stopped for: this process's request_stop() value, or in a distributed run
+  /// the one another rank stopped for (0 for a request without a signal, -1 when none). The
+  /// trainer's thread, after run().
+  int stop_signal() const;
 
   const TrainConfig& config() const { return config_; }
   const ResNet50& model() const { return model_; }
@@ -100,11 +119,15 @@ class Trainer {
   std::int64_t dataset_images() const { return index_ ? index_->size() : 0; }
   /// The loader, or nullptr in synthetic mode.
   const data_pipeline::Loader* loader() const { return loader_.get(); }
+  /// The data-parallel membership and gradient synchronisation, or nullptr for a single process.
+  const Distributed* distributed() const { return dist_.get(); }
+  const DataParallel* data_parallel() const { return ddp_.get(); }
   /// One line per notice worth printing once (e.g. pinning unavailable, profiler skipped).
   const std::vector<std::string>& notices() const { return notices_; }
 
  private:
   StepRecord step(int index, bool warmup);
+  bool stop_at_boundary();
   void submit(data_pipeline::Batch& batch, torch::Tensor& images, torch::Tensor& labels);
   void zero_grad();
   torch::Tensor forward(const torch::Tensor& images);
@@ -125,6 +148,10 @@ class Trainer {
   const char* phase_ = "";  // the innermost phase running (or that failed), for error messages
   struct CudaState;         // copy stream (CUDA builds only)
   std::unique_ptr<CudaState> cuda_;
+  std::unique_ptr<Distributed> dist_;  // declared before ddp_: outlives it
+  std::unique_ptr<DataParallel> ddp_;
+  std::int64_t next_step_ = 0;  // warm-up and captured steps together, for the stop agreement
+  bool stop_proposed_ = false;
 };
 
 }  // namespace workload

@@ -108,36 +108,16 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
   visit_train_flags(defaults, FlagsToJson(j));
   std::set<std::string> keys;
   for (const auto& [key, value] : j.items()) keys.insert(key);
-  const std::set<std::string> expected = {"data",
-                                          "split",
-                                          "batch_size",
-                                          "warmup",
-                                          "steps",
-                                          "workers",
-                                          "prefetch_factor",
-                                          "pin_memory",
-                                          "work_unit",
-                                          "reuse_iterator",
-                                          "seed",
-                                          "device",
-                                          "image_size",
-                                          "cudnn_benchmark",
-                                          "intra_op_threads",
-                                          "lr",
-                                          "momentum",
-                                          "weight_decay",
-                                          "synthetic",
-                                          "copy_stream",
-                                          "nvtx",
-                                          "on_bad_image",
-                                          "report",
-                                          "precision",
-                                          "host_dtype",
-                                          "nvtx_detail",
-                                          "torch_profiler_trace",
-                                          "mode",
-                                          "forward_bn",
-                                          "sync_every_step"};
+  // clang-format off
+  const std::set<std::string> expected = {
+      "data", "split", "batch_size", "warmup", "steps", "workers", "prefetch_factor",
+      "pin_memory", "work_unit", "reuse_iterator", "seed", "device", "image_size",
+      "cudnn_benchmark", "intra_op_threads", "lr", "momentum", "weight_decay", "synthetic",
+      "copy_stream", "nvtx", "on_bad_image", "report", "precision", "host_dtype", "nvtx_detail",
+      "torch_profiler_trace", "mode", "forward_bn", "sync_every_step",
+      // data parallelism (issue 12)
+      "dist_backend", "dist_timeout_s", "bucket_mb", "broadcast_buffers"};
+  // clang-format on
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["batch_size"], 128);
   EXPECT_EQ(j["workers"], 8);

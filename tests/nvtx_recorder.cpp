@@ -1,8 +1,8 @@
 // An NVTX injection library for tests: records every push/pop and thread name to a file.
 //
 // Load it with NVTX_INJECTION64_PATH=<path to libnvtx_recorder.so> and name the output file with
-// NVTX_RECORDER_OUTPUT. Each event is one tab-separated line, appended as it happens (so a
-// process that exits abruptly loses nothing):
+// NVTX_RECORDER_OUTPUT ("%r" in it becomes $RANK). Each event is one tab-separated line, appended
+// as it happens (so a process that exits abruptly loses nothing):
 //   <os thread id> \t push|pop|thread_name|domain \t <domain name, empty for the default domain> \t
 //   <text>
 // ("domain" records the creation of a named domain.)
@@ -99,7 +99,13 @@ bool set(NvtxFunctionTable table, unsigned size, unsigned id, NvtxFunctionPointe
 extern "C" NVTX_DYNAMIC_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_table) {
   const char* out = std::getenv("NVTX_RECORDER_OUTPUT");
   if (!out) return 0;
-  g_fd = ::open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // "%r" in the path becomes $RANK: one file per rank of a distributed run.
+  std::string path(out);
+  const char* rank = std::getenv("RANK");
+  for (std::size_t at = path.find("%r"); at != std::string::npos; at = path.find("%r")) {
+    path.replace(at, 2, rank ? rank : "0");
+  }
+  g_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (g_fd < 0) return 0;
   const auto* callbacks =
       static_cast<const NvtxExportTableCallbacks*>(get_table(NVTX_ETID_CALLBACKS));

@@ -95,9 +95,47 @@ namespace {
 ProcessResult run_impl(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                        double timeout_s, int signal, double signal_after_s,
                        const std::string& marker, double* signal_seconds, double again_after_s) {
-  TempDir io;
-  const std::string out_path = (io.path() / "out").string();
-  const std::string err_path = (io.path() / "err").string();
+  Process child(argv, env);
+  const auto start = std::chrono::steady_clock::now();
+  bool signalled = signal == 0;
+  double signalled_at = -1;
+  ProcessResult r;
+  r.pid = child.pid();
+  while (!child.poll()) {
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    bool due = !signalled && elapsed >= signal_after_s;
+    if (due && !marker.empty()) due = child.out().find(marker) != std::string::npos;
+    if (due) {
+      child.signal(signal);
+      signalled = true;
+      signalled_at = elapsed;
+    } else if (signalled && again_after_s >= 0 && signalled_at >= 0 &&
+               elapsed - signalled_at >= again_after_s) {
+      child.signal(signal);
+      again_after_s = -1;
+    }
+    if (elapsed > timeout_s) {
+      r.timed_out = true;
+      child.signal(SIGKILL);
+      child.wait(60);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (signal_seconds) *signal_seconds = signalled_at < 0 ? -1 : r.seconds - signalled_at;
+  r.exit_code = child.exit_code();
+  r.out = child.out();
+  r.err = child.err();
+  return r;
+}
+}  // namespace
+
+Process::Process(const std::vector<std::string>& argv, const std::vector<std::string>& env)
+    : io_(std::make_unique<TempDir>()) {
+  const std::string out_path = (io_->path() / "out").string();
+  const std::string err_path = (io_->path() / "err").string();
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
@@ -121,54 +159,51 @@ ProcessResult run_impl(const std::vector<std::string>& argv, const std::vector<s
   std::vector<char*> envp;
   for (auto& e : env_storage) envp.push_back(e.data());
   envp.push_back(nullptr);
-
-  ProcessResult r;
-  const auto start = std::chrono::steady_clock::now();
-  pid_t pid = 0;
-  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data()) != 0) {
-    posix_spawn_file_actions_destroy(&actions);
-    throw std::runtime_error("cannot start " + argv[0]);
-  }
+  const int rc = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
-  r.pid = pid;
-  bool signalled = signal == 0;
-  double signalled_at = -1;
+  if (rc != 0) throw std::runtime_error("cannot start " + argv[0]);
+}
+
+Process::~Process() {
+  if (!done_) {
+    signal(SIGKILL);
+    wait(60);
+  }
+}
+
+bool Process::poll() {
+  if (done_) return true;
   int status = 0;
-  while (true) {
-    const pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid) break;
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    bool due = !signalled && elapsed >= signal_after_s;
-    if (due && !marker.empty()) {
-      const auto out = read_bytes(out_path);
-      due = std::string(out.begin(), out.end()).find(marker) != std::string::npos;
-    }
-    if (due) {
-      kill(pid, signal);
-      signalled = true;
-      signalled_at = elapsed;
-    } else if (signalled && again_after_s >= 0 && signalled_at >= 0 &&
-               elapsed - signalled_at >= again_after_s) {
-      kill(pid, signal);
-      again_after_s = -1;
-    }
-    if (elapsed > timeout_s) {
-      r.timed_out = true;
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      break;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+  done_ = true;
+  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return true;
+}
+
+bool Process::wait(double timeout_s) {
+  const auto start = std::chrono::steady_clock::now();
+  while (!poll()) {
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+        timeout_s) {
+      return false;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (signal_seconds) *signal_seconds = signalled_at < 0 ? -1 : r.seconds - signalled_at;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  const auto out = read_bytes(out_path), err = read_bytes(err_path);
-  r.out.assign(out.begin(), out.end());
-  r.err.assign(err.begin(), err.end());
-  return r;
+  return true;
 }
-}  // namespace
+
+void Process::signal(int sig) {
+  if (!done_) kill(pid_, sig);
+}
+
+std::string Process::out() const {
+  const auto bytes = read_bytes(io_->path() / "out");
+  return std::string(bytes.begin(), bytes.end());
+}
+
+std::string Process::err() const {
+  const auto bytes = read_bytes(io_->path() / "err");
+  return std::string(bytes.begin(), bytes.end());
+}
 
 }  // namespace test_util

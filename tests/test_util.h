@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,35 @@ class TempDir {
 void write_file(const std::filesystem::path& file, const std::vector<std::uint8_t>& bytes);
 void write_text(const std::filesystem::path& file, const std::string& text);
 std::vector<std::uint8_t> read_bytes(const std::filesystem::path& file);
+
+/// A child process started with posix_spawn, its stdout and stderr in files of its own. Not
+/// copyable; the destructor kills a child still running.
+class Process {
+ public:
+  /// Starts `argv` (argv[0] a path) with this process's environment and each "NAME=value" of
+  /// `env` set (replacing an inherited NAME). \throws std::runtime_error when it cannot start.
+  Process(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  int pid() const { return pid_; }
+  /// True once the child has exited (reaping it).
+  bool poll();
+  /// Waits up to `timeout_s`; true when the child has exited.
+  bool wait(double timeout_s);
+  void signal(int sig);
+  /// Exit status, or 128 + the signal that killed it; -1 while it runs.
+  int exit_code() const { return exit_code_; }
+  std::string out() const;
+  std::string err() const;
+
+ private:
+  std::unique_ptr<TempDir> io_;
+  int pid_ = 0;
+  bool done_ = false;
+  int exit_code_ = -1;
+};
 
 /// Outcome of a child process.
 struct ProcessResult {

@@ -3,6 +3,8 @@
 
 usage: analyze.py EXPORT.sqlite --out DIR [--report run.json] [--expected-steps M] [--check]
                   [--no-figures]
+       analyze.py RANK0.sqlite RANK1.sqlite ... --out DIR [--report RANK0.json --report RANK1.json ...]
+                  [--rank-out DIR0 --rank-out DIR1 ...] [--expected-steps M] [--check] [--no-figures]
 
 Writes into DIR:
   summary.json         numbers and checks (nsys_analysis.summary.compute_summary lists every key)
@@ -14,6 +16,19 @@ Writes into DIR:
   fig5_batch_wait.png  time inside batch_wait per step
 (Figure 4 compares configurations; scripts/sweep.py draws it with nsys_analysis.figures.plot_sweep().)
 
+Several exports (or any --rank-out) are the ranks of one data-parallel run, one nsys export per rank
+(scripts/profile.sh --nproc N writes PREFIX.rank<r>.sqlite). A rank is the `.rank<r>` in its export's
+file name, else its position on the command line; --report, when given, is given once per export, in
+the same order (a report's dist.rank must match). Each rank gets what one export gets, in DIR/rank<r>/
+(or the i-th --rank-out), and DIR holds the comparison (nsys_analysis.ranks.compute_ranks() lists
+every key):
+  ranks.json           per rank: NCCL kernels per step, exposed communication, data_load end offsets;
+                       per step: the straggler and how long the others' all-reduces waited for it;
+                       every rank's checks (rank<r>.<check>) and same_step_count
+  ranks.md             those tables
+  fig_ranks.png        data_load end and NCCL time per step and rank
+--expected-steps applies to every rank; --check needs every check of every rank and same_step_count.
+
 The export may come from any nsys 2023+ release: tables and columns are looked up by name, optional
 tables may be absent, enum ids are read from the ENUM_* tables when present. Range text comes from
 NVTX_EVENTS.text or, for registered strings, NVTX_EVENTS.textId -> StringIds. The training loop's ranges
@@ -21,8 +36,9 @@ live in NVTX's default domain (domainId 0 or NULL); ranges of other domains (the
 `data_pipeline`: load_batch, load_sample, reuse_fence) are listed separately and never counted as
 steps or phases.
 
-Exit status: 0 done; 2 unusable input (missing file, not SQLite, no NVTX_EVENTS, bad report);
-3 with --check when any check is false or not evaluable.
+Exit status: 0 done; 2 unusable input (missing file, not SQLite, no NVTX_EVENTS, bad report; with
+several exports also two of one rank, or a report of another rank) or a bad command line; 3 with
+--check when any check is false or not evaluable.
 """
 
 import argparse
@@ -35,16 +51,23 @@ from nsys_analysis.checks import failed_checks  # noqa: E402
 from nsys_analysis.export import AnalysisError  # noqa: E402
 from nsys_analysis.figures import require_matplotlib  # noqa: E402
 from nsys_analysis.formatting import fmt  # noqa: E402
-from nsys_analysis.pipeline import analyze  # noqa: E402
+from nsys_analysis.pipeline import analyze, analyze_ranks  # noqa: E402
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n".join(__doc__.split("\n")[2:]))
-    p.add_argument("export", help="nsys SQLite export (nsys export --type=sqlite)")
-    p.add_argument("--out", required=True, help="directory for summary.json, summary.md and figures")
-    p.add_argument("--report", help="run report: train_resnet50 --report JSON, or seed_workload.py's line")
+    p.add_argument("export", nargs="+",
+                   help="nsys SQLite export (nsys export --type=sqlite); several: one per rank, in rank order")
+    p.add_argument("--out", required=True,
+                   help="directory for summary.json, summary.md and figures (ranks.json, ranks.md and "
+                        "rank<r>/ for several exports)")
+    p.add_argument("--report", action="append",
+                   help="run report: train_resnet50 --report JSON, or seed_workload.py's line; once per export")
+    p.add_argument("--rank-out", action="append", metavar="DIR",
+                   help="where a rank's summary goes instead of OUT/rank<r> (once per export, in their order); "
+                        "makes even one export a ranks analysis")
     p.add_argument("--expected-steps", type=int, metavar="M",
                    help="steps the capture must hold (default: the report's capture.steps)")
     p.add_argument("--check", "--strict", dest="check", action="store_true",
@@ -53,17 +76,36 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.expected_steps is not None and a.expected_steps < 0:
         p.error("expected --expected-steps >= 0, got %d" % a.expected_steps)
+    n = len(a.export)
+    if a.report and len(a.report) != n:
+        p.error("expected one --report per export (%d), got %d" % (n, len(a.report)))
+    if a.rank_out and len(a.rank_out) != n:
+        p.error("expected one --rank-out per export (%d), got %d" % (n, len(a.rank_out)))
     if not a.no_figures:
         require_matplotlib()
+    ranks_mode = n > 1 or bool(a.rank_out)
     try:
-        s = analyze(a.export, a.out, a.report, a.expected_steps, figures=not a.no_figures)
+        if not ranks_mode:
+            s = analyze(a.export[0], a.out, a.report[0] if a.report else None, a.expected_steps,
+                        figures=not a.no_figures)
+            summaries, rank_dirs = [s], [a.out]
+        else:
+            summaries, s = analyze_ranks(a.export, a.out, a.report, a.expected_steps, figures=not a.no_figures,
+                                         rank_dirs=a.rank_out)
+            rank_dirs = a.rank_out or [os.path.join(a.out, "rank%d" % r) for r in s["ranks"]]
     except AnalysisError as e:
         print("error: %s" % e, file=sys.stderr)
         return 2
+    for path, rs, out in zip(a.export, summaries, rank_dirs):
+        print("%s: %d steps, window %s ms, %s%% no device activity, %s H2D copies -> %s" % (
+            path, rs["steps"], fmt(rs["capture_window_ms"]), fmt(rs["no_activity_pct"], 2),
+            fmt(rs["h2d_copies"]), out))
+    if ranks_mode:
+        print("ranks %s: NCCL %s ms, exposed %s%% of the window; a straggler in %d of %d steps -> %s" % (
+            ", ".join(map(str, s["ranks"])), " / ".join(fmt(p["nccl_ms"]) for p in s["per_rank"]),
+            " / ".join(fmt(p["exposed_comm_pct"], 2) for p in s["per_rank"]),
+            sum(1 for st in s["stragglers"] if st["straggler"] is not None), s["steps_compared"], a.out))
     fails = failed_checks(s)
-    print("%s: %d steps, window %s ms, %s%% no device activity, %s H2D copies -> %s" % (
-        a.export, s["steps"], fmt(s["capture_window_ms"]), fmt(s["no_activity_pct"], 2),
-        fmt(s["h2d_copies"]), a.out))
     for name, detail in fails:
         print("check %s %s: %s" % (name, "not evaluable" if s["checks"][name] is None else "FAILED", detail),
               file=sys.stderr)

@@ -2,23 +2,34 @@
 # Capture train_resnet50 (or any command) under the article's Nsight Systems options, then export the
 # capture to SQLite and the four nsys stats CSV summaries.
 #
-# usage: scripts/profile.sh --prefix PREFIX [--binary PATH] [--analyze] [--dry-run] [PROGRAM ARGS...]
-#                           [-- PROGRAM ARGS... | -- COMMAND [ARGS...]]
+# usage: scripts/profile.sh --prefix PREFIX [--binary PATH] [--nproc N] [--analyze] [--dry-run]
+#                           [PROGRAM ARGS...] [-- PROGRAM ARGS... | -- COMMAND [ARGS...]]
 #
 #   --prefix PREFIX  names every output: PREFIX.nsys-rep, PREFIX.sqlite, PREFIX_<report>.csv,
 #                    PREFIX.json (run report), PREFIX.log (program and nsys output)
 #   --binary PATH    the training binary (default: $TRAIN_BIN, else build/bin/train_resnet50)
-#   --analyze        also run scripts/analyze.py on the export (into PREFIX_analysis/)
+#   --nproc N        N data-parallel ranks on this machine, one nsys per rank:
+#                      torchrun --standalone --nproc-per-node N --no-python nsys profile ...
+#                        --output=PREFIX.rank%q{RANK} PROGRAM ARGS... --report PREFIX.json
+#                    (scripts/launch_local.sh N -- nsys profile ... when torchrun is not on PATH, or
+#                    with PROFILE_LAUNCHER=local; PROFILE_LAUNCHER=torchrun insists on torchrun).
+#                    Outputs are per rank, PREFIX.rank<r> in place of PREFIX (train_resnet50 writes
+#                    PREFIX.rank<r>.json itself), except the one PREFIX.log of all ranks
+#   --analyze        also run scripts/analyze.py on the export (into PREFIX_analysis/); with --nproc,
+#                    each rank into PREFIX.rank<r>_analysis/ and the ranks compared in
+#                    PREFIX_ranks_analysis/ (ranks.md)
 #   --dry-run        print the commands, run nothing
 #
 # Arguments other than these, and arguments after `--` that start with `-`, go to the training binary.
 # After `--`, a first word that is not a flag starts a different command to wrap instead, e.g.
 #   scripts/profile.sh --prefix out/py_reuse8 -- python3 peer/seed_workload.py ROOT --steps 8
 # train_resnet50 gets `--report PREFIX.json` unless it was given --report (then that report is copied to
-# PREFIX.json); for other commands the last stdout line that is a JSON object becomes PREFIX.json.
+# PREFIX.json; with --nproc each rank's, REPORT with .rank<r> before its extension, to PREFIX.rank<r>.json);
+# for other commands the last stdout line that is a JSON object becomes PREFIX.json (not with --nproc:
+# the ranks' output is interleaved in PREFIX.log).
 #
-# Exit status: the program's when it fails; 2 usage errors, nsys or the binary missing; 1 no capture
-# (.nsys-rep) produced, or export / stats failed.
+# Exit status: the program's when it fails (with --nproc, the launcher's); 2 usage errors, nsys, the
+# launcher or the binary missing; 1 no capture (.nsys-rep, of any rank) produced, or export / stats failed.
 set -uo pipefail
 
 # shellcheck disable=SC2054  # the commas belong to --trace's value
@@ -39,7 +50,8 @@ usage_error() { echo "profile.sh: error: $1" >&2; echo "run scripts/profile.sh -
 show_cmd() {
   local word out=()
   for word in "$@"; do
-    if [[ $word =~ ^[A-Za-z0-9_./=,:@%+-]+$ ]]; then out+=("$word"); else out+=("$(printf '%q' "$word")"); fi
+    # {NAME} (nsys's %q{RANK}) needs no quoting: braces expand only around a comma or `..`.
+    if [[ $word =~ ^([A-Za-z0-9_./=,:@%+-]|\{[A-Za-z0-9_]*\})+$ ]]; then out+=("$word"); else out+=("$(printf '%q' "$word")"); fi
   done
   echo "${out[*]}"
 }
@@ -50,6 +62,8 @@ binary="${TRAIN_BIN:-}"
 binary_flag=0
 analyze=0
 dry_run=0
+nproc=""
+nproc_given=0
 prog_args=()
 command=()
 while (($#)); do
@@ -58,6 +72,8 @@ while (($#)); do
     --prefix=*) prefix=${1#*=}; shift ;;
     --binary) (($# >= 2)) || usage_error "expected a value after --binary"; binary=$2; binary_flag=1; shift 2 ;;
     --binary=*) binary=${1#*=}; binary_flag=1; shift ;;
+    --nproc) (($# >= 2)) || usage_error "expected a value after --nproc"; nproc=$2; nproc_given=1; shift 2 ;;
+    --nproc=*) nproc=${1#*=}; nproc_given=1; shift ;;
     --analyze) analyze=1; shift ;;
     --dry-run) dry_run=1; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -75,6 +91,12 @@ fi
 
 [[ -n $prefix ]] || usage_error "expected --prefix PREFIX (outputs are named PREFIX.nsys-rep, PREFIX.sqlite, ...)"
 [[ $prefix != */ ]] || usage_error "expected --prefix to name a file prefix, got directory '$prefix'"
+if ((nproc_given)); then
+  if ! [[ $nproc =~ ^[0-9]{1,6}$ ]] || ((10#$nproc < 1)); then
+    usage_error "expected --nproc to be a positive integer (ranks on this machine), got '$nproc'"
+  fi
+  nproc=$((10#$nproc))
+fi
 if ((${#command[@]})); then
   ((${#prog_args[@]} == 0)) || usage_error "arguments before -- (${prog_args[*]}) apply only to the training binary, got a command after --: ${command[*]}"
   ((binary_flag == 0)) || usage_error "--binary conflicts with the command after --: ${command[*]}"
@@ -97,9 +119,141 @@ if ((is_train)); then
   [[ -n $given_report ]] || command+=(--report "$report")
 fi
 
+# set_export_cmd PFX, set_stats_cmd PFX: export_cmd and stats_cmd for the capture PFX.nsys-rep.
+set_export_cmd() { export_cmd=(nsys export --type=sqlite --force-overwrite=true "--output=$1.sqlite" "$1.nsys-rep"); }
+set_stats_cmd() {
+  stats_cmd=(nsys stats "--report=$STATS_REPORTS" --format=csv --force-overwrite=true "--output=$1" "$1.sqlite")
+}
+
 profile_cmd=(nsys profile "${NSYS_PROFILE_OPTS[@]}" --force-overwrite=true "--output=$prefix" "${command[@]}")
-export_cmd=(nsys export --type=sqlite --force-overwrite=true "--output=$prefix.sqlite" "$prefix.nsys-rep")
-stats_cmd=(nsys stats "--report=$STATS_REPORTS" --format=csv --force-overwrite=true "--output=$prefix" "$prefix.sqlite")
+set_export_cmd "$prefix"
+set_stats_cmd "$prefix"
+
+# rank_path PATH R: PATH with .rank<R> before its extension, as train_resnet50 names each rank's report
+# (lib/dist_env.cpp, rank_report_path: out/run.json -> out/run.rank0.json, out/run -> out/run.rank0).
+rank_path() {
+  local dir="" base=$1 stem
+  if [[ $1 == */* ]]; then dir=${1%/*}/; base=${1##*/}; fi
+  stem=${base%.*}
+  if [[ $base == *.* && -n $stem ]]; then echo "$dir$stem.rank$2.${base##*.}"; else echo "$1.rank$2"; fi
+}
+
+# profile_ranks: --nproc N. One nsys per rank (a single nsys around the launcher would record every rank
+# in one report, where how the ranks' cudaProfilerStart/Stop calls combine is undocumented), each
+# naming its report after RANK from its environment; then export, stats and analysis per rank, and the
+# ranks compared. Uses the globals set above; exits like the single-process path.
+profile_ranks() {
+  local n=$nproc r rp src rep launcher=${PROFILE_LAUNCHER:-auto} launch_cmd missing=() sqlites=() reports=() outs=()
+  local nsys_cmd=(nsys profile "${NSYS_PROFILE_OPTS[@]}" --force-overwrite=true "--output=$prefix.rank%q{RANK}"
+                  "${command[@]}")
+  case $launcher in
+    auto) if command -v torchrun >/dev/null 2>&1; then launcher=torchrun; else launcher=local; fi ;;
+    torchrun | local) ;;
+    *) usage_error "expected PROFILE_LAUNCHER to be torchrun, local or auto, got '$launcher'" ;;
+  esac
+  if [[ $launcher == torchrun ]]; then
+    launch_cmd=(torchrun --standalone --nproc-per-node "$n" --no-python "${nsys_cmd[@]}")
+  else
+    launch_cmd=("$script_dir/launch_local.sh" "$n" -- "${nsys_cmd[@]}")
+  fi
+  if ((dry_run)); then
+    show_cmd "${launch_cmd[@]}"
+    for ((r = 0; r < n; r++)); do
+      set_export_cmd "$prefix.rank$r"
+      show_cmd "${export_cmd[@]}"
+      set_stats_cmd "$prefix.rank$r"
+      show_cmd "${stats_cmd[@]}"
+    done
+    exit 0
+  fi
+
+  command -v nsys >/dev/null 2>&1 ||
+    die "nsys (Nsight Systems CLI) is not on PATH; install Nsight Systems or add its bin/ directory to PATH" 2
+  if [[ $launcher == torchrun ]]; then
+    command -v torchrun >/dev/null 2>&1 ||
+      die "torchrun is not on PATH (PROFILE_LAUNCHER=torchrun); unset PROFILE_LAUNCHER to use scripts/launch_local.sh" 2
+  fi
+  if ((is_train)) && [[ ${command[0]} == */* ]] && [[ ! -x ${command[0]} ]]; then
+    die "expected an executable train_resnet50 at ${command[0]}, found none (build it, or pass --binary PATH / TRAIN_BIN)" 2
+  fi
+
+  mkdir -p -- "$(dirname -- "$prefix")" || die "cannot create the directory of $prefix" 1
+  # Stale outputs would hide a rank whose capture never started.
+  rm -f -- "$prefix.log"
+  for ((r = 0; r < n; r++)); do
+    rm -f -- "$prefix.rank$r.nsys-rep" "$prefix.rank$r.sqlite"
+    ((is_train)) && [[ -z $given_report ]] && rm -f -- "$prefix.rank$r.json"
+  done
+
+  echo "profile.sh: $(show_cmd "${launch_cmd[@]}")" >&2
+  "${launch_cmd[@]}" 2>&1 | tee "$prefix.log"
+  status=${PIPESTATUS[0]}
+  if ((status != 0)); then
+    echo "profile.sh: error: the profiled program failed (exit $status from $launcher); output in $prefix.log" >&2
+    exit "$status"
+  fi
+  for ((r = 0; r < n; r++)); do
+    [[ -f $prefix.rank$r.nsys-rep ]] || missing+=("$prefix.rank$r.nsys-rep")
+  done
+  ((${#missing[@]} == 0)) ||
+    die "nsys produced no ${missing[*]}: the capture range never started on those ranks (the program must call cudaProfilerStart; check $prefix.log)" 1
+
+  if ((!is_train)); then
+    echo "profile.sh: warning: no run reports for a wrapped command under --nproc (its ranks' output is interleaved in $prefix.log)" >&2
+  fi
+  for ((r = 0; r < n; r++)); do
+    rp="$prefix.rank$r.json"
+    if [[ -n $given_report ]]; then
+      src=$(rank_path "$given_report" "$r")
+      if [[ -f $src ]]; then
+        [[ $src -ef $rp ]] || cp -- "$src" "$rp"
+      else
+        echo "profile.sh: warning: rank $r wrote no report at $src" >&2
+      fi
+    fi
+    ((is_train)) && [[ ! -f $rp ]] && echo "profile.sh: warning: no run report at $rp" >&2
+    [[ -f $rp ]] && reports+=(--report "$rp")
+    sqlites+=("$prefix.rank$r.sqlite")
+    outs+=(--rank-out "$prefix.rank${r}_analysis")
+  done
+
+  for ((r = 0; r < n; r++)); do
+    set_export_cmd "$prefix.rank$r"
+    echo "profile.sh: $(show_cmd "${export_cmd[@]}")" >&2
+    "${export_cmd[@]}" || die "nsys export failed for rank $r (exit $?)" 1
+    set_stats_cmd "$prefix.rank$r"
+    echo "profile.sh: $(show_cmd "${stats_cmd[@]}")" >&2
+    "${stats_cmd[@]}" || die "nsys stats failed for rank $r (exit $?)" 1
+  done
+
+  if ((analyze)); then
+    py=$(find_python matplotlib) ||
+      die "no Python with matplotlib for analyze.py (tried \$PYTHON, python3, /usr/bin/python3); install python3-matplotlib" 1
+    if ((${#reports[@]} != 2 * n)); then
+      ((${#reports[@]} == 0)) || echo "profile.sh: warning: not every rank has a run report; analyzing without reports" >&2
+      reports=()
+    fi
+    "$py" "$script_dir/analyze.py" "${sqlites[@]}" "${reports[@]}" "${outs[@]}" --out "${prefix}_ranks_analysis" ||
+      die "analyze.py failed (exit $?)" 1
+  fi
+
+  echo
+  for ((r = 0; r < n; r++)); do
+    rp="$prefix.rank$r"
+    echo "rank $r:"
+    echo "capture:     $rp.nsys-rep"
+    echo "sqlite:      $rp.sqlite"
+    for rep in ${STATS_REPORTS//,/ }; do
+      printf '%-12s %s\n' "$rep:" "${rp}_$rep.csv"
+    done
+    if [[ -f $rp.json ]]; then echo "run report:  $rp.json"; fi
+    if ((analyze)); then echo "analysis:    ${rp}_analysis/summary.md"; fi
+  done
+  echo "log:         $prefix.log"
+  if ((analyze)); then echo "ranks:       ${prefix}_ranks_analysis/ranks.md"; fi
+  exit 0
+}
+((nproc_given == 0)) || profile_ranks
 
 if ((dry_run)); then
   show_cmd "${profile_cmd[@]}"

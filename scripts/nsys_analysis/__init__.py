@@ -10,9 +10,11 @@ it: scripts/analyze.py, scripts/sweep.py and scripts/benchmarks.py are command l
   summary       summary.json's numbers (compute_summary)
   checks        the capture checks, and the cross-check with nsys stats CSVs
   formatting    the one number formatter of the scripts' tables
-  markdown      summary.md
+  markdown      summary.md, and ranks.md of several ranks
   figures       the article's figures
-  pipeline      one capture end to end (analyze)
+  ranks         a data-parallel run's ranks compared: NCCL kernels per step, exposed communication,
+                stragglers, every rank's checks
+  pipeline      one capture end to end (analyze), and several ranks' (analyze_ranks)
   runner        running a command with a time limit that stops its whole process group
   paths         where profile.sh and the default train_resnet50 are
   sweep_plan    the sweep's configurations and shuffled run plan

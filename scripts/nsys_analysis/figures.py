@@ -1,4 +1,5 @@
-"""The article's figures: 1-3 and 5 for one capture, 4 and 5 for a sweep (matplotlib, Agg backend)."""
+"""The article's figures: 1-3 and 5 for one capture, 4 and 5 for a sweep, the ranks figure of a data-parallel
+capture (matplotlib, Agg backend)."""
 
 import sys
 
@@ -262,5 +263,48 @@ def plot_sweep_batch_wait(left, right, path, titles=("Reset vs reused iterator",
             ax.legend(fontsize=8, loc="best", framealpha=0.9)
     fig.text(0.01, -0.04, "Time inside next(batches), excluding transfer submission; panel scales differ.",
              fontsize=8, color="#555555")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_ranks(r, path):
+    """The ranks figure of a data-parallel capture (ranks.compute_ranks()'s dict): per captured step and
+    rank, the data_load end after the rank's own step start (left) and the NCCL kernel time (right; a
+    rank that waits for a late one shows longer NCCL kernels); stragglers marked."""
+    plt = require_matplotlib()
+    ranks, strag = r["ranks"], r["stragglers"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    if not strag:
+        for ax in axes:
+            ax.text(0.5, 0.5, "no step captured by every rank", transform=ax.transAxes, ha="center",
+                    color="#555555")
+    steps = [st["step"] for st in strag]
+    width = 0.8 / max(len(ranks), 1)
+    for j, rank in enumerate(ranks):
+        color = SEED_COLORS[j % len(SEED_COLORS)]
+        row = r["per_rank"][j]
+        ends = [st["data_load_end_ms"][j] for st in strag]
+        axes[0].plot(steps, [float("nan") if v is None else v for v in ends], color=color, marker="o",
+                     markersize=4, linewidth=1.1, label="rank %d" % rank)
+        late = [(st["step"], st["data_load_end_ms"][j]) for st in strag if st["straggler"] == rank]
+        if late:
+            axes[0].scatter(*zip(*late), s=90, facecolors="none", edgecolors=color, linewidths=1.5, zorder=3)
+        axes[1].bar([k + (j - (len(ranks) - 1) / 2) * width for k in steps], [st["nccl_ms"][j] for st in strag],
+                    width=width * 0.95, color=color,
+                    label="rank %d (exposed %s%% of window)" % (rank, "n/a" if row["exposed_comm_pct"] is None
+                                                                  else "%.1f" % row["exposed_comm_pct"]))
+    axes[0].set_ylabel("data_load end after torch_step start (ms)")
+    axes[0].set_title("Input ready, per rank (circled: the step's straggler)")
+    axes[1].set_ylabel("NCCL kernel time in the step (ms, GPU)")
+    axes[1].set_title("Communication per step and rank")
+    for ax in axes:
+        ax.set_xlabel("captured step (0 = first)")
+        ax.grid(axis="y", alpha=0.3)
+        if strag:
+            ax.legend(fontsize=8, loc="best", framealpha=0.9)
+            if len(steps) <= 16:
+                ax.set_xticks(steps)
+    fig.text(0.01, -0.04, "Each rank on its own clock: host offsets from its own step start; NCCL time beyond "
+             "the fastest rank's is time spent waiting for the last rank.", fontsize=8, color="#555555")
     fig.tight_layout()
     return _save(fig, path)

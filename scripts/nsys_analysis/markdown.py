@@ -1,4 +1,4 @@
-"""summary.md: the tables a reader of one capture needs."""
+"""summary.md: the tables a reader of one capture needs; ranks.md: those of a data-parallel run's ranks."""
 
 from .formatting import fmt
 
@@ -95,4 +95,45 @@ def render_markdown(s):
         out += ["", "## Cross-check with the nsys stats CSVs", ""]
         for name, v in s["stats_crosscheck"].items():
             out.append("- %s: %s" % (name, ", ".join("%s=%s" % kv for kv in v.items() if kv[0] != "csv")))
+    return "\n".join(out) + "\n"
+
+
+def render_ranks_markdown(r):
+    """ranks.md: communication, stragglers and checks of a data-parallel run's ranks (ranks.compute_ranks())."""
+    ranks = r["ranks"]
+    out = ["# Nsight Systems captures of %d ranks" % len(ranks), ""]
+    for row, d in zip(r["per_rank"], r.get("analysis_dirs") or [None] * len(ranks)):
+        out.append("- rank %d: `%s`, %d steps, window %s ms%s" % (
+            row["rank"], row["export"], row["steps"], fmt(row["capture_window_ms"]),
+            ", per-rank summary in `%s/summary.md`" % d if d else ""))
+    out += ["", "## Communication per rank (inside each rank's capture window)", "",
+            "NCCL kernels are those whose demangled name starts with `nccl`; a kernel belongs to the captured "
+            "step in whose host span it was launched. Exposed communication is the time an NCCL kernel runs "
+            "while no other kernel does.", ""]
+    out.append(table(["rank", "steps", "NCCL kernels", "NCCL ms", "outside steps", "exposed ms", "exposed %",
+                      "straggler in", "caused others ms", "waited ms", "checks"],
+                     [(p["rank"], p["steps"], p["nccl_kernels"], fmt(p["nccl_ms"]),
+                       "%d (%s ms)" % (p["nccl_kernels_outside_steps"], fmt(p["nccl_ms_outside_steps"])),
+                       fmt(p["exposed_comm_ms"]), fmt(p["exposed_comm_pct"], 2), p["straggler_steps"],
+                       fmt(p["caused_wait_ms"]), fmt(p["waited_ms"]), fmt(p["all_checks_pass"]))
+                      for p in r["per_rank"]]))
+    if r["stragglers"]:
+        rank_cols = ["rank %d" % k for k in ranks]
+        out += ["", "## Stragglers per step", "",
+                "data_load end: ms from the start of that rank's own torch_step to the end of its data_load "
+                "(no clock is compared across exports). Waited: a rank's NCCL kernel time in the step beyond "
+                "the fastest rank's, the time its all-reduces waited for the last rank. `agrees`: the rank "
+                "whose input came last is the one with the least NCCL time.", ""]
+        out.append(table(["step"] + ["data_load end %s" % c for c in rank_cols] + ["straggler", "spread ms"]
+                         + ["NCCL ms %s" % c for c in rank_cols] + ["waited ms %s" % c for c in rank_cols]
+                         + ["agrees"],
+                         [[st["step"]] + [fmt(v) for v in st["data_load_end_ms"]]
+                          + [fmt(st["straggler"]), fmt(st["spread_ms"])] + [fmt(v) for v in st["nccl_ms"]]
+                          + [fmt(v) for v in st["waited_ms"]]
+                          + ["n/a" if st["agrees"] is None else "yes" if st["agrees"] else "no"]
+                          for st in r["stragglers"]]))
+    out += ["", "## Checks (every rank's, and across ranks)", ""]
+    out.append(table(["check", "result", "detail"],
+                     [(k, "not evaluable" if v is None else fmt(v), r["check_details"][k])
+                      for k, v in r["checks"].items()], ["l", "l", "l"]))
     return "\n".join(out) + "\n"

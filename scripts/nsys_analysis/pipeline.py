@@ -1,13 +1,14 @@
 """One capture end to end: load the export, summarise, cross-check, write summary.json, summary.md and
-the figures."""
+the figures (analyze()); several ranks' captures of one run, each so, then compared (analyze_ranks())."""
 
 import json
 import os
 
 from .checks import crosscheck_stats
-from .export import load_export
-from .figures import plot_batch_wait, plot_phase_totals, plot_timeline, plot_top_kernels
-from .markdown import render_markdown
+from .export import AnalysisError, load_export, open_export
+from .figures import plot_batch_wait, plot_phase_totals, plot_ranks, plot_timeline, plot_top_kernels
+from .markdown import render_markdown, render_ranks_markdown
+from .ranks import compute_ranks, rank_comm, rank_label
 from .report import load_report
 from .summary import compute_summary
 
@@ -33,6 +34,11 @@ def analyze(export_path, out_dir, report_path=None, expected_steps=None, figures
     """Load, compute and write; returns the summary dict."""
     ex = load_export(export_path)
     report = load_report(report_path) if report_path else None
+    return _analyze_loaded(ex, report, export_path, out_dir, report_path, expected_steps, figures)
+
+
+def _analyze_loaded(ex, report, export_path, out_dir, report_path, expected_steps, figures):
+    """analyze() from the export and report already read."""
     s = compute_summary(ex, report, expected_steps)
     if report_path:
         s["report_path"] = report_path
@@ -42,3 +48,39 @@ def analyze(export_path, out_dir, report_path=None, expected_steps=None, figures
         s["stats_crosscheck"] = check
     write_outputs(s, ex, out_dir, figures)
     return s
+
+
+def analyze_ranks(export_paths, out_dir, report_paths=None, expected_steps=None, figures=True, rank_dirs=None):
+    """Several ranks' exports of one data-parallel run. Each rank is analysed as analyze() does, into
+    rank_dirs[i] (default out_dir/rank<r>); then ranks.json, ranks.md and (unless figures is False)
+    fig_ranks.png go into out_dir. report_paths and rank_dirs, when given, follow export_paths. A rank is
+    the `.rank<r>` in its export's name, else its position (ranks.rank_label()). Returns (summaries,
+    ranks dict); raises AnalysisError for an unusable input or two exports of one rank."""
+    for path in export_paths:  # every export usable before any output is written
+        open_export(path).close()
+    report_paths = report_paths or [None] * len(export_paths)
+    reports = [load_report(p) if p else None for p in report_paths]
+    labels = [rank_label(p, rep, i) for i, (p, rep) in enumerate(zip(export_paths, reports))]
+    if len(set(labels)) != len(labels):
+        raise AnalysisError("expected one export per rank, got ranks %s (from %s)" % (
+            ", ".join(map(str, labels)), ", ".join(export_paths)))
+    rank_dirs = rank_dirs or [os.path.join(out_dir, "rank%d" % r) for r in labels]
+    summaries, comms = [], []
+    for label, path, report, report_path, rank_dir in zip(labels, export_paths, reports, report_paths, rank_dirs):
+        # One export in memory at a time: each rank keeps only its RankComm for the comparison.
+        ex = load_export(path)
+        summaries.append(_analyze_loaded(ex, report, path, rank_dir, report_path, expected_steps, figures))
+        comms.append(rank_comm(label, ex))
+        del ex
+    r = compute_ranks(comms, summaries, reports)
+    r["reports"] = list(report_paths)
+    r["analysis_dirs"] = [os.path.relpath(d, out_dir) for d in rank_dirs]
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "ranks.json"), "w") as f:
+        json.dump(r, f, indent=2)
+        f.write("\n")
+    with open(os.path.join(out_dir, "ranks.md"), "w") as f:
+        f.write(render_ranks_markdown(r))
+    if figures:
+        plot_ranks(r, os.path.join(out_dir, "fig_ranks.png"))
+    return summaries, r

@@ -1,9 +1,12 @@
 """Test helpers for the nsys_analysis tests: tiny SQLite exports with the real nsys table and column
-names (ExportBuilder, basic_export), and the real nsys 2025.3 export of the Python reference in
-tests/fixtures/nsys/ (RealFixtureCase)."""
+names (ExportBuilder, basic_export, rank_export for the ranks of a data-parallel run), and the real nsys
+2025.3 export of the Python reference in tests/fixtures/nsys/ (RealFixtureCase)."""
 
+import glob
+import json
 import lzma
 import os
+import re
 import shutil
 import sys
 import sqlite3
@@ -16,6 +19,12 @@ sys.path.insert(0, os.path.join(REPO, "scripts"))
 from nsys_analysis.export import load_export  # noqa: E402
 from nsys_analysis.summary import compute_summary  # noqa: E402
 
+
+# A real data-parallel capture, one export per rank, as scripts/profile.sh --nproc N names it:
+# tests/fixtures/nsys/<RANKS_FIXTURE>.rank<r>.sqlite.xz, with <RANKS_FIXTURE>.rank<r>.json (the rank's run
+# report) and <RANKS_FIXTURE>.rank<r>_<report>.csv (nsys stats) beside it. RealRanksFixtureCase skips its
+# tests until these are committed.
+RANKS_FIXTURE = "ddp2"
 
 # Column sets of the nsys 2025.3 export (tests/fixtures/nsys/py_reuse8.sqlite); test_builder_schema_matches
 # keeps them honest against the fixture.
@@ -95,10 +104,10 @@ class ExportBuilder:
             "correlationId": corr, "nameId": self.sid(name)})
 
     def kernel(self, start_ms, end_ms, name="void at::native::vectorized_elementwise_kernel<4>()",
-               launch_ms=None, tid=MAIN, stream=7):
+               launch_ms=None, tid=MAIN, stream=7, call="cudaLaunchKernel_v7000"):
         self.corr += 1
         if launch_ms is not None:
-            self.api("cudaLaunchKernel_v7000", launch_ms, launch_ms + 0.001, tid, self.corr)
+            self.api(call, launch_ms, launch_ms + 0.001, tid, self.corr)
         self.tables["CUPTI_ACTIVITY_KIND_KERNEL"].append({
             "start": round(start_ms * MS), "end": round(end_ms * MS), "correlationId": self.corr,
             "globalPid": PID << 24, "demangledName": self.sid(name), "shortName": self.sid(name.split("(")[0]),
@@ -200,6 +209,90 @@ def basic_export(**kw):
     return b
 
 
+NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+COMPUTE_STREAM, NCCL_STREAM = 7, 20
+RANK_STEP_PITCH_MS = 20.0     # rank_export(): step k starts at 1 + 20 k ms after the window start
+RANK_WINDOW_MS = 60.0         # and the window holds 3 steps
+
+
+def rank_clock_ms(rank):
+    """Where rank_export() puts rank's capture window on its own clock: 100 ms apart, so that any
+    comparison of absolute times across ranks would call the later rank late in every step."""
+    return 10.0 + 100.0 * rank
+
+
+def rank_export(rank, steps=3, late_rank=1, late_step=2, late_ms=5.0):
+    """One rank of a data-parallel run, as train_resnet50 under torchrun records it: the default-domain
+    step tree on MAIN, `ddp` ranges (domain 3) on MAIN, compute kernels on stream 7, NCCL all-reduce
+    kernels on stream 20 launched from AUTOGRAD during backward (with NCCL's own `NCCL` domain range,
+    domain 2), one NCCL kernel before the window (the capture barrier's).
+
+    Times below are ms from the window start [0, 60] on this rank's clock (rank_clock_ms()). Step k
+    starts at s = 1 + 20 k and lasts 12 ms. On late_rank in late_step, everything after the batch
+    arrives is late_ms later (d); on the other ranks in that step the all-reduce waits for it (w):
+      data_load [s, s+2+d] (batch_wait [s, s+1+d], h2d_submit [s+1+d, s+2+d], two H2D copies in it),
+      forward [s+2+d, s+5+d] (kernel [s+2.1+d, s+5+d]), zero_grad, backward [s+5.5+d, s+10+d]
+      (kernel [s+5.6+d, s+9+d]; NCCL kernel [s+7+d, s+10+d+w], alone from s+9+d),
+      optimizer_step [s+10+d, s+11+d] (kernel after the NCCL one: [s+10+d+w, s+11+d+w]).
+    Known answers with the defaults (3 steps, rank 1 late by 5 ms in step 2):
+      data_load end - step start    rank 0: 2, 2, 2      rank 1: 2, 2, 7       -> step 2's straggler: 1
+      NCCL ms per step (1 kernel)   rank 0: 3, 3, 8      rank 1: 3, 3, 3       -> rank 0 waited 5 ms
+      exposed communication         rank 0: 1+1+6 = 8 ms (13.333333 %)   rank 1: 3 x 1 = 3 ms (5 %)
+      outside the steps             1 NCCL kernel of 0.3 ms (before the window)
+    Every capture check passes (2 H2D copies a step, no sync inside a step, one capture_window).
+    """
+    b = ExportBuilder()
+    b.domain(2, "NCCL", tid=AUTOGRAD)
+    b.domain(3, "ddp", tid=MAIN)
+    t0 = rank_clock_ms(rank)
+
+    def at(ms_):
+        return t0 + ms_
+
+    b.range("capture_barrier", at(-1.0), at(-0.2), domain=3)
+    b.kernel(at(-0.4), at(-0.1), NCCL_KERNEL, launch_ms=at(-0.6), stream=NCCL_STREAM, call="cuLaunchKernelEx")
+    b.range("capture_window", at(0.0), at(RANK_WINDOW_MS))
+    end = 0.0
+    for k in range(steps):
+        s = 1.0 + RANK_STEP_PITCH_MS * k
+        d = late_ms if (rank == late_rank and k == late_step) else 0.0
+        w = late_ms if (rank != late_rank and k == late_step) else 0.0
+        b.range("torch_step", at(s), at(s + 12 + d))
+        b.range("data_load", at(s), at(s + 2 + d))
+        b.range("batch_wait", at(s), at(s + 1 + d))
+        b.range("h2d_submit", at(s + 1 + d), at(s + 2 + d))
+        b.memcpy(at(s + 1.2 + d), at(s + 1.4 + d), launch_ms=at(s + 1.1 + d))
+        b.memcpy(at(s + 1.5 + d), at(s + 1.7 + d), launch_ms=at(s + 1.45 + d))
+        b.range("forward", at(s + 2 + d), at(s + 5 + d), registered=True)
+        b.range("broadcast_buffers", at(s + 2 + d), at(s + 2.05 + d), domain=3)
+        b.kernel(at(s + 2.1 + d), at(s + 5 + d), "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm>()",
+                 launch_ms=at(s + 2.05 + d), stream=COMPUTE_STREAM)
+        b.range("zero_grad", at(s + 5 + d), at(s + 5.5 + d), registered=True)
+        b.range("backward", at(s + 5.5 + d), at(s + 10 + d), registered=True)
+        b.kernel(at(s + 5.6 + d), at(s + 9 + d), "void cudnn::bn_bw_1C11_kernel_new<float>()",
+                 launch_ms=at(s + 5.5 + d), stream=COMPUTE_STREAM)
+        b.range("ncclAllReduce", at(s + 7 + d), at(s + 7.05 + d), tid=AUTOGRAD, domain=2)
+        b.kernel(at(s + 7 + d), at(s + 10 + d + w), NCCL_KERNEL, launch_ms=at(s + 6.95 + d), tid=AUTOGRAD,
+                 stream=NCCL_STREAM, call="cuLaunchKernelEx")
+        b.range("optimizer_step", at(s + 10 + d), at(s + 11 + d), registered=True)
+        b.kernel(at(s + 10 + d + w), at(s + 11 + d + w), "void at::native::multi_tensor_apply_kernel<sgd>()",
+                 launch_ms=at(s + 10.05 + d), stream=COMPUTE_STREAM)
+        b.range("stop_agreement", at(s + 11.5 + d), at(s + 11.6 + d), domain=3)
+        end = s + 12 + d
+    b.range("capture_drain", at(end), at(RANK_WINDOW_MS - 1))
+    b.api("cudaDeviceSynchronize_v3020", at(end + 0.1), at(RANK_WINDOW_MS - 1.1))
+    return b
+
+
+def rank_report(rank, steps=3, world_size=2):
+    """A train_resnet50 run report of one rank with its dist section (the fields analysis reads)."""
+    return {"capture": {"steps": steps, "images_per_s": 1000.0 + rank, "elapsed_s": 0.06},
+            "dist": {"backend": "nccl", "world_size": world_size, "rank": rank, "local_rank": rank,
+                     "bucket_mb": 25, "broadcast_buffers": True, "nccl_version": "2.28.9",
+                     "nccl_nvls_enable": "0", "parameter_digest": "0123456789abcdef", "stop_agreed_by": None},
+            "interrupted": False}
+
+
 class TempDirCase(unittest.TestCase):
     """A temporary directory per test, for exports built there."""
 
@@ -234,3 +327,43 @@ class RealFixtureCase(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, True)
+
+
+class RealRanksFixtureCase(unittest.TestCase):
+    """A real data-parallel capture (RANKS_FIXTURE), its exports decompressed once per class into tmp with
+    the CSVs and run reports beside them: exports and reports (paths in rank order; a report None where
+    the fixture has none). Every test of the class is skipped while tests/fixtures/nsys/ has no such
+    exports."""
+
+    @classmethod
+    def setUpClass(cls):
+        found = {}
+        for path in glob.glob(os.path.join(FIXTURE_DIR, RANKS_FIXTURE + ".rank*.sqlite.xz")):
+            m = re.search(r"\.rank(\d+)\.sqlite\.xz$", path)
+            if m:
+                found[int(m.group(1))] = path
+        if not found:
+            raise unittest.SkipTest("no %s.rank<r>.sqlite.xz in %s yet" % (RANKS_FIXTURE, FIXTURE_DIR))
+        cls.tmp = tempfile.mkdtemp(prefix="analyze_ranks_fixture_")
+        cls.exports, cls.reports = [], []
+        for rank in sorted(found):
+            base = "%s.rank%d" % (RANKS_FIXTURE, rank)
+            export = os.path.join(cls.tmp, base + ".sqlite")
+            with lzma.open(found[rank]) as src, open(export, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            cls.exports.append(export)
+            report = os.path.join(FIXTURE_DIR, base + ".json")
+            cls.reports.append(shutil.copy(report, cls.tmp) if os.path.isfile(report) else None)
+            for csv_path in glob.glob(os.path.join(FIXTURE_DIR, base + "_*.csv")):
+                shutil.copy(csv_path, cls.tmp)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, True)
+
+
+def write_json(path, doc):
+    """Writes doc as JSON to path; returns path."""
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return path

@@ -1,5 +1,6 @@
 """Tests for scripts/analyze.py, the command line: exit codes and one-line errors for unusable inputs,
---check, and its outputs on the real nsys 2025.3 export in tests/fixtures/nsys/.
+--check, and its outputs on the real nsys 2025.3 export in tests/fixtures/nsys/; with one export per rank,
+the per-rank folders and the cross-rank ranks.json / ranks.md.
 
 Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
 """
@@ -12,7 +13,8 @@ import sys
 import unittest
 
 # nsys_exports first: it puts scripts/ on sys.path.
-from nsys_exports import FIXTURE_DIR, REPO, SCHEMA, RealFixtureCase, TempDirCase, basic_export
+from nsys_exports import (FIXTURE_DIR, REPO, SCHEMA, RealFixtureCase, RealRanksFixtureCase, TempDirCase,
+                          basic_export, rank_export, rank_report, write_json)
 
 
 SCRIPT = os.path.join(REPO, "scripts", "analyze.py")
@@ -82,6 +84,111 @@ class CliTest(TempDirCase):
             md = f.read()
         self.assertIn("| step_count | FAIL |", md)
         self.assertIn("## Ranges of other NVTX domains", md)
+
+
+class RanksCliTest(TempDirCase):
+    def setUp(self):
+        super().setUp()
+        self.exports = [self.build(rank_export(r), "run.rank%d.sqlite" % r) for r in (0, 1)]
+        self.reports = [write_json(os.path.join(self.tmp, "run.rank%d.json" % r), rank_report(r)) for r in (0, 1)]
+        self.out = os.path.join(self.tmp, "ranks")
+
+    def run_cli(self, *args):
+        return subprocess.run([sys.executable, SCRIPT] + list(args), capture_output=True, text=True, timeout=120)
+
+    def read(self, *parts):
+        with open(os.path.join(self.out, *parts)) as f:
+            return json.load(f) if parts[-1].endswith(".json") else f.read()
+
+    def test_outputs_and_check(self):
+        args = self.exports + ["--report", self.reports[0], "--report", self.reports[1], "--out", self.out, "--check"]
+        if not HAVE_MPL:
+            args.append("--no-figures")
+        r = self.run_cli(*args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("ranks 0, 1: NCCL 14.000 / 9.000 ms, exposed 13.33 / 5.00% of the window; a straggler in "
+                      "1 of 3 steps", r.stdout)
+        ranks = self.read("ranks.json")
+        self.assertEqual(ranks["analysis_dirs"], ["rank0", "rank1"])
+        self.assertEqual(ranks["reports"], self.reports)
+        self.assertEqual(ranks["stragglers"][2]["straggler"], 1)
+        self.assertEqual([p["exposed_comm_ms"] for p in ranks["per_rank"]], [8.0, 3.0])
+        self.assertTrue(ranks["all_checks_pass"])
+        for rank in (0, 1):
+            s = self.read("rank%d" % rank, "summary.json")
+            self.assertEqual((s["steps"], s["expected_steps_source"]), (3, "run report capture.steps"))
+        md = self.read("ranks.md")
+        self.assertIn("| 2 | 2.000 | 7.000 | 1 | 5.000 | 8.000 | 3.000 | 5.000 | 0.000 | yes |", md)
+        self.assertIn("| rank1.copy_count | pass |", md)
+        if HAVE_MPL:
+            with open(os.path.join(self.out, "fig_ranks.png"), "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+            self.assertTrue(os.path.isfile(os.path.join(self.out, "rank1", "fig3_timeline.png")))
+
+    def test_rank_out_and_failing_checks(self):
+        short = self.build(rank_export(1, steps=2), "short.rank1.sqlite")
+        dirs = [os.path.join(self.tmp, "a0"), os.path.join(self.tmp, "a1")]
+        r = self.run_cli(self.exports[0], short, "--rank-out", dirs[0], "--rank-out", dirs[1], "--out", self.out,
+                         "--no-figures", "--expected-steps", "3", "--check")
+        self.assertEqual(r.returncode, 3)
+        self.assertIn("check same_step_count FAILED: torch_step ranges in each rank's window: rank 0: 3, rank 1: 2",
+                      r.stderr)
+        self.assertIn("rank1.step_count", r.stderr.splitlines()[-1])
+        self.assertTrue(os.path.isfile(os.path.join(dirs[1], "summary.json")))
+        self.assertFalse(os.path.exists(os.path.join(self.out, "rank0")))
+        self.assertEqual(self.read("ranks.json")["analysis_dirs"], ["../a0", "../a1"])
+        # --rank-out makes even one export a ranks analysis.
+        r = self.run_cli(self.exports[1], "--rank-out", dirs[1], "--out", self.out, "--no-figures")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.read("ranks.json")["ranks"], [1])
+
+    def test_unusable_inputs(self):
+        r = self.run_cli(*self.exports, "--report", self.reports[0], "--out", self.out, "--no-figures")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("expected one --report per export (2), got 1", r.stderr)
+        r = self.run_cli(*self.exports, "--rank-out", self.out, "--out", self.out, "--no-figures")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("expected one --rank-out per export (2), got 1", r.stderr)
+        r = self.run_cli(*self.exports, "--report", self.reports[1], "--report", self.reports[0], "--out", self.out,
+                         "--no-figures")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("expected the run report of rank 0", r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1)
+        r = self.run_cli(self.exports[0], self.exports[0], "--out", self.out, "--no-figures")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("expected one export per rank, got ranks 0, 0", r.stderr)
+        r = self.run_cli(self.exports[0], os.path.join(self.tmp, "nope.rank1.sqlite"), "--out", self.out,
+                         "--no-figures")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no such file", r.stderr)
+        self.assertFalse(os.path.exists(self.out))  # nothing written before every export is known usable
+
+    def test_ranks_by_position(self):
+        plain = [self.build(rank_export(r), "r%d.sqlite" % r) for r in (0, 1)]
+        r = self.run_cli(*plain, "--out", self.out, "--no-figures")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.read("ranks.json")["ranks"], [0, 1])
+        self.assertTrue(os.path.isfile(os.path.join(self.out, "rank1", "summary.md")))
+
+
+class RealRanksFixtureCliTest(RealRanksFixtureCase):
+    def test_cli_check(self):
+        out = os.path.join(self.tmp, "cli")
+        args = [sys.executable, SCRIPT] + self.exports + ["--out", out, "--check", "--no-figures"]
+        if all(self.reports):
+            for report in self.reports:
+                args += ["--report", report]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(out, "ranks.json")) as f:
+            ranks = json.load(f)
+        self.assertEqual(len(ranks["ranks"]), len(self.exports))
+        for rank in ranks["ranks"]:
+            with open(os.path.join(out, "rank%d" % rank, "summary.json")) as f:
+                s = json.load(f)
+            nvtx = (s.get("stats_crosscheck") or {}).get("nvtx_sum")  # when the fixture has the CSVs
+            if nvtx:
+                self.assertEqual(nvtx["mismatches"], [])
 
 
 class RealFixtureCliTest(RealFixtureCase):

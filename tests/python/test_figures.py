@@ -1,4 +1,5 @@
-"""Tests for scripts/nsys_analysis/figures.py: the sweep's figures and a capture's figures without CUDA data.
+"""Tests for scripts/nsys_analysis/figures.py: the sweep's figures, a capture's figures without CUDA data, and
+the ranks figure with and without steps to compare.
 
 Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
 """
@@ -9,10 +10,11 @@ import sys
 import unittest
 
 # nsys_exports first: it puts scripts/ on sys.path.
-from nsys_exports import SCHEMA, TempDirCase, basic_export
+from nsys_exports import SCHEMA, TempDirCase, basic_export, rank_export
 from nsys_analysis.export import load_export
-from nsys_analysis.figures import plot_sweep, plot_sweep_batch_wait
+from nsys_analysis.figures import plot_ranks, plot_sweep, plot_sweep_batch_wait
 from nsys_analysis.pipeline import write_outputs
+from nsys_analysis.ranks import compute_ranks, rank_comm
 from nsys_analysis.summary import compute_summary
 
 
@@ -37,6 +39,19 @@ class FigureTest(TempDirCase):
         ex = load_export(b.write(os.path.join(self.tmp, "nvtx.sqlite")))
         paths = write_outputs(compute_summary(ex), ex, os.path.join(self.tmp, "out"))
         self.assertEqual(len(paths), 4)
+
+    def test_ranks_figure(self):
+        comms, summaries = [], []
+        for rank in (0, 1, 2):
+            ex = load_export(rank_export(rank).write(os.path.join(self.tmp, "run.rank%d.sqlite" % rank)))
+            comms.append(rank_comm(rank, ex))
+            summaries.append(compute_summary(ex))
+        p = plot_ranks(compute_ranks(comms, summaries), os.path.join(self.tmp, "fig_ranks.png"))
+        self.assertGreater(os.path.getsize(p), 10000)
+        # No step captured by every rank: the panels say so.
+        empty = [c._replace(steps=0, nccl_count=[], nccl_ns=[], data_load_end_ns=[]) for c in comms]
+        p = plot_ranks(compute_ranks(empty, summaries), os.path.join(self.tmp, "fig_empty.png"))
+        self.assertGreater(os.path.getsize(p), 5000)
 
 
 if __name__ == "__main__":

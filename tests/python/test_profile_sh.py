@@ -1,9 +1,11 @@
 """Tests for scripts/profile.sh without Nsight Systems: argument handling, the error when nsys is not on
-PATH, and the exact nsys commands, recorded by a fake `nsys` placed first on PATH.
+PATH, and the exact nsys commands, recorded by a fake `nsys` placed first on PATH; with --nproc, the
+launcher (a fake `torchrun`, or the real scripts/launch_local.sh) and every rank's outputs.
 
 Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
 """
 
+import importlib.util
 import json
 import os
 import shutil
@@ -13,20 +15,29 @@ import tempfile
 import unittest
 
 from testutil import write_exe
+# nsys_exports puts scripts/ on sys.path; its synthetic exports stand in for real nsys exports.
+from nsys_exports import rank_export
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(REPO, "scripts", "profile.sh")
+LAUNCH_LOCAL = os.path.join(REPO, "scripts", "launch_local.sh")
 BASH = shutil.which("bash") or "/bin/bash"
 PROFILE_OPTS = ["--trace=cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--capture-range=cudaProfilerApi",
                 "--capture-range-end=stop", "--force-overwrite=true"]
 STATS = "--report=nvtx_sum,cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,cuda_api_sum"
+STATS_CSVS = ("_nvtx_sum.csv", "_cuda_gpu_kern_sum.csv", "_cuda_gpu_mem_time_sum.csv", "_cuda_api_sum.csv")
+HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
+# Variables of a launcher around the test run that would make the fake programs act as one rank.
+RANK_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PROFILE_LAUNCHER")
 
 # Records each call's argv (one JSON line in $FAKE_NSYS_LOG) and leaves the files real nsys would:
-# `profile` runs the wrapped command and writes PREFIX.nsys-rep (not when $FAKE_NSYS_NO_REP is set, as
-# when the program never calls cudaProfilerStart) and returns the command's status.
+# `profile` runs the wrapped command and writes its --output (with %q{VAR} expanded from the environment,
+# as nsys does) + .nsys-rep (not when $FAKE_NSYS_NO_REP is set, or $FAKE_NSYS_NO_REP_RANK is this $RANK,
+# as when the program never calls cudaProfilerStart) and returns the command's status. `export` copies
+# $FAKE_NSYS_SQLITE_DIR/rank<r>.sqlite for an output named *.rank<r>.sqlite when that is set.
 FAKE_NSYS = r'''
-import json, os, subprocess, sys
+import json, os, re, shutil, subprocess, sys
 args = sys.argv[1:]
 with open(os.environ["FAKE_NSYS_LOG"], "a") as f:
     f.write(json.dumps(args) + "\n")
@@ -37,24 +48,52 @@ if args[0] == "profile":
         i += 1
     rc = subprocess.call(args[i:])
     print("Generating '/tmp/nsys-report-1234.qdstrm'")
-    if not os.environ.get("FAKE_NSYS_NO_REP"):
-        open(opt("--output") + ".nsys-rep", "w").write("rep")
+    output = re.sub(r"%q\{(\w+)\}", lambda m: os.environ.get(m.group(1), ""), opt("--output"))
+    no_rep_here = os.environ.get("RANK") == os.environ.get("FAKE_NSYS_NO_REP_RANK", "-")
+    if not os.environ.get("FAKE_NSYS_NO_REP") and not no_rep_here:
+        open(output + ".nsys-rep", "w").write("rep")
     sys.exit(rc)
 if args[0] == "export":
-    open(opt("--output"), "w").write("sqlite")
+    m = re.search(r"\.rank(\d+)\.sqlite$", opt("--output"))
+    if os.environ.get("FAKE_NSYS_SQLITE_DIR") and m:
+        shutil.copy(os.path.join(os.environ["FAKE_NSYS_SQLITE_DIR"], "rank%s.sqlite" % m.group(1)), opt("--output"))
+    else:
+        open(opt("--output"), "w").write("sqlite")
 if args[0] == "stats":
     for report in opt("--report").split(","):
         open("%s_%s.csv" % (opt("--output"), report), "w").write("csv")
 '''
 
-# A stand-in for train_resnet50 (writes its --report) and for the Python reference (prints a JSON line).
+# torchrun --standalone --nproc-per-node N --no-python CMD...: records its argv in $FAKE_TORCHRUN_LOG, runs N
+# copies of CMD at once with torchrun's variables, exits 1 when any fails (torchrun's ChildFailedError).
+FAKE_TORCHRUN = r'''
+import json, os, subprocess, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_TORCHRUN_LOG"], "a") as f:
+    f.write(json.dumps(args) + "\n")
+assert args[:2] == ["--standalone", "--nproc-per-node"] and args[3] == "--no-python", args
+n = int(args[2])
+procs = [subprocess.Popen(args[4:], env=dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(n),
+                                              LOCAL_WORLD_SIZE=str(n), MASTER_ADDR="localhost", MASTER_PORT="29500"))
+         for r in range(n)]
+sys.exit(1 if [p.wait() for p in procs] != [0] * n else 0)
+'''
+
+# A stand-in for train_resnet50 (writes its --report; as rank $RANK, REPORT.rank<r>.json with a dist
+# section) and for the Python reference (prints a JSON line).
 FAKE_TRAIN = r'''
-import json, sys
+import json, os, sys
 args = sys.argv[1:]
 if "--fail" in args:
     sys.exit(3)
 path = args[args.index("--report") + 1]
-json.dump({"capture": {"steps": 8, "images_per_s": 123.0}, "argv": args}, open(path, "w"))
+report = {"capture": {"steps": int(args[args.index("--steps") + 1]) if "--steps" in args else 8,
+                      "images_per_s": 123.0}, "argv": args}
+if "RANK" in os.environ:
+    root, ext = os.path.splitext(path)
+    path = "%s.rank%s%s" % (root, os.environ["RANK"], ext)
+    report["dist"] = {"rank": int(os.environ["RANK"]), "world_size": int(os.environ["WORLD_SIZE"])}
+json.dump(report, open(path, "w"))
 '''
 FAKE_PY = r'''
 import json, sys
@@ -64,7 +103,9 @@ print("done")
 '''
 
 
-class ProfileShTest(unittest.TestCase):
+class ProfileShCase(unittest.TestCase):
+    """A temporary directory with the fake nsys first on PATH, the fake programs, and profile.sh's runner."""
+
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="profile_sh_test_")
         self.addCleanup(shutil.rmtree, self.tmp, True)
@@ -74,18 +115,23 @@ class ProfileShTest(unittest.TestCase):
         self.train = write_exe(os.path.join(self.tmp, "train_resnet50"), FAKE_TRAIN)
         self.py = write_exe(os.path.join(self.tmp, "seed_workload.py"), FAKE_PY)
         self.log = os.path.join(self.tmp, "nsys_calls.jsonl")
+        self.torchrun_log = os.path.join(self.tmp, "torchrun_calls.jsonl")
         self.prefix = os.path.join(self.tmp, "out", "run1")
 
     def run_sh(self, *args, path=None, **env):
-        e = dict(os.environ, FAKE_NSYS_LOG=self.log, PATH=path or self.bin + os.pathsep + os.environ["PATH"])
-        e.pop("TRAIN_BIN", None)
+        e = dict(os.environ, FAKE_NSYS_LOG=self.log, PATH=path or self.bin + os.pathsep + os.environ["PATH"],
+                 FAKE_TORCHRUN_LOG=self.torchrun_log)
+        for name in ("TRAIN_BIN",) + RANK_ENV:
+            e.pop(name, None)
         e.update(env)
         return subprocess.run([BASH, SCRIPT] + list(args), capture_output=True, text=True, timeout=60, env=e)
 
-    def calls(self):
-        with open(self.log) as f:
+    def calls(self, log=None):
+        with open(log or self.log) as f:
             return [json.loads(line) for line in f]
 
+
+class ProfileShTest(ProfileShCase):
     def test_help_and_usage_errors(self):
         r = self.run_sh("--help")
         self.assertEqual(r.returncode, 0)
@@ -172,6 +218,152 @@ class ProfileShTest(unittest.TestCase):
             "nsys profile " + " ".join(PROFILE_OPTS) + " --output=out/x /opt/train_resnet50 --steps 8 --report out/x.json",
             "nsys export --type=sqlite --force-overwrite=true --output=out/x.sqlite out/x.nsys-rep",
             "nsys stats " + STATS + " --format=csv --force-overwrite=true --output=out/x out/x.sqlite"])
+
+
+
+class ProfileShRanksTest(ProfileShCase):
+    """--nproc: one nsys per rank under torchrun (a fake one) or scripts/launch_local.sh."""
+
+    def add_torchrun(self):
+        write_exe(os.path.join(self.bin, "torchrun"), FAKE_TORCHRUN)
+
+    def path_without_torchrun(self):
+        """PATH with the fake nsys first and no directory that holds a torchrun."""
+        dirs = [d for d in os.environ["PATH"].split(os.pathsep)
+                if d and not os.access(os.path.join(d, "torchrun"), os.X_OK)]
+        return os.pathsep.join([self.bin] + dirs)
+
+    def post_commands(self, prefix, n=2):
+        out = []
+        for r in range(n):
+            p = "%s.rank%d" % (prefix, r)
+            out += [["export", "--type=sqlite", "--force-overwrite=true", "--output=" + p + ".sqlite", p + ".nsys-rep"],
+                    ["stats", STATS, "--format=csv", "--force-overwrite=true", "--output=" + p, p + ".sqlite"]]
+        return out
+
+    def test_nproc_usage_errors(self):
+        for value in ("0", "-1", "two", "1.5", ""):
+            r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", value)
+            self.assertEqual(r.returncode, 2, value)
+            self.assertIn("expected --nproc to be a positive integer (ranks on this machine), got '%s'" % value,
+                          r.stderr)
+        r = self.run_sh("--prefix", self.prefix, "--nproc")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("expected a value after --nproc", r.stderr)
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc=2", PROFILE_LAUNCHER="mpirun")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("expected PROFILE_LAUNCHER to be torchrun, local or auto, got 'mpirun'", r.stderr)
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc=2", PROFILE_LAUNCHER="torchrun",
+                        path=self.path_without_torchrun())
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("torchrun is not on PATH (PROFILE_LAUNCHER=torchrun)", r.stderr)
+        self.assertFalse(os.path.exists(self.log))
+
+    def test_nproc_dry_run_picks_the_launcher(self):
+        args = ("--prefix", "out/x", "--nproc", "2", "--dry-run", "--binary", "/opt/train_resnet50", "--steps", "8")
+        nsys = ("nsys profile " + " ".join(PROFILE_OPTS)
+                + " --output=out/x.rank%q{RANK} /opt/train_resnet50 --steps 8 --report out/x.json")
+        post = [" ".join(["nsys"] + c) for c in self.post_commands("out/x")]
+        local = [LAUNCH_LOCAL + " 2 -- " + nsys] + post
+        torchrun = ["torchrun --standalone --nproc-per-node 2 --no-python " + nsys] + post
+        r = self.run_sh(*args, path=self.path_without_torchrun())
+        self.assertEqual((r.returncode, r.stdout.splitlines()), (0, local), r.stderr)
+        self.add_torchrun()
+        r = self.run_sh(*args)
+        self.assertEqual((r.returncode, r.stdout.splitlines()), (0, torchrun), r.stderr)
+        r = self.run_sh(*args, PROFILE_LAUNCHER="local")
+        self.assertEqual(r.stdout.splitlines(), local)
+        self.assertFalse(os.path.exists(self.log))
+
+    def check_ranks_run(self, r, launcher_calls):
+        """The outputs and nsys calls of a two-rank run of the fake train_resnet50 with --steps 3."""
+        self.assertEqual(r.returncode, 0, r.stderr)
+        p = self.prefix
+        profile = ["profile"] + PROFILE_OPTS + ["--output=" + p + ".rank%q{RANK}", self.train, "--steps", "3",
+                                                "--report", p + ".json"]
+        calls = self.calls()
+        self.assertEqual(calls[:2], [profile, profile])
+        self.assertEqual(calls[2:], self.post_commands(p))
+        self.assertEqual(launcher_calls, [["--standalone", "--nproc-per-node", "2", "--no-python", "nsys"] + profile]
+                         if launcher_calls else [])
+        for rank in (0, 1):
+            rp = "%s.rank%d" % (p, rank)
+            for suffix in (".nsys-rep", ".sqlite", ".json") + STATS_CSVS:
+                self.assertTrue(os.path.isfile(rp + suffix), rp + suffix)
+                self.assertIn(rp + suffix, r.stdout)
+            with open(rp + ".json") as f:
+                self.assertEqual(json.load(f)["dist"], {"rank": rank, "world_size": 2})
+        self.assertIn("log:         " + p + ".log", r.stdout)
+        for absent in (".nsys-rep", ".sqlite", ".json", ".rank2.nsys-rep"):
+            self.assertFalse(os.path.exists(p + absent), absent)
+
+    def test_nproc_under_torchrun(self):
+        self.add_torchrun()
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--steps", "3")
+        self.check_ranks_run(r, self.calls(self.torchrun_log))
+        self.assertIn("profile.sh: torchrun --standalone --nproc-per-node 2 --no-python nsys profile", r.stderr)
+
+    def test_nproc_without_torchrun_uses_launch_local(self):
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--steps", "3",
+                        path=self.path_without_torchrun())
+        self.check_ranks_run(r, [])
+        self.assertIn("profile.sh: %s 2 -- nsys profile" % LAUNCH_LOCAL, r.stderr)
+        self.assertFalse(os.path.exists(self.torchrun_log))
+        # PROFILE_LAUNCHER=local even where torchrun is on PATH.
+        self.add_torchrun()
+        os.remove(self.log)
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--steps", "3",
+                        PROFILE_LAUNCHER="local")
+        self.check_ranks_run(r, [])
+
+    def test_nproc_given_report_copied_per_rank(self):
+        self.add_torchrun()
+        other = os.path.join(self.tmp, "elsewhere.json")
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--report", other)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.calls()[0][-2:], ["--report", other])  # not appended twice
+        for rank in (0, 1):
+            with open("%s.rank%d.json" % (self.prefix, rank)) as f:
+                self.assertEqual(json.load(f)["dist"]["rank"], rank)
+            self.assertTrue(os.path.isfile(os.path.join(self.tmp, "elsewhere.rank%d.json" % rank)))
+
+    def test_nproc_failures(self):
+        self.add_torchrun()
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", FAKE_NSYS_NO_REP_RANK="1")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("nsys produced no %s.rank1.nsys-rep: the capture range never started" % self.prefix, r.stderr)
+        self.assertEqual(len(self.calls()), 2)  # no export or stats
+        os.remove(self.log)
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--fail")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("the profiled program failed (exit 1 from torchrun)", r.stderr)
+        os.remove(self.log)
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--fail",
+                        PROFILE_LAUNCHER="local")
+        self.assertEqual(r.returncode, 3)  # launch_local.sh passes the first failing rank's status on
+        self.assertIn("the profiled program failed (exit 3 from local)", r.stderr)
+
+    @unittest.skipUnless(HAVE_MPL, "matplotlib not installed for %s" % sys.executable)
+    def test_nproc_analyze(self):
+        exports = os.path.join(self.tmp, "exports")
+        os.mkdir(exports)
+        for rank in (0, 1):
+            rank_export(rank).write(os.path.join(exports, "rank%d.sqlite" % rank))
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--steps", "3", "--analyze",
+                        path=self.path_without_torchrun(), FAKE_NSYS_SQLITE_DIR=exports, PYTHON=sys.executable)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        p = self.prefix
+        with open(p + "_ranks_analysis/ranks.json") as f:
+            ranks = json.load(f)
+        self.assertEqual(ranks["analysis_dirs"], ["../run1.rank0_analysis", "../run1.rank1_analysis"])
+        self.assertEqual(ranks["reports"], [p + ".rank0.json", p + ".rank1.json"])
+        self.assertEqual(ranks["stragglers"][2]["straggler"], 1)
+        self.assertTrue(ranks["all_checks_pass"], ranks["check_details"])
+        for rank in (0, 1):
+            self.assertTrue(os.path.isfile("%s.rank%d_analysis/fig3_timeline.png" % (p, rank)))
+            self.assertIn("analysis:    %s.rank%d_analysis/summary.md" % (p, rank), r.stdout)
+        self.assertIn("ranks:       %s_ranks_analysis/ranks.md" % p, r.stdout)
+        self.assertFalse(os.path.exists(p + "_analysis"))
 
 
 if __name__ == "__main__":

@@ -48,6 +48,13 @@ std::string signal_name(int signal) {
   }
 }
 
+int signal_number(const std::string& name) {
+  if (name == "SIGINT") return SIGINT;
+  if (name == "SIGTERM") return SIGTERM;
+  if (name.rfind("signal ", 0) == 0) return std::stoi(name.substr(7));
+  return 0;
+}
+
 #if defined(WORKLOAD_TORCH_CUDA)
 struct Trainer::CudaState {
   c10::cuda::CUDAStream copy_stream;
@@ -301,11 +308,7 @@ int Trainer::stop_signal() const {
   // Another rank's request: "rank 1: SIGTERM".
   const std::string reason = dist_->stop_reason();
   if (reason.empty()) return -1;
-  const std::string name = reason.substr(reason.find(": ") + 2);
-  if (name == "SIGINT") return SIGINT;
-  if (name == "SIGTERM") return SIGTERM;
-  if (name.rfind("signal ", 0) == 0) return std::stoi(name.substr(7));
-  return 0;
+  return signal_number(reason.substr(reason.find(": ") + 2));
 }
 
 bool Trainer::stop_at_boundary() {

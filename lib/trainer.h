@@ -62,6 +62,8 @@ struct RunResult {
 
 /// "SIGINT", "SIGTERM", "signal N", or "none" for 0 (a stop requested without a signal).
 std::string signal_name(int signal);
+/// The inverse of signal_name (0 for "none" or anything else).
+int signal_number(const std::string& name);
 
 /// Builds the dataset index, loader, model and optimizer for `config`, then runs warm-up and
 /// the captured steps. Single-threaded use from the thread that created it (the "main thread"

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <thread>
 
 #include "data_pipeline/data_error.h"
@@ -207,6 +208,13 @@ TEST_F(TrainerTest, SyntheticModeNeedsNoDataset) {
   ASSERT_EQ(r.steps.size(), 3u);
   EXPECT_EQ(r.steps[0].digest, r.steps[2].digest);  // the same batch every step
   EXPECT_LT(r.steps[1].batch_wait_ms, 1.0);         // no loader to wait for
+}
+
+TEST(SignalNameTest, NamesAndNumbersRoundTrip) {
+  for (const int sig : {0, SIGINT, SIGTERM, SIGHUP})
+    EXPECT_EQ(signal_number(signal_name(sig)), sig);
+  EXPECT_EQ(signal_name(SIGTERM), "SIGTERM");
+  EXPECT_EQ(signal_name(0), "none");
 }
 
 TEST_F(TrainerTest, StopRequestEndsTheRunEarly) {

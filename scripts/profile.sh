@@ -42,6 +42,20 @@ repo_root=$(dirname "$script_dir")
 # shellcheck source=scripts/find_python.sh
 source "$script_dir/find_python.sh"
 
+# run_profiled WHERE CMD...: runs the capture with its output in $prefix.log as well; exits with the
+# program's status when it failed (WHERE adds "from <launcher>" to the message).
+run_profiled() {
+  local where=$1 status
+  shift
+  echo "profile.sh: $(show_cmd "$@")" >&2
+  "$@" 2>&1 | tee "$prefix.log"
+  status=${PIPESTATUS[0]}
+  if ((status != 0)); then
+    echo "profile.sh: error: the profiled program failed (exit $status${where:+ $where}); output in $prefix.log" >&2
+    exit "$status"
+  fi
+}
+
 usage() { awk 'NR > 3 && !/^#/ { exit } NR > 3 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; }
 die() { echo "profile.sh: error: $1" >&2; exit "${2:-1}"; }
 usage_error() { echo "profile.sh: error: $1" >&2; echo "run scripts/profile.sh --help for usage" >&2; exit 2; }
@@ -185,13 +199,7 @@ profile_ranks() {
     ((is_train)) && [[ -z $given_report ]] && rm -f -- "$prefix.rank$r.json"
   done
 
-  echo "profile.sh: $(show_cmd "${launch_cmd[@]}")" >&2
-  "${launch_cmd[@]}" 2>&1 | tee "$prefix.log"
-  status=${PIPESTATUS[0]}
-  if ((status != 0)); then
-    echo "profile.sh: error: the profiled program failed (exit $status from $launcher); output in $prefix.log" >&2
-    exit "$status"
-  fi
+  run_profiled "from $launcher" "${launch_cmd[@]}"
   for ((r = 0; r < n; r++)); do
     [[ -f $prefix.rank$r.nsys-rep ]] || missing+=("$prefix.rank$r.nsys-rep")
   done
@@ -273,13 +281,7 @@ mkdir -p -- "$(dirname -- "$prefix")" || die "cannot create the directory of $pr
 rm -f -- "$prefix.nsys-rep" "$prefix.sqlite" "$prefix.log"
 ((is_train)) && [[ -z $given_report ]] && rm -f -- "$report"
 
-echo "profile.sh: $(show_cmd "${profile_cmd[@]}")" >&2
-"${profile_cmd[@]}" 2>&1 | tee "$prefix.log"
-status=${PIPESTATUS[0]}
-if ((status != 0)); then
-  echo "profile.sh: error: the profiled program failed (exit $status); output in $prefix.log" >&2
-  exit "$status"
-fi
+run_profiled "" "${profile_cmd[@]}"
 [[ -f $prefix.nsys-rep ]] ||
   die "nsys produced no $prefix.nsys-rep: the capture range never started (the program must call cudaProfilerStart; check $prefix.log)" 1
 

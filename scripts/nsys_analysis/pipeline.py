@@ -13,14 +13,19 @@ from .report import load_report
 from .summary import compute_summary
 
 
+def _write_json_and_markdown(out_dir, name, obj, markdown):
+    """out_dir/<name>.json (obj, indented) and out_dir/<name>.md (the markdown text)."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, name + ".json"), "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+    with open(os.path.join(out_dir, name + ".md"), "w") as f:
+        f.write(markdown)
+
+
 def write_outputs(s, ex, out_dir, figures=True):
     """Write summary.json, summary.md and (unless figures is False) figures 1, 2, 3 and 5 into out_dir."""
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "summary.json"), "w") as f:
-        json.dump(s, f, indent=2)
-        f.write("\n")
-    with open(os.path.join(out_dir, "summary.md"), "w") as f:
-        f.write(render_markdown(s))
+    _write_json_and_markdown(out_dir, "summary", s, render_markdown(s))
     paths = []
     if figures:
         paths.append(plot_phase_totals(s, os.path.join(out_dir, "fig1_phases.png")))
@@ -75,12 +80,7 @@ def analyze_ranks(export_paths, out_dir, report_paths=None, expected_steps=None,
     r = compute_ranks(comms, summaries, reports)
     r["reports"] = list(report_paths)
     r["analysis_dirs"] = [os.path.relpath(d, out_dir) for d in rank_dirs]
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "ranks.json"), "w") as f:
-        json.dump(r, f, indent=2)
-        f.write("\n")
-    with open(os.path.join(out_dir, "ranks.md"), "w") as f:
-        f.write(render_ranks_markdown(r))
+    _write_json_and_markdown(out_dir, "ranks", r, render_ranks_markdown(r))
     if figures:
         plot_ranks(r, os.path.join(out_dir, "fig_ranks.png"))
     return summaries, r

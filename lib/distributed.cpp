@@ -84,7 +84,7 @@ DataParallel::DataParallel(Distributed& dist, torch::nn::Module&, std::int64_t b
     : dist_(dist), bucket_bytes_(bucket_bytes), broadcast_buffers_(broadcast_buffers) {}
 DataParallel::~DataParallel() = default;
 void DataParallel::before_forward() {}
-void DataParallel::before_backward(const torch::Tensor&) {}
+void DataParallel::before_backward() {}
 
 #else  // WORKLOAD_HAVE_C10D
 
@@ -348,7 +348,7 @@ void DataParallel::before_forward() {
   }
 }
 
-void DataParallel::before_backward(const torch::Tensor&) {
+void DataParallel::before_backward() {
   // Every parameter takes part in every iteration (find_unused_parameters=False): DDP passes no
   // outputs to search for unused ones.
   if (state_->grad) state_->reducer->prepare_for_backward({});

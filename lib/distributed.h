@@ -93,8 +93,9 @@ class DataParallel {
   /// Inside the forward phase, before the model runs: rebuilds the buckets after the first
   /// iteration (a collective), broadcasts the buffers, marks the iteration's start.
   void before_forward();
-  /// After forward, when a backward follows: arms the reduction of every parameter's gradient.
-  void before_backward(const torch::Tensor& loss);
+  /// After the model's forward, when a backward follows: arms the reduction of every parameter's
+  /// gradient (every parameter takes part in every iteration: no search for unused ones).
+  void before_backward();
 
   std::int64_t bucket_bytes() const { return bucket_bytes_; }
   bool broadcast_buffers() const { return broadcast_buffers_; }

@@ -266,7 +266,7 @@ StepRecord Trainer::step(int index, bool warmup) {
       // PyTorch's DistributedDataParallel.forward.
       if (ddp_) ddp_->before_forward();
       const torch::Tensor output = forward(images);
-      if (ddp_ && train) ddp_->before_backward(output);
+      if (ddp_ && train) ddp_->before_backward();
       loss_ = torch::nn::functional::cross_entropy(output, labels);
     }
     if (train) {

@@ -74,7 +74,8 @@ int signal_number(const std::string& name);
 ///                optimizer_step }
 /// with, only when their flags ask for them: `normalize` after h2d_submit (--host-dtype uint8),
 /// per-stage and per-block ranges inside forward (--nvtx-detail layers), no zero_grad, backward
-/// or optimizer_step (--mode forward), and `loss_item` last (--sync-every-step).
+/// or optimizer_step (--mode forward), and `loss_item` last (--sync-every-step). In a distributed
+/// run the tree is the same; DDP's own work shows in the `ddp` domain (lib/nvtx.h).
 /// and the capture is: warm-up steps, device synchronize, cudaProfilerStart, capture_window {
 /// [iterator_reset], steps, capture_drain }, cudaProfilerStop. Nothing inside the window waits for
 /// the device before capture_drain.

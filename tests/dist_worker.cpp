@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
       const auto [x, y] = dist_test::batch(/*step=*/0, r, dist_test::kBatch);
       ddp.before_forward();
       const torch::Tensor output = net->forward(x);
-      ddp.before_backward(output);
+      ddp.before_backward();
       torch::nn::functional::cross_entropy(output, y).backward();
       for (const auto& p : net->parameters()) saved.push_back(p.grad().clone());
       torch::save(saved, out + "/grad" + suffix);
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
         sgd.zero_grad();
         ddp.before_forward();
         const torch::Tensor output = net->forward(x);
-        ddp.before_backward(output);
+        ddp.before_backward();
         torch::nn::functional::cross_entropy(output, y).backward();
         sgd.step();
       }

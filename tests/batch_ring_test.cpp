@@ -274,13 +274,18 @@ TEST(BatchRingTest, StopAndCancelWakeEveryWaiter) {
     BatchRing ring(shape(3, 1));
     fill_next(ring);
     ring.acquire();  // leased; the next claim waits for the consumer
-    auto writer = std::async(std::launch::async, [&] { return ring.claim(); });
-    auto writer2 = std::async(std::launch::async, [&] { return ring.claim(); });
-    EXPECT_EQ(writer.wait_for(50ms), std::future_status::ready);  // batch 1 is within the bound
+    // Two writers: one claims batch 1 (within the bound), the other waits for batch 2.
+    auto a = std::async(std::launch::async, [&] { return ring.claim(); });
+    auto b = std::async(std::launch::async, [&] { return ring.claim(); });
     auto consumer = std::async(std::launch::async, [&] { ring.acquire(); });
-    std::this_thread::sleep_for(50ms);
+    std::this_thread::sleep_for(100ms);
+    const bool a_ready = a.wait_for(0ms) == std::future_status::ready;
+    const bool b_ready = b.wait_for(0ms) == std::future_status::ready;
+    EXPECT_NE(a_ready, b_ready) << "exactly one claim is possible before the consumer moves on";
     ring.stop();
-    EXPECT_FALSE(writer2.get().has_value());
+    const auto ca = a.get(), cb = b.get();
+    EXPECT_EQ(ca.has_value() + cb.has_value(), 1);  // the waiting one got nothing
+    EXPECT_EQ((ca ? ca : cb)->batch.sequence, 1);
     EXPECT_THROW(consumer.get(), std::logic_error);
   }
   BatchRing ring(shape(3, 1));

@@ -101,6 +101,87 @@ bool JpegDecoder::looks_like_jpeg(const std::uint8_t* data, std::size_t size) {
   return size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
 }
 
+namespace {
+
+ChromaSubsampling subsampling_of(const jpeg_decompress_struct& cinfo) {
+  if (cinfo.num_components == 1) return ChromaSubsampling::kGray;
+  // The first component against the others, which must agree among themselves (the fourth of a
+  // CMYK/YCCK stream may be sampled like the first).
+  const jpeg_component_info* c = cinfo.comp_info;
+  for (int i = 2; i < std::min(cinfo.num_components, 3); ++i) {
+    if (c[i].h_samp_factor != c[1].h_samp_factor || c[i].v_samp_factor != c[1].v_samp_factor) {
+      return ChromaSubsampling::kOther;
+    }
+  }
+  if (c[1].h_samp_factor != 1 || c[1].v_samp_factor != 1) return ChromaSubsampling::kOther;
+  const int h = c[0].h_samp_factor, v = c[0].v_samp_factor;
+  if (h == 1 && v == 1) return ChromaSubsampling::k444;
+  if (h == 2 && v == 1) return ChromaSubsampling::k422;
+  if (h == 2 && v == 2) return ChromaSubsampling::k420;
+  if (h == 1 && v == 2) return ChromaSubsampling::k440;
+  if (h == 4 && v == 1) return ChromaSubsampling::k411;
+  if (h == 4 && v == 2) return ChromaSubsampling::k410;
+  return ChromaSubsampling::kOther;
+}
+
+JpegColorSpace color_space_of(J_COLOR_SPACE space) {
+  switch (space) {
+    case JCS_GRAYSCALE:
+      return JpegColorSpace::kGray;
+    case JCS_YCbCr:
+      return JpegColorSpace::kYCbCr;
+    case JCS_RGB:
+      return JpegColorSpace::kRgb;
+    case JCS_CMYK:
+      return JpegColorSpace::kCmyk;
+    case JCS_YCCK:
+      return JpegColorSpace::kYcck;
+    default:
+      return JpegColorSpace::kOther;
+  }
+}
+
+}  // namespace
+
+JpegHeader JpegDecoder::read_header(const std::uint8_t* data, std::size_t size,
+                                    const std::string& name) {
+  State& s = *state_;
+  jpeg_decompress_struct& cinfo = s.cinfo;
+  if (size == 0) throw DataError(name + ": empty file (0 bytes)");
+  if (!looks_like_jpeg(data, size)) throw DataError(name + ": not a JPEG stream");
+  if (setjmp(s.err.jump)) {
+    jpeg_abort_decompress(&cinfo);
+    throw DataError(name + ": JPEG header: " + s.err.message);
+  }
+  s.err.message[0] = '\0';
+  s.err.pub.num_warnings = 0;
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  if (!has_eoi_after(data, size, size - cinfo.src->bytes_in_buffer)) {
+    std::snprintf(s.err.message, sizeof(s.err.message),
+                  "no end-of-image marker after the scan data (truncated file)");
+    std::longjmp(s.err.jump, 1);
+  }
+  JpegHeader h;
+  h.width = static_cast<int>(cinfo.image_width);
+  h.height = static_cast<int>(cinfo.image_height);
+  if (static_cast<std::uint64_t>(h.width) * static_cast<std::uint64_t>(h.height) >
+      kMaxImagePixels) {
+    std::snprintf(s.err.message, sizeof(s.err.message), "image of %dx%d pixels is too large",
+                  h.width, h.height);
+    std::longjmp(s.err.jump, 1);
+  }
+  h.components = cinfo.num_components;
+  h.subsampling = subsampling_of(cinfo);
+  h.color_space = color_space_of(cinfo.jpeg_color_space);
+  h.progressive = cinfo.progressive_mode != 0;
+  h.arithmetic = cinfo.arith_code != 0;
+  h.precision = cinfo.data_precision;
+  h.restart_interval = static_cast<int>(cinfo.restart_interval);
+  jpeg_abort_decompress(&cinfo);
+  return h;
+}
+
 RgbView JpegDecoder::decode_full(const std::uint8_t* data, std::size_t size,
                                  const std::string& name, DecodeInfo* info) {
   auto whole = [](void*, int w, int h) { return CropRect{0, 0, w, h}; };

@@ -38,6 +38,35 @@ struct DecodeInfo {
   int color_space = 0;  ///< libjpeg's J_COLOR_SPACE of the stream.
 };
 
+/// Chroma subsampling (horizontal x vertical) of a JPEG: the luma (or first) component's sampling
+/// factors over the others', as in 4:2:0 = luma sampled 2x2 for each chroma sample.
+enum class ChromaSubsampling {
+  k444,
+  k422,
+  k420,
+  k440,
+  k411,
+  k410,
+  kGray,   ///< One component.
+  kOther,  ///< Any other set of factors (the components disagree in unusual ways).
+};
+
+/// The colour model a JPEG stores.
+enum class JpegColorSpace { kGray, kYCbCr, kRgb, kCmyk, kYcck, kOther };
+
+/// What a JPEG's header says, read without decoding (JpegDecoder::read_header).
+struct JpegHeader {
+  int width = 0;
+  int height = 0;
+  int components = 0;
+  ChromaSubsampling subsampling = ChromaSubsampling::kOther;
+  JpegColorSpace color_space = JpegColorSpace::kOther;
+  bool progressive = false;
+  bool arithmetic = false;   ///< Arithmetic rather than Huffman entropy coding.
+  int precision = 8;         ///< Bits per sample.
+  int restart_interval = 0;  ///< MCUs between restart markers, 0 for none.
+};
+
 /// How much of the image to decode.
 enum class DecodeMode {
   kFusedRoi,  ///< Only the crop's rows and iMCU columns, at the smallest sufficient DCT scale.
@@ -78,6 +107,12 @@ class JpegDecoder {
   RgbView decode(const std::uint8_t* data, std::size_t size, const std::string& name,
                  CropChooser choose, void* context, int min_width, int min_height, DecodeMode mode,
                  DecodeInfo* info = nullptr);
+
+  /// Reads and checks the header only (size, components, subsampling, coding), with the same
+  /// checks as decode(): a stream without an end-of-image marker after its scan data, or larger
+  /// than kMaxImagePixels, is a DataError, so an image read_header accepts is one decode() reads.
+  /// \throws DataError naming `name`.
+  JpegHeader read_header(const std::uint8_t* data, std::size_t size, const std::string& name);
 
   /// Decodes the whole image at full resolution.
   RgbView decode_full(const std::uint8_t* data, std::size_t size, const std::string& name,

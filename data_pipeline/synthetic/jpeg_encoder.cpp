@@ -65,6 +65,13 @@ void set_sampling(jpeg_compress_struct& cinfo, ChromaSubsampling s) {
       h = 4;
       v = 1;
       break;
+    case ChromaSubsampling::k410:
+      h = 4;
+      v = 2;
+      break;
+    case ChromaSubsampling::kGray:
+    case ChromaSubsampling::kOther:
+      throw std::invalid_argument("encode_jpeg: expected a subsampling from 4:4:4 to 4:1:0");
   }
   cinfo.comp_info[0].h_samp_factor = h;
   cinfo.comp_info[0].v_samp_factor = v;

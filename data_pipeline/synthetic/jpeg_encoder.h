@@ -5,10 +5,9 @@
 #include <string>
 #include <vector>
 
-namespace data_pipeline {
+#include "data_pipeline/jpeg_decoder.h"
 
-/// Chroma subsampling (horizontal x vertical) of a colour JPEG.
-enum class ChromaSubsampling { k444, k422, k420, k440, k411 };
+namespace data_pipeline {
 
 /// Colour model of the encoded stream.
 enum class JpegColor {
@@ -22,7 +21,7 @@ enum class JpegColor {
 /// Encoder settings.
 struct JpegEncodeOptions {
   int quality = 85;
-  ChromaSubsampling subsampling = ChromaSubsampling::k420;
+  ChromaSubsampling subsampling = ChromaSubsampling::k420;  ///< k444 .. k410 (kGray, kOther: none)
   JpegColor color = JpegColor::kYCbCr;
   bool progressive = false;
   bool arithmetic = false;   ///< Arithmetic instead of Huffman entropy coding.

@@ -1,0 +1,64 @@
+// The resize filter of torchvision's RandomResizedCrop on PIL images: bilinear, antialiased when
+// shrinking (PIL's triangle filter, its support widened by the shrink factor). Header-only and
+// usable from CUDA (__host__ __device__), so the GPU decode stage's resize kernel and the CPU tests
+// run the same arithmetic.
+#pragma once
+
+#if defined(__CUDACC__)
+#define WORKLOAD_HOST_DEVICE __host__ __device__
+#else
+#define WORKLOAD_HOST_DEVICE
+#endif
+
+namespace data_pipeline {
+
+/// The source pixels one output pixel reads along one axis, and the filter's geometry.
+///
+/// Resizing `in_size` source pixels (a crop, clipped to itself as torchvision crops before it
+/// resizes) to `out_size`: output pixel i is centred at source coordinate (i + 0.5) * scale, with
+/// scale = in_size / out_size; the triangle filter 1 - |d| is stretched by
+/// stretch = max(scale, 1) (antialiasing when shrinking, plain bilinear when enlarging), so the
+/// taps are the source pixels j with centre j + 0.5 within `stretch` of it, clipped to
+/// [0, in_size), weighted by 1 - |j + 0.5 - centre| / stretch and normalised to sum to 1. These are
+/// PIL's ImagingResample coefficients (precompute_coeffs) for the bilinear filter.
+struct FilterTaps {
+  int first = 0;           ///< First source pixel.
+  int count = 0;           ///< Source pixels read.
+  double centre = 0;       ///< Output pixel's centre in source coordinates.
+  double inv_stretch = 1;  ///< 1 / max(scale, 1).
+  double norm = 1;         ///< 1 / (sum of the unnormalised weights).
+};
+
+/// Taps of output pixel `i` (0 <= i < out_size; in_size, out_size >= 1). Positions are computed in
+/// double, as Pillow does: in float, a source position near 4000 would be off by 2^-12 pixels.
+WORKLOAD_HOST_DEVICE inline FilterTaps filter_taps(int i, int in_size, int out_size) {
+  FilterTaps t;
+  const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
+  const double stretch = scale > 1.0 ? scale : 1.0;
+  t.inv_stretch = 1.0 / stretch;
+  t.centre = (static_cast<double>(i) + 0.5) * scale;
+  // Pillow: xmin = (int)(centre - support + 0.5), xmax = (int)(centre + support + 0.5), clipped.
+  int first = static_cast<int>(t.centre - stretch + 0.5);
+  int last = static_cast<int>(t.centre + stretch + 0.5);
+  if (first < 0) first = 0;
+  if (last > in_size) last = in_size;
+  t.first = first;
+  t.count = last > first ? last - first : 0;
+  double total = 0;
+  for (int j = first; j < last; ++j) {
+    const double d = (static_cast<double>(j) + 0.5 - t.centre) * t.inv_stretch;
+    const double w = d < 0 ? 1.0 + d : 1.0 - d;
+    if (w > 0) total += w;
+  }
+  t.norm = total > 0 ? 1.0 / total : 0.0;
+  return t;
+}
+
+/// Normalised weight of source pixel `j` (t.first <= j < t.first + t.count) in `t`.
+WORKLOAD_HOST_DEVICE inline float filter_weight(const FilterTaps& t, int j) {
+  const double d = (static_cast<double>(j) + 0.5 - t.centre) * t.inv_stretch;
+  const double w = d < 0 ? 1.0 + d : 1.0 - d;
+  return w > 0 ? static_cast<float>(w * t.norm) : 0.0f;
+}
+
+}  // namespace data_pipeline

@@ -69,8 +69,9 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
       phase_totals_ms  per default-domain range name, the total duration of its ranges in the window.
       sync_calls_in_steps
                        SYNC_CALLS calls starting inside a torch_step's time span, on any thread, except
-                       calls enclosed by a range of another NVTX domain on their thread (the loader's
-                       data_pipeline fences block only the loader).
+                       calls enclosed by a range of the loader's domain (LOADER_DOMAIN) on their thread:
+                       the data_pipeline fences block only the loader. Ranges of other named domains
+                       (the ddp ranges on the main thread, NCCL's) excuse nothing.
       layout_conversion_kernels
                        kernels matching is_layout_conversion() launched (runtime call start; the kernel's
                        own start when uncorrelated) inside a torch_step's time span.
@@ -177,8 +178,13 @@ def _add_device_activity(s, ex, window, step_index):
     s["layout_conversion_names"] = layout_names
 
 
+# The C++ loader's NVTX domain (data_pipeline/nvtx_domain.h): its ranges sit on worker threads,
+# where a wait on the device (the slot's reuse fence) delays only the loader.
+LOADER_DOMAIN = "data_pipeline"
+
+
 def _add_sync_calls(s, ex, step_index):
-    """SYNC_CALLS inside steps, except those inside another domain's range on their thread."""
+    """SYNC_CALLS inside steps, except those inside a loader-domain range on their thread."""
     if ex.api_calls is None:
         s["sync_calls_in_steps"] = None
         s["sync_calls_in_steps_by_name"] = {}
@@ -186,7 +192,8 @@ def _add_sync_calls(s, ex, step_index):
         return
     fences = defaultdict(list)
     for r in ex.other_ranges:
-        fences[r.tid].append((r.start, r.end))
+        if r.domain == LOADER_DOMAIN:
+            fences[r.tid].append((r.start, r.end))
     counted, excused = OrderedDict(), 0
     for call in ex.api_calls:
         if call.name not in SYNC_CALLS or step_index.find(call.start) is None:

@@ -8,7 +8,7 @@ import os
 import unittest
 
 # nsys_exports first: it puts scripts/ on sys.path.
-from nsys_exports import AUTOGRAD, ExportBuilder, RealFixtureCase, TempDirCase, basic_export
+from nsys_exports import AUTOGRAD, MAIN, ExportBuilder, RealFixtureCase, TempDirCase, basic_export
 from nsys_analysis.checks import crosscheck_stats, failed_checks, normalize_nvtx_name
 
 
@@ -87,6 +87,16 @@ class FailingChecksTest(TempDirCase):
         self.assertEqual(s["sync_calls_in_steps"], 2)
         self.assertEqual(dict(s["sync_calls_in_steps_by_name"]), {"cudaEventSynchronize": 1, "cudaStreamSynchronize": 1})
         self.assertEqual(s["sync_calls_in_loader_ranges"], 1)
+        self.assertIs(s["checks"]["no_sync_in_steps"], False)
+
+    def test_only_the_loaders_domain_excuses_a_sync(self):
+        b = basic_export()
+        b.domain(2, "ddp", tid=MAIN)
+        b.range("stop_agreement", 6.9, 7.2, domain=2)               # main thread, in step 1
+        b.api("cudaStreamSynchronize_v3020", 7.0, 7.1)               # inside it: still counted
+        s = self.summarize(b)
+        self.assertEqual(s["sync_calls_in_steps"], 1)
+        self.assertEqual(s["sync_calls_in_loader_ranges"], 1)       # the loader's fence only
         self.assertIs(s["checks"]["no_sync_in_steps"], False)
 
     def test_layout_conversion(self):

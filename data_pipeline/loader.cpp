@@ -219,7 +219,10 @@ void Loader::fill(SampleReader& reader, const RingClaim& claim) {
     }
   }
   samples_decoded_ += done;
-  if (ring_->finish(claim, error, context)) images_skipped_ += skipped;
+  // Counted before finish() makes the batch ready, so a consumer never holds a batch whose
+  // replacements the counter has not seen; taken back when the batch was abandoned.
+  images_skipped_ += skipped;
+  if (!ring_->finish(claim, error, context)) images_skipped_ -= skipped;
 }
 
 void Loader::worker_main(int worker) {

@@ -143,12 +143,42 @@ JpegColorSpace color_space_of(J_COLOR_SPACE space) {
 
 }  // namespace
 
+namespace {
+
+// The checks decode() and read_header() share, once libjpeg has read the header: the stream ends
+// with an end-of-image marker after its scan data (not truncated), and the image is not larger
+// than kMaxImagePixels. Writes the problem into `message` and returns false; the caller longjmps
+// (this function must not: it returns before the caller's setjmp frame would be left).
+bool header_is_usable(const jpeg_decompress_struct& cinfo, const std::uint8_t* data,
+                      std::size_t size, char* message, std::size_t message_size) {
+  if (!has_eoi_after(data, size, size - cinfo.src->bytes_in_buffer)) {
+    std::snprintf(message, message_size,
+                  "no end-of-image marker after the scan data (truncated file)");
+    return false;
+  }
+  const auto width = static_cast<std::uint64_t>(cinfo.image_width);
+  const auto height = static_cast<std::uint64_t>(cinfo.image_height);
+  if (width * height > kMaxImagePixels) {
+    std::snprintf(message, message_size, "image of %llux%llu pixels is too large",
+                  static_cast<unsigned long long>(width), static_cast<unsigned long long>(height));
+    return false;
+  }
+  return true;
+}
+
+// Inputs no libjpeg call should see. \throws DataError naming `name`.
+void check_jpeg_input(const std::uint8_t* data, std::size_t size, const std::string& name) {
+  if (size == 0) throw DataError(name + ": empty file (0 bytes)");
+  if (!JpegDecoder::looks_like_jpeg(data, size)) throw DataError(name + ": not a JPEG stream");
+}
+
+}  // namespace
+
 JpegHeader JpegDecoder::read_header(const std::uint8_t* data, std::size_t size,
                                     const std::string& name) {
   State& s = *state_;
   jpeg_decompress_struct& cinfo = s.cinfo;
-  if (size == 0) throw DataError(name + ": empty file (0 bytes)");
-  if (!looks_like_jpeg(data, size)) throw DataError(name + ": not a JPEG stream");
+  check_jpeg_input(data, size, name);
   if (setjmp(s.err.jump)) {
     jpeg_abort_decompress(&cinfo);
     throw DataError(name + ": JPEG header: " + s.err.message);
@@ -157,20 +187,12 @@ JpegHeader JpegDecoder::read_header(const std::uint8_t* data, std::size_t size,
   s.err.pub.num_warnings = 0;
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
-  if (!has_eoi_after(data, size, size - cinfo.src->bytes_in_buffer)) {
-    std::snprintf(s.err.message, sizeof(s.err.message),
-                  "no end-of-image marker after the scan data (truncated file)");
+  if (!header_is_usable(cinfo, data, size, s.err.message, sizeof(s.err.message))) {
     std::longjmp(s.err.jump, 1);
   }
   JpegHeader h;
   h.width = static_cast<int>(cinfo.image_width);
   h.height = static_cast<int>(cinfo.image_height);
-  if (static_cast<std::uint64_t>(h.width) * static_cast<std::uint64_t>(h.height) >
-      kMaxImagePixels) {
-    std::snprintf(s.err.message, sizeof(s.err.message), "image of %dx%d pixels is too large",
-                  h.width, h.height);
-    std::longjmp(s.err.jump, 1);
-  }
   h.components = cinfo.num_components;
   h.subsampling = subsampling_of(cinfo);
   h.color_space = color_space_of(cinfo.jpeg_color_space);
@@ -196,8 +218,7 @@ RgbView JpegDecoder::decode(const std::uint8_t* data, std::size_t size, const st
   // The previous view is no longer needed: drop buffers an unusually large image left behind.
   if (s.pixels.capacity() > kKeepBufferBytes) std::vector<std::uint8_t>().swap(s.pixels);
   if (s.rgb.capacity() > kKeepBufferBytes) std::vector<std::uint8_t>().swap(s.rgb);
-  if (size == 0) throw DataError(name + ": empty file (0 bytes)");
-  if (!looks_like_jpeg(data, size)) throw DataError(name + ": not a JPEG stream");
+  check_jpeg_input(data, size, name);
 
   // Everything between setjmp and the end of decoding touches only `s` and trivially destructible
   // locals, so a longjmp from libjpeg skips no destructor.
@@ -210,19 +231,11 @@ RgbView JpegDecoder::decode(const std::uint8_t* data, std::size_t size, const st
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
 
-  const std::size_t scan_start = size - cinfo.src->bytes_in_buffer;
-  if (!has_eoi_after(data, size, scan_start)) {
-    std::snprintf(s.err.message, sizeof(s.err.message),
-                  "no end-of-image marker after the scan data (truncated file)");
+  if (!header_is_usable(cinfo, data, size, s.err.message, sizeof(s.err.message))) {
     std::longjmp(s.err.jump, 1);
   }
   const int width = static_cast<int>(cinfo.image_width);
   const int height = static_cast<int>(cinfo.image_height);
-  if (static_cast<std::uint64_t>(width) * static_cast<std::uint64_t>(height) > kMaxImagePixels) {
-    std::snprintf(s.err.message, sizeof(s.err.message), "image of %dx%d pixels is too large", width,
-                  height);
-    std::longjmp(s.err.jump, 1);
-  }
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;  // libjpeg-turbo expands grayscale to RGB
   cinfo.dct_method = JDCT_ISLOW;

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 namespace data_pipeline {
@@ -118,6 +120,74 @@ TEST(ResizeFilterTest, ConstantSignalsStayAndLinearOnesAtWholeRatios) {
       if (linear) {
         EXPECT_NEAR(ramp, 3.0 * centre + 7.0, 1e-3) << in << " -> " << out << ", " << i;
       }
+    }
+  }
+}
+
+// A patterned image with every kind of edge, as the Pillow fixtures below were made:
+// (x * 37 + y * 11 + c * 101 + ((x * y) ^ (c * 53))) mod 256.
+std::vector<unsigned char> pattern(int width, int height) {
+  std::vector<unsigned char> p(static_cast<std::size_t>(width) * height * 3);
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      for (int c = 0; c < 3; ++c) {
+        p[(static_cast<std::size_t>(y) * width + x) * 3 + c] =
+            static_cast<unsigned char>((x * 37 + y * 11 + c * 101 + ((x * y) ^ (c * 53))) % 256);
+      }
+    }
+  }
+  return p;
+}
+
+std::uint64_t fnv1a(const std::vector<unsigned char>& bytes) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char b : bytes) {
+    h ^= b;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+// Expected digests from Pillow 9.4 itself:
+//   Image.fromarray(pattern(w, h)).resize((s, s), Image.BILINEAR), FNV-1a of the bytes.
+TEST(ResizeFilterTest, TheReferenceResizeIsPillowsByteForByte) {
+  struct Case {
+    int width, height, size;
+    std::uint64_t pillow_fnv;
+    unsigned char first[3], last[3];
+  };
+  const Case cases[] = {
+      {23, 17, 7, 0x4ef27b94709c38b0ULL, {66, 167, 116}, {140, 106, 176}},
+      {23, 17, 31, 0x6904e228b00be604ULL, {0, 154, 52}, {62, 152, 178}},
+      {400, 300, 224, 0xe43f5265528ea4f7ULL, {24, 178, 76}, {135, 80, 165}},
+      {97, 500, 224, 0x4912ea813d752f72ULL, {9, 163, 61}, {75, 193, 121}},
+      {224, 224, 224, 0xb9b1bde060e83265ULL, {0, 154, 52}, {17, 169, 197}},
+      {1000, 37, 64, 0xd99c1181c25bb0e0ULL, {108, 124, 127}, {137, 82, 179}},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(std::to_string(k.width) + "x" + std::to_string(k.height) + " -> " +
+                 std::to_string(k.size));
+    const auto src = pattern(k.width, k.height);
+    std::vector<unsigned char> out(static_cast<std::size_t>(k.size) * k.size * 3);
+    std::vector<unsigned char> rows;
+    resize_reference(src.data(), k.width, k.height, static_cast<long>(k.width) * 3, out.data(),
+                     k.size, rows);
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_EQ(out[c], k.first[c]);
+      EXPECT_EQ(out[out.size() - 3 + c], k.last[c]);
+    }
+    EXPECT_EQ(fnv1a(out), k.pillow_fnv);
+  }
+}
+
+TEST(ResizeFilterTest, FixedPointWeightsSumToOneInPillowsUnits) {
+  for (const auto& [in, out] :
+       std::vector<std::pair<int, int>>{{512, 224}, {4000, 224}, {100, 224}}) {
+    for (int i = 0; i < out; i += 7) {
+      const FilterTaps t = filter_taps(i, in, out);
+      int sum = 0;
+      for (int j = t.first; j < t.first + t.count; ++j) sum += filter_weight_fixed(t, j);
+      EXPECT_NEAR(sum, 1 << kResizeWeightBits, t.count) << in << "->" << out << " pixel " << i;
     }
   }
 }

@@ -155,7 +155,8 @@ int main(int argc, char** argv) {
                 : ("workers " + std::to_string(lo.workers) + ", prefetch " +
                    std::to_string(lo.prefetch_factor) + ", pinned " +
                    (trainer.loader()->pinned() ? "yes" : "no") + ", " + to_string(lo.work_unit) +
-                   " unit, iterator " + (c.reuse_iterator ? "reused" : "reset"))
+                   " unit, iterator " + (c.reuse_iterator ? "reused" : "reset") + ", decode " +
+                   to_string(lo.decode))
                       .c_str());
         const workload::TrainConfig article;
         if (c.precision != article.precision ||

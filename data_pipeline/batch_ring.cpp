@@ -284,10 +284,11 @@ void BatchRing::release(std::size_t idx, ReuseFence fence) {
   work_cv_.notify_all();
 }
 
-void BatchRing::reset() {
+void BatchRing::reset(std::optional<std::int64_t> epoch) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    traversal_epoch_ = (last_consumed_epoch_ >= 0 ? last_consumed_epoch_ : traversal_epoch_) + 1;
+    traversal_epoch_ =
+        epoch ? *epoch : (last_consumed_epoch_ >= 0 ? last_consumed_epoch_ : traversal_epoch_) + 1;
     last_consumed_epoch_ = -1;
     ++generation_;
     live_generation_.store(generation_, std::memory_order_relaxed);

@@ -144,8 +144,9 @@ class BatchRing {
   /// Starts a new traversal: the next batch is the first of a new epoch, the one after the last
   /// epoch the consumer took a batch from (or after the traversal's first epoch if it took none),
   /// so it does not depend on how far the writers had run ahead. Batches claimed before are
-  /// abandoned; their slots return as their writers notice.
-  void reset();
+  /// abandoned; their slots return as their writers notice. With `epoch`, the new traversal
+  /// starts at that epoch instead.
+  void reset(std::optional<std::int64_t> epoch = std::nullopt);
   /// Wakes every waiter and refuses further claims. Idempotent.
   void stop();
   /// stop(), and acquire() throws Cancelled from now on. Any thread, e.g. a signal handler's.

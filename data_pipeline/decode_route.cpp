@@ -41,4 +41,9 @@ RouteDecision hardware_route(const JpegHeader& h) {
   return cpu("unusual subsampling");
 }
 
+bool ends_with_eoi(const std::uint8_t* data, std::size_t size) {
+  while (size > 0 && data[size - 1] == 0x00) --size;
+  return size >= 4 && data[size - 2] == 0xFF && data[size - 1] == 0xD9;
+}
+
 }  // namespace data_pipeline

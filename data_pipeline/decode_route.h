@@ -2,6 +2,9 @@
 // the others go to the CPU path.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
 #include "data_pipeline/jpeg_decoder.h"
 #include "data_pipeline/named_enum.h"
 
@@ -28,5 +31,11 @@ struct RouteDecision {
 /// or other factors, CMYK / YCCK / RGB-stored streams, more than 8 bits. Restart markers pass here;
 /// nvjpegDecodeBatchedSupportedEx has the last word on the GPU. Pure; thread-safe.
 RouteDecision hardware_route(const JpegHeader& header);
+
+/// True when the stream's last bytes, after any trailing zero padding, are the end-of-image
+/// marker (FF D9). The CPU path refuses a stream cut short; the hardware decoder would decode one
+/// into grey, so a stream that does not end this way (cut short, or with data appended after its
+/// image) goes to the CPU path, which decides. Pure; thread-safe.
+bool ends_with_eoi(const std::uint8_t* data, std::size_t size);
 
 }  // namespace data_pipeline

@@ -34,8 +34,18 @@ Batch& Batch::operator=(Batch&& other) noexcept {
     wait_ = other.wait_;
     skipped_ = std::move(other.skipped_);
     indices_ = std::move(other.indices_);
+    staged_ = std::move(other.staged_);
+    sample_bytes_ = other.sample_bytes_;
   }
   return *this;
+}
+
+const std::uint8_t* Batch::sample_area(std::int64_t k) const {
+  if (!ring_ || k < 0 || k >= position_.count) {
+    throw std::out_of_range("Batch::sample_area: sample " + std::to_string(k) + " of a batch of " +
+                            std::to_string(position_.count));
+  }
+  return ring_->images(slot_) + static_cast<std::size_t>(k) * sample_bytes_;
 }
 
 void Batch::release() { release_after(nullptr); }
@@ -149,6 +159,7 @@ Loader::Loader(std::shared_ptr<const Food101Index> index, LoaderOptions options)
   for (auto& r : records_) {
     r.digests.assign(static_cast<std::size_t>(b), 0);
     r.skipped.resize(static_cast<std::size_t>(b));
+    if (options_.decode == DecodeDevice::kGpu) r.staged.resize(static_cast<std::size_t>(b));
   }
   orders_ = std::make_unique<EpochOrders>(index_->size(), options_.seed, options_.shuffle,
                                           options_.shard_count, options_.shard_index);
@@ -184,6 +195,12 @@ LoaderStats Loader::stats() const {
 
 void Loader::reset() { ring_->reset(); }
 
+void Loader::reset_to(std::int64_t epoch) {
+  if (epoch < 0)
+    throw std::invalid_argument("Loader::reset_to: negative epoch " + std::to_string(epoch));
+  ring_->reset(epoch);
+}
+
 void Loader::fill(SampleReader& reader, const RingClaim& claim) {
   ring_->open(claim);
   const auto order = orders_->get(claim.batch.epoch);
@@ -202,9 +219,11 @@ void Loader::fill(SampleReader& reader, const RingClaim& claim) {
       if (!ring_->live(claim)) break;  // abandoned by reset() or stop(): finish() frees the slot
       const auto at = static_cast<std::size_t>(k);
       try {
-        SampleResult r =
-            reader.read(claim.batch.epoch, (*order)[static_cast<std::size_t>(base + k)],
-                        images + at * sample_bytes_);
+        const std::int64_t image = (*order)[static_cast<std::size_t>(base + k)];
+        std::uint8_t* dst = images + at * sample_bytes_;
+        SampleResult r = options_.decode == DecodeDevice::kGpu
+                             ? reader.stage(claim.batch.epoch, image, dst, records.staged[at])
+                             : reader.read(claim.batch.epoch, image, dst);
         labels[k] = r.label;
         records.digests[at] = r.digest;
         skipped += r.skipped.has_value();
@@ -261,6 +280,7 @@ Batch Loader::next() {
   batch.ring_ = ring_;
   batch.slot_ = lease.slot;
   batch.position_ = lease.batch;
+  batch.sample_bytes_ = sample_bytes_;
   const std::int64_t n = lease.batch.count;
   const std::int64_t s = options_.transform.image_size;
   std::int64_t* labels = ring_->labels(lease.slot);
@@ -272,6 +292,12 @@ Batch Loader::next() {
     auto& skipped = records.skipped[static_cast<std::size_t>(k)];
     if (skipped) batch.skipped_.push_back(std::move(*skipped));
     skipped.reset();
+  }
+  if (options_.decode == DecodeDevice::kGpu) {
+    // Hand the records over; the slot gets fresh ones for its next fill.
+    batch.staged_.swap(records.staged);
+    batch.staged_.resize(static_cast<std::size_t>(n));
+    records.staged.resize(static_cast<std::size_t>(options_.batch_size));
   }
   batch.digest_ = hash64(labels, static_cast<std::size_t>(n) * sizeof(std::int64_t),
                          static_cast<std::uint64_t>(n));

@@ -54,6 +54,12 @@ class Batch {
   const std::vector<SkippedImage>& skipped() const { return skipped_; }
   /// The dataset index of each sample, in order (a replaced image keeps its own index here).
   const std::vector<std::int64_t>& indices() const { return indices_; }
+  /// --decode gpu: how each sample reaches the GPU stage, in order (empty for --decode cpu).
+  const std::vector<StagedImage>& staged() const { return staged_; }
+  /// Sample `k`'s area of the slot: its pixels, or a kHardware sample's staged bytes.
+  const std::uint8_t* sample_area(std::int64_t k) const;
+  /// Bytes of one sample's area.
+  std::size_t sample_bytes() const { return sample_bytes_; }
 
   /// Returns the slot to the ring now: only when no device copy still reads it.
   void release();
@@ -71,6 +77,8 @@ class Batch {
   std::chrono::nanoseconds wait_{0};
   std::vector<SkippedImage> skipped_;
   std::vector<std::int64_t> indices_;
+  std::vector<StagedImage> staged_;
+  std::size_t sample_bytes_ = 0;
 };
 
 /// Cumulative counters, readable at any time.
@@ -123,6 +131,10 @@ class Loader {
   /// after the current traversal's first epoch when it took none), so it does not depend on
   /// how far the workers had run ahead.
   void reset();
+  /// reset(), with the new traversal starting at `epoch` rather than at the one the rule above
+  /// picks: for a consumer that passes batches on and knows which its own consumer took (the GPU
+  /// stage). \throws std::invalid_argument for a negative epoch.
+  void reset_to(std::int64_t epoch);
 
   /// Makes a next() that is blocked, or called later, throw data_pipeline::Cancelled, and tells the
   /// workers to stop after the sample they are decoding. Safe to call from any thread (for
@@ -148,6 +160,7 @@ class Loader {
   struct SlotRecords {
     std::vector<std::uint64_t> digests;
     std::vector<std::optional<SkippedImage>> skipped;
+    std::vector<StagedImage> staged;  // --decode gpu
   };
 
   void worker_main(int worker);

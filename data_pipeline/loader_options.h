@@ -40,6 +40,17 @@ inline constexpr EnumName<BadImagePolicy> kBadImagePolicyNames[] = {
     {BadImagePolicy::kError, "error"}, {BadImagePolicy::kSkip, "skip"}};
 constexpr const auto& enum_names(BadImagePolicy) { return kBadImagePolicyNames; }
 
+/// Where a batch's JPEGs are decoded (--decode).
+enum class DecodeDevice {
+  kCpu,  ///< Loader threads decode, augment and normalise into the host batch (the article's path).
+  kGpu,  ///< Loader threads stage the compressed bytes and the crop; the GPU stage decodes them
+         ///< on the hardware JPEG engines (data_pipeline/gpu/), the CPU path taking what they
+         ///< cannot.
+};
+inline constexpr EnumName<DecodeDevice> kDecodeDeviceNames[] = {{DecodeDevice::kCpu, "cpu"},
+                                                                {DecodeDevice::kGpu, "gpu"}};
+constexpr const auto& enum_names(DecodeDevice) { return kDecodeDeviceNames; }
+
 /// Smallest output size the transform accepts.
 inline constexpr int kMinImageSize = 1;
 
@@ -69,6 +80,10 @@ struct LoaderOptions {
   std::uint64_t seed = 2026;  ///< Keys the epoch order and every augmentation.
   TransformOptions transform;
   BadImagePolicy on_bad_image = BadImagePolicy::kError;
+  /// kGpu: the loader's batches carry each image's compressed bytes, crop and flip
+  /// (`Batch::staged`) for the GPU stage; only the images the engines cannot take are decoded
+  /// into the batch's pixels.
+  DecodeDevice decode = DecodeDevice::kCpu;
   /// Data parallelism, as PyTorch's DistributedSampler(shuffle=True, drop_last=False): every shard
   /// draws the same epoch order, pads it with its head to a multiple of shard_count, and takes
   /// every shard_count-th image from shard_index on. Batches are then made from the shard. 1 / 0:

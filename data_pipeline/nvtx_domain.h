@@ -18,8 +18,17 @@ inline constexpr const char* kLoadSample = "load_sample";  ///< A worker fills o
 inline constexpr const char* kReuseFence = "reuse_fence";  ///< Waiting for the device to release a
                                                            ///< slot before rewriting it.
 
+// The GPU decode stage's ranges (--decode gpu), on its own thread: submitting a batch to the
+// hardware JPEG decoder, decoding on the CPU what the engines refused or failed, and launching the
+// resize kernel.
+inline constexpr const char* kGpuDecode = "gpu_decode";
+inline constexpr const char* kDecodeFallback = "decode_fallback";
+inline constexpr const char* kResizeNormalize = "resize_normalize";
+
 /// Loader workers are named kWorkerThreadPrefix + index ("loader/0"), for the OS and for NVTX.
 inline constexpr const char* kWorkerThreadPrefix = "loader/";
+/// The GPU decode stage's thread (--decode gpu).
+inline constexpr const char* kGpuStageThread = "loader/gpu";
 
 namespace detail {
 inline std::atomic<bool>& enabled_flag() {

@@ -30,6 +30,10 @@ using data_pipeline::nvtx::kDomain;
 using data_pipeline::nvtx::kLoadBatch;
 using data_pipeline::nvtx::kLoadSample;
 using data_pipeline::nvtx::kReuseFence;
+// --decode gpu: the GPU stage's ranges, on its thread `loader/gpu` in the same domain.
+using data_pipeline::nvtx::kDecodeFallback;
+using data_pipeline::nvtx::kGpuDecode;
+using data_pipeline::nvtx::kResizeNormalize;
 
 // Data parallelism's own ranges, on the main thread in the `ddp` domain (so the step tree in the
 // default domain is the same with and without it): the buffer broadcast and the bucket rebuild

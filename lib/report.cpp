@@ -125,7 +125,9 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
     l["batches_per_epoch"] = loader->batches_per_epoch();
     l["dataset_images"] = trainer.dataset_images();
     l["images_skipped_total"] = loader->stats().images_skipped;
+    l["decode"] = to_string(c.loader.decode);
   }
+  if (const auto gpu = trainer.gpu_decode_report(); !gpu.is_null()) j["gpu_decode"] = gpu;
 
   auto& cap = j["capture"];
   cap["warmup_steps"] = static_cast<int>(result.warmup_steps.size());

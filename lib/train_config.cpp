@@ -43,6 +43,18 @@ void validate(const TrainConfig& c) {
         "--device cuda: no CUDA device is available (this LibTorch build has no CUDA, or no GPU "
         "is visible); use --device cpu");
   }
+  if (c.loader.decode == data_pipeline::DecodeDevice::kGpu) {
+    if (c.synthetic) {
+      throw UsageError("--decode gpu: --synthetic reads no images; drop one of the two");
+    }
+    if (c.device == Device::kCpu) {
+      throw UsageError("--decode gpu: decodes on the GPU the model runs on; needs --device cuda");
+    }
+#if !defined(WORKLOAD_HAVE_NVJPEG)
+    throw UsageError(std::string("--decode gpu: this build has no GPU decode stage (") +
+                     WORKLOAD_NVJPEG_MISSING + "); use --decode cpu");
+#endif
+  }
   if (!c.report.empty()) check_output_path("--report", c.report);
   if (!c.torch_profiler_trace.empty()) {
     check_output_path("--torch-profiler-trace", c.torch_profiler_trace);

@@ -38,6 +38,10 @@ void visit_loader_flags(L& o, V&& v) {
   v.integer({"image-size", kDataGroup, "crop size in pixels"}, o.transform.image_size,
             kMinTrainImageSize, 4096);
   v.choice({"on-bad-image", kDataGroup, "what an undecodable image does"}, o.on_bad_image);
+  v.choice({"decode", kExperimentsGroup,
+            "gpu: JPEGs decoded by the GPU's hardware engines (nvJPEG), the CPU path taking "
+            "what they cannot (CUDA builds with nvJPEG)"},
+           o.decode);
   v.choice({"host-dtype", kExperimentsGroup, "uint8 batches are normalised on the device"},
            o.transform.dtype);
 }

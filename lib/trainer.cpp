@@ -17,11 +17,16 @@
 #include "lib/phase.h"
 #include "lib/torch_trace.h"
 
+#if defined(WORKLOAD_HAVE_NVJPEG)
+#include "data_pipeline/gpu/gpu_decoder.h"
+#endif
+
 #if defined(WORKLOAD_TORCH_CUDA)
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include "data_pipeline/cuda_check.h"
 #endif
 
 namespace workload {
@@ -62,6 +67,15 @@ struct Trainer::CudaState {
 };
 #else
 struct Trainer::CudaState {};
+#endif
+
+#if defined(WORKLOAD_HAVE_NVJPEG)
+struct Trainer::GpuInput {
+  std::unique_ptr<dp::gpu::GpuDecoder> decoder;
+  dp::gpu::DeviceBatch held;  // the step's batch, released once the step's work is queued
+};
+#else
+struct Trainer::GpuInput {};
 #endif
 
 Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist) : config_(std::move(config)) {
@@ -144,8 +158,23 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist) : config_(std:
       options.shard_count = dist_->world_size();  // DistributedSampler's shards
       options.shard_index = dist_->rank();
     }
-    loader_ = std::make_unique<dp::Loader>(index_, options);
-    if (lo.pin_memory && !loader_->pinned()) {
+    if (lo.decode == dp::DecodeDevice::kGpu) {
+#if defined(WORKLOAD_HAVE_NVJPEG)
+      dp::gpu::GpuDecodeOptions gpu_options;
+      gpu_options.device = device_.index();
+      gpu_input_ = std::make_unique<GpuInput>();
+      gpu_input_->decoder = std::make_unique<dp::gpu::GpuDecoder>(index_, options, gpu_options);
+      const dp::gpu::GpuDecodeInfo& info = gpu_input_->decoder->info();
+      if (!info.notice.empty()) notices_.push_back(info.notice);
+      if (info.hardware) {
+        notices_.push_back("GPU decode: nvJPEG " + info.nvjpeg_version + ", " +
+                           std::to_string(info.engines) + " hardware JPEG engines");
+      }
+#endif
+    } else {
+      loader_ = std::make_unique<dp::Loader>(index_, options);
+    }
+    if (lo.pin_memory && !loader()->pinned()) {
       notices_.push_back("pinned memory unavailable (" +
                          std::string(device_.is_cuda() ? "cudaHostAlloc failed" : "CPU device") +
                          "): batches are in pageable memory");
@@ -161,6 +190,41 @@ Trainer::~Trainer() {
   // Stop the workers before the model and streams go: a worker may be waiting on a fence that
   // references a CUDA event.
   if (loader_) loader_->stop();
+#if defined(WORKLOAD_HAVE_NVJPEG)
+  if (gpu_input_) {
+    gpu_input_->held.release();
+    gpu_input_->decoder->stop();
+  }
+#endif
+}
+
+const dp::Loader* Trainer::loader() const {
+#if defined(WORKLOAD_HAVE_NVJPEG)
+  if (gpu_input_) return &gpu_input_->decoder->loader();
+#endif
+  return loader_.get();
+}
+
+nlohmann::ordered_json Trainer::gpu_decode_report() const {
+  nlohmann::ordered_json j;  // null
+#if defined(WORKLOAD_HAVE_NVJPEG)
+  if (!gpu_input_) return j;
+  const dp::gpu::GpuDecodeInfo& info = gpu_input_->decoder->info();
+  const dp::gpu::GpuDecodeStats st = gpu_input_->decoder->stats();
+  j["hardware"] = info.hardware;
+  j["engines"] = info.engines;
+  j["cores_per_engine"] = info.cores_per_engine;
+  j["nvjpeg_version"] = info.nvjpeg_version;
+  j["notice"] = info.notice;
+  j["batches"] = st.batches;
+  j["hardware_images"] = st.hardware_images;
+  j["fallback_images"] = st.fallback_images;
+  j["refused_images"] = st.refused_images;
+  j["failed_batches"] = st.failed_batches;
+  j["fallback_reasons"] = st.fallback_reasons;
+  j["consumer_wait_ms"] = std::chrono::duration<double, std::milli>(st.consumer_wait).count();
+#endif
+  return j;
 }
 
 std::int64_t Trainer::parameters() const { return count_parameters(*model_); }
@@ -171,6 +235,17 @@ void Trainer::zero_grad() {
 }
 
 void Trainer::submit(dp::Batch& batch, torch::Tensor& images, torch::Tensor& labels) {
+#if defined(WORKLOAD_HAVE_NVJPEG)
+  if (gpu_input_) {
+    // The stage wrote the batch on its own stream: the step's kernels wait for it, not the host.
+    const dp::gpu::DeviceBatch& held = gpu_input_->held;
+    WORKLOAD_CUDA_CHECK(
+        cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream().stream(), held.ready(), 0));
+    images = held.images();
+    labels = held.labels();
+    return;
+  }
+#endif
   if (config_.synthetic) {
     images = synthetic_images_;
     labels = synthetic_labels_;
@@ -235,6 +310,9 @@ StepRecord Trainer::step(int index, bool warmup) {
       {
         Phase r(nvtx::kBatchWait, &phase_);
         if (loader_) batch = loader_->next();
+#if defined(WORKLOAD_HAVE_NVJPEG)
+        if (gpu_input_) gpu_input_->held = gpu_input_->decoder->next();
+#endif
       }
       rec.batch_wait_ms = ms_since(t_wait);
       const auto t_submit = Clock::now();
@@ -245,6 +323,14 @@ StepRecord Trainer::step(int index, bool warmup) {
           rec.epoch = batch.epoch();
           rec.batch_in_epoch = batch.index_in_epoch();
           rec.skipped = batch.skipped();
+#if defined(WORKLOAD_HAVE_NVJPEG)
+        } else if (gpu_input_) {
+          const dp::gpu::DeviceBatch& held = gpu_input_->held;
+          rec.digest = held.digest();
+          rec.epoch = held.epoch();
+          rec.batch_in_epoch = held.index_in_epoch();
+          rec.skipped = held.skipped();
+#endif
         } else {
           rec.digest = synthetic_digest_;
         }
@@ -283,6 +369,15 @@ StepRecord Trainer::step(int index, bool warmup) {
         optimizer_->step();
       }
     }
+#if defined(WORKLOAD_HAVE_NVJPEG)
+    if (gpu_input_) {
+      // Every kernel that reads the batch is queued now: the stage may rewrite its buffer once
+      // they have run.
+      auto done = std::make_shared<at::cuda::CUDAEvent>();
+      done->record(c10::cuda::getCurrentCUDAStream());
+      gpu_input_->held.release_after([done] { done->synchronize(); });
+    }
+#endif
     if (config_.sync_every_step) {
       // The implicit-synchronization pitfall, on purpose: .item() waits for the device.
       Phase r(nvtx::kLossItem, &phase_);
@@ -300,6 +395,9 @@ void Trainer::request_stop(int signal) {
   // cut short on one rank would leave the others' all-reduces without a partner; they stop
   // together at a boundary they agree on (run()).
   if (loader_ && !dist_) loader_->cancel();
+#if defined(WORKLOAD_HAVE_NVJPEG)
+  if (gpu_input_ && !dist_) gpu_input_->decoder->cancel();
+#endif
 }
 
 int Trainer::stop_signal() const {
@@ -380,6 +478,9 @@ RunResult Trainer::run(const Progress& progress) {
         const auto t = Clock::now();
         Phase r(nvtx::kIteratorReset);
         if (loader_) loader_->reset();
+#if defined(WORKLOAD_HAVE_NVJPEG)
+        if (gpu_input_) gpu_input_->decoder->reset();
+#endif
         result.iterator_reset_ms = ms_since(t);
       }
       for (int i = 0; i < config_.steps && !stopping(); ++i) {

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "data_pipeline/food101_index.h"
 #include "data_pipeline/loader.h"
 #include "lib/cuda_device.h"
@@ -120,8 +122,12 @@ class Trainer {
   bool on_cuda() const { return device_.is_cuda(); }
   /// Images in the split (0 in synthetic mode).
   std::int64_t dataset_images() const { return index_ ? index_->size() : 0; }
-  /// The loader, or nullptr in synthetic mode.
-  const data_pipeline::Loader* loader() const { return loader_.get(); }
+  /// The loader, or nullptr in synthetic mode. Under --decode gpu, the GPU stage's own loader
+  /// (the threads that read and stage the files).
+  const data_pipeline::Loader* loader() const;
+  /// Under --decode gpu, the GPU stage's counters as JSON (engines, hardware and fallback images,
+  /// fallback reasons); null otherwise.
+  nlohmann::ordered_json gpu_decode_report() const;
   /// The data-parallel membership and gradient synchronisation, or nullptr for a single process.
   const Distributed* distributed() const { return dist_.get(); }
   const DataParallel* data_parallel() const { return ddp_.get(); }
@@ -151,6 +157,8 @@ class Trainer {
   const char* phase_ = "";  // the innermost phase running (or that failed), for error messages
   struct CudaState;         // copy stream (CUDA builds only)
   std::unique_ptr<CudaState> cuda_;
+  struct GpuInput;  // --decode gpu: the GPU decode stage and the batch the step holds
+  std::unique_ptr<GpuInput> gpu_input_;
   std::unique_ptr<Distributed> dist_;  // declared before ddp_: outlives it
   std::unique_ptr<DataParallel> ddp_;
   std::int64_t next_step_ = 0;  // warm-up and captured steps together, for the stop agreement

@@ -141,5 +141,24 @@ TEST(DecodeRouteTest, TheTableCoversUnusualHeaders) {
   EXPECT_STREQ(to_string(DecodeRoute::kHardware), "hardware");
 }
 
+TEST(DecodeRouteTest, OnlyAStreamEndingWithItsEndOfImageMarkerGoesToTheEngines) {
+  auto jpeg = encode(kinds()[2], 64, 48);
+  EXPECT_TRUE(ends_with_eoi(jpeg.data(), jpeg.size()));
+  auto padded = jpeg;
+  padded.insert(padded.end(), 16, 0x00);  // zero padding after the marker is harmless
+  EXPECT_TRUE(ends_with_eoi(padded.data(), padded.size()));
+  auto cut = jpeg;
+  cut.resize(cut.size() - 2);
+  EXPECT_FALSE(ends_with_eoi(cut.data(), cut.size()));
+  cut.resize(cut.size() / 2);
+  EXPECT_FALSE(ends_with_eoi(cut.data(), cut.size()));
+  auto trailing = jpeg;
+  trailing.insert(trailing.end(), {'e', 'x', 't', 'r', 'a'});  // data appended after the image
+  EXPECT_FALSE(ends_with_eoi(trailing.data(), trailing.size()));
+  const std::uint8_t tiny[] = {0xFF, 0xD9};
+  EXPECT_FALSE(ends_with_eoi(tiny, sizeof(tiny)));
+  EXPECT_FALSE(ends_with_eoi(nullptr, 0));
+}
+
 }  // namespace
 }  // namespace data_pipeline

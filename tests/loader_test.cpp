@@ -127,6 +127,74 @@ TEST_F(LoaderTest, ResetsAreDeterministicToo) {
   expect_same(reference, run(base(2), 12, {3, 4, 9}), "batch unit with resets");
 }
 
+TEST_F(LoaderTest, StagedBatchesForTheGpuAreIdenticalWhateverTheSettings) {
+  // --decode gpu: each batch carries the files' bytes, crops and flips; the digest covers them.
+  struct Staged {
+    std::uint64_t digest;
+    std::vector<std::int64_t> labels;
+    std::vector<CropRect> crops;
+    std::vector<bool> flips;
+    std::vector<std::size_t> sizes;
+  };
+  auto staged_run = [&](LoaderOptions o) {
+    o.decode = DecodeDevice::kGpu;
+    Loader loader(index(), o);
+    std::vector<Staged> out;
+    for (int i = 0; i < 10; ++i) {
+      Batch b = loader.next();
+      Staged s{b.digest(), {}, {}, {}, {}};
+      EXPECT_EQ(static_cast<std::int64_t>(b.staged().size()), b.size());
+      for (std::int64_t k = 0; k < b.size(); ++k) {
+        const StagedImage& st = b.staged()[static_cast<std::size_t>(k)];
+        EXPECT_EQ(st.route, DecodeRoute::kHardware) << st.reason;
+        // The staged bytes are the file's.
+        const auto file = test_util::read_bytes((*index())[st.source_index].path);
+        EXPECT_EQ(st.size, file.size());
+        EXPECT_EQ(std::memcmp(st.bytes(b.sample_area(k)), file.data(), file.size()), 0);
+        s.labels.push_back(b.labels()[k].item<std::int64_t>());
+        s.crops.push_back(st.params.crop);
+        s.flips.push_back(st.params.flip);
+        s.sizes.push_back(st.size);
+      }
+      out.push_back(std::move(s));
+    }
+    return out;
+  };
+  LoaderOptions roomy = base(0);
+  roomy.transform.image_size = 224;  // files fit in the sample areas (no overflow buffers)
+  const auto reference = staged_run(base(0));
+  for (const LoaderOptions& o : {base(1), base(3), roomy}) {
+    for (WorkUnit unit : {WorkUnit::kBatch, WorkUnit::kSample}) {
+      LoaderOptions v = o;
+      v.work_unit = unit;
+      const auto got = staged_run(v);
+      ASSERT_EQ(got.size(), reference.size());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].digest, reference[i].digest) << "batch " << i;
+        EXPECT_EQ(got[i].labels, reference[i].labels);
+        EXPECT_EQ(got[i].crops, reference[i].crops);
+        EXPECT_EQ(got[i].flips, reference[i].flips);
+        EXPECT_EQ(got[i].sizes, reference[i].sizes);
+      }
+    }
+  }
+  // A CPU loader's batches carry nothing staged.
+  Loader cpu(index(), base(1));
+  EXPECT_TRUE(cpu.next().staged().empty());
+}
+
+TEST_F(LoaderTest, ResetToStartsTheGivenEpoch) {
+  Loader loader(index(), base(2));
+  loader.next();
+  loader.reset_to(5);
+  Batch b = loader.next();
+  EXPECT_EQ(b.epoch(), 5);
+  EXPECT_EQ(b.index_in_epoch(), 0);
+  const auto fresh = run(base(0), 36 / 5 * 5 + 1);  // the first batch of epoch 5
+  EXPECT_EQ(b.digest(), fresh.back().digest);
+  EXPECT_THROW(loader.reset_to(-1), std::invalid_argument);
+}
+
 TEST_F(LoaderTest, DeliversInOrderAndRollsOverEpochs) {
   LoaderOptions o = base(3, 6);  // 36 / 6: every image exactly once per epoch
   Loader loader(index(), o);

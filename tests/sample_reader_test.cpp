@@ -4,10 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "data_pipeline/counter_rng.h"
 #include "data_pipeline/data_error.h"
+#include "data_pipeline/synthetic/jpeg_encoder.h"
 #include "tests/test_util.h"
 
 namespace data_pipeline {
@@ -112,6 +115,125 @@ TEST_F(SampleReaderTest, WhenNoReplacementDecodesTheErrorSaysSo) {
 TEST_F(SampleReaderTest, InvalidTransformOptionsAreRejected) {
   options_.transform.image_size = 0;
   EXPECT_THROW(SampleReader(index_, options_), std::invalid_argument);
+}
+
+// --- stage(): the --decode gpu counterpart of read() -------------------------------------------
+
+// Re-encodes image `i` of the dataset as the given kind (pixels of a fixed pattern).
+void rewrite(const std::filesystem::path& file, const JpegEncodeOptions& o, int width = 120,
+             int height = 90) {
+  const int channels = o.color == JpegColor::kGrayscale ? 1 : o.color == JpegColor::kYCbCr ? 3 : 4;
+  std::vector<std::uint8_t> px(static_cast<std::size_t>(width) * height * channels);
+  for (std::size_t k = 0; k < px.size(); ++k) px[k] = static_cast<std::uint8_t>(k * 13 % 251);
+  test_util::write_file(file, encode_jpeg(px.data(), width, height, channels,
+                                          static_cast<std::size_t>(width) * channels, o));
+}
+
+TEST_F(SampleReaderTest, StagingDrawsTheCpuPathsCropAndKeepsTheBytes) {
+  SampleReader reader(index_, options_);
+  SampleTransform transform(options_.transform);
+  options_.transform.image_size = 224;  // a sample area larger than the files: bytes stay inside
+  SampleReader roomy(index_, options_);
+  std::vector<std::uint8_t> area(sample_bytes(options_.transform)), want = buffer();
+  for (std::int64_t epoch : {0, 2}) {
+    for (std::int64_t i : {0, 3, 10}) {
+      StagedImage st;
+      const SampleResult r = roomy.stage(epoch, i, area.data(), st);
+      ASSERT_EQ(st.route, DecodeRoute::kHardware) << st.reason;
+      EXPECT_EQ(r.label, (*index_)[i].label);
+      EXPECT_EQ(st.source_index, i);
+      const auto file = test_util::read_bytes((*index_)[i].path);
+      ASSERT_EQ(st.size, file.size());
+      EXPECT_TRUE(st.overflow.empty());
+      EXPECT_EQ(std::memcmp(st.bytes(area.data()), file.data(), file.size()), 0);
+      // The CPU path's crop for the same key; the flip is the next draw of the same generator.
+      CounterRng rng(31, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(i),
+                     CounterRng::kAugment);
+      DecodeInfo info;
+      transform.apply_file((*index_)[i].path.string(), rng, want.data(), &info);
+      EXPECT_EQ(st.params.crop, info.crop);
+      EXPECT_EQ(st.image_width, info.image_width);
+      EXPECT_EQ(st.image_height, info.image_height);
+      CounterRng again(31, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(i),
+                       CounterRng::kAugment);
+      EXPECT_EQ(st.params.flip, sample_augment(again, info.image_width, info.image_height).flip);
+      // Deterministic, and a different crop is a different digest.
+      StagedImage again_st;
+      EXPECT_EQ(roomy.stage(epoch, i, area.data(), again_st).digest, r.digest);
+    }
+  }
+  // A 16 px sample area is smaller than any file: the bytes go to the overflow buffer.
+  StagedImage st;
+  auto small = buffer();
+  reader.stage(0, 1, small.data(), st);
+  ASSERT_EQ(st.route, DecodeRoute::kHardware);
+  EXPECT_EQ(st.overflow, test_util::read_bytes((*index_)[1].path));
+  EXPECT_EQ(st.bytes(small.data()), st.overflow.data());
+}
+
+TEST_F(SampleReaderTest, WhatTheEnginesCannotTakeIsDecodedAsReadDoes) {
+  JpegEncodeOptions progressive;
+  progressive.progressive = true;
+  JpegEncodeOptions s411;
+  s411.subsampling = ChromaSubsampling::k411;
+  JpegEncodeOptions cmyk;
+  cmyk.color = JpegColor::kCmykAdobe;
+  rewrite((*index_)[2].path, progressive);
+  rewrite((*index_)[3].path, s411);
+  rewrite((*index_)[4].path, cmyk);
+  // Cut short: its end-of-image marker is gone (the CPU path refuses it).
+  auto cut = test_util::read_bytes((*index_)[6].path);
+  cut.resize(cut.size() - 40);
+  test_util::write_file((*index_)[6].path, cut);
+  options_.on_bad_image = BadImagePolicy::kSkip;
+  SampleReader stager(index_, options_), reader(index_, options_);
+  const std::vector<std::pair<std::int64_t, std::string>> expected = {
+      {2, "progressive"}, {3, "4:1:1 subsampling"}, {4, "CMYK"}};
+  for (const auto& [i, reason] : expected) {
+    auto staged = buffer(), read = buffer();
+    StagedImage st;
+    const SampleResult a = stager.stage(1, i, staged.data(), st);
+    const SampleResult b = reader.read(1, i, read.data());
+    EXPECT_EQ(st.route, DecodeRoute::kCpu);
+    EXPECT_EQ(std::string(st.reason), reason);
+    EXPECT_EQ(staged, read) << "image " << i;
+    EXPECT_EQ(a.digest, b.digest);
+  }
+  // The stream cut short is replaced exactly as read() replaces it.
+  auto staged = buffer(), read = buffer();
+  StagedImage st;
+  const SampleResult a = stager.stage(1, 6, staged.data(), st);
+  const SampleResult b = reader.read(1, 6, read.data());
+  ASSERT_TRUE(a.skipped.has_value());
+  ASSERT_TRUE(b.skipped.has_value());
+  EXPECT_EQ(a.skipped->replacement, b.skipped->replacement);
+  EXPECT_EQ(a.label, b.label);
+  EXPECT_NE(st.source_index, 6);
+}
+
+TEST_F(SampleReaderTest, StagingABadImageFollowsThePolicy) {
+  corrupt(4);
+  {
+    SampleReader reader(index_, options_);
+    auto dst = buffer();
+    StagedImage st;
+    try {
+      reader.stage(0, 4, dst.data(), st);
+      FAIL() << "expected a DataError";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find((*index_)[4].path.string()), std::string::npos);
+    }
+  }
+  options_.on_bad_image = BadImagePolicy::kSkip;
+  SampleReader stager(index_, options_), reader(index_, options_);
+  auto a = buffer(), b = buffer();
+  StagedImage st;
+  const SampleResult ra = stager.stage(2, 4, a.data(), st);
+  const SampleResult rb = reader.read(2, 4, b.data());
+  ASSERT_TRUE(ra.skipped.has_value());
+  EXPECT_EQ(ra.skipped->replacement, rb.skipped->replacement);
+  EXPECT_EQ(ra.label, rb.label);
+  EXPECT_EQ((*index_)[st.source_index].path.string(), ra.skipped->replacement);
 }
 
 }  // namespace

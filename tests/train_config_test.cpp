@@ -116,7 +116,9 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
       "copy_stream", "nvtx", "on_bad_image", "report", "precision", "host_dtype", "nvtx_detail",
       "torch_profiler_trace", "mode", "forward_bn", "sync_every_step",
       // data parallelism (issue 12)
-      "dist_backend", "dist_timeout_s", "bucket_mb", "broadcast_buffers"};
+      "dist_backend", "dist_timeout_s", "bucket_mb", "broadcast_buffers",
+      // GPU decode (issue 13)
+      "decode"};
   // clang-format on
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["batch_size"], 128);
@@ -134,6 +136,23 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
   EXPECT_EQ(j["split"], "train");
   EXPECT_EQ(j["precision"], "fp32");
   EXPECT_EQ(j["host_dtype"], "float32");
+  EXPECT_EQ(j["decode"], "cpu");
+}
+
+TEST(TrainConfigTest, GpuDecodeNeedsImagesAGpuAndAStageInThisBuild) {
+  TrainConfig c = cpu_config();
+  c.loader.decode = data_pipeline::DecodeDevice::kGpu;
+  expect_invalid(c, "--decode gpu: decodes on the GPU the model runs on; needs --device cuda");
+  c.synthetic = true;
+  expect_invalid(c, "--decode gpu: --synthetic reads no images");
+#if !defined(WORKLOAD_HAVE_NVJPEG)
+  if (cuda_available()) {
+    c = cpu_config();
+    c.device = Device::kCuda;
+    c.loader.decode = data_pipeline::DecodeDevice::kGpu;
+    expect_invalid(c, "--decode gpu: this build has no GPU decode stage");
+  }
+#endif
 }
 
 }  // namespace

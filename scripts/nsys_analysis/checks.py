@@ -14,7 +14,10 @@ def capture_checks(s, window, device_data):
     a check is True, False, or None when the export lacks what it needs.
 
       step_count             torch_step ranges in the window == the expected count (>= 1 without one)
-      copy_count             host-to-device copies in the window == 2 x steps
+      copy_count             host-to-device copies in the window == 2 x steps (images and labels of each
+                             step); with --decode gpu, none launched from the main thread and at least
+                             one from the GPU decode stage's thread, which makes them all (the labels,
+                             the crop list, the CPU path's images, nvJPEG's bitstream transfers)
       capture_boundary       exactly one capture_window, every torch_step range inside it
       no_sync_in_steps       no synchronizing runtime call inside a step (see compute_summary)
       no_layout_conversions  no NCHW <-> NHWC conversion kernel launched inside a step
@@ -33,6 +36,13 @@ def capture_checks(s, window, device_data):
     if not device_data:
         checks["copy_count"] = None
         details["copy_count"] = "not evaluable: the export has no CUDA tables"
+    elif s.get("decode") == "gpu":
+        main, stage = s.get("h2d_copies_main_thread"), s.get("h2d_copies_gpu_stage")
+        checks["copy_count"] = (main or 0) == 0 and (stage or 0) >= 1
+        details["copy_count"] = (
+            "--decode gpu: %d host-to-device copies in the window, %s from the main thread (expected 0) "
+            "and %s from the GPU decode stage's thread (expected >= 1)" % (
+                s["h2d_copies"], "?" if main is None else main, "none" if stage is None else stage))
     else:
         checks["copy_count"] = s["h2d_copies"] == 2 * s["steps"]
         details["copy_count"] = "%d host-to-device copies in the window, expected 2 x %d steps = %d" % (

@@ -20,7 +20,12 @@ def render_markdown(s):
     out.append("- torch_step ranges in the window: %d (expected: %s, %s)" % (
         s["steps"], fmt(s["expected_steps"]), s["expected_steps_source"]))
     out.append("- no recorded kernel, copy or memset: %s%% of the window" % fmt(s["no_activity_pct"], 2))
-    out.append("- host-to-device copies in the window: %s" % fmt(s["h2d_copies"]))
+    if s.get("decode") == "gpu":
+        out.append("- host-to-device copies in the window: %s (--decode gpu: %s from the main thread, %s from "
+                   "the GPU decode stage)" % (fmt(s["h2d_copies"]), fmt(s.get("h2d_copies_main_thread")),
+                                              fmt(s.get("h2d_copies_gpu_stage"))))
+    else:
+        out.append("- host-to-device copies in the window: %s" % fmt(s["h2d_copies"]))
     if "images_per_s" in s:
         out.append("- throughput (run report): %s images/s" % fmt(s["images_per_s"], 1))
     if s["last_device_end_after_last_step_ms"] is not None:

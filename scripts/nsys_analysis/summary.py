@@ -59,6 +59,11 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
                        torch_step ranges (capture_boundary then false).
       steps            torch_step ranges lying wholly inside the window.
       h2d_copies       host-to-device memcpy records whose device start lies in [window start, end).
+      decode           "gpu" when the run decoded on the GPU (the run report's config.decode, else the
+                       GPU decode stage's ranges in the loader's domain: GPU_STAGE_RANGES), else "cpu".
+      h2d_copies_main_thread, h2d_copies_gpu_stage
+                       of h2d_copies, those launched from the thread of the torch_step ranges and from
+                       the thread of the GPU decode stage's ranges (null when no such thread).
       no_activity_pct  share of the window covered by no kernel, memcpy or memset (intervals clipped
                        to the window, overlaps counted once).
       idle_gaps        those uncovered intervals, by cause (host: the device had nothing queued;
@@ -94,6 +99,7 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
     _add_phases(s, ex, window)
     step_index = _StepIndex(window.steps)
     _add_device_activity(s, ex, window, step_index)
+    _add_decode_mode(s, ex, window, report)
     _add_sync_calls(s, ex, step_index)
     _add_tables(s, ex, top_n)
     _add_expected_steps(s, report_metrics(report), expected_steps)
@@ -181,6 +187,29 @@ def _add_device_activity(s, ex, window, step_index):
 # The C++ loader's NVTX domain (data_pipeline/nvtx_domain.h): its ranges sit on worker threads,
 # where a wait on the device (the slot's reuse fence) delays only the loader.
 LOADER_DOMAIN = "data_pipeline"
+# The GPU decode stage's ranges (--decode gpu), on its own thread in LOADER_DOMAIN.
+GPU_STAGE_RANGES = ("gpu_decode", "decode_fallback", "resize_normalize")
+
+
+def _add_decode_mode(s, ex, window, report):
+    """Where the run decoded, and whose thread launched the window's host-to-device copies."""
+    config = (report or {}).get("config") if isinstance(report, dict) else None
+    stage = [r for r in ex.other_ranges if r.domain == LOADER_DOMAIN and r.name in GPU_STAGE_RANGES]
+    if isinstance(config, dict) and config.get("decode") in ("cpu", "gpu"):
+        s["decode"] = config["decode"]
+    else:
+        s["decode"] = "gpu" if stage else "cpu"
+    main_tids = {r.tid for r in window.steps if r.tid is not None}
+    stage_tids = {r.tid for r in stage if r.tid is not None}
+    if not ex.device_data:
+        s["h2d_copies_main_thread"] = s["h2d_copies_gpu_stage"] = None
+        return
+    lo, hi = window.lo, window.hi
+    copies = [c for c in ex.memcpys if c.is_htod and (lo is None or lo <= c.start < hi)]
+    s["h2d_copies_main_thread"] = (sum(1 for c in copies if c.launch_tid in main_tids)
+                                   if main_tids else None)
+    s["h2d_copies_gpu_stage"] = (sum(1 for c in copies if c.launch_tid in stage_tids)
+                                 if stage_tids else None)
 
 
 def _add_sync_calls(s, ex, step_index):

@@ -65,6 +65,7 @@ PID = 7
 MAIN = (PID << 24) | 100      # training thread
 LOADER = (PID << 24) | 200    # a data_pipeline worker
 AUTOGRAD = (PID << 24) | 300  # the autograd engine's device thread
+STAGE = (PID << 24) | 400     # the GPU decode stage (--decode gpu), loader/gpu
 MS = 1_000_000                # ns per ms
 
 

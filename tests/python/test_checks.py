@@ -8,7 +8,7 @@ import os
 import unittest
 
 # nsys_exports first: it puts scripts/ on sys.path.
-from nsys_exports import AUTOGRAD, MAIN, ExportBuilder, RealFixtureCase, TempDirCase, basic_export
+from nsys_exports import AUTOGRAD, MAIN, STAGE, ExportBuilder, RealFixtureCase, TempDirCase, basic_export
 from nsys_analysis.checks import crosscheck_stats, failed_checks, normalize_nvtx_name
 
 
@@ -44,6 +44,45 @@ class FailingChecksTest(TempDirCase):
         self.assertEqual(s["h2d_copies"], 3)
         self.assertIs(s["checks"]["copy_count"], False)
         self.assertIn("expected 2 x 2 steps = 4", s["check_details"]["copy_count"])
+
+    def gpu_decode_export(self, main_copy=False):
+        """basic_export's steps fed by a GPU decode stage: its ranges and copies on its own thread."""
+        b = ExportBuilder()
+        b.domain(1, "data_pipeline")
+        b.range("capture_window", 1.0, 11.0)
+        b.range("torch_step", 2.0, 5.0)
+        b.range("torch_step", 5.0, 9.0)
+        for at in (1.5, 4.5):
+            b.range("gpu_decode", at, at + 0.5, tid=STAGE, domain=1)
+            b.range("resize_normalize", at + 0.6, at + 0.7, tid=STAGE, domain=1)
+            b.memcpy(at + 0.2, at + 0.3, launch_ms=at + 0.1, tid=STAGE)    # nvJPEG's bitstreams
+            b.memcpy(at + 0.55, at + 0.58, launch_ms=at + 0.52, tid=STAGE)  # labels
+        if main_copy:
+            b.memcpy(6.0, 6.1, launch_ms=5.9)
+        return b
+
+    def test_copy_count_with_gpu_decode(self):
+        s = self.summarize(self.gpu_decode_export())
+        self.assertEqual(s["decode"], "gpu")
+        self.assertEqual((s["h2d_copies"], s["h2d_copies_main_thread"], s["h2d_copies_gpu_stage"]), (4, 0, 4))
+        self.assertIs(s["checks"]["copy_count"], True)
+        self.assertIn("0 from the main thread", s["check_details"]["copy_count"])
+        # A copy from the main thread fails it; so does a stage that copies nothing.
+        s = self.summarize(self.gpu_decode_export(main_copy=True), name="main.sqlite")
+        self.assertIs(s["checks"]["copy_count"], False)
+        self.assertEqual(s["h2d_copies_main_thread"], 1)
+        b = ExportBuilder()
+        b.domain(1, "data_pipeline")
+        b.range("capture_window", 1.0, 11.0)
+        b.range("torch_step", 2.0, 5.0)
+        b.memcpy(3.0, 3.1, launch_ms=2.9)
+        report = {"capture": {"steps": 1}, "steps": [], "config": {"decode": "gpu"}}
+        s = self.summarize(b, report=report, name="report.sqlite")
+        self.assertEqual(s["decode"], "gpu")
+        self.assertIsNone(s["h2d_copies_gpu_stage"])
+        self.assertIs(s["checks"]["copy_count"], False)
+        # The CPU loader's exports keep the 2-per-step rule.
+        self.assertEqual(self.summarize(basic_export(), name="cpu.sqlite")["decode"], "cpu")
 
     def test_capture_boundary_step_outside_window(self):
         b = basic_export()

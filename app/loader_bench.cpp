@@ -1,14 +1,18 @@
 // loader_bench: images/s of the loader alone, fused ROI decode vs full decode, and pure decode.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "data_pipeline/data_error.h"
 #include "data_pipeline/food101_index.h"
 #include "data_pipeline/jpeg_decoder.h"
 #include "data_pipeline/loader.h"
@@ -57,6 +61,155 @@ double decode_only(const std::vector<std::vector<std::uint8_t>>& files, int thre
   return images / std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// The stages of SampleTransform that the breakdown reports, in call order: JSON key, table label
+// and the TransformTimes field.
+struct Stage {
+  const char* key;
+  const char* label;
+  std::int64_t dp::TransformTimes::*ns;
+};
+constexpr std::array<Stage, 5> kStages{{
+    {"read", "read (file into memory)", &dp::TransformTimes::read_ns},
+    {"decode", "decode (entropy + IDCT + colour)", &dp::TransformTimes::decode_ns},
+    {"resize", "resize (cv::resize)", &dp::TransformTimes::resize_ns},
+    {"write", "flip + normalise + write", &dp::TransformTimes::write_ns},
+    {"digest", "digest (hash64 of the sample)", &dp::TransformTimes::digest_ns},
+}};
+constexpr int kBreakdownRounds = 3;
+
+// What cpu_breakdown measured; times are microseconds per image.
+struct Breakdown {
+  std::int64_t images = 0;                        // timed in each pass
+  std::int64_t skipped = 0;                       // files the warm-up pass could not decode
+  std::array<double, kStages.size()> stage_us{};  // means over the fastest pass with hooks
+  double stages_us = 0;                           // their sum
+  double timed_pass_us = 0;                       // wall time of that pass, hooks on
+  double plain_pass_us = 0;                       // wall time of the fastest pass without hooks
+};
+
+// Times the CPU transform on this thread over up to `images` files spread evenly over `index`,
+// each read from the file system on every pass (so `read` is the page-cached read after the
+// warm-up pass). Passes with and without TransformTimes alternate, kBreakdownRounds of each, and
+// the fastest of each kind is kept, which damps other load on the machine. Every pass draws the
+// same augmentations (epoch 0 of `seed`), so both kinds do the same work.
+Breakdown cpu_breakdown(const dp::Food101Index& index, const dp::TransformOptions& options,
+                        std::uint64_t seed, std::int64_t images) {
+  struct File {
+    std::string path;
+    std::int64_t dataset_index;
+  };
+  std::vector<File> files;
+  const std::int64_t n = std::min(images, index.size());
+  for (std::int64_t k = 0; k < n; ++k) {
+    const std::int64_t i = k * index.size() / n;
+    files.push_back({index[i].path.string(), i});
+  }
+  // One core's cost: OpenCV's pool would otherwise spread cv::resize over the others (the Loader
+  // sets the same, process-wide, for its workers).
+  cv::setNumThreads(1);
+  dp::SampleTransform transform(options);
+  std::vector<std::uint8_t> dst(transform.sample_bytes());
+  auto rng_for = [&](const File& f) {
+    return dp::CounterRng(seed, 0, static_cast<std::uint64_t>(f.dataset_index),
+                          dp::CounterRng::kAugment);
+  };
+
+  Breakdown b;
+  std::vector<File> good;
+  for (const File& f : files) {  // warm-up: page cache, buffers, and dropping undecodable files
+    try {
+      auto rng = rng_for(f);
+      transform.apply_file(f.path, rng, dst.data());
+      good.push_back(f);
+    } catch (const dp::DataError&) {
+      ++b.skipped;
+    }
+  }
+  if (good.empty()) throw std::runtime_error("--breakdown: none of the files could be decoded");
+  b.images = static_cast<std::int64_t>(good.size());
+
+  // One pass; returns its wall seconds and, when `sum` is given, adds each call's stage times.
+  auto pass = [&](dp::TransformTimes* sum) {
+    dp::TransformTimes t;
+    const auto start = Clock::now();
+    for (const File& f : good) {
+      auto rng = rng_for(f);
+      if (!sum) {
+        transform.apply_file(f.path, rng, dst.data());
+        continue;
+      }
+      transform.apply_file(f.path, rng, dst.data(), nullptr, &t);
+      for (const Stage& s : kStages) sum->*s.ns += t.*s.ns;
+    }
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  const double per_image_us = 1e6 / static_cast<double>(b.images);
+  double best_timed = 0, best_plain = 0;
+  dp::TransformTimes best_sum;
+  for (int r = 0; r < kBreakdownRounds; ++r) {
+    const double plain = pass(nullptr);
+    if (r == 0 || plain < best_plain) best_plain = plain;
+    dp::TransformTimes sum;
+    const double timed = pass(&sum);
+    if (r == 0 || timed < best_timed) {
+      best_timed = timed;
+      best_sum = sum;
+    }
+  }
+  for (std::size_t s = 0; s < kStages.size(); ++s) {
+    b.stage_us[s] = static_cast<double>(best_sum.*kStages[s].ns) * 1e-3 / b.images;
+    b.stages_us += b.stage_us[s];
+  }
+  b.timed_pass_us = best_timed * per_image_us;
+  b.plain_pass_us = best_plain * per_image_us;
+  return b;
+}
+
+nlohmann::ordered_json to_json(const Breakdown& b, const dp::TransformOptions& options) {
+  nlohmann::ordered_json j;
+  j["threads"] = 1;
+  j["images"] = b.images;
+  j["skipped"] = b.skipped;
+  j["passes"] = kBreakdownRounds;
+  j["image_size"] = options.image_size;
+  j["dtype"] = dp::to_string(options.dtype);
+  auto& stages = j["stages"];
+  for (std::size_t s = 0; s < kStages.size(); ++s) {
+    stages[kStages[s].key] = {{"us_per_image", b.stage_us[s]},
+                              {"share", b.stage_us[s] / b.stages_us}};
+  }
+  j["total_us_per_image"] = b.stages_us;
+  j["images_per_s_per_core"] = 1e6 / b.stages_us;
+  j["timed_pass_us_per_image"] = b.timed_pass_us;
+  j["untimed_pass_us_per_image"] = b.plain_pass_us;
+  j["untimed_images_per_s_per_core"] = 1e6 / b.plain_pass_us;
+  j["hook_overhead_us_per_image"] = b.timed_pass_us - b.plain_pass_us;
+  return j;
+}
+
+void print(const Breakdown& b, const dp::TransformOptions& options) {
+  std::printf(
+      "\nCPU transform breakdown: 1 thread, %lld images, %d px %s, fused ROI decode, fastest of %d "
+      "passes\n",
+      static_cast<long long>(b.images), options.image_size, dp::to_string(options.dtype),
+      kBreakdownRounds);
+  if (b.skipped > 0) {
+    std::printf("(%lld undecodable files left out)\n", static_cast<long long>(b.skipped));
+  }
+  std::printf("%-34s %12s %8s\n", "stage", "us/image", "share");
+  for (std::size_t s = 0; s < kStages.size(); ++s) {
+    std::printf("%-34s %12.1f %7.1f%%\n", kStages[s].label, b.stage_us[s],
+                100.0 * b.stage_us[s] / b.stages_us);
+  }
+  std::printf("%-34s %12.1f %7.1f%%   %.0f images/s/core\n", "total (sum of stages)", b.stages_us,
+              100.0, 1e6 / b.stages_us);
+  std::printf("%-34s %12.1f %8s   %.0f images/s/core\n", "pass without hooks (wall)",
+              b.plain_pass_us, "", 1e6 / b.plain_pass_us);
+  std::printf("%-34s %12.1f %8s   hooks' overhead %+.1f us/image (%+.1f%%)\n",
+              "pass with hooks (wall)", b.timed_pass_us, "", b.timed_pass_us - b.plain_pass_us,
+              100.0 * (b.timed_pass_us - b.plain_pass_us) / b.plain_pass_us);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -77,6 +230,8 @@ int main(int argc, char** argv) {
     int batches = 20;
     int warmup = 2;
     bool json = false;
+    bool breakdown = false;
+    std::int64_t breakdown_images = 512;
     // The benchmark's own flags, as a table like train_resnet50's (lib/train_flags.h).
     auto visit = [&](auto&& v) {
       v.text({"data", workload::kDataGroup, "dataset root (holds food-101/ or is it)"}, data);
@@ -85,6 +240,13 @@ int main(int argc, char** argv) {
       v.integer({"batches", "Benchmark", "timed batches per mode"}, batches, 1, 1000000);
       v.integer({"warmup-batches", "Benchmark", "untimed batches first"}, warmup, 0, 1000000);
       v.boolean({"json", "Benchmark", "print one JSON object instead of the table"}, json);
+      v.boolean({"breakdown", "Benchmark",
+                 "also time each stage of the CPU transform (read, decode, resize, write, "
+                 "digest) on one thread"},
+                breakdown);
+      v.integer({"breakdown-images", "Benchmark",
+                 "files per --breakdown pass, spread evenly over the split"},
+                breakdown_images, 1, 100000000);
     };
     visit(workload::DeclareFlags(options));
     options.add_options("Benchmark")("h,help", "print this help");
@@ -134,6 +296,13 @@ int main(int argc, char** argv) {
     j["decode_only_images_per_s"] = decode;
     j["decode_only_images_per_s_per_thread"] = decode / workers;
     j["hardware_threads"] = hw;
+    Breakdown cpu;
+    dp::TransformOptions cpu_options = lo.transform;
+    cpu_options.decode_mode = dp::DecodeMode::kFusedRoi;
+    if (breakdown) {
+      cpu = cpu_breakdown(*index, cpu_options, lo.seed, breakdown_images);
+      j["cpu_breakdown"] = to_json(cpu, cpu_options);
+    }
     if (json) {
       std::cout << j.dump() << std::endl;
       return 0;
@@ -148,6 +317,7 @@ int main(int argc, char** argv) {
                 full.images_per_s / workers);
     std::printf("%-34s %12.0f %16.0f\n", "full decode only (in memory)", decode, decode / workers);
     std::printf("fused / full: %.2fx\n", fused.images_per_s / full.images_per_s);
+    if (breakdown) print(cpu, cpu_options);
     return 0;
   });
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <opencv2/core/utils/logger.hpp>
 #include <opencv2/imgproc.hpp>
@@ -82,6 +83,16 @@ bool SampleTransform::has_fallback_decoder() {
 }
 
 namespace {
+using Clock = std::chrono::steady_clock;
+
+// Nanoseconds from `since` to now; moves `since` to now, so consecutive laps tile the call.
+std::int64_t lap(Clock::time_point& since) {
+  const Clock::time_point now = Clock::now();
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - since).count();
+  since = now;
+  return static_cast<std::int64_t>(ns);
+}
+
 struct ChooserContext {
   CounterRng* rng;
   const AugmentOptions* options;
@@ -95,14 +106,28 @@ CropRect choose_crop(void* context, int width, int height) {
 }  // namespace
 
 std::uint64_t SampleTransform::apply_file(const std::string& path, CounterRng& rng, void* dst,
-                                          DecodeInfo* info) {
+                                          DecodeInfo* info, TransformTimes* times) {
+  if (!times) {
+    read_file(path, file_buffer_);
+    return apply(file_buffer_.data(), file_buffer_.size(), path, rng, dst, info);
+  }
+  Clock::time_point t = Clock::now();
   read_file(path, file_buffer_);
-  return apply(file_buffer_.data(), file_buffer_.size(), path, rng, dst, info);
+  const std::int64_t read_ns = lap(t);
+  const std::uint64_t digest =
+      apply(file_buffer_.data(), file_buffer_.size(), path, rng, dst, info, times);
+  times->read_ns = read_ns;
+  return digest;
 }
 
 std::uint64_t SampleTransform::apply(const std::uint8_t* data, std::size_t size,
                                      const std::string& name, CounterRng& rng, void* dst,
-                                     DecodeInfo* info) {
+                                     DecodeInfo* info, TransformTimes* times) {
+  Clock::time_point t;
+  if (times) {
+    *times = TransformTimes{};
+    t = Clock::now();
+  }
   if (size == 0) throw DataError(name + ": empty file (0 bytes)");
   const int s = options_.image_size;
   RgbView view;
@@ -114,7 +139,8 @@ std::uint64_t SampleTransform::apply(const std::uint8_t* data, std::size_t size,
   } else {
     view = decode_other(data, size, name, rng, params, info);
   }
-  return write(view, params.flip, dst);
+  if (times) times->decode_ns = lap(t);
+  return write(view, params.flip, dst, times);
 }
 
 RgbView SampleTransform::decode_other(const std::uint8_t* data, std::size_t size,
@@ -165,7 +191,10 @@ int resize_interpolation(int width, int height, int size) {
   return (width > 2 * size || height > 2 * size) ? cv::INTER_AREA : cv::INTER_LINEAR;
 }
 
-std::uint64_t SampleTransform::write(const RgbView& crop, bool flip, void* dst) {
+std::uint64_t SampleTransform::write(const RgbView& crop, bool flip, void* dst,
+                                     TransformTimes* times) {
+  Clock::time_point t;
+  if (times) t = Clock::now();
   const int s = options_.image_size;
   const cv::Mat src(crop.height, crop.width, CV_8UC3, const_cast<std::uint8_t*>(crop.data),
                     crop.stride);
@@ -175,6 +204,7 @@ std::uint64_t SampleTransform::write(const RgbView& crop, bool flip, void* dst) 
     cv::resize(src, resized_, cv::Size(s, s), 0, 0,
                resize_interpolation(crop.width, crop.height, s));
   }
+  if (times) times->resize_ns = lap(t);
   const std::size_t row_elems = static_cast<std::size_t>(s) * 3;
   if (options_.dtype == HostDType::kFloat32) {
     auto* out = static_cast<float*>(dst);
@@ -213,7 +243,10 @@ std::uint64_t SampleTransform::write(const RgbView& crop, bool flip, void* dst) 
       }
     }
   }
-  return hash64(dst, sample_bytes());
+  if (times) times->write_ns = lap(t);
+  const std::uint64_t digest = hash64(dst, sample_bytes());
+  if (times) times->digest_ns = lap(t);
+  return digest;
 }
 
 }  // namespace data_pipeline

@@ -16,6 +16,20 @@
 
 namespace data_pipeline {
 
+/// Where one `SampleTransform::apply` or `apply_file` call spent its time, in nanoseconds of
+/// `std::chrono::steady_clock`, stage by stage. The stages are consecutive, so their sum is the
+/// call's time less a few clock reads. For a non-JPEG file `decode_ns` is OpenCV's decode and RGB
+/// conversion. Filled only when the caller passes one: without it the transform reads no clock.
+struct TransformTimes {
+  std::int64_t read_ns = 0;    ///< The file into memory (`apply_file` only; 0 from `apply`).
+  std::int64_t decode_ns = 0;  ///< Header, crop choice, entropy decode + IDCT + colour conversion.
+  std::int64_t resize_ns = 0;  ///< `cv::resize` to the output size (a copy when already there).
+  std::int64_t write_ns = 0;   ///< Flip + normalise (or uint8 copy) into the caller's memory.
+  std::int64_t digest_ns = 0;  ///< `hash64` of the written sample (the returned digest).
+
+  std::int64_t total_ns() const { return read_ns + decode_ns + resize_ns + write_ns + digest_ns; }
+};
+
 /// Decodes, augments and writes one sample at a time.
 ///
 /// Equivalent to torchvision's `RandomResizedCrop(S, scale=(0.08, 1), ratio=(3/4, 4/3))`,
@@ -38,14 +52,18 @@ class SampleTransform {
 
   /// Transforms the encoded image `data` (named `name` in errors) with the random decisions drawn
   /// from `rng` and writes `sample_bytes()` bytes at `dst`. Returns a 64-bit digest of them.
+  /// When `times` is not null it receives the time of each stage (`read_ns` = 0); the output does
+  /// not depend on it. After a throw `*times` is unspecified.
   /// \throws DataError when the image cannot be decoded.
   std::uint64_t apply(const std::uint8_t* data, std::size_t size, const std::string& name,
-                      CounterRng& rng, void* dst, DecodeInfo* info = nullptr);
+                      CounterRng& rng, void* dst, DecodeInfo* info = nullptr,
+                      TransformTimes* times = nullptr);
 
-  /// Reads `path` and applies the transform (the buffer is reused across calls).
+  /// Reads `path` and applies the transform (the buffer is reused across calls); `times`, when
+  /// not null, includes the read.
   /// \throws DataError when the file cannot be read or decoded.
   std::uint64_t apply_file(const std::string& path, CounterRng& rng, void* dst,
-                           DecodeInfo* info = nullptr);
+                           DecodeInfo* info = nullptr, TransformTimes* times = nullptr);
 
   /// True when this build can decode non-JPEG files (OpenCV imgcodecs present).
   static bool has_fallback_decoder();
@@ -53,7 +71,7 @@ class SampleTransform {
  private:
   RgbView decode_other(const std::uint8_t* data, std::size_t size, const std::string& name,
                        CounterRng& rng, AugmentParams& params, DecodeInfo* info);
-  std::uint64_t write(const RgbView& crop, bool flip, void* dst);
+  std::uint64_t write(const RgbView& crop, bool flip, void* dst, TransformTimes* times);
 
   TransformOptions options_;
   JpegDecoder decoder_;

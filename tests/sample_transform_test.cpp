@@ -1,8 +1,11 @@
-// Tests for SampleTransform: exact normalisation and layout, flip, dtypes, fallback and errors.
+// Tests for SampleTransform: exact normalisation and layout, flip, dtypes, fallback, errors and
+// stage times.
 #include "data_pipeline/sample_transform.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstring>
 #include <opencv2/imgproc.hpp>
 
@@ -165,6 +168,68 @@ TEST(SampleTransformTest, FileErrorsNameTheFile) {
       const std::string what = e.what();
       EXPECT_NE(what.find(name), std::string::npos) << what;
       EXPECT_NE(what.find(fragment), std::string::npos) << what;
+    }
+  }
+}
+
+TEST(SampleTransformTest, TimesFillEveryStageWithinTheCallsWallTime) {
+  const auto bytes = sample_jpeg();
+  test_util::TempDir tmp;
+  test_util::write_file(tmp / "a.jpg", bytes);
+  const int s = 48;
+  SampleTransform t(options(s));
+  std::vector<float> out(static_cast<size_t>(s) * s * 3);
+  for (std::uint64_t i = 0; i < 8; ++i) {
+    CounterRng rng(3, 0, i, CounterRng::kAugment);
+    DecodeInfo info;
+    TransformTimes times;
+    const auto start = std::chrono::steady_clock::now();
+    t.apply_file((tmp / "a.jpg").string(), rng, out.data(), &info, &times);
+    const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
+    // The decoded region, in scaled pixels, is not already s x s: cv::resize really runs.
+    const double scale = info.scale_num / 8.0;
+    ASSERT_FALSE(std::lround((info.region_x1 - info.region_x0) * scale) == s &&
+                 std::lround((info.region_y1 - info.region_y0) * scale) == s)
+        << "sample " << i << " needs no resize";
+    EXPECT_GT(times.read_ns, 0);
+    EXPECT_GT(times.decode_ns, 0);
+    EXPECT_GT(times.resize_ns, 0);
+    EXPECT_GT(times.write_ns, 0);
+    EXPECT_GT(times.digest_ns, 0);
+    EXPECT_LE(times.total_ns(), wall);
+
+    // From memory there is no read; stale values from the previous call are cleared.
+    CounterRng again(3, 0, i, CounterRng::kAugment);
+    t.apply(bytes.data(), bytes.size(), "a.jpg", again, out.data(), nullptr, &times);
+    EXPECT_EQ(times.read_ns, 0);
+    EXPECT_GT(times.decode_ns, 0);
+  }
+}
+
+TEST(SampleTransformTest, TimesDoNotChangeTheOutput) {
+  const auto bytes = sample_jpeg(2);
+  test_util::TempDir tmp;
+  test_util::write_file(tmp / "b.jpg", bytes);
+  for (const HostDType dtype : {HostDType::kFloat32, HostDType::kUInt8}) {
+    SampleTransform plain(options(40, dtype)), timed(options(40, dtype));
+    std::vector<std::uint8_t> a(plain.sample_bytes()), b(timed.sample_bytes());
+    for (std::uint64_t i = 0; i < 16; ++i) {  // enough draws for both flips and several scales
+      CounterRng ra(5, 1, i, CounterRng::kAugment), rb(5, 1, i, CounterRng::kAugment);
+      TransformTimes times;
+      const auto da = plain.apply(bytes.data(), bytes.size(), "b.jpg", ra, a.data());
+      const auto db =
+          timed.apply(bytes.data(), bytes.size(), "b.jpg", rb, b.data(), nullptr, &times);
+      EXPECT_EQ(da, db) << "sample " << i;
+      ASSERT_EQ(a, b) << "sample " << i;
+
+      CounterRng fa(5, 2, i, CounterRng::kAugment), fb(5, 2, i, CounterRng::kAugment);
+      const auto path = (tmp / "b.jpg").string();
+      EXPECT_EQ(plain.apply_file(path, fa, a.data()),
+                timed.apply_file(path, fb, b.data(), nullptr, &times))
+          << "sample " << i;
+      ASSERT_EQ(a, b) << "sample " << i;
     }
   }
 }

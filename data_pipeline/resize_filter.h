@@ -58,6 +58,16 @@ WORKLOAD_HOST_DEVICE inline FilterTaps filter_taps(int i, int in_size, int out_s
   return t;
 }
 
+/// An upper bound on FilterTaps::count for any output pixel of an `in_size` -> `out_size` resize:
+/// the taps lie within `stretch` of the centre, so at most 2 * stretch + 2 whole pixels, plus one
+/// for rounding, and never more than the source has.
+WORKLOAD_HOST_DEVICE inline int max_filter_taps(int in_size, int out_size) {
+  const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
+  const double stretch = scale > 1.0 ? scale : 1.0;
+  const int bound = static_cast<int>(2.0 * stretch) + 3;
+  return bound < in_size ? bound : in_size;
+}
+
 /// Normalised weight of source pixel `j` (t.first <= j < t.first + t.count) in `t`.
 WORKLOAD_HOST_DEVICE inline float filter_weight(const FilterTaps& t, int j) {
   const double d = (static_cast<double>(j) + 0.5 - t.centre) * t.inv_stretch;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -177,6 +178,18 @@ TEST(ResizeFilterTest, TheReferenceResizeIsPillowsByteForByte) {
       EXPECT_EQ(out[out.size() - 3 + c], k.last[c]);
     }
     EXPECT_EQ(fnv1a(out), k.pillow_fnv);
+  }
+}
+
+TEST(ResizeFilterTest, MaxFilterTapsBoundsEveryOutputPixel) {
+  for (int in : {1, 2, 3, 7, 100, 223, 224, 225, 447, 448, 449, 500, 1000, 4000, 8191}) {
+    for (int out : {1, 7, 64, 224, 299}) {
+      const int bound = max_filter_taps(in, out);
+      int most = 0;
+      for (int i = 0; i < out; ++i) most = std::max(most, filter_taps(i, in, out).count);
+      EXPECT_LE(most, bound) << in << " -> " << out;
+      EXPECT_LE(bound, most + 4) << in << " -> " << out << ": a loose bound wastes table space";
+    }
   }
 }
 

@@ -258,6 +258,7 @@ struct GpuDecoder::Engine {
     std::vector<NvjpegParams> params;
     DeviceMemory decoded;  // the crops, RGBI
     DeviceMemory scratch;  // their rows after the horizontal pass
+    DeviceMemory taps;     // the resize's weight table
     DeviceMemory jobs;
     HostBlock jobs_host;    // page-locked CropJob array
     HostBlock labels_host;  // page-locked labels of the batch (fallbacks may replace some)
@@ -541,7 +542,6 @@ void GpuDecoder::stage_main() {
         }
         // Where each crop and its rows go in the set's buffers.
         std::size_t decoded_bytes = 0, scratch_bytes_total = 0;
-        int max_height = 0;
         auto* jobs = static_cast<CropJob*>(set.jobs_host.data());
         for (std::size_t i = 0; i < hardware.size(); ++i) {
           const StagedImage& st = batch.staged_[static_cast<std::size_t>(hardware[i])];
@@ -555,7 +555,6 @@ void GpuDecoder::stage_main() {
           job.flip = st.params.flip ? 1 : 0;
           decoded_bytes += align_up(static_cast<std::size_t>(c.width) * c.height * 3);
           scratch_bytes_total += align_up(gpu::scratch_bytes(c.height, static_cast<int>(s)));
-          max_height = std::max(max_height, c.height);
         }
         if (!hardware.empty()) {
           set.decoded.reserve(decoded_bytes);
@@ -652,15 +651,15 @@ void GpuDecoder::stage_main() {
       if (!hardware.empty()) {
         nvtx::ScopedRange range(nvtx::kResizeNormalize);
         const int m = static_cast<int>(hardware.size());
-        int max_height = 0;
         const auto* jobs = static_cast<const CropJob*>(set.jobs_host.data());
-        for (int i = 0; i < m; ++i) max_height = std::max(max_height, jobs[i].height);
+        const ResizeShape shape = resize_shape(jobs, m, static_cast<int>(s));
+        set.taps.reserve(taps_bytes(shape, static_cast<int>(s)));
         WORKLOAD_CUDA_CHECK(cudaMemcpyAsync(set.jobs.data(), set.jobs_host.data(),
                                             sizeof(CropJob) * static_cast<std::size_t>(m),
                                             cudaMemcpyHostToDevice, e.stream.get()));
         out_desc.images = out_images;
         if (gpu_.before_resize) gpu_.before_resize(e.stream.get());
-        resize_normalize(set.jobs.data<CropJob>(), m, max_height, set.decoded.data(),
+        resize_normalize(set.jobs.data<CropJob>(), shape, set.decoded.data(), set.taps.data<int>(),
                          set.scratch.data(), out_desc, e.stream.get());
       }
       set.done.record(e.stream.get());

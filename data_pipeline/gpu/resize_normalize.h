@@ -34,12 +34,26 @@ inline std::uint64_t scratch_bytes(int crop_height, int size) {
   return static_cast<std::uint64_t>(crop_height) * static_cast<std::uint64_t>(size) * 3;
 }
 
-/// Enqueues the two passes on `stream` for `count` jobs (`jobs` in device memory); `max_height`
-/// is the tallest crop. Each output pixel is byte-identical to data_pipeline::resize_reference
-/// (Pillow) on the same crop, then flipped and converted as `out` says. Asynchronous; reads
-/// `sources` and `jobs`, writes `scratch` and `out.images`.
+/// The batch-wide sizes of one launch, from its jobs (host side).
+struct ResizeShape {
+  int count = 0;       ///< Jobs.
+  int max_height = 0;  ///< The tallest crop.
+  int max_taps = 0;    ///< The most filter taps any output pixel of any job reads, on either axis.
+};
+/// The shape of `count` jobs of output size `size` (reads the jobs in host memory).
+ResizeShape resize_shape(const CropJob* jobs, int count, int size);
+/// Bytes of the weight table a launch of that shape needs: per job, per output row and column,
+/// the first tap, the tap count and the fixed-point weights.
+std::uint64_t taps_bytes(const ResizeShape& shape, int size);
+
+/// Enqueues the resize on `stream` for `shape.count` jobs (`jobs` in device memory): a kernel that
+/// computes every job's filter weights once into `taps` (taps_bytes), then the horizontal pass into
+/// `scratch` and the vertical pass into `out.images`. Each output pixel is byte-identical to
+/// data_pipeline::resize_reference (Pillow) on the same crop, then flipped and converted as `out`
+/// says. Asynchronous; reads `sources` and `jobs`, writes `taps`, `scratch` and `out.images`.
 /// \throws std::runtime_error when a launch fails.
-void resize_normalize(const CropJob* jobs, int count, int max_height, const std::uint8_t* sources,
-                      std::uint8_t* scratch, const ResizeOutput& out, cudaStream_t stream);
+void resize_normalize(const CropJob* jobs, const ResizeShape& shape, const std::uint8_t* sources,
+                      int* taps, std::uint8_t* scratch, const ResizeOutput& out,
+                      cudaStream_t stream);
 
 }  // namespace data_pipeline::gpu

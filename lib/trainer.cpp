@@ -63,6 +63,10 @@ int signal_number(const std::string& name) {
 #if defined(WORKLOAD_TORCH_CUDA)
 struct Trainer::CudaState {
   c10::cuda::CUDAStream copy_stream;
+  // --decode gpu: the step's kernels on a high-priority stream for the trainer's lifetime, so the
+  // GPU decode stage's kernels (the resize, nvJPEG's colour conversion) fill the gaps between them
+  // rather than delay them.
+  std::optional<c10::cuda::CUDAStreamGuard> compute;
   explicit CudaState(c10::cuda::CUDAStream s) : copy_stream(s) {}
 };
 #else
@@ -99,6 +103,9 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist) : config_(std:
     c10::cuda::set_device(static_cast<c10::DeviceIndex>(gpu));
     at::globalContext().setBenchmarkCuDNN(config_.cudnn_benchmark);
     cuda_ = std::make_unique<CudaState>(c10::cuda::getStreamFromPool(/*isHighPriority=*/true));
+    if (config_.loader.decode == dp::DecodeDevice::kGpu) {
+      cuda_->compute.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/true));
+    }
   }
 #endif
 

@@ -29,9 +29,12 @@ namespace data_pipeline::gpu {
 
 /// Settings of the stage beyond the loader's.
 struct GpuDecodeOptions {
-  int device = 0;          ///< CUDA device the batches are decoded on and delivered to.
-  int decode_sets = 2;     ///< Hardware batches in flight (one nvJPEG state and buffer set each).
-  int output_batches = 4;  ///< Device batches: the consumer's, the ready ones, the one written.
+  int device = 0;       ///< CUDA device the batches are decoded on and delivered to.
+  int decode_sets = 2;  ///< Hardware batches in flight (one nvJPEG state and buffer set each).
+  /// Device batches: the consumer's, the ready ones, the one being written. A buffer is rewritten
+  /// only once the device has run the step that read it, so the stage's lead over the device is
+  /// output_batches - 2 batches: six leave it a step of slack for the engines' latency.
+  int output_batches = 6;
   /// False: behave as on a GPU without JPEG engines (the loader threads decode every image and the
   /// stage only copies them), for tests of that path on a GPU that has engines.
   bool use_engines = true;

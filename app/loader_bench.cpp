@@ -12,13 +12,22 @@
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include "data_pipeline/data_error.h"
 #include "data_pipeline/food101_index.h"
 #include "data_pipeline/jpeg_decoder.h"
 #include "data_pipeline/loader.h"
 #include "data_pipeline/sample_transform.h"
 #include "lib/cli.h"
+#include "lib/cuda_device.h"
 #include "lib/train_flags.h"
+
+#if defined(WORKLOAD_HAVE_NVJPEG)
+#include <cuda_runtime_api.h>
+
+#include "data_pipeline/gpu/gpu_decoder.h"
+#endif
 
 namespace {
 
@@ -29,19 +38,74 @@ struct LoaderRun {
   double images_per_s = 0;
   double seconds = 0;
   std::int64_t images = 0;
+  double cpu_us_per_image = 0;  // host CPU time of the whole process (getrusage) per timed image
+  // --decode gpu only:
+  std::int64_t hardware_images = 0;
+  std::int64_t fallback_images = 0;
 };
+
+// User + system CPU time of the whole process so far, in seconds.
+double process_cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
+}
 
 // Runs `warmup` + `batches` batches through a loader and times the last `batches`.
 LoaderRun run_loader(const std::shared_ptr<const dp::Food101Index>& index,
                      dp::LoaderOptions options, int warmup, int batches) {
   dp::Loader loader(index, options);
   for (int i = 0; i < warmup; ++i) loader.next();
+  const double cpu0 = process_cpu_s();
   const auto start = Clock::now();
   std::int64_t images = 0;
   for (int i = 0; i < batches; ++i) images += loader.next().size();
   const double s = std::chrono::duration<double>(Clock::now() - start).count();
-  return {images / s, s, images};
+  LoaderRun r;
+  r.images_per_s = images / s;
+  r.seconds = s;
+  r.images = images;
+  r.cpu_us_per_image = (process_cpu_s() - cpu0) * 1e6 / static_cast<double>(images);
+  return r;
 }
+
+#if defined(WORKLOAD_HAVE_NVJPEG)
+// The GPU decode stage alone (--decode gpu): batches decoded on the device, each released as soon
+// as it is ready; the clock stops when the last timed batch is on the device.
+LoaderRun run_gpu_stage(const std::shared_ptr<const dp::Food101Index>& index,
+                        dp::LoaderOptions options, int warmup, int batches,
+                        dp::gpu::GpuDecodeInfo* info) {
+  options.decode = dp::DecodeDevice::kGpu;
+  dp::gpu::GpuDecoder stage(index, options);
+  *info = stage.info();
+  for (int i = 0; i < warmup; ++i) {
+    dp::gpu::DeviceBatch b = stage.next();
+    cudaEventSynchronize(b.ready());
+  }
+  const dp::gpu::GpuDecodeStats before = stage.stats();
+  const double cpu0 = process_cpu_s();
+  const auto start = Clock::now();
+  std::int64_t images = 0;
+  for (int i = 0; i < batches; ++i) {
+    dp::gpu::DeviceBatch b = stage.next();
+    images += b.size();
+    if (i + 1 == batches && cudaEventSynchronize(b.ready()) != cudaSuccess) {
+      throw std::runtime_error("GPU decode stage: the last batch failed on the device");
+    }
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  LoaderRun r;
+  r.images_per_s = images / s;
+  r.seconds = s;
+  r.images = images;
+  r.cpu_us_per_image = (process_cpu_s() - cpu0) * 1e6 / static_cast<double>(images);
+  const dp::gpu::GpuDecodeStats after = stage.stats();
+  r.hardware_images = after.hardware_images - before.hardware_images;
+  r.fallback_images = after.fallback_images - before.fallback_images;
+  return r;
+}
+#endif
 
 // Full-resolution decode only (no crop, resize or normalisation), `threads` threads over the
 // files held in memory, so neither the file system nor the ring is measured.
@@ -219,7 +283,10 @@ int main(int argc, char** argv) {
         "loader_bench",
         "Runs the data_pipeline loader alone over a Food-101-layout dataset and reports images/s "
         "in total and per worker thread, for the fused ROI + DCT-scaled decode and for a plain "
-        "full decode followed by the crop, plus the pure full-decode rate. The loader flags are "
+        "full decode followed by the crop, plus the pure full-decode rate, with the process's host "
+        "CPU time per image. With --decode gpu, the GPU decode stage first (images/s on the "
+        "device, "
+        "host CPU per image, share of images that fell back to the CPU path). The loader flags are "
         "train_resnet50's.");
     options.set_width(100);
     std::string data;
@@ -263,14 +330,37 @@ int main(int argc, char** argv) {
                                  std::to_string(lo.workers));
     }
     const int workers = lo.workers;
+    const bool gpu = lo.decode == dp::DecodeDevice::kGpu;
+    if (gpu) {
+#if !defined(WORKLOAD_HAVE_NVJPEG)
+      throw workload::UsageError(
+          "--decode gpu: this build has no GPU decode stage (CUDA LibTorch, nvJPEG and nvcc are "
+          "needed)");
+#endif
+      if (!workload::cuda_available()) {
+        throw workload::UsageError("--decode gpu: no CUDA device is visible");
+      }
+    }
 
     auto index =
         std::make_shared<const dp::Food101Index>(dp::Food101Index::load(data, to_string(split)));
 
     lo.transform.decode_mode = dp::DecodeMode::kFusedRoi;
-    const LoaderRun fused = run_loader(index, lo, warmup, batches);
+    LoaderRun staged;
+    std::string gpu_notice;
+#if defined(WORKLOAD_HAVE_NVJPEG)
+    dp::gpu::GpuDecodeInfo gpu_info;
+    if (gpu) {
+      staged = run_gpu_stage(index, lo, warmup, batches, &gpu_info);
+      gpu_notice = gpu_info.notice;
+    }
+#endif
+    dp::LoaderOptions cpu_lo = lo;
+    cpu_lo.decode = dp::DecodeDevice::kCpu;  // the CPU path beside it
+    const LoaderRun fused = run_loader(index, cpu_lo, warmup, batches);
     lo.transform.decode_mode = dp::DecodeMode::kFull;
-    const LoaderRun full = run_loader(index, lo, warmup, batches);
+    cpu_lo.transform.decode_mode = dp::DecodeMode::kFull;
+    const LoaderRun full = run_loader(index, cpu_lo, warmup, batches);
 
     std::vector<std::vector<std::uint8_t>> files;
     const std::int64_t nfiles = std::min<std::int64_t>(index->size(), 512);
@@ -293,6 +383,18 @@ int main(int argc, char** argv) {
     j["full_images_per_s"] = full.images_per_s;
     j["full_images_per_s_per_thread"] = full.images_per_s / workers;
     j["fused_speedup_over_full"] = fused.images_per_s / full.images_per_s;
+    j["fused_cpu_us_per_image"] = fused.cpu_us_per_image;
+    if (gpu) {
+      auto& g = j["gpu_decode"];
+      g["images_per_s"] = staged.images_per_s;
+      g["cpu_us_per_image"] = staged.cpu_us_per_image;
+      g["cpu_time_vs_cpu_path"] = staged.cpu_us_per_image / fused.cpu_us_per_image;
+      g["hardware_images"] = staged.hardware_images;
+      g["fallback_images"] = staged.fallback_images;
+      g["fallback_share"] = static_cast<double>(staged.fallback_images) /
+                            static_cast<double>(staged.hardware_images + staged.fallback_images);
+      g["notice"] = gpu_notice;
+    }
     j["decode_only_images_per_s"] = decode;
     j["decode_only_images_per_s_per_thread"] = decode / workers;
     j["hardware_threads"] = hw;
@@ -310,13 +412,27 @@ int main(int argc, char** argv) {
     std::printf("loader_bench: %d worker threads, batch %lld, %d timed batches, %d px, %s unit\n",
                 workers, static_cast<long long>(lo.batch_size), batches, lo.transform.image_size,
                 dp::to_string(lo.work_unit));
-    std::printf("%-34s %12s %16s\n", "path", "images/s", "images/s/thread");
-    std::printf("%-34s %12.0f %16.0f\n", "fused ROI + scaled decode + aug", fused.images_per_s,
-                fused.images_per_s / workers);
+    std::printf("%-34s %12s %16s %14s\n", "path", "images/s", "images/s/thread", "CPU us/image");
+    if (gpu) {
+      std::printf("%-34s %12.0f %16.0f %14.1f\n", "GPU stage (nvJPEG engines + kernel)",
+                  staged.images_per_s, staged.images_per_s / workers, staged.cpu_us_per_image);
+    }
+    std::printf("%-34s %12.0f %16.0f %14.1f\n", "fused ROI + scaled decode + aug",
+                fused.images_per_s, fused.images_per_s / workers, fused.cpu_us_per_image);
     std::printf("%-34s %12.0f %16.0f\n", "full decode, then crop + aug", full.images_per_s,
                 full.images_per_s / workers);
     std::printf("%-34s %12.0f %16.0f\n", "full decode only (in memory)", decode, decode / workers);
     std::printf("fused / full: %.2fx\n", fused.images_per_s / full.images_per_s);
+    if (gpu) {
+      const std::int64_t total = staged.hardware_images + staged.fallback_images;
+      std::printf(
+          "GPU stage: %lld of %lld images on the engines (%.1f%% fell back to the CPU path), "
+          "host CPU per image %.2fx the CPU path's%s%s\n",
+          static_cast<long long>(staged.hardware_images), static_cast<long long>(total),
+          total ? 100.0 * static_cast<double>(staged.fallback_images) / total : 0.0,
+          staged.cpu_us_per_image / fused.cpu_us_per_image, gpu_notice.empty() ? "" : "; ",
+          gpu_notice.c_str());
+    }
     if (breakdown) print(cpu, cpu_options);
     return 0;
   });

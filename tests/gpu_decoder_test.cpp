@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <opencv2/imgproc.hpp>
 #include <random>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "data_pipeline/data_error.h"
+#include "data_pipeline/decode_route.h"
 #include "data_pipeline/food101_index.h"
 #include "data_pipeline/gpu/resize_normalize.h"
 #include "data_pipeline/hash64.h"
@@ -175,7 +177,6 @@ TEST(GpuResizeTest, TheKernelIsTheCpuReferenceByteForByte) {
   std::vector<std::vector<std::uint8_t>> sources;
   std::vector<CropJob> jobs;
   std::uint64_t source_bytes = 0, scratch = 0;
-  int max_height = 0;
   for (std::size_t i = 0; i < crops.size(); ++i) {
     const auto [w, h] = crops[i];
     std::vector<std::uint8_t> px(static_cast<std::size_t>(w) * h * 3);
@@ -190,7 +191,6 @@ TEST(GpuResizeTest, TheKernelIsTheCpuReferenceByteForByte) {
     jobs.push_back(job);
     source_bytes += px.size();
     scratch += scratch_bytes(h, size);
-    max_height = std::max(max_height, h);
     sources.push_back(std::move(px));
   }
   for (const bool float32 : {false, true}) {
@@ -198,6 +198,10 @@ TEST(GpuResizeTest, TheKernelIsTheCpuReferenceByteForByte) {
     std::uint8_t *d_src = nullptr, *d_scratch = nullptr;
     void* d_out = nullptr;
     CropJob* d_jobs = nullptr;
+    int* d_taps = nullptr;
+    const ResizeShape shape = resize_shape(jobs.data(), static_cast<int>(jobs.size()), size);
+    EXPECT_EQ(shape.max_height, 900);
+    check(cudaMalloc(reinterpret_cast<void**>(&d_taps), taps_bytes(shape, size)), "taps");
     const std::size_t elem = float32 ? 4 : 1;
     const std::size_t out_bytes = crops.size() * size * size * 3 * elem;
     check(cudaMalloc(reinterpret_cast<void**>(&d_src), source_bytes), "src");
@@ -219,8 +223,7 @@ TEST(GpuResizeTest, TheKernelIsTheCpuReferenceByteForByte) {
       out.mean[c] = kImageNetMean[static_cast<std::size_t>(c)];
       out.std[c] = kImageNetStd[static_cast<std::size_t>(c)];
     }
-    resize_normalize(d_jobs, static_cast<int>(jobs.size()), max_height, d_src, d_scratch, out,
-                     nullptr);
+    resize_normalize(d_jobs, shape, d_src, d_taps, d_scratch, out, nullptr);
     check(cudaDeviceSynchronize(), "kernel");
     std::vector<std::uint8_t> got(out_bytes);
     check(cudaMemcpy(got.data(), d_out, out_bytes, cudaMemcpyDeviceToHost), "download");
@@ -228,6 +231,7 @@ TEST(GpuResizeTest, TheKernelIsTheCpuReferenceByteForByte) {
     cudaFree(d_scratch);
     cudaFree(d_out);
     cudaFree(d_jobs);
+    cudaFree(d_taps);
 
     std::vector<std::uint8_t> rows, ref(static_cast<std::size_t>(size) * size * 3);
     for (std::size_t i = 0; i < jobs.size(); ++i) {
@@ -327,6 +331,45 @@ TEST(GpuEngineTest, PixelsAgreeWithLibjpegTurboOnEveryKindTheEngineTakes) {
     EXPECT_LE(a.mean_abs, 1.0);
     EXPECT_GE(a.psnr, 40.0);
   }
+}
+
+// Real photos, when WORKLOAD_TEST_JPEG_DIR names a directory of them (e.g. the sample images that
+// scikit-image, scikit-learn and matplotlib ship): the same tolerance on every one the engines
+// take.
+TEST(GpuEngineTest, PixelsAgreeWithLibjpegTurboOnRealPhotos) {
+  REQUIRE_GPU();
+  const char* dir = std::getenv("WORKLOAD_TEST_JPEG_DIR");
+  if (!dir || !*dir) GTEST_SKIP() << "set WORKLOAD_TEST_JPEG_DIR to a directory of JPEG photos";
+  EngineDecoder engine;
+  JpegDecoder cpu;
+  int compared = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const auto bytes = test_util::read_bytes(entry.path());
+    const std::string name = entry.path().filename().string();
+    if (!JpegDecoder::looks_like_jpeg(bytes.data(), bytes.size())) continue;
+    const JpegHeader h = cpu.read_header(bytes.data(), bytes.size(), name);
+    const RouteDecision route = hardware_route(h);
+    if (route.route != DecodeRoute::kHardware || !ends_with_eoi(bytes.data(), bytes.size())) {
+      std::printf("[ calibrate ] %-28s %dx%d: CPU path (%s)\n", name.c_str(), h.width, h.height,
+                  route.reason);
+      continue;
+    }
+    SCOPED_TRACE(name);
+    const auto gpu = engine.decode(bytes, h.width, h.height);
+    const RgbView view = cpu.decode_full(bytes.data(), bytes.size(), name);
+    std::vector<std::uint8_t> ref(static_cast<std::size_t>(h.width) * h.height * 3);
+    for (int r = 0; r < h.height; ++r) {
+      std::memcpy(ref.data() + static_cast<std::size_t>(r) * h.width * 3,
+                  view.data + r * view.stride, static_cast<std::size_t>(h.width) * 3);
+    }
+    const Agreement a = compare(gpu.data(), ref.data(), ref.size());
+    std::printf("[ calibrate ] %-28s %dx%d: mean |d| %.3f, max |d| %d, PSNR %.1f dB\n",
+                name.c_str(), h.width, h.height, a.mean_abs, a.max_abs, a.psnr);
+    EXPECT_LE(a.mean_abs, 1.0);
+    EXPECT_GE(a.psnr, 40.0);
+    ++compared;
+  }
+  std::printf("[ calibrate ] %d real photos compared\n", compared);
 }
 
 // ---------------------------------------------------------------------------------------------

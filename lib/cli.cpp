@@ -50,6 +50,10 @@ std::string FlagReader::string(const std::string& flag) const {
   return result_[flag].as<std::string>();
 }
 
+std::vector<std::string> FlagReader::strings(const std::string& flag) const {
+  return result_[flag].as<std::vector<std::string>>();
+}
+
 void check_integer_range(const std::string& flag, std::int64_t v, std::int64_t min,
                          std::int64_t max) {
   if (v >= min && v <= max) return;

@@ -33,6 +33,8 @@ class FlagReader {
 
   bool has(const std::string& flag) const { return result_.count(flag) > 0; }
   std::string string(const std::string& flag) const;
+  /// Every value a repeatable flag was given, in order.
+  std::vector<std::string> strings(const std::string& flag) const;
   std::int64_t integer(const std::string& flag, std::int64_t min, std::int64_t max) const;
   std::uint64_t unsigned_integer(const std::string& flag) const;
   double real(const std::string& flag, double min, double max) const;
@@ -77,6 +79,8 @@ std::string shortest_text(double v);
 //   real(info, double&, min, max)
 //   boolean(info, bool&)              --flag, --flag=true|false
 //   choice(info, E&)                  E a named enum (data_pipeline/named_enum.h)
+//   list(info, std::vector<T>&)       a repeatable flag; T has parse_list_item(text, T*) (throws
+//                                     std::invalid_argument) and to_string(T), found by ADL
 
 /// T, in a context that template argument deduction ignores (so `integer(info, int64_field, 1, 8)`
 /// deduces T from the field alone).
@@ -123,6 +127,10 @@ class DeclareFlags {
   void choice(const FlagInfo& f, const E& v) {
     add(f, data_pipeline::enum_choices<E>() + ": " + f.help,
         cxxopts::value<std::string>()->default_value(data_pipeline::to_string(v)));
+  }
+  template <typename T>
+  void list(const FlagInfo& f, const std::vector<T>&) {
+    add(f, f.help + std::string(" (repeatable)"), cxxopts::value<std::vector<std::string>>());
   }
 
  private:
@@ -174,6 +182,18 @@ class ReadFlags {
     }
     v = *parsed;
   }
+  template <typename T>
+  void list(const FlagInfo& f, std::vector<T>& v) {
+    if (!take(f)) return;
+    v.clear();
+    for (const std::string& text : flags_.strings(f.name)) {
+      try {
+        v.push_back(parse_list_item(text, static_cast<T*>(nullptr)));
+      } catch (const std::invalid_argument& e) {
+        throw UsageError("--" + std::string(f.name) + ": " + e.what() + ", got '" + text + "'");
+      }
+    }
+  }
 
  private:
   bool take(const FlagInfo& f) {
@@ -208,6 +228,8 @@ class CheckFlagRanges {
   void boolean(const FlagInfo&, const bool&) {}
   template <typename E>
   void choice(const FlagInfo&, const E&) {}
+  template <typename T>
+  void list(const FlagInfo&, const std::vector<T>&) {}  // items: validate()'s business
 };
 
 /// Writes every reported flag's value into a JSON object: numbers and booleans as such, choices by
@@ -226,6 +248,12 @@ class FlagsToJson {
   template <typename E>
   void choice(const FlagInfo& f, const E& v) {
     put(f, data_pipeline::to_string(v));
+  }
+  template <typename T>
+  void list(const FlagInfo& f, const std::vector<T>& v) {
+    std::vector<std::string> items;
+    for (const T& item : v) items.push_back(to_string(item));
+    put(f, items);
   }
 
   /// "batch-size" -> "batch_size".

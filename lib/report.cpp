@@ -77,6 +77,10 @@ nlohmann::ordered_json step_json(const StepRecord& r) {
   j["epoch"] = r.epoch;
   j["batch_in_epoch"] = r.batch_in_epoch;
   if (r.loss) j["loss"] = *r.loss;
+  if (!r.injected_stalls.empty()) {
+    auto& list = j["injected_stalls"] = nlohmann::ordered_json::array();
+    for (const auto& s : r.injected_stalls) list.push_back({{"phase", s.phase}, {"ms", s.ms}});
+  }
   if (!r.skipped.empty()) {
     auto& list = j["skipped"] = nlohmann::ordered_json::array();
     for (const auto& s : r.skipped) {

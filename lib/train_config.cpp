@@ -1,11 +1,17 @@
 // The one place a TrainConfig is validated: its flags' ranges, combinations, machine and paths.
 #include "lib/train_config.h"
 
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
 #include <unistd.h>
 
 #include <filesystem>
 
 #include "lib/cuda_device.h"
+#include "lib/nvtx.h"
 #include "lib/train_flags.h"
 
 namespace workload {
@@ -23,6 +29,43 @@ void check_output_path(const std::string& flag, const std::string& path) {
   }
   if (std::filesystem::is_directory(p, ec))
     throw UsageError(flag + ": " + path + " is a directory");
+}
+
+InjectedStall parse_list_item(const std::string& text, InjectedStall*) {
+  const auto at = text.find('@');
+  const auto colon = text.find(':', at == std::string::npos ? 0 : at);
+  if (at == std::string::npos || colon == std::string::npos || at == 0) {
+    throw std::invalid_argument("expected PHASE@STEP:MS (e.g. forward@3:50)");
+  }
+  InjectedStall s;
+  s.phase = text.substr(0, at);
+  const std::string step = text.substr(at + 1, colon - at - 1);
+  const std::string ms = text.substr(colon + 1);
+  std::size_t used = 0;
+  try {
+    const long v = std::stol(step, &used);
+    if (used != step.size() || v < 0 || v > 1000000) throw std::out_of_range(step);
+    s.step = static_cast<int>(v);
+  } catch (const std::logic_error&) {
+    throw std::invalid_argument("STEP must be an integer >= 0, got '" + step + "'");
+  }
+  try {
+    s.ms = std::stod(ms, &used);
+    if (used != ms.size() || !(s.ms > 0) || s.ms > kMaxInjectedStallMs) {
+      throw std::out_of_range(ms);
+    }
+  } catch (const std::logic_error&) {
+    throw std::invalid_argument("MS must be a number in (0, " +
+                                std::to_string(static_cast<int>(kMaxInjectedStallMs)) + "], got '" +
+                                ms + "'");
+  }
+  return s;
+}
+
+std::string to_string(const InjectedStall& s) {
+  std::ostringstream out;
+  out << s.phase << '@' << s.step << ':' << s.ms;
+  return out.str();
 }
 
 void validate(const TrainConfig& c) {
@@ -54,6 +97,29 @@ void validate(const TrainConfig& c) {
     throw UsageError(std::string("--decode gpu: this build has no GPU decode stage (") +
                      WORKLOAD_NVJPEG_MISSING + "); use --decode cpu");
 #endif
+  }
+  for (const InjectedStall& s : c.inject_stall) {
+    // The step's ranges in this configuration (Trainer::step).
+    std::vector<std::string> phases = {nvtx::kDataLoad, nvtx::kBatchWait, nvtx::kH2dSubmit,
+                                       nvtx::kForward};
+    if (c.loader.transform.dtype == data_pipeline::HostDType::kUInt8) {
+      phases.push_back(nvtx::kNormalize);
+    }
+    if (c.mode == RunMode::kTrain) {
+      phases.insert(phases.end(), {nvtx::kZeroGrad, nvtx::kBackward, nvtx::kOptimizerStep});
+    }
+    if (c.sync_every_step) phases.push_back(nvtx::kLossItem);
+    if (std::find(phases.begin(), phases.end(), s.phase) == phases.end()) {
+      std::string names;
+      for (const auto& p : phases) names += (names.empty() ? "" : ", ") + p;
+      throw UsageError("--inject-stall " + to_string(s) +
+                       ": PHASE must be one of this run's step " + "ranges (" + names + "), got '" +
+                       s.phase + "'");
+    }
+    if (s.step >= c.steps) {
+      throw UsageError("--inject-stall " + to_string(s) + ": STEP must be a captured step, 0 to " +
+                       std::to_string(c.steps - 1) + " (--steps " + std::to_string(c.steps) + ")");
+    }
   }
   if (!c.report.empty()) check_output_path("--report", c.report);
   if (!c.torch_profiler_trace.empty()) {

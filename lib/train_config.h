@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "data_pipeline/food101_index.h"
 #include "data_pipeline/loader_options.h"
@@ -59,6 +60,25 @@ inline constexpr EnumName<ForwardBn> kForwardBnNames[] = {{ForwardBn::kEval, "ev
                                                           {ForwardBn::kTrain, "train"}};
 constexpr const auto& enum_names(ForwardBn) { return kForwardBnNames; }
 
+/// A known host stall (--inject-stall PHASE@STEP:MS): the main thread sleeps `ms` inside the
+/// `phase` range of captured step `step`, turning the workload into a known-answer test for
+/// profiling tools.
+struct InjectedStall {
+  std::string phase;  ///< One of the step's ranges (lib/nvtx.h), e.g. "forward".
+  int step = 0;       ///< 0-based captured step.
+  double ms = 0;      ///< Milliseconds, > 0.
+  friend bool operator==(const InjectedStall& a, const InjectedStall& b) {
+    return a.phase == b.phase && a.step == b.step && a.ms == b.ms;
+  }
+};
+/// Parses "forward@3:50" (PHASE@STEP:MS; STEP an integer >= 0, MS a number > 0 and at most
+/// kMaxInjectedStallMs). Whether PHASE exists in a run's step is validate()'s business.
+/// \throws std::invalid_argument saying what is wrong.
+InjectedStall parse_list_item(const std::string& text, InjectedStall* /*tag*/);
+/// "forward@3:50".
+std::string to_string(const InjectedStall& stall);
+inline constexpr double kMaxInjectedStallMs = 60000;
+
 /// The smallest crop ResNet-50's five stride-2 stages accept (32 / 2^5 = 1 pixel at the end).
 inline constexpr int kMinTrainImageSize = 32;
 
@@ -93,6 +113,7 @@ struct TrainConfig {
   RunMode mode = RunMode::kTrain;
   ForwardBn forward_bn = ForwardBn::kEval;  ///< Only meaningful with RunMode::kForward.
   bool sync_every_step = false;             ///< Read the loss on the host every step.
+  std::vector<InjectedStall> inject_stall;  ///< Known host stalls in the captured steps.
 
   // Data parallelism, when a launcher (torchrun) put this process in a distributed run; ignored
   // by a single process. Every other setting then means what it means per rank.

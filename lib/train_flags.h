@@ -85,6 +85,10 @@ void visit_train_flags(C& c, V&& v) {
   v.boolean({"sync-every-step", kExperimentsGroup,
              "read the loss on the host every step (an implicit sync per step)"},
             c.sync_every_step);
+  v.list({"inject-stall", kExperimentsGroup,
+          "PHASE@STEP:MS: sleep MS ms on the host inside range PHASE of captured step STEP (a "
+          "known answer for profiling tools)"},
+         c.inject_stall);
   v.choice({"dist-backend", kDistributedGroup,
             "collectives between ranks (default: nccl with --device cuda, gloo with cpu)"},
            c.dist_backend);

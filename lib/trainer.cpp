@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "data_pipeline/data_error.h"
@@ -173,6 +174,11 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist) : config_(std:
       gpu_input_->decoder = std::make_unique<dp::gpu::GpuDecoder>(index_, options, gpu_options);
       const dp::gpu::GpuDecodeInfo& info = gpu_input_->decoder->info();
       if (!info.notice.empty()) notices_.push_back(info.notice);
+      if (!lo.pin_memory) {
+        notices_.push_back(
+            "--pin-memory=false: ignored with --decode gpu (the stage's transfers read the ring, "
+            "which is page-locked)");
+      }
       if (info.hardware) {
         notices_.push_back("GPU decode: nvJPEG " + info.nvjpeg_version + ", " +
                            std::to_string(info.engines) + " hardware JPEG engines");
@@ -305,6 +311,15 @@ StepRecord Trainer::step(int index, bool warmup) {
   StepRecord rec;
   rec.index = index;
   rec.warmup = warmup;
+  // --inject-stall: sleeps on this thread at the start of the phase range just opened.
+  auto stall = [&](const char* phase) {
+    if (warmup) return;
+    for (const InjectedStall& s : config_.inject_stall) {
+      if (s.step != index || s.phase != phase) continue;
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(s.ms));
+      rec.injected_stalls.push_back(s);
+    }
+  };
   const bool train = config_.mode == RunMode::kTrain;
   const auto t_step = Clock::now();
   {
@@ -312,10 +327,12 @@ StepRecord Trainer::step(int index, bool warmup) {
     torch::Tensor images, labels;
     {
       Phase data_range(nvtx::kDataLoad, &phase_);
+      stall(nvtx::kDataLoad);
       dp::Batch batch;
       const auto t_wait = Clock::now();
       {
         Phase r(nvtx::kBatchWait, &phase_);
+        stall(nvtx::kBatchWait);
         if (loader_) batch = loader_->next();
 #if defined(WORKLOAD_HAVE_NVJPEG)
         if (gpu_input_) gpu_input_->held = gpu_input_->decoder->next();
@@ -325,6 +342,7 @@ StepRecord Trainer::step(int index, bool warmup) {
       const auto t_submit = Clock::now();
       {
         Phase r(nvtx::kH2dSubmit, &phase_);
+        stall(nvtx::kH2dSubmit);
         if (batch.valid()) {
           rec.digest = batch.digest();
           rec.epoch = batch.epoch();
@@ -346,12 +364,14 @@ StepRecord Trainer::step(int index, bool warmup) {
       rec.h2d_submit_ms = ms_since(t_submit);
       if (config_.loader.transform.dtype == dp::HostDType::kUInt8) {
         Phase r(nvtx::kNormalize, &phase_);
+        stall(nvtx::kNormalize);
         // Converts on the device; the NHWC strides are kept (memory format preserved).
         images = images.to(torch::kFloat32).mul_(norm_scale_).add_(norm_bias_);
       }
     }
     {
       Phase r(nvtx::kForward, &phase_);
+      stall(nvtx::kForward);
       AutocastGuard autocast(config_.precision == Precision::kBf16);
       std::optional<torch::NoGradGuard> no_grad;
       if (!train) no_grad.emplace();
@@ -365,14 +385,17 @@ StepRecord Trainer::step(int index, bool warmup) {
     if (train) {
       {
         Phase r(nvtx::kZeroGrad, &phase_);
+        stall(nvtx::kZeroGrad);
         zero_grad();
       }
       {
         Phase r(nvtx::kBackward, &phase_);
+        stall(nvtx::kBackward);
         loss_.backward();
       }
       {
         Phase r(nvtx::kOptimizerStep, &phase_);
+        stall(nvtx::kOptimizerStep);
         optimizer_->step();
       }
     }
@@ -388,6 +411,7 @@ StepRecord Trainer::step(int index, bool warmup) {
     if (config_.sync_every_step) {
       // The implicit-synchronization pitfall, on purpose: .item() waits for the device.
       Phase r(nvtx::kLossItem, &phase_);
+      stall(nvtx::kLossItem);
       rec.loss = loss_.item<float>();
     }
   }

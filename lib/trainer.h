@@ -38,7 +38,8 @@ struct StepRecord {
   std::int64_t epoch = 0;
   std::int64_t batch_in_epoch = 0;
   std::vector<data_pipeline::SkippedImage> skipped;
-  std::optional<double> loss;  ///< read every step only with --sync-every-step
+  std::optional<double> loss;                  ///< read every step only with --sync-every-step
+  std::vector<InjectedStall> injected_stalls;  ///< --inject-stall sleeps made in this step
 };
 
 /// What a run produced.

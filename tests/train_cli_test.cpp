@@ -143,6 +143,20 @@ TEST(TrainCliTest, ExperimentFlags) {
   expect_usage_error({"--data=/x", "--device=cpu", "--forward-bn=train"}, "--mode forward");
   expect_usage_error({"--data=/x", "--device=cpu", "--torch-profiler-trace=/no/such/dir/t.json"},
                      "--torch-profiler-trace");
+  EXPECT_EQ(parse({"--data=/x", "--device=cpu"}).config.loader.decode,
+            data_pipeline::DecodeDevice::kCpu);
+  expect_usage_error({"--data=/x", "--device=cpu", "--decode=gpu"}, "needs --device cuda");
+  expect_usage_error({"--data=/x", "--device=cpu", "--decode=npu"}, "--decode");
+  const TrainConfig stalls =
+      parse({"--data=/x", "--device=cpu", "--steps=5", "--inject-stall=forward@1:20",
+             "--inject-stall", "zero_grad@4:2.5"})
+          .config;
+  ASSERT_EQ(stalls.inject_stall.size(), 2u);
+  EXPECT_EQ(stalls.inject_stall[1], (InjectedStall{"zero_grad", 4, 2.5}));
+  expect_usage_error({"--data=/x", "--device=cpu", "--inject-stall=forward:3"},
+                     "--inject-stall: expected PHASE@STEP:MS");
+  expect_usage_error({"--data=/x", "--device=cpu", "--steps=2", "--inject-stall=forward@2:3"},
+                     "STEP must be a captured step");
 }
 
 TEST(TrainCliTest, HelpAndVersion) {
@@ -152,6 +166,7 @@ TEST(TrainCliTest, HelpAndVersion) {
   // Choices come from the name tables, defaults from TrainConfig.
   EXPECT_NE(h.help_text.find("fp32|bf16:"), std::string::npos) << h.help_text;
   EXPECT_NE(h.help_text.find("error|skip:"), std::string::npos) << h.help_text;
+  EXPECT_NE(h.help_text.find("--decode"), std::string::npos) << h.help_text;
   EXPECT_NE(h.help_text.find("(default: 128)"), std::string::npos) << h.help_text;
   EXPECT_TRUE(parse({"--version"}).version);
 }

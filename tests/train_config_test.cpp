@@ -118,7 +118,9 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
       // data parallelism (issue 12)
       "dist_backend", "dist_timeout_s", "bucket_mb", "broadcast_buffers",
       // GPU decode (issue 13)
-      "decode"};
+      "decode",
+      // known-answer stalls (issue 14)
+      "inject_stall"};
   // clang-format on
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["batch_size"], 128);
@@ -137,6 +139,30 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
   EXPECT_EQ(j["precision"], "fp32");
   EXPECT_EQ(j["host_dtype"], "float32");
   EXPECT_EQ(j["decode"], "cpu");
+}
+
+TEST(TrainConfigTest, InjectedStallsParseAndMustNameAPhaseAndACapturedStep) {
+  const InjectedStall s = parse_list_item("backward@7:12.5", static_cast<InjectedStall*>(nullptr));
+  EXPECT_EQ(s, (InjectedStall{"backward", 7, 12.5}));
+  EXPECT_EQ(to_string(s), "backward@7:12.5");
+  for (const char* bad : {"forward", "forward@3", "@3:5", "forward@x:5", "forward@-1:5",
+                          "forward@3:0", "forward@3:-2", "forward@3:5ms", "forward@3:1e9"}) {
+    EXPECT_THROW(parse_list_item(bad, static_cast<InjectedStall*>(nullptr)), std::invalid_argument)
+        << bad;
+  }
+  TrainConfig c = cpu_config();
+  c.steps = 4;
+  c.inject_stall = {{"forward", 3, 10}};
+  EXPECT_NO_THROW(validate(c));
+  c.inject_stall = {{"forward", 4, 10}};
+  expect_invalid(c, "--inject-stall forward@4:10: STEP must be a captured step, 0 to 3");
+  c.inject_stall = {{"normalize", 0, 10}};  // only with --host-dtype uint8
+  expect_invalid(c, "PHASE must be one of this run's step ranges");
+  c.loader.transform.dtype = data_pipeline::HostDType::kUInt8;
+  EXPECT_NO_THROW(validate(c));
+  c.mode = RunMode::kForward;
+  c.inject_stall = {{"backward", 0, 10}};
+  expect_invalid(c, "got 'backward'");
 }
 
 TEST(TrainConfigTest, GpuDecodeNeedsImagesAGpuAndAStageInThisBuild) {

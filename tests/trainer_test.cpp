@@ -161,6 +161,31 @@ TEST_F(TrainerTest, RunProducesTimingsThroughputAndLoss) {
   EXPECT_FALSE(t.notices().empty());
 }
 
+TEST_F(TrainerTest, InjectedStallsSleepInTheirPhaseAtTheirCapturedStepOnly) {
+  TrainConfig c = config();
+  c.inject_stall = {{"forward", 1, 250.0}, {"batch_wait", 2, 120.0}, {"backward", 2, 80.0}};
+  Trainer t(c);
+  const RunResult r = t.run();
+  for (const auto& s : r.warmup_steps) EXPECT_TRUE(s.injected_stalls.empty());
+  ASSERT_EQ(r.steps.size(), 3u);
+  EXPECT_TRUE(r.steps[0].injected_stalls.empty());
+  ASSERT_EQ(r.steps[1].injected_stalls.size(), 1u);
+  EXPECT_EQ(r.steps[1].injected_stalls[0].phase, "forward");
+  EXPECT_GE(r.steps[1].step_ms, 250.0);
+  ASSERT_EQ(r.steps[2].injected_stalls.size(), 2u);
+  EXPECT_EQ(r.steps[2].injected_stalls[0].phase, "batch_wait");  // in the order the step runs
+  EXPECT_EQ(r.steps[2].injected_stalls[1].phase, "backward");
+  EXPECT_GE(r.steps[2].batch_wait_ms, 120.0);  // the host-timed range holds the sleep
+  EXPECT_GE(r.steps[2].step_ms, 200.0);
+  // The report lists them in the config and per step.
+  const auto j = make_report(t, r);
+  EXPECT_EQ(j["config"]["inject_stall"],
+            nlohmann::ordered_json({"forward@1:250", "batch_wait@2:120", "backward@2:80"}));
+  EXPECT_EQ(j["steps"][1]["injected_stalls"][0]["phase"], "forward");
+  EXPECT_EQ(j["steps"][1]["injected_stalls"][0]["ms"], 250.0);
+  EXPECT_FALSE(j["steps"][0].contains("injected_stalls"));
+}
+
 TEST_F(TrainerTest, ReportHasTheDocumentedSchema) {
   Trainer t(config());
   const RunResult r = t.run();

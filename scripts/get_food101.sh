@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Fetches the real Food-101 (the archive torchvision.datasets.Food101 downloads), checks its MD5 and
+# extracts it to DIR/food-101, the layout `train_resnet50 --data DIR` reads.
+#
+# usage: scripts/get_food101.sh [--out DIR] [--url URL] [--md5 SUM]
+#
+#   --out DIR   where the archive and the tree go (default: data): DIR/food-101.tar.gz, DIR/food-101/
+#   --url URL   the archive (default: torchvision's, about 5 GB:
+#               http://data.vision.ee.ethz.ch/cvl/food-101.tar.gz); curl also takes file:// URLs
+#   --md5 SUM   the archive's MD5 (default: torchvision's, 85eeb15f3717b99a5da872d97d918f87)
+#   -h, --help  this text
+#
+# The download goes to DIR/food-101.tar.gz.part with curl (wget when there is no curl); a run that
+# is interrupted leaves it there and the next run resumes it. Complete, it becomes
+# DIR/food-101.tar.gz, whose MD5 is checked before anything is extracted. The archive is extracted
+# in a temporary directory inside DIR, its layout checked (food-101/meta/classes.txt, train.txt,
+# test.txt and food-101/images/), the marker food-101/.complete (holding the MD5) written last, and
+# the tree renamed to DIR/food-101 in one step. A DIR/food-101 without that marker (an interrupted
+# extraction, or one made by hand) is replaced once the new tree is ready; with the marker, a run
+# does nothing. The archive is kept: delete it to save the space.
+#
+# Exit status: 0 when DIR/food-101 is complete (fetched now, or already there); 1 when the download,
+# the MD5 check, the extraction or the layout check fails, or a tool is missing (curl or wget,
+# md5sum, tar, gzip); 2 for usage errors; 130 or 143 when interrupted (SIGINT, SIGTERM).
+set -euo pipefail
+
+readonly NAME=get_food101.sh
+# torchvision.datasets.Food101's _URL and _MD5.
+readonly DEFAULT_URL=http://data.vision.ee.ethz.ch/cvl/food-101.tar.gz
+readonly DEFAULT_MD5=85eeb15f3717b99a5da872d97d918f87
+
+usage() { sed -n '5,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; }
+die_usage() {
+  echo "$NAME: error: $1" >&2
+  echo "usage: scripts/get_food101.sh [--out DIR] [--url URL] [--md5 SUM]   (--help for more)" >&2
+  exit 2
+}
+die() { echo "$NAME: error: $1" >&2; exit 1; }
+say() { echo "$NAME: $1"; }
+
+out=data
+url=$DEFAULT_URL
+md5=$DEFAULT_MD5
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --out|--url|--md5)
+      flag=$1
+      [ $# -ge 2 ] || die_usage "$flag: expected a value"
+      value=$2
+      # `--out --md5 X` is a forgotten value, not a directory named --md5.
+      [[ $value != --* ]] || die_usage "$flag: expected a value, got the flag '$value'"
+      shift 2 ;;
+    --out=*|--url=*|--md5=*)
+      flag=${1%%=*}
+      value=${1#*=}
+      shift ;;
+    *) die_usage "unknown argument '$1'" ;;
+  esac
+  [ -n "$value" ] || die_usage "$flag: expected a value, got ''"
+  case "$flag" in
+    --out) out=$value ;;
+    --url) url=$value ;;
+    --md5) md5=${value,,} ;;
+  esac
+done
+[[ $md5 =~ ^[0-9a-f]{32}$ ]] || die_usage "--md5: expected 32 hex digits, got '$md5'"
+
+if command -v curl >/dev/null 2>&1; then
+  fetcher=curl
+elif command -v wget >/dev/null 2>&1; then
+  fetcher=wget
+  [[ $url != file://* ]] || die "wget cannot fetch file:// URLs ($url): install curl"
+else
+  die "neither curl nor wget is installed (apt install curl)"
+fi
+for tool in md5sum tar gzip; do
+  command -v "$tool" >/dev/null 2>&1 ||
+    die "$tool is not installed (apt install $([ "$tool" = md5sum ] && echo coreutils || echo "$tool"))"
+done
+
+mkdir -p -- "$out" || die "--out: cannot create the directory '$out'"
+archive=$out/food-101.tar.gz
+part=$archive.part
+tree=$out/food-101
+marker=$tree/.complete
+stage=""
+old=""
+
+# One run at a time per DIR: two curls appending to one .part would corrupt it. With the lock held,
+# staging directories left by a killed run are ours to remove.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$out/.get_food101.lock"
+  flock -n 9 || die "another get_food101.sh is working in $out (lock: $out/.get_food101.lock)"
+  rm -rf -- "$out"/.food-101.extract.* "$out"/.food-101.old.*
+fi
+
+cleanup() {
+  if [ -n "$stage" ]; then rm -rf -- "$stage"; fi
+  if [ -n "$old" ]; then rm -rf -- "$old"; fi
+}
+trap cleanup EXIT
+# Exit (and so clean up) on a signal; the .part file stays for the next run to resume.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Prints what DIR (a food-101 tree) lacks of the layout train_resnet50 reads, one entry a line.
+layout_missing() {
+  local f
+  for f in meta/classes.txt meta/train.txt meta/test.txt; do
+    [ -s "$1/$f" ] || echo "food-101/$f"
+  done
+  [ -d "$1/images" ] || echo "food-101/images/"
+}
+
+if [ -f "$marker" ]; then
+  done_md5=$(<"$marker")
+  done_md5=${done_md5//[[:space:]]/}
+  mapfile -t missing < <(layout_missing "$tree")
+  if [ "$done_md5" = "$md5" ] && [ ${#missing[@]} -eq 0 ]; then
+    say "$tree is already complete (marker $marker, md5 $md5): nothing to do"
+    exit 0
+  elif [ "$done_md5" != "$md5" ]; then
+    say "$tree was extracted from another archive (md5 $done_md5 in $marker, expected $md5): it will be replaced once the archive is verified and extracted"
+  else
+    say "$tree has its marker but lacks ${missing[*]}: it will be replaced once the archive is verified and extracted"
+  fi
+elif [ -e "$tree" ] || [ -L "$tree" ]; then
+  say "$tree exists without the completion marker $marker (an interrupted extraction?): it will be replaced once the archive is verified and extracted"
+fi
+
+# Downloads $1 to $2, resuming what $2 already holds.
+download() {
+  local progress
+  if [ "$fetcher" = curl ]; then
+    progress=(-sS)
+    if [ -t 2 ]; then progress=(--progress-bar); fi
+    curl -fL --retry 3 --retry-delay 2 -C - "${progress[@]}" -o "$2" -- "$1"
+  else
+    progress=(-nv)
+    if [ -t 2 ]; then progress=(--progress=bar); fi
+    wget -c --tries=3 "${progress[@]}" -O "$2" -- "$1"
+  fi
+}
+
+if [ -f "$archive" ]; then
+  say "using the archive already downloaded: $archive"
+else
+  if [ -s "$part" ]; then
+    say "resuming $part at $(wc -c <"$part") bytes from $url ($fetcher)"
+  else
+    say "downloading $url to $part ($fetcher)"
+  fi
+  download "$url" "$part" ||
+    die "the download of $url failed; $part keeps what arrived and the next run resumes it (delete it to start over)"
+  mv -f -- "$part" "$archive"
+fi
+
+say "checking the MD5 of $archive"
+found=$(md5sum <"$archive")
+found=${found%% *}
+[ "$found" = "$md5" ] ||
+  die "MD5 mismatch for $archive: expected $md5, found $found (a corrupt or different file: delete it to download again, or give the right --md5)"
+
+stage=$(mktemp -d "$out/.food-101.extract.XXXXXX") ||
+  die "cannot create a temporary directory in $out"
+say "extracting $archive"
+tar --no-same-owner -xzf "$archive" -C "$stage" ||
+  die "cannot extract $archive: tar failed (a truncated or corrupt archive, or a full disk?); nothing was installed in $tree"
+mapfile -t missing < <(layout_missing "$stage/food-101")
+[ ${#missing[@]} -eq 0 ] ||
+  die "$archive is not the Food-101 layout train_resnet50 --data reads: it lacks ${missing[*]}; nothing was installed in $tree"
+
+# The marker goes in last, then the whole tree appears under its name in one rename(2): a
+# DIR/food-101 is either complete with its marker, or has none.
+printf '%s\n' "$md5" >"$stage/food-101/.complete"
+if [ -e "$tree" ] || [ -L "$tree" ]; then
+  old=$(mktemp -d "$out/.food-101.old.XXXXXX")
+  mv -- "$tree" "$old/"
+fi
+mv -- "$stage/food-101" "$tree"
+
+classes=$(wc -l <"$tree/meta/classes.txt")
+train=$(wc -l <"$tree/meta/train.txt")
+tests=$(wc -l <"$tree/meta/test.txt")
+say "done: $tree ($((classes)) classes, $((train)) train and $((tests)) test images); train on it with"
+say "  scripts/run.sh --data $out    or    build/bin/train_resnet50 --data $out"

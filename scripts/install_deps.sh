@@ -66,8 +66,9 @@ install_deps() {
                   nlohmann-json3-dev python3 python3-matplotlib python3-numpy python3-pytest xz-utils)
   # Gloo's headers, for data parallelism on the CPU with Debian's LibTorch (c10d's Gloo backend).
   [ "$_want_debian_torch" = 1 ] && packages+=(libgloo-dev)
-  # test.sh's format check, and clang with its libFuzzer runtime for its fuzzer build.
-  [ "${WITH_TEST_DEPS:-0}" = 1 ] && packages+=(clang-format)
+  # test.sh's format check and get_food101.sh's tests (curl fetches their file:// archives), and
+  # clang with its libFuzzer runtime for its fuzzer build.
+  [ "${WITH_TEST_DEPS:-0}" = 1 ] && packages+=(clang-format curl)
   [ "${WITH_FUZZ_DEPS:-0}" = 1 ] && packages+=(clang libclang-rt-dev)
   [ "$_want_debian_torch" = 1 ] && packages+=(libtorch-dev)
   local missing=() p

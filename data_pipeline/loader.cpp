@@ -305,8 +305,11 @@ Batch Loader::next() {
                          static_cast<std::size_t>(n) * sizeof(std::uint64_t), batch.digest_);
   const auto dtype =
       options_.transform.dtype == HostDType::kUInt8 ? torch::kUInt8 : torch::kFloat32;
+  const bool nchw = options_.transform.layout == ImageLayout::kNchw;
   batch.images_ = torch::from_blob(ring_->images(lease.slot), {n, 3, s, s},
-                                   {s * s * 3, 1, s * 3, 3}, torch::TensorOptions().dtype(dtype));
+                                   nchw ? std::vector<std::int64_t>{s * s * 3, s * s, s, 1}
+                                        : std::vector<std::int64_t>{s * s * 3, 1, s * 3, 3},
+                                   torch::TensorOptions().dtype(dtype));
   batch.labels_ = torch::from_blob(labels, {n}, torch::TensorOptions().dtype(torch::kInt64));
   batch.wait_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now() - started);

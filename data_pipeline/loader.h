@@ -37,7 +37,8 @@ class Batch {
   Batch& operator=(const Batch&) = delete;
 
   bool valid() const { return ring_ != nullptr; }
-  /// N x 3 x H x W, channels_last memory (NHWC), float32 or uint8 per the options.
+  /// N x 3 x H x W, channels_last memory (NHWC) or contiguous NCHW per the options' layout,
+  /// float32 or uint8 per their dtype.
   const torch::Tensor& images() const { return images_; }
   /// N int64 labels.
   const torch::Tensor& labels() const { return labels_; }

@@ -22,6 +22,15 @@ constexpr const auto& enum_names(HostDType) { return kHostDTypeNames; }
 /// Bytes per element of `dtype`.
 inline std::size_t element_size(HostDType dtype) { return dtype == HostDType::kUInt8 ? 1 : 4; }
 
+/// Memory layout of a batch's images (and of the model's activations: --memory-format).
+enum class ImageLayout {
+  kChannelsLast,  ///< N x H x W x C in memory (NHWC), the default: what Hopper's kernels prefer.
+  kNchw,          ///< N x C x H x W: PyTorch's default contiguous layout.
+};
+inline constexpr EnumName<ImageLayout> kImageLayoutNames[] = {
+    {ImageLayout::kNchw, "nchw"}, {ImageLayout::kChannelsLast, "channels_last"}};
+constexpr const auto& enum_names(ImageLayout) { return kImageLayoutNames; }
+
 /// What one worker claims at a time.
 enum class WorkUnit {
   kBatch,   ///< A worker assembles a whole batch, as PyTorch's DataLoader workers do.
@@ -60,6 +69,7 @@ struct TransformOptions {
   AugmentOptions augment;
   HostDType dtype = HostDType::kFloat32;
   DecodeMode decode_mode = DecodeMode::kFusedRoi;
+  ImageLayout layout = ImageLayout::kChannelsLast;  ///< How a sample is written (HWC or CHW).
 };
 
 /// Bytes one transformed sample occupies in a batch buffer (image_size^2 x 3 elements).

@@ -206,7 +206,25 @@ std::uint64_t SampleTransform::write(const RgbView& crop, bool flip, void* dst,
   }
   if (times) times->resize_ns = lap(t);
   const std::size_t row_elems = static_cast<std::size_t>(s) * 3;
-  if (options_.dtype == HostDType::kFloat32) {
+  if (options_.layout == ImageLayout::kNchw) {
+    // Three planes, C x H x W: the same values as the HWC loops below, transposed.
+    const std::size_t plane = static_cast<std::size_t>(s) * static_cast<std::size_t>(s);
+    for (int y = 0; y < s; ++y) {
+      const std::uint8_t* in = resized_.ptr<std::uint8_t>(y);
+      const std::size_t row = static_cast<std::size_t>(y) * static_cast<std::size_t>(s);
+      for (int x = 0; x < s; ++x) {
+        const std::uint8_t* p = in + 3 * (flip ? s - 1 - x : x);
+        for (int c = 0; c < 3; ++c) {
+          const std::size_t at = c * plane + row + static_cast<std::size_t>(x);
+          if (options_.dtype == HostDType::kFloat32) {
+            static_cast<float*>(dst)[at] = lut_[c][p[c]];
+          } else {
+            static_cast<std::uint8_t*>(dst)[at] = p[c];
+          }
+        }
+      }
+    }
+  } else if (options_.dtype == HostDType::kFloat32) {
     auto* out = static_cast<float*>(dst);
     for (int y = 0; y < s; ++y) {
       const std::uint8_t* in = resized_.ptr<std::uint8_t>(y);

@@ -36,7 +36,7 @@ struct TransformTimes {
 /// `RandomHorizontalFlip(0.5)`, `ToTensor()`, `Normalize(ImageNet mean, std)`: the crop and flip
 /// come from `sample_augment`; the crop, already reduced by the decoder's DCT scaling, is resized
 /// with OpenCV (`resize_interpolation`) and written channels-last (H x W x 3) into the caller's
-/// memory.
+/// memory, or as three planes (3 x H x W) with ImageLayout::kNchw.
 /// JPEG goes through `JpegDecoder`; other formats through OpenCV's imgcodecs when this build has
 /// it. EXIF orientation is ignored, as in torchvision's PIL path.
 ///

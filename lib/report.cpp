@@ -119,7 +119,7 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
   model["name"] = "resnet50";
   model["num_classes"] = trainer.num_classes();
   model["parameters"] = trainer.parameters();
-  model["memory_format"] = "channels_last";
+  model["memory_format"] = to_string(c.loader.transform.layout);
 
   if (const auto* loader = trainer.loader()) {
     auto& l = j["loader"];

@@ -85,6 +85,9 @@ void visit_train_flags(C& c, V&& v) {
   v.boolean({"sync-every-step", kExperimentsGroup,
              "read the loss on the host every step (an implicit sync per step)"},
             c.sync_every_step);
+  v.choice({"memory-format", kExperimentsGroup,
+            "the model's and the batches' layout (nchw shows what channels_last saves)"},
+           c.loader.transform.layout);
   v.list({"inject-stall", kExperimentsGroup,
           "PHASE@STEP:MS: sleep MS ms on the host inside range PHASE of captured step STEP (a "
           "known answer for profiling tools)"},

@@ -119,7 +119,8 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist) : config_(std:
 
   model_ = ResNet50(num_classes_);
   model_->to(device_);
-  to_channels_last(*model_);
+  const bool nchw = config_.loader.transform.layout == dp::ImageLayout::kNchw;
+  if (!nchw) to_channels_last(*model_);
   if (dist_) {
     // After the device and the memory format (the buckets' views follow the gradients' layout).
     ddp_ = std::make_unique<DataParallel>(*dist_, *model_,
@@ -152,12 +153,13 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist) : config_(std:
         lo.transform.dtype == dp::HostDType::kUInt8
             ? torch::randint(256, {lo.batch_size, s, s, 3}, torch::kUInt8).permute({0, 3, 1, 2})
             : torch::randn({lo.batch_size, s, s, 3}).permute({0, 3, 1, 2});
+    if (nchw) host = host.contiguous();  // the same values, NCHW in memory
     torch::Tensor labels = torch::randint(num_classes_, {lo.batch_size}, torch::kInt64);
     synthetic_digest_ = dp::hash64(labels.data_ptr(), labels.numel() * 8,
                                    static_cast<std::uint64_t>(labels.numel()));
     synthetic_digest_ =
         dp::hash64(host.data_ptr(), host.numel() * host.element_size(), synthetic_digest_);
-    synthetic_images_ = host.to(device_);  // keeps the NHWC strides: channels_last
+    synthetic_images_ = host.to(device_);  // keeps the strides: channels_last or NCHW
     synthetic_labels_ = labels.to(device_);
   } else {
     dp::LoaderOptions options = lo;

@@ -493,6 +493,22 @@ TEST_F(GpuDecoderTest, DigestsAndPixelsAreTheSameWhateverTheLoaderSettings) {
   EXPECT_EQ(pixels[0], pixels[1]);
 }
 
+TEST_F(GpuDecoderTest, NchwBatchesAreTheChannelsLastOnesInAnotherLayout) {
+  for (const HostDType dtype : {HostDType::kUInt8, HostDType::kFloat32}) {
+    LoaderOptions chw = options(dtype);
+    chw.transform.layout = ImageLayout::kNchw;
+    GpuDecoder a(index(), options(dtype)), b(index(), chw);
+    for (int i = 0; i < 3; ++i) {
+      DeviceBatch x = a.next(), y = b.next();
+      ASSERT_EQ(cudaEventSynchronize(x.ready()), cudaSuccess);
+      ASSERT_EQ(cudaEventSynchronize(y.ready()), cudaSuccess);
+      EXPECT_TRUE(y.images().is_contiguous());
+      EXPECT_TRUE(x.images().is_contiguous(torch::MemoryFormat::ChannelsLast));
+      EXPECT_TRUE(torch::equal(x.images().cpu(), y.images().cpu())) << "batch " << i;
+    }
+  }
+}
+
 TEST_F(GpuDecoderTest, ReuseWaitsOnTheHostForWorkQueuedBeforeTheKernel) {
   // Queue a slow host function ahead of every resize: the next batch's hardware decode, which
   // ignores stream order, must still not overwrite the crops before the kernel has read them.

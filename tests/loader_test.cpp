@@ -183,6 +183,20 @@ TEST_F(LoaderTest, StagedBatchesForTheGpuAreIdenticalWhateverTheSettings) {
   EXPECT_TRUE(cpu.next().staged().empty());
 }
 
+TEST_F(LoaderTest, NchwBatchesAreTheChannelsLastOnesInAnotherLayout) {
+  LoaderOptions chw = base(2);
+  chw.transform.layout = ImageLayout::kNchw;
+  Loader a(index(), base(2)), b(index(), chw);
+  for (int i = 0; i < 3; ++i) {
+    Batch x = a.next(), y = b.next();
+    EXPECT_TRUE(x.images().is_contiguous(torch::MemoryFormat::ChannelsLast));
+    EXPECT_TRUE(y.images().is_contiguous());
+    EXPECT_EQ(x.images().sizes(), y.images().sizes());
+    EXPECT_TRUE(torch::equal(x.images(), y.images())) << "batch " << i;
+    EXPECT_TRUE(torch::equal(x.labels(), y.labels()));
+  }
+}
+
 TEST_F(LoaderTest, ResetToStartsTheGivenEpoch) {
   Loader loader(index(), base(2));
   loader.next();

@@ -113,6 +113,30 @@ TEST(SampleTransformTest, Uint8OutputIsTheFloatOutputBeforeNormalisation) {
   EXPECT_EQ(du, hash64(pu.data(), pu.size()));
 }
 
+TEST(SampleTransformTest, NchwIsTheChannelsLastSampleTransposed) {
+  for (const HostDType dtype : {HostDType::kFloat32, HostDType::kUInt8}) {
+    TransformOptions hwc = options(40, dtype), chw = options(40, dtype);
+    chw.layout = ImageLayout::kNchw;
+    SampleTransform a(hwc), b(chw);
+    const std::size_t elem = dtype == HostDType::kFloat32 ? 4 : 1, n = 40 * 40 * 3;
+    for (std::uint64_t image = 0; image < 6; ++image) {  // flipped and not
+      const auto bytes = sample_jpeg(static_cast<int>(image % 3));
+      std::vector<std::uint8_t> pa(n * elem), pb(n * elem);
+      CounterRng r1(9, 1, image, CounterRng::kAugment), r2(9, 1, image, CounterRng::kAugment);
+      a.apply(bytes.data(), bytes.size(), "x.jpg", r1, pa.data());
+      b.apply(bytes.data(), bytes.size(), "x.jpg", r2, pb.data());
+      std::size_t mismatches = 0;
+      for (std::size_t p = 0; p < 40 * 40; ++p) {
+        for (std::size_t c = 0; c < 3; ++c) {
+          mismatches += std::memcmp(pa.data() + (p * 3 + c) * elem,
+                                    pb.data() + (c * 40 * 40 + p) * elem, elem) != 0;
+        }
+      }
+      EXPECT_EQ(mismatches, 0u) << "image " << image;
+    }
+  }
+}
+
 TEST(SampleTransformTest, DigestDependsOnContent) {
   SampleTransform t(options(32));
   std::vector<float> out(32 * 32 * 3);

@@ -119,8 +119,8 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
       "dist_backend", "dist_timeout_s", "bucket_mb", "broadcast_buffers",
       // GPU decode (issue 13)
       "decode",
-      // known-answer stalls (issue 14)
-      "inject_stall"};
+      // known-answer stalls and the memory format (issue 14)
+      "inject_stall", "memory_format"};
   // clang-format on
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["batch_size"], 128);
@@ -139,6 +139,7 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
   EXPECT_EQ(j["precision"], "fp32");
   EXPECT_EQ(j["host_dtype"], "float32");
   EXPECT_EQ(j["decode"], "cpu");
+  EXPECT_EQ(j["memory_format"], "channels_last");
 }
 
 TEST(TrainConfigTest, InjectedStallsParseAndMustNameAPhaseAndACapturedStep) {

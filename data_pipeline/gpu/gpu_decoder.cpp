@@ -112,13 +112,17 @@ std::string version_string() {
 
 class OutputPool {
  public:
-  OutputPool(int slots, std::int64_t batch_size, int image_size, bool float32, int device) {
+  OutputPool(int slots, std::int64_t batch_size, int image_size, bool float32, bool planar,
+             int device)
+      : planar_(planar) {
     const auto dtype = float32 ? torch::kFloat32 : torch::kUInt8;
     const torch::Device dev(torch::kCUDA, static_cast<c10::DeviceIndex>(device));
     for (int i = 0; i < slots; ++i) {
       Slot s;
-      s.images = torch::empty({batch_size, image_size, image_size, 3},
-                              torch::TensorOptions().dtype(dtype).device(dev));
+      const std::vector<std::int64_t> shape =
+          planar ? std::vector<std::int64_t>{batch_size, 3, image_size, image_size}
+                 : std::vector<std::int64_t>{batch_size, image_size, image_size, 3};
+      s.images = torch::empty(shape, torch::TensorOptions().dtype(dtype).device(dev));
       s.labels =
           torch::empty({batch_size}, torch::TensorOptions().dtype(torch::kInt64).device(dev));
       s.ready = std::make_unique<CudaEvent>();
@@ -194,6 +198,11 @@ class OutputPool {
     return slots_[static_cast<std::size_t>(slot)].labels;
   }
   CudaEvent& ready(int slot) { return *slots_[static_cast<std::size_t>(slot)].ready; }
+  /// The first `n` images of a buffer as N x 3 x S x S (channels_last or contiguous NCHW).
+  torch::Tensor batch_view(int slot, std::int64_t n) const {
+    const torch::Tensor first = images(slot).narrow(0, 0, n);
+    return planar_ ? first : first.permute({0, 3, 1, 2});
+  }
 
  private:
   struct Slot {
@@ -203,6 +212,7 @@ class OutputPool {
     bool busy = false;
     ReuseFence fence;
   };
+  bool planar_ = false;  // buffers are N x 3 x S x S (NCHW), else N x S x S x 3
   std::vector<Slot> slots_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -351,7 +361,8 @@ GpuDecoder::GpuDecoder(std::shared_ptr<const Food101Index> index, LoaderOptions 
   }
   pool_ =
       std::make_shared<OutputPool>(gpu_.output_batches, b, options_.transform.image_size,
-                                   options_.transform.dtype == HostDType::kFloat32, gpu_.device);
+                                   options_.transform.dtype == HostDType::kFloat32,
+                                   options_.transform.layout == ImageLayout::kNchw, gpu_.device);
   LoaderOptions lo = options_;
   lo.decode = info_.hardware ? DecodeDevice::kGpu : DecodeDevice::kCpu;
   lo.pin_memory = true;  // the stage copies from the ring
@@ -459,6 +470,7 @@ void GpuDecoder::stage_main() {
   ResizeOutput out_desc;
   out_desc.size = static_cast<int>(s);
   out_desc.float32 = float32;
+  out_desc.planar = options_.transform.layout == ImageLayout::kNchw;
   for (int c = 0; c < 3; ++c) {
     out_desc.mean[c] = kImageNetMean[static_cast<std::size_t>(c)];
     out_desc.std[c] = kImageNetStd[static_cast<std::size_t>(c)];
@@ -666,7 +678,7 @@ void GpuDecoder::stage_main() {
       pool_->ready(slot).record(e.stream.get());
       batch.ready_ = pool_->ready(slot).get();
       batch.hardware_images_ = static_cast<std::int64_t>(hardware.size());
-      batch.images_ = pool_->images(slot).narrow(0, 0, n).permute({0, 3, 1, 2});
+      batch.images_ = pool_->batch_view(slot, n);
       batch.labels_ = pool_->labels(slot).narrow(0, 0, n);
       {
         std::lock_guard<std::mutex> lock(stats_mu_);

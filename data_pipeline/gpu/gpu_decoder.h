@@ -67,7 +67,8 @@ class OutputPool;
 
 /// A decoded batch on the device: a lease on one of the stage's output buffers.
 ///
-/// `images()` (N x 3 x S x S, channels_last, float32 or uint8 per the options) and `labels()` are
+/// `images()` (N x 3 x S x S, channels_last or NCHW per the options' layout, float32 or uint8 per
+/// their dtype) and `labels()` are
 /// device tensors written on the stage's stream; make the reading stream wait `ready()` first.
 /// Release with `release_after(fence)` once the reading work is queued, where `fence` blocks until
 /// it has run (e.g. a CUDA event synchronize): the stage calls it before writing the buffer

@@ -79,18 +79,23 @@ __global__ void vertical_pass(const CropJob* jobs, const int* taps, int stride,
     sum[2] += p[2] * w;
   }
   const int ox = job.flip ? size - 1 - x : x;
-  const long at = ((static_cast<long>(job.sample) * size + y) * size + ox) * 3;
+  // Element c of the output pixel: interleaved (NHWC) or in plane c (NCHW).
+  const long plane = static_cast<long>(size) * size;
+  const long pixel = static_cast<long>(y) * size + ox;
+  const long at = out.planar ? static_cast<long>(job.sample) * 3 * plane + pixel
+                             : (static_cast<long>(job.sample) * plane + pixel) * 3;
+  const long step = out.planar ? plane : 1;
   if (out.float32) {
     float* o = static_cast<float*>(out.images) + at;
     for (int c = 0; c < 3; ++c) {
       // The CPU path's operations in the same order: v / 255, then (x - mean) / std (IEEE
       // division: this file is not built with fast math).
       const float v = static_cast<float>(clip8(sum[c])) / 255.0f;
-      o[c] = (v - out.mean[c]) / out.std[c];
+      o[c * step] = (v - out.mean[c]) / out.std[c];
     }
   } else {
     std::uint8_t* o = static_cast<std::uint8_t*>(out.images) + at;
-    for (int c = 0; c < 3; ++c) o[c] = clip8(sum[c]);
+    for (int c = 0; c < 3; ++c) o[c * step] = clip8(sum[c]);
   }
 }
 

@@ -22,8 +22,9 @@ struct CropJob {
 
 /// What the kernel writes.
 struct ResizeOutput {
-  void* images = nullptr;  ///< N x size x size x 3 (NHWC), float32 or uint8.
+  void* images = nullptr;  ///< N x size x size x 3 (NHWC), or N x 3 x size x size when planar.
   int size = 0;
+  bool planar = false;  ///< NCHW (--memory-format nchw).
   bool float32 = true;  ///< (v / 255 - mean) / std per channel, as ToTensor + Normalize; else v.
   float mean[3] = {0, 0, 0};
   float std[3] = {1, 1, 1};

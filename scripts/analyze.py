@@ -8,12 +8,15 @@ usage: analyze.py EXPORT.sqlite --out DIR [--report run.json] [--expected-steps 
 
 Writes into DIR:
   summary.json         numbers and checks (nsys_analysis.summary.compute_summary lists every key)
-  summary.md           phases, per-step input timing, top kernels, memory operations, CUDA API calls,
-                       other NVTX domains, checks
+  summary.md           idle gaps, host stalls, checks, phases, per-step input timing, GPU time per phase,
+                       top kernels, memory operations, CUDA API calls, other NVTX domains
   fig1_phases.png      total duration of each phase range, torch_step and capture_window excluded
   fig2_top_kernels.png the twelve largest kernel groups by demangled name, with launch counts
   fig3_timeline.png    host ranges above kernel / copy / memset lanes, first step to last device op
   fig5_batch_wait.png  time inside batch_wait per step
+  fig6_gpu_phases.png  per step, the GPU time of the work launched in each phase, stacked (the device-side
+                       counterpart of figure 1: backward's kernels, launched from autograd's thread, count
+                       under backward)
 (Figure 4 compares configurations; scripts/sweep.py draws it with nsys_analysis.figures.plot_sweep().)
 
 Several exports (or any --rank-out) are the ranks of one data-parallel run, one nsys export per rank

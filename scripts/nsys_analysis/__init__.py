@@ -5,7 +5,8 @@ it: scripts/analyze.py, scripts/sweep.py and scripts/benchmarks.py are command l
   export        reading an nsys SQLite export into an Export
   report        run reports (train_resnet50's JSON, seed_workload.py's line)
   intervals     interval arithmetic on ns times, grouped duration statistics
-  idle_gaps     where and why the device sat idle inside the window
+  phases        the main thread's step-level phases, and the GPU time of the work launched in each
+  idle_gaps     where and why the device sat idle inside the window; the host stalls among those gaps
   kernels       layout-conversion kernels and short kernel labels
   summary       summary.json's numbers (compute_summary)
   checks        the capture checks, and the cross-check with nsys stats CSVs

@@ -8,10 +8,10 @@ from collections import OrderedDict
 from .intervals import group_stats
 
 
-def capture_checks(s, window, device_data):
+def capture_checks(s, window, device_data, report=None):
     """The checks of one capture, from the summary's numbers (compute_summary() fills s up to
-    expected_steps_source first) and its Window. Returns (checks, details): OrderedDicts by check name;
-    a check is True, False, or None when the export lacks what it needs.
+    expected_steps_source first), its Window and the run report, if any. Returns (checks, details):
+    OrderedDicts by check name; a check is True, False, or None when the export lacks what it needs.
 
       step_count             torch_step ranges in the window == the expected count (>= 1 without one)
       copy_count             host-to-device copies in the window == 2 x steps (images and labels of each
@@ -21,6 +21,8 @@ def capture_checks(s, window, device_data):
       capture_boundary       exactly one capture_window, every torch_step range inside it
       no_sync_in_steps       no synchronizing runtime call inside a step (see compute_summary)
       no_layout_conversions  no NCHW <-> NHWC conversion kernel launched inside a step
+      injected_stalls        only when the run report's config.inject_stall names stalls: each is found
+                             among s["host_stalls"] and no other host stall is (injected_stalls_check())
     """
     checks, details = OrderedDict(), OrderedDict()
     exp, exp_src = s["expected_steps"], s["expected_steps_source"]
@@ -78,7 +80,167 @@ def capture_checks(s, window, device_data):
         checks["no_layout_conversions"] = s["layout_conversion_kernels"] == 0
         details["no_layout_conversions"] = "%d NCHW<->NHWC conversion kernel(s) launched inside torch_step ranges" % (
             s["layout_conversion_kernels"])
+
+    stalls = injected_stalls_check(s, report)
+    if stalls is not None:
+        checks["injected_stalls"], details["injected_stalls"] = stalls
     return checks, details
+
+
+# train_resnet50 --inject-stall PHASE@STEP:MS, as the run report's config.inject_stall lists it.
+STALL_SPEC = re.compile(r"^\s*([A-Za-z_]\w*)@(\d+):(\S+?)\s*$")
+# How far a found stall's measured length may be from the injected MS, as a fraction of MS.
+STALL_TOLERANCE = 0.05
+
+
+def injected_stalls(report):
+    """The stalls a train_resnet50 run report's config.inject_stall injected (a list of "PHASE@STEP:MS"
+    strings; one string is taken as a list of one): [(text, phase, step, ms)], phase None where the text
+    does not parse. [] when the report injected none."""
+    config = report.get("config") if isinstance(report, dict) else None
+    specs = config.get("inject_stall") if isinstance(config, dict) else None
+    if isinstance(specs, str):
+        specs = [specs]
+    out = []
+    for spec in specs or ():
+        m = STALL_SPEC.match(spec) if isinstance(spec, str) else None
+        try:
+            ms = float(m.group(3)) if m else None
+        except ValueError:
+            ms = None
+        if ms is not None and ms > 0 and ms != float("inf"):
+            out.append((str(spec), m.group(1), int(m.group(2)), ms))
+        else:
+            out.append((str(spec), None, None, None))
+    return out
+
+
+def stall_length_ms(stall):
+    """A host stall's measured length (an entry of summary host_stalls): stall_ms, the host's quiet
+    interval less its usual length there; the gap itself without a runtime table."""
+    for key in ("stall_ms", "quiet_ms", "gap_ms"):
+        if stall.get(key) is not None:
+            return stall[key]
+    return None
+
+
+def injected_stalls_check(s, report, tolerance=STALL_TOLERANCE, min_ms=1.0):
+    """The check `injected_stalls` of a run that injected host stalls (train_resnet50 --inject-stall
+    PHASE@STEP:MS sleeps MS ms on the main thread inside range PHASE of captured step STEP): None when
+    the report injected none, so that the check is absent and all_checks_pass unchanged; else
+    (result, detail): True when every injected stall is found and no other host stall is, None when
+    the export cannot tell (no device data), False otherwise.
+
+    Found: an entry of s["host_stalls"] (idle_gaps.host_stalls(): the host-caused gaps of at least 1 ms
+    in the step's device work) with the same step and PHASE as its phase (the step-level one) or its
+    range (the innermost: batch_wait, h2d_submit and normalize, which train_resnet50 also accepts,
+    nest in data_load) whose measured length (stall_length_ms()) is within tolerance (5 %) of MS; each
+    entry matches one injection at most, the closest.
+    No other: every unmatched entry whose measured length is min_ms (1 ms) or more fails the check.
+    Unmatched gaps of 1 ms or more whose host was no slower than usual there (length < 1 ms) are named
+    in the detail but pass: after a stall that the queue absorbed in part, the device, no longer
+    ahead, runs dry at the host's next usual call-free stretch (zero_grad, the start of optimizer_step)
+    while the host keeps its ordinary pace.
+
+    What is measured. The device does not go idle when the host's sleep begins: it first drains what
+    the host had queued, so the gap is MS minus that queue (in the C++ bf16 capture 2-4 ms at phase
+    starts, in the Python reference 13-20 ms), and where the queue exceeds MS the stall leaves
+    no gap at its place at all: it is then not found (choose MS above the queue: held_ms - gap_ms of a
+    found stall shows it). The gap plus the time from the stall's start to the gap's start would
+    recover MS if the stall's start were known; the export shows it as the start of the host's quiet
+    interval, the longest stretch overlapping the gap in which the step's threads (main, autograd)
+    made no CUDA runtime call. That stretch (quiet_ms; held_ms runs on to the gap's end) holds the sleep
+    and also the CPU time without runtime calls on either side of it, which depends on where the sleep
+    sits: in the C++ bf16 capture 30-50 us at the start of data_load and forward, 0.7 ms from forward's
+    last call across zero_grad (no calls) into backward, 1.2 ms into optimizer_step (its first runtime
+    call comes ~1 ms in); 2.4 ms in the Python reference's optimizer_step: too much for 5 % of 20 ms. So
+    the length
+    compared is stall_ms: quiet_ms less usual_quiet_ms, the median length of the call-free stretch at
+    the same place (as many runtime calls from the phase's start) in the other captured steps, which
+    leaves the sleep within the stretch's step-to-step jitter (20 ms written into the C++ bf16 capture
+    at the start of each phase measure 20.00-20.12 ms; into the Python reference's backward,
+    optimizer_step and data_load, 20.17, 20.04 and 19.44-19.86 ms). Step and phase are those
+    sharing the most time with the quiet interval, the phase holding the sleep once MS exceeds the CPU
+    time around it. The run report's step_ms of that step, against the median of the others, is quoted
+    as the host's own view. A stall at step 0 may be measured from the window's start (the runtime
+    calls before it are outside the capture).
+    """
+    wanted = injected_stalls(report)
+    if not wanted:
+        return None
+    bad = [text for text, phase, _, _ in wanted if phase is None]
+    if bad:
+        return False, "unreadable config.inject_stall entr%s %s (expected PHASE@STEP:MS)" % (
+            "y" if len(bad) == 1 else "ies", ", ".join(repr(b) for b in bad))
+    stalls = s.get("host_stalls")
+    if stalls is None:
+        return None, "not evaluable: the export has no CUDA tables (%d stall(s) injected)" % len(wanted)
+    host_ms = _report_step_ms(report)
+    used, found, missing = set(), [], []
+    for text, phase, step, want in wanted:
+        cands = [(abs(stall_length_ms(st) - want), i) for i, st in enumerate(stalls)
+                 if i not in used and st["step"] == step and phase in (st["phase"], st.get("range"))]
+        ok = [c for c in cands if c[0] <= tolerance * want]
+        note = _report_note(host_ms, step)
+        if ok:
+            i = min(ok)[1]
+            used.add(i)
+            st = stalls[i]
+            got = stall_length_ms(st)
+            found.append("%s: %.3f ms (%+.1f%%; gap %.3f ms at %.3f ms, quiet %s ms, usual %s ms)%s" % (
+                text, got, 100.0 * (got - want) / want, st["gap_ms"], st["start_ms"],
+                _ms_text(st.get("quiet_ms")), _ms_text(st.get("usual_quiet_ms")), note))
+        else:
+            near = [st for st in stalls if st["step"] == step]
+            missing.append("%s not found (%s)%s" % (text, "; ".join(
+                "%s: %.3f ms, gap %.3f ms" % (_where(st), stall_length_ms(st), st["gap_ms"])
+                for st in near) if near else "no host-caused gap >= 1 ms at step %d" % step, note))
+    extra, passed = [], []
+    for i, st in enumerate(stalls):
+        if i in used:
+            continue
+        text = "%.3f ms at %.3f ms (gap %.3f ms; step %s, %s)" % (
+            stall_length_ms(st), st["start_ms"], st["gap_ms"], "?" if st["step"] is None else st["step"],
+            _where(st))
+        (extra if stall_length_ms(st) >= min_ms else passed).append(text)
+    parts = ["%d injected, %d found within %g%%" % (len(wanted), len(found), 100 * tolerance)]
+    parts += found + missing
+    parts.append("unexpected host stall(s): " + "; ".join(extra) if extra else
+                 "no other host stall >= %g ms" % min_ms)
+    if passed:
+        parts.append("gaps >= 1 ms with the host at its usual pace (not stalls): " + "; ".join(passed))
+    return not missing and not extra, "; ".join(parts)
+
+
+def _where(stall):
+    """"forward", or "data_load/batch_wait" where the innermost range is a nested one."""
+    phase, inner = stall["phase"], stall.get("range")
+    if phase is None:
+        return "no phase"
+    return phase if inner in (None, phase) else "%s/%s" % (phase, inner)
+
+
+def _ms_text(v):
+    return "?" if v is None else "%.3f" % v
+
+
+def _report_step_ms(report):
+    """The run report's step_ms per captured step index, {} when it has none."""
+    out = {}
+    for rec in (report or {}).get("steps") or ():
+        if isinstance(rec, dict) and isinstance(rec.get("index"), int) and isinstance(rec.get("step_ms"), (int, float)):
+            out[rec["index"]] = rec["step_ms"]
+    return out
+
+
+def _report_note(host_ms, step):
+    """", report step_ms X (median of the others Y)" for the step, "" without the report's timings."""
+    others = sorted(v for k, v in host_ms.items() if k != step)
+    if step not in host_ms or not others:
+        return ""
+    n = len(others)
+    median = others[n // 2] if n % 2 else (others[n // 2 - 1] + others[n // 2]) / 2
+    return ", report step_ms %.3f (median of the others %.3f)" % (host_ms[step], median)
 
 
 def failed_checks(summary):

@@ -1,4 +1,4 @@
-"""The article's figures: 1-3 and 5 for one capture, 4 and 5 for a sweep, the ranks figure of a data-parallel
+"""The article's figures: 1-3, 5 and 6 for one capture, 4 and 5 for a sweep, the ranks figure of a data-parallel
 capture (matplotlib, Agg backend)."""
 
 import sys
@@ -68,6 +68,57 @@ def plot_phase_totals(s, path, title_suffix=""):
         s["steps"], "" if s["steps"] == 1 else "s", title_suffix))
     ax.grid(axis="x", alpha=0.3)
     fig.text(0.01, -0.02, "Host range durations, not exclusive GPU work; hatched ranges nest inside data_load.",
+             fontsize=8, color="#555555")
+    return _save(fig, path)
+
+
+# Figure 6's colours per step-level phase; other phases take SEED_COLORS in turn.
+PHASE_COLORS = {"data_load": INPUT_COLOR, "forward": HOST_COLOR, "zero_grad": "#999999", "backward": KERNEL_COLOR,
+                "optimizer_step": H2D_COLOR, "loss_item": MEMSET_COLOR}
+
+
+def plot_gpu_phases(s, path, title_suffix=""):
+    """Figure 6, the device-side counterpart of figure 1: per captured step, the GPU time of the work
+    launched in each step-level phase (summary gpu_time_by_phase_per_step_ms), stacked; dots mark the
+    step's host time (torch_step)."""
+    plt = require_matplotlib()
+    per_step = s.get("gpu_time_by_phase_per_step_ms") or {}
+    totals = s.get("gpu_time_by_phase_ms") or {}
+    n = s["steps"] if per_step else 0
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    if not n:
+        ax.text(0.5, 0.5, "no device data" if s.get("gpu_time_by_phase_ms") is None else "no captured steps",
+                transform=ax.transAxes, ha="center", color="#555555")
+    else:
+        grand = s.get("gpu_time_total_ms") or 0
+        bottom, handles = [0.0] * n, []
+        spare = iter(SEED_COLORS[4:] + SEED_COLORS[:4])
+        for name, vals in per_step.items():
+            vals = [v or 0.0 for v in vals]
+            label = "%s: %.1f ms%s" % (name, totals.get(name, sum(vals)),
+                                       " (%.0f%%)" % (100.0 * totals.get(name, 0) / grand) if grand else "")
+            handles.append(ax.bar(range(n), vals, bottom=bottom, width=0.75, label=label,
+                                  color=PHASE_COLORS.get(name) or next(spare, "#cccccc")))
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        handles.reverse()  # the legend lists the phases top of the stack first
+        host = s.get("step_ms") or []
+        if len(host) != n:
+            host = []
+        if host:
+            handles.append(ax.scatter(range(n), host, color="black", s=10 if n > 16 else 18, zorder=3,
+                                      label="torch_step (host time)"))
+        ax.set_xticks(range(n) if n <= 16 else range(0, n, max(1, n // 16)))
+        ax.set_ylim(0, max(bottom + list(host)) * 1.12 or 1)
+        ax.legend(handles=handles, fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    ax.set_xlabel("captured step (0 = first)")
+    ax.set_ylabel("GPU time (ms, device)")
+    ax.set_title("GPU time of the work launched in each phase, per step%s" % title_suffix)
+    ax.grid(axis="y", alpha=0.3)
+    left = [(k, totals[k]) for k in ("(outside phases)", "(input pipeline)", "(unattributed)") if totals.get(k)]
+    fig.text(0.01, -0.02,
+             "Kernels, copies and memsets charged to the main thread's phase in which their runtime call started, "
+             "from any thread (backward's come from autograd's).%s" % (
+                 " Not shown: " + ", ".join("%s %.1f ms" % kv for kv in left) + "." if left else ""),
              fontsize=8, color="#555555")
     return _save(fig, path)
 

@@ -53,6 +53,7 @@ def render_markdown(s):
         out.append(table(["at ms", "gap ms", "cause", "host range", "next activity"],
                           [(fmt(g["at_ms"]), fmt(g["gap_ms"]), g["cause"], g["host_range"] or "",
                             g["next"] or "") for g in gaps["largest"]], ["r", "r", "l", "l", "l"]))
+    out += _host_stalls_section(s)
     out += ["", "## Checks", ""]
     out.append(table(["check", "result", "detail"],
                       [(k, "not evaluable" if v is None else fmt(v), s["check_details"][k])
@@ -72,6 +73,7 @@ def render_markdown(s):
             out += ["", "batch_wait total %s ms, longest %s ms at step %d; h2d_submit total %s ms." % (
                 fmt(s["batch_wait_total_ms"]), fmt(s["batch_wait_max_ms"]), s["batch_wait_max_step"],
                 fmt(s["h2d_submit_total_ms"]))]
+    out += _gpu_phases_section(s)
     if s["top_kernels"]:
         out += ["", "## Largest kernel groups (identical demangled names, whole export)", ""]
         out.append(table(["#", "label", "launches", "total ms", "avg us", "% kernel time", "demangled name"],
@@ -101,6 +103,67 @@ def render_markdown(s):
         for name, v in s["stats_crosscheck"].items():
             out.append("- %s: %s" % (name, ", ".join("%s=%s" % kv for kv in v.items() if kv[0] != "csv")))
     return "\n".join(out) + "\n"
+
+
+def _host_stalls_section(s):
+    """Host stalls: host-caused gaps >= 1 ms in the step's device work (summary host_stalls)."""
+    stalls = s.get("host_stalls")
+    if stalls is None:
+        return []
+    out = ["", "## Host stalls (host-caused gaps of 1 ms or more in the step's device work)", "",
+           "`gap`: the device had run the step's queued work and waited for the host (work launched by the input "
+           "pipeline's threads neither ends nor splits one). `quiet`: the longest time overlapping the gap in which "
+           "the step's threads (main, autograd) made no CUDA runtime call; `usual`: that stretch's (lower) median length "
+           "at the same place in the other steps; `stall` = quiet - usual, how much longer the host took there than "
+           "usual, whatever the device still had queued. `held`: from the quiet start to the gap's end (held - gap: "
+           "the work queued when the host went quiet). Step and phase: the captured step and main-thread phase "
+           "sharing the most time with the quiet interval (phase/range where a nested range, e.g. "
+           "data_load/batch_wait, holds most of it).", ""]
+    if not stalls:
+        return out + ["None."]
+    out.append(table(["at ms", "gap ms", "quiet ms", "usual ms", "stall ms", "held ms", "step", "phase",
+                      "host range", "next activity"],
+                     [(fmt(st["start_ms"]), fmt(st["gap_ms"]), fmt(st["quiet_ms"]), fmt(st.get("usual_quiet_ms")),
+                       fmt(st.get("stall_ms")), fmt(st["held_ms"]), fmt(st["step"]),
+                       (st["phase"] or "") if st.get("range") in (None, st["phase"])
+                       else "%s/%s" % (st["phase"], st["range"]),
+                       st["host_range"] or "", st["next"] or "") for st in stalls],
+                     ["r"] * 7 + ["l", "l", "l"]))
+    return out
+
+
+def _gpu_phases_section(s):
+    """GPU time per step-level phase, in total and per step (summary gpu_time_by_phase_*)."""
+    by_phase = s.get("gpu_time_by_phase_ms")
+    if by_phase is None:
+        return []
+    per_step = s.get("gpu_time_by_phase_per_step_ms") or {}
+    main = s.get("gpu_time_by_phase_main_thread_ms") or {}
+    counts = s.get("gpu_activities_by_phase") or {}
+    host = s.get("phase_totals_ms") or {}
+    total = s.get("gpu_time_total_ms") or 0
+    out = ["", "## GPU time per phase (device time of the work launched in each phase)", "",
+           "Every kernel, copy and memset in the window (clipped to it) is charged to the main thread's step-level "
+           "phase (a range directly inside torch_step; batch_wait, h2d_submit and normalize count under data_load) "
+           "in which its runtime call started, whichever thread made the call: backward's kernels come from "
+           "autograd's thread. `main thread ms` is the part launched from the main thread itself, all that a "
+           "projection of the main thread's ranges onto the device (nsys's nvtx_gpu_proj_sum) attributes. "
+           "`(input pipeline)`: launched by the loader's or the GPU decode stage's threads.", ""]
+    rows = []
+    for name, v in by_phase.items():
+        steps = [x for x in per_step.get(name) or () if x is not None]
+        rows.append((name, counts.get(name, ""), fmt(v), fmt(100.0 * v / total, 1) if total else "",
+                     fmt(sum(steps) / len(steps)) if steps else "", fmt(main.get(name)) if name in main else "",
+                     fmt(host.get(name)) if name in host else ""))
+    out.append(table(["phase", "activities", "GPU ms", "% of GPU time", "avg ms per step", "main thread ms",
+                      "host range ms"], rows))
+    out += ["", "%s ms of device time in all (summed; the device was busy %s ms, overlapping streams counted "
+            "once)." % (fmt(total), fmt(s.get("device_busy_ms")))]
+    if per_step and s["steps"]:
+        names = list(per_step)
+        out += ["", "GPU ms per captured step and phase:", ""]
+        out.append(table(["step"] + names, [[i] + [fmt(per_step[n][i]) for n in names] for i in range(s["steps"])]))
+    return out
 
 
 def render_ranks_markdown(r):

@@ -6,7 +6,8 @@ import os
 
 from .checks import crosscheck_stats
 from .export import AnalysisError, load_export, open_export
-from .figures import plot_batch_wait, plot_phase_totals, plot_ranks, plot_timeline, plot_top_kernels
+from .figures import (plot_batch_wait, plot_gpu_phases, plot_phase_totals, plot_ranks, plot_timeline,
+                      plot_top_kernels)
 from .markdown import render_markdown, render_ranks_markdown
 from .ranks import compute_ranks, rank_comm, rank_label
 from .report import load_report
@@ -24,7 +25,7 @@ def _write_json_and_markdown(out_dir, name, obj, markdown):
 
 
 def write_outputs(s, ex, out_dir, figures=True):
-    """Write summary.json, summary.md and (unless figures is False) figures 1, 2, 3 and 5 into out_dir."""
+    """Write summary.json, summary.md and (unless figures is False) figures 1, 2, 3, 5 and 6 into out_dir."""
     _write_json_and_markdown(out_dir, "summary", s, render_markdown(s))
     paths = []
     if figures:
@@ -32,6 +33,7 @@ def write_outputs(s, ex, out_dir, figures=True):
         paths.append(plot_top_kernels(s, os.path.join(out_dir, "fig2_top_kernels.png")))
         paths.append(plot_timeline(s, ex, os.path.join(out_dir, "fig3_timeline.png")))
         paths.append(plot_batch_wait(s, os.path.join(out_dir, "fig5_batch_wait.png")))
+        paths.append(plot_gpu_phases(s, os.path.join(out_dir, "fig6_gpu_phases.png")))
     return paths
 
 

@@ -10,6 +10,13 @@ from typing import List, NamedTuple, Optional
 # Range names the workload emits (an interface: lib/ and seed_workload.py use the same vocabulary).
 STEP = "torch_step"
 WINDOW = "capture_window"
+# The C++ loader's NVTX domain (data_pipeline/nvtx_domain.h): its ranges sit on worker threads (and on
+# the GPU decode stage's thread), never on the main thread.
+LOADER_DOMAIN = "data_pipeline"
+# train_resnet50 --inject-stall: the drain and the sleep of a known-answer stall, on the main thread.
+STALL_DOMAIN = "inject_stall"
+# The GPU decode stage's ranges (--decode gpu), on its own thread in LOADER_DOMAIN.
+GPU_STAGE_RANGES = ("gpu_decode", "decode_fallback", "resize_normalize")
 
 
 class Range(NamedTuple):

@@ -4,10 +4,11 @@ import bisect
 from collections import OrderedDict, defaultdict
 
 from .checks import capture_checks
-from .idle_gaps import idle_gaps
+from .idle_gaps import host_stalls, idle_gaps
 from .intervals import group_stats, ms, union_length
 from .kernels import is_layout_conversion, kernel_labels
-from .records import STEP, WINDOW, Window
+from .phases import gpu_time_by_phase, input_pipeline_tids, step_phases
+from .records import GPU_STAGE_RANGES, LOADER_DOMAIN, STALL_DOMAIN, STEP, WINDOW, Window
 from .report import report_metrics
 
 
@@ -68,6 +69,24 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
                        to the window, overlaps counted once).
       idle_gaps        those uncovered intervals, by cause (host: the device had nothing queued;
                        device: the next operation was already queued), size and host range: idle_gaps().
+      gpu_time_by_phase_ms
+                       device time (kernels, copies, memsets, each clipped to the window, summed) by the
+                       main thread's step-level phase (a default-domain range directly inside a captured
+                       torch_step: data_load with its batch_wait, h2d_submit and normalize, forward,
+                       zero_grad, backward, optimizer_step, loss_item) in which the activity's runtime
+                       call started, on any thread; then "(outside phases)", "(input pipeline)" (launched
+                       by the loader's or GPU decode stage's threads) and "(unattributed)":
+                       phases.gpu_time_by_phase().
+      gpu_time_by_phase_per_step_ms
+                       phase -> [ms per captured step] (null where the step has no such range).
+      gpu_time_by_phase_main_thread_ms
+                       phase -> the part launched from the main thread itself (what a projection of the
+                       main thread's ranges onto the device, as nsys's nvtx_gpu_proj_sum, can see).
+      gpu_activities_by_phase, gpu_time_total_ms
+                       activities per bucket; the sum of all buckets (>= device_busy_ms: streams overlap).
+      host_stalls      host-caused gaps >= 1 ms in the step's device work, each with its start and length,
+                       the host's quiet interval, its usual length there, the stall (their difference),
+                       the captured step and the phase: idle_gaps.host_stalls().
       batch_wait_ms, h2d_submit_ms, data_load_ms, step_ms
                        per step, the summed duration of those ranges nested in it (same thread);
                        null for a step without such a range.
@@ -75,8 +94,10 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
       sync_calls_in_steps
                        SYNC_CALLS calls starting inside a torch_step's time span, on any thread, except
                        calls enclosed by a range of the loader's domain (LOADER_DOMAIN) on their thread:
-                       the data_pipeline fences block only the loader. Ranges of other named domains
-                       (the ddp ranges on the main thread, NCCL's) excuse nothing.
+                       the data_pipeline fences block only the loader; and calls inside an
+                       `inject_stall` range (STALL_DOMAIN), the drain a known-answer stall makes on
+                       purpose. Ranges of other named domains (the ddp ranges on the main thread,
+                       NCCL's) excuse nothing.
       layout_conversion_kernels
                        kernels matching is_layout_conversion() launched (runtime call start; the kernel's
                        own start when uncorrelated) inside a torch_step's time span.
@@ -99,11 +120,12 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
     _add_phases(s, ex, window)
     step_index = _StepIndex(window.steps)
     _add_device_activity(s, ex, window, step_index)
+    _add_gpu_phases(s, ex, window)
     _add_decode_mode(s, ex, window, report)
     _add_sync_calls(s, ex, step_index)
     _add_tables(s, ex, top_n)
     _add_expected_steps(s, report_metrics(report), expected_steps)
-    checks, details = capture_checks(s, window, ex.device_data)
+    checks, details = capture_checks(s, window, ex.device_data, report)
     s["checks"] = checks
     s["check_details"] = details
     s["all_checks_pass"] = all(v is True for v in checks.values())
@@ -184,11 +206,30 @@ def _add_device_activity(s, ex, window, step_index):
     s["layout_conversion_names"] = layout_names
 
 
-# The C++ loader's NVTX domain (data_pipeline/nvtx_domain.h): its ranges sit on worker threads,
-# where a wait on the device (the slot's reuse fence) delays only the loader.
-LOADER_DOMAIN = "data_pipeline"
-# The GPU decode stage's ranges (--decode gpu), on its own thread in LOADER_DOMAIN.
-GPU_STAGE_RANGES = ("gpu_decode", "decode_fallback", "resize_normalize")
+def _add_gpu_phases(s, ex, window):
+    """Device time per step-level phase of the main thread (gpu_time_by_phase_*), and the host stalls."""
+    keys = ("gpu_time_by_phase_ms", "gpu_time_by_phase_per_step_ms", "gpu_time_by_phase_main_thread_ms",
+            "gpu_activities_by_phase", "gpu_time_total_ms", "host_stalls")
+    lo, hi = window.lo, window.hi
+    if not ex.device_data or lo is None or hi <= lo:
+        for key in keys:
+            s[key] = None
+        return
+    phases = step_phases(ex.ranges, window.steps)
+    main_tids = {r.tid for r in window.steps}
+    pipeline = input_pipeline_tids(ex, main_tids)
+    g = gpu_time_by_phase(ex, lo, hi, phases, window.steps, main_tids, pipeline)
+    s["gpu_time_by_phase_ms"] = g["by_phase_ms"]
+    s["gpu_time_by_phase_per_step_ms"] = g["per_step_ms"]
+    s["gpu_time_by_phase_main_thread_ms"] = g["main_thread_ms"]
+    s["gpu_activities_by_phase"] = g["counts"]
+    s["gpu_time_total_ms"] = g["total_ms"]
+    s["host_stalls"] = host_stalls(ex, lo, hi, ex.ranges, phases, window.steps, main_tids | g["launch_tids"],
+                                   pipeline)
+
+
+# LOADER_DOMAIN (records.py): the C++ loader's ranges sit on worker threads, where a wait on the device
+# (the slot's reuse fence) delays only the loader. GPU_STAGE_RANGES: the GPU decode stage's.
 
 
 def _add_decode_mode(s, ex, window, report):
@@ -213,7 +254,8 @@ def _add_decode_mode(s, ex, window, report):
 
 
 def _add_sync_calls(s, ex, step_index):
-    """SYNC_CALLS inside steps, except those inside a loader-domain range on their thread."""
+    """SYNC_CALLS inside steps, except those inside a loader-domain range on their thread, or inside
+    an injected stall's range (STALL_DOMAIN: the drain before the sleep, on purpose)."""
     if ex.api_calls is None:
         s["sync_calls_in_steps"] = None
         s["sync_calls_in_steps_by_name"] = {}
@@ -221,7 +263,7 @@ def _add_sync_calls(s, ex, step_index):
         return
     fences = defaultdict(list)
     for r in ex.other_ranges:
-        if r.domain == LOADER_DOMAIN:
+        if r.domain in (LOADER_DOMAIN, STALL_DOMAIN):
             fences[r.tid].append((r.start, r.end))
     counted, excused = OrderedDict(), 0
     for call in ex.api_calls:

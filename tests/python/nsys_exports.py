@@ -210,6 +210,181 @@ def basic_export(**kw):
     return b
 
 
+def phase_export():
+    """Two captured steps whose device work is launched from the main thread, autograd's thread and the
+    GPU decode stage, for gpu_time_by_phase(). Window [0, 20] ms; step 0 [1, 10], step 1 [10, 18.5].
+
+      step 0  data_load [1, 3] (batch_wait [1, 2], h2d_submit [2, 3]), forward [3, 5] (a layer range
+              conv1 [3.05, 3.5] inside), zero_grad [5, 5.2], backward [5.2, 8], optimizer_step [8, 9.5];
+              nothing from 9.5 to 10
+      step 1  data_load [10, 11], forward [11, 13], backward [13, 16], optimizer_step [16, 18]: no
+              zero_grad (a step may lack a phase), nothing from 18 to 18.5
+      capture_drain [18.5, 19.9]
+
+    Device activity (device ms) and where it goes:
+      data_load        H2D [2.6, 2.9] (MAIN at 2.5, in h2d_submit)                                 0.3
+                       H2D [10.6, 10.7] (MAIN at 10.5)                                             0.1
+      forward          kernel [3.2, 4.0] (MAIN at 3.1, inside conv1)                               0.8
+                       kernel [11.2, 12.0] (MAIN at 11.1)                                          0.8
+      backward         kernel [5.6, 7.0] (AUTOGRAD at 5.5) + memset [7.0, 7.1] (AUTOGRAD at 6.0)   1.5
+                       kernel [7.1, 7.2] (MAIN at 5.3: loss gradient seed)                         0.1
+                       kernel [13.5, 15.5] (AUTOGRAD at 13.4)                                      2.0
+      optimizer_step   kernel [8.2, 9.0] (MAIN at 8.1)                                             0.8
+                       kernel [16.2, 17.0] (MAIN at 16.1)                                          0.8
+      outside phases   kernel [9.8, 9.9] (MAIN at 9.7, in step 0 after optimizer_step)            0.1
+                       kernel [19.5, 20.5] (MAIN at 18.7, capture_drain) clipped to [19.5, 20]    0.5
+                       kernel [0.5, 1.5] (MAIN at 0.2, before step 0)                             1.0
+      input pipeline   kernel [3.3, 3.6] (STAGE at 3.2, during forward) + H2D [12.0, 12.5] (STAGE) 0.8
+      unattributed     memset [4.5, 4.6] (no runtime call)                                         0.1
+      not counted      kernel [21, 22] (after the window)
+    Per phase: data_load 0.4, forward 1.6, zero_grad 0, backward 3.6, optimizer_step 1.6, outside 1.6,
+    input pipeline 0.8, unattributed 0.1: total 9.7 ms; main-thread share: backward 0.1, the rest all.
+    """
+    b = ExportBuilder()
+    b.domain(1, "data_pipeline", tid=STAGE)
+    b.range("capture_window", 0.0, 20.0)
+    b.range("torch_step", 1.0, 10.0)
+    b.range("data_load", 1.0, 3.0)
+    b.range("batch_wait", 1.0, 2.0)
+    b.range("h2d_submit", 2.0, 3.0)
+    b.range("forward", 3.0, 5.0)
+    b.range("conv1", 3.05, 3.5)
+    b.range("zero_grad", 5.0, 5.2)
+    b.range("backward", 5.2, 8.0)
+    b.range("optimizer_step", 8.0, 9.5)
+    b.range("torch_step", 10.0, 18.5)
+    b.range("data_load", 10.0, 11.0)
+    b.range("forward", 11.0, 13.0)
+    b.range("backward", 13.0, 16.0)
+    b.range("optimizer_step", 16.0, 18.0)
+    b.range("capture_drain", 18.5, 19.9)
+    b.range("gpu_decode", 3.0, 3.7, tid=STAGE, domain=1)
+    b.memcpy(2.6, 2.9, launch_ms=2.5)
+    b.memcpy(10.6, 10.7, launch_ms=10.5)
+    b.kernel(3.2, 4.0, launch_ms=3.1)
+    b.kernel(11.2, 12.0, launch_ms=11.1)
+    b.kernel(5.6, 7.0, launch_ms=5.5, tid=AUTOGRAD)
+    b.memset(7.0, 7.1, launch_ms=6.0, tid=AUTOGRAD)
+    b.kernel(7.1, 7.2, launch_ms=5.3)
+    b.kernel(13.5, 15.5, launch_ms=13.4, tid=AUTOGRAD)
+    b.kernel(8.2, 9.0, launch_ms=8.1)
+    b.kernel(16.2, 17.0, launch_ms=16.1)
+    b.kernel(9.8, 9.9, launch_ms=9.7)
+    b.kernel(19.5, 20.5, launch_ms=18.7)
+    b.kernel(0.5, 1.5, launch_ms=0.2)
+    b.kernel(3.3, 3.6, launch_ms=3.2, tid=STAGE, stream=9)
+    b.memcpy(12.0, 12.5, launch_ms=11.9, tid=STAGE)
+    b.memset(4.5, 4.6)
+    b.kernel(21.0, 22.0, launch_ms=19.0)
+    return b
+
+
+# simulated_run(): each step's phases: (name, host ms, launching thread, launch times in ms from the
+# phase's start, device ms of each launch). data_load's are two H2D copies in h2d_submit [0.3, 1.0].
+SIM_PHASES = (("data_load", 1.0, MAIN, (0.35, 0.6), 0.1),
+              ("forward", 3.0, MAIN, tuple(0.05 + 0.25 * i for i in range(12)), 0.3),
+              ("zero_grad", 0.2, MAIN, (), 0.0),
+              ("backward", 3.8, AUTOGRAD, tuple(0.05 + 0.25 * i for i in range(15)), 0.3),
+              ("optimizer_step", 0.8, MAIN, (0.05, 0.3, 0.55), 0.2))
+SIM_LATENCY_MS = 0.01        # a launch reaches an idle device this much later
+
+
+def simulated_run(steps=4, stalls=None, decode_stage=False):
+    """A capture of `steps` training steps whose device work queues behind the host as on a real
+    stream: every activity starts at max(its launch + SIM_LATENCY_MS, the end of the one before), so
+    the device lags the host by the work still queued. stalls: {(phase, step): ms}, a host sleep of
+    that length at the start of that phase (or of batch_wait or h2d_submit, nested in data_load) of that
+    captured step (the range, those around it and the window last that much longer, everything after
+    starts that much later), as train_resnet50 --inject-stall does. Returns the builder.
+
+    Step 0 starts 0.2 ms into the window, each next one 0.2 ms after the previous ends; a step
+    (SIM_PHASES) is data_load 1 ms (batch_wait [0, 0.3], h2d_submit [0.3, 1.0] with two 0.1 ms H2D
+    copies launched 0.35 and 0.6 ms in), forward 3 ms (12 kernels of 0.3 ms from MAIN, one every 0.25
+    ms from 0.05 ms in: the device falls behind), zero_grad 0.2 ms (nothing), backward 3.8 ms (15 such
+    kernels from AUTOGRAD), optimizer_step 0.8 ms (3 kernels of 0.2 ms from MAIN). The host needs 9.0
+    ms a step, the device 8.9: without stalls the device catches up in each data_load, and the host
+    gaps there, like the window's first (0.56 ms), stay below 1 ms. Known answers: a stall of S ms at
+    the start of backward leaves the device idle S - 0.4 ms (it first drains the 0.41 ms of forward
+    still queued) while the step's threads make no runtime call for S + 0.449 ms (from forward's last
+    launch call, 2.801 ms into it, through zero_grad to backward's first launch, 0.05 ms in).
+    decode_stage: a GPU decode stage thread (data_pipeline ranges) launches a 0.2 ms kernel every 2 ms
+    on its own stream throughout: it neither ends nor splits the step's gaps."""
+    b = ExportBuilder()
+    stalls = stalls or {}
+    t = 0.2
+    device_free = 0.0
+    if decode_stage:
+        b.domain(1, "data_pipeline", tid=STAGE)
+    for k in range(steps):
+        step_start = t
+        for name, host_ms, tid, offsets, dev_ms in SIM_PHASES:
+            phase_start = t
+            t += stalls.get((name, k), 0.0)
+            if name == "data_load":
+                # Stalls may sit in its nested ranges too, at their start.
+                wait, submit = stalls.get(("batch_wait", k), 0.0), stalls.get(("h2d_submit", k), 0.0)
+                b.range("batch_wait", t, t + wait + 0.3)
+                b.range("h2d_submit", t + wait + 0.3, t + wait + submit + 1.0)
+                t += wait + submit
+            for off in offsets:
+                start = max(t + off + SIM_LATENCY_MS, device_free)
+                device_free = start + dev_ms
+                if name == "data_load":
+                    b.memcpy(start, device_free, launch_ms=t + off, tid=tid)
+                else:
+                    b.kernel(start, device_free, launch_ms=t + off, tid=tid)
+            t += host_ms
+            b.range(name, phase_start, t)
+        b.range("torch_step", step_start, t)
+        t += 0.2
+    end = max(t, device_free) + 1.0
+    b.range("capture_drain", t, end - 0.5)
+    b.range("capture_window", 0.0, end)
+    if decode_stage:
+        at = 0.3
+        while at < end - 1:
+            b.range("gpu_decode", at, at + 0.3, tid=STAGE, domain=1)
+            b.kernel(at + 0.05, at + 0.25, "void decode_stage_kernel()", launch_ms=at, tid=STAGE, stream=11)
+            at += 2.0
+    return b
+
+
+def inject_stall(path, at_ns, stall_ns, latency_ns=1000):
+    """Rewrite a real export (in place) as if the host had slept stall_ns from at_ns, as
+    train_resnet50 --inject-stall would: every NVTX range and runtime call starting at or after at_ns
+    starts stall_ns later (one enclosing at_ns ends that much later). On each stream, in order, a
+    device activity those calls launched moves by the least delay that starts it no earlier than its
+    new launch + latency_ns and no less than the activity before it moved (keeping the spacing of
+    queued work); the work launched before at_ns keeps its times, so the device drains its queue before
+    it idles. Cross-stream waits are ignored. Returns the largest delay of a device activity, ns."""
+    conn = sqlite3.connect(path)
+    launched = dict(conn.execute('SELECT correlationId, start FROM CUPTI_ACTIVITY_KIND_RUNTIME '
+                                 'WHERE start >= ? AND correlationId IS NOT NULL', (at_ns,)))
+    streams = {}
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        for rowid, start, end, stream, corr in conn.execute(
+                'SELECT rowid, start, "end", streamId, correlationId FROM "%s"' % table):
+            streams.setdefault(stream, []).append((start, end, corr, table, rowid))
+    moves, largest = [], 0
+    for acts in streams.values():
+        delay = 0  # never shrinks along a stream: what follows a moved activity moves with it
+        for start, _, corr, table, rowid in sorted(acts):
+            if corr in launched:
+                delay = max(delay, launched[corr] + stall_ns + latency_ns - start)
+            if delay:
+                moves.append((table, delay, rowid))
+                largest = max(largest, delay)
+    for table, delay, rowid in moves:
+        conn.execute('UPDATE "%s" SET start = start + ?, "end" = "end" + ? WHERE rowid = ?' % table,
+                     (delay, delay, rowid))
+    for table in ("NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME"):
+        conn.execute('UPDATE "%s" SET "end" = "end" + ? WHERE "end" > ?' % table, (stall_ns, at_ns))
+        conn.execute('UPDATE "%s" SET start = start + ? WHERE start >= ?' % table, (stall_ns, at_ns))
+    conn.commit()
+    conn.close()
+    return largest
+
+
 NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 COMPUTE_STREAM, NCCL_STREAM = 7, 20
 RANK_STEP_PITCH_MS = 20.0     # rank_export(): step k starts at 1 + 20 k ms after the window start

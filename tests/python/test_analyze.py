@@ -14,7 +14,7 @@ import unittest
 
 # nsys_exports first: it puts scripts/ on sys.path.
 from nsys_exports import (FIXTURE_DIR, REPO, SCHEMA, RealFixtureCase, RealRanksFixtureCase, TempDirCase,
-                          basic_export, rank_export, rank_report, write_json)
+                          basic_export, rank_export, rank_report, simulated_run, write_json)
 
 
 SCRIPT = os.path.join(REPO, "scripts", "analyze.py")
@@ -84,6 +84,37 @@ class CliTest(TempDirCase):
             md = f.read()
         self.assertIn("| step_count | FAIL |", md)
         self.assertIn("## Ranges of other NVTX domains", md)
+
+
+class InjectedStallCliTest(TempDirCase):
+    def test_check_mode_with_injected_stalls(self):
+        # A train_resnet50 report whose config injected a stall: --check passes when the capture shows
+        # it (and nothing else), exits 3 naming injected_stalls when it does not.
+        path = self.build(simulated_run(stalls={("backward", 2): 20.0}))
+        out = os.path.join(self.tmp, "out")
+
+        def run(*specs):
+            report = write_json(os.path.join(self.tmp, "run.json"), {
+                "config": {"inject_stall": list(specs)}, "capture": {"steps": 4},
+                "steps": [{"index": i, "step_ms": 8.8} for i in range(4)]})
+            return subprocess.run([sys.executable, SCRIPT, path, "--report", report, "--out", out, "--no-figures",
+                                   "--check"], capture_output=True, text=True, timeout=120)
+
+        r = run("backward@2:20")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(out, "summary.json")) as f:
+            s = json.load(f)
+        self.assertIs(s["checks"]["injected_stalls"], True)
+        self.assertEqual([(x["step"], x["phase"], x["stall_ms"]) for x in s["host_stalls"]], [(2, "backward", 20.0)])
+        for key in ("gpu_time_by_phase_ms", "gpu_time_by_phase_per_step_ms", "gpu_time_by_phase_main_thread_ms",
+                    "gpu_activities_by_phase", "gpu_time_total_ms"):
+            self.assertIn(key, s)
+        with open(os.path.join(out, "summary.md")) as f:
+            md = f.read()
+        self.assertIn("| injected_stalls | pass |", md)
+        r = run("backward@3:20")
+        self.assertEqual(r.returncode, 3)
+        self.assertIn("check injected_stalls FAILED", r.stderr)
 
 
 class RanksCliTest(TempDirCase):
@@ -208,8 +239,11 @@ class RealFixtureCliTest(RealFixtureCase):
         self.assertEqual(s["images_per_s"], 2864.1)
         self.assertEqual(s["expected_steps_source"], "run report steps")
         self.assertEqual(s["stats_crosscheck"]["nvtx_sum"]["mismatches"], [])
+        self.assertGreater(s["gpu_time_by_phase_ms"]["backward"], s["gpu_time_by_phase_ms"]["forward"])
+        self.assertNotIn("injected_stalls", s["checks"])   # seed_workload's report injects nothing
         if HAVE_MPL:
-            for name in ("fig1_phases.png", "fig2_top_kernels.png", "fig3_timeline.png", "fig5_batch_wait.png"):
+            for name in ("fig1_phases.png", "fig2_top_kernels.png", "fig3_timeline.png", "fig5_batch_wait.png",
+                         "fig6_gpu_phases.png"):
                 path = os.path.join(out, name)
                 with open(path, "rb") as f:
                     self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", name)

@@ -1,5 +1,6 @@
-"""Tests for scripts/nsys_analysis/checks.py: each capture check failing for its reason, and the
-cross-check with the nsys stats CSVs of the real export in tests/fixtures/nsys/.
+"""Tests for scripts/nsys_analysis/checks.py: each capture check failing for its reason, the injected_stalls
+check of runs with known stalls (found, missing, in another phase or step, of another length, an extra
+one), and the cross-check with the nsys stats CSVs of the real export in tests/fixtures/nsys/.
 
 Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
 """
@@ -8,8 +9,11 @@ import os
 import unittest
 
 # nsys_exports first: it puts scripts/ on sys.path.
-from nsys_exports import AUTOGRAD, MAIN, STAGE, ExportBuilder, RealFixtureCase, TempDirCase, basic_export
-from nsys_analysis.checks import crosscheck_stats, failed_checks, normalize_nvtx_name
+from nsys_exports import (AUTOGRAD, MAIN, SCHEMA, STAGE, ExportBuilder, RealFixtureCase, TempDirCase, basic_export,
+                          simulated_run)
+from nsys_analysis.checks import (crosscheck_stats, failed_checks, injected_stalls, injected_stalls_check,
+                                  normalize_nvtx_name)
+from nsys_analysis.markdown import render_markdown
 
 
 class FailingChecksTest(TempDirCase):
@@ -84,6 +88,18 @@ class FailingChecksTest(TempDirCase):
         # The CPU loader's exports keep the 2-per-step rule.
         self.assertEqual(self.summarize(basic_export(), name="cpu.sqlite")["decode"], "cpu")
 
+    def test_an_injected_stalls_drain_is_not_a_step_sync(self):
+        b = basic_export()
+        b.domain(2, "inject_stall", tid=MAIN)
+        b.range("inject_stall", 6.6, 6.9, domain=2)
+        b.api("cudaDeviceSynchronize_v3020", 6.61, 6.7)   # the drain before the sleep: excused
+        s = self.summarize(b)
+        self.assertIs(s["checks"]["no_sync_in_steps"], True)
+        b.api("cudaStreamSynchronize_v3020", 7.0, 7.1)    # after it, inside the step: counted
+        s = self.summarize(b, name="second.sqlite")
+        self.assertIs(s["checks"]["no_sync_in_steps"], False)
+        self.assertEqual(s["sync_calls_in_steps_by_name"], {"cudaStreamSynchronize": 1})
+
     def test_capture_boundary_step_outside_window(self):
         b = basic_export()
         b.range("torch_step", 0.1, 0.9)       # a warm-up step that leaked into the capture
@@ -152,6 +168,143 @@ class FailingChecksTest(TempDirCase):
     def test_failed_checks_helper(self):
         s = self.summarize(basic_export(), expected_steps=3)
         self.assertEqual([n for n, _ in failed_checks(s)], ["step_count"])
+
+
+def stall_report(*specs, steps=4):
+    """A train_resnet50 run report of simulated_run()'s capture that injected specs ("PHASE@STEP:MS"), with
+    host step times (step 2 ~20 ms longer)."""
+    return {"config": {"inject_stall": list(specs)}, "capture": {"steps": steps},
+            "steps": [{"index": i, "step_ms": 28.8 if i == 2 else 8.8} for i in range(steps)]}
+
+
+class InjectedStallsTest(TempDirCase):
+    runs = 0
+
+    def check(self, stalls, report):
+        """(summary, check, detail) of simulated_run(stalls) with report."""
+        self.runs += 1
+        s = self.summarize(simulated_run(stalls=stalls), report=report, name="run%d.sqlite" % self.runs)
+        return s, s["checks"].get("injected_stalls"), s["check_details"].get("injected_stalls")
+
+    def test_found(self):
+        s, ok, detail = self.check({("backward", 2): 20.0}, stall_report("backward@2:20"))
+        self.assertIs(ok, True, detail)
+        self.assertEqual(detail, "1 injected, 1 found within 5%; backward@2:20: 20.000 ms (+0.0%; gap 19.600 ms at "
+                                 "22.860 ms, quiet 20.449 ms, usual 0.449 ms), report step_ms 28.800 (median of the "
+                                 "others 8.800); no other host stall >= 1 ms")
+        self.assertEqual(list(s["checks"])[-1], "injected_stalls")
+        self.assertTrue(s["all_checks_pass"])
+
+    def test_several_found(self):
+        stalls = {("data_load", 0): 20.0, ("optimizer_step", 1): 10.0, ("forward", 2): 20.0, ("zero_grad", 3): 3.0}
+        _, ok, detail = self.check(stalls, stall_report("forward@2:20", "zero_grad@3:3", "optimizer_step@1:10",
+                                                        "data_load@0:20"))
+        # data_load@0 measures 20.55 ms (+2.75 %): from the window's start, no usual length to subtract.
+        self.assertIs(ok, True, detail)
+        self.assertIn("4 injected, 4 found within 5%", detail)
+        self.assertIn("data_load@0:20: 20.550 ms (+2.8%", detail)
+
+    def test_nested_ranges(self):
+        # batch_wait and h2d_submit nest in data_load: a stall there is data_load's, in that range.
+        s, ok, detail = self.check({("batch_wait", 1): 10.0, ("h2d_submit", 2): 10.0},
+                                   stall_report("batch_wait@1:10", "h2d_submit@2:10"))
+        self.assertIs(ok, True, detail)
+        self.assertEqual([(x["step"], x["phase"], x["range"]) for x in s["host_stalls"]],
+                         [(1, "data_load", "batch_wait"), (2, "data_load", "h2d_submit")])
+        self.assertIn("| data_load/batch_wait |", render_markdown(s))
+        # Named by its step-level phase, the stall is found too; in the other nested range, not.
+        self.assertIs(self.check({("batch_wait", 1): 10.0}, stall_report("data_load@1:10"))[1], True)
+        _, ok, detail = self.check({("batch_wait", 1): 10.0}, stall_report("h2d_submit@1:10"))
+        self.assertIs(ok, False)
+        self.assertIn("h2d_submit@1:10 not found (data_load/batch_wait: 10.000 ms", detail)
+
+    def test_missing(self):
+        # Nothing was injected where the report says: no gap there, and nothing else either.
+        _, ok, detail = self.check({}, stall_report("backward@2:20"))
+        self.assertIs(ok, False)
+        self.assertIn("backward@2:20 not found (no host-caused gap >= 1 ms at step 2)", detail)
+        self.assertIn("no other host stall >= 1 ms", detail)
+
+    def test_wrong_phase(self):
+        # The stall sits in forward of step 2: not the injected one, and an unexpected one.
+        _, ok, detail = self.check({("forward", 2): 20.0}, stall_report("backward@2:20"))
+        self.assertIs(ok, False)
+        self.assertIn("backward@2:20 not found (forward: 20.000 ms, gap 20.100 ms)", detail)
+        self.assertIn("unexpected host stall(s): 20.000 ms at 19.160 ms (gap 20.100 ms; step 2, forward)", detail)
+
+    def test_wrong_step(self):
+        _, ok, detail = self.check({("backward", 2): 20.0}, stall_report("backward@1:20"))
+        self.assertIs(ok, False)
+        self.assertIn("backward@1:20 not found (no host-caused gap >= 1 ms at step 1)", detail)
+        self.assertIn("unexpected host stall(s): 20.000 ms at 22.860 ms (gap 19.600 ms; step 2, backward)", detail)
+
+    def test_length_tolerance(self):
+        # 20.0 measured: within 5 % of 21 ms, not of 21.1 ms or 25 ms.
+        self.assertIs(self.check({("backward", 2): 20.0}, stall_report("backward@2:21"))[1], True)
+        for spec in ("backward@2:21.1", "backward@2:25"):
+            _, ok, detail = self.check({("backward", 2): 20.0}, stall_report(spec))
+            self.assertIs(ok, False, spec)
+            self.assertIn("%s not found (backward: 20.000 ms, gap 19.600 ms)" % spec, detail)
+
+    def test_extra_stall(self):
+        _, ok, detail = self.check({("backward", 2): 20.0, ("data_load", 1): 5.0}, stall_report("backward@2:20"))
+        self.assertIs(ok, False)
+        self.assertIn("1 injected, 1 found within 5%; backward@2:20: 20.000 ms", detail)
+        self.assertIn("unexpected host stall(s): 5.000 ms at", detail)
+        self.assertIn("step 1, data_load)", detail)
+
+    def test_gap_without_a_slower_host_is_not_a_stall(self):
+        # An unmatched gap of 1 ms or more at which the host took no longer than usual (the device
+        # caught up after a stall) is named but does not fail the check.
+        found = {"start_ms": 10.0, "gap_ms": 15.0, "quiet_ms": 20.5, "usual_quiet_ms": 0.5, "stall_ms": 20.0,
+                 "held_ms": 21.0, "step": 2, "phase": "backward"}
+        catch_up = {"start_ms": 50.0, "gap_ms": 1.2, "quiet_ms": 1.3, "usual_quiet_ms": 1.1, "stall_ms": 0.2,
+                    "held_ms": 1.3, "step": 3, "phase": "zero_grad"}
+        ok, detail = injected_stalls_check({"host_stalls": [found, catch_up]}, stall_report("backward@2:20"))
+        self.assertIs(ok, True, detail)
+        self.assertIn("gaps >= 1 ms with the host at its usual pace (not stalls): 0.200 ms at 50.000 ms "
+                      "(gap 1.200 ms; step 3, zero_grad)", detail)
+        # Without a runtime table the gap itself is the length.
+        bare = dict(found, quiet_ms=None, usual_quiet_ms=None, stall_ms=None, held_ms=None, gap_ms=19.5)
+        self.assertIs(injected_stalls_check({"host_stalls": [bare]}, stall_report("backward@2:20"))[0], True)
+
+    def test_absent_without_injected_stalls(self):
+        # No inject_stall (or an empty one): no check at all, all_checks_pass as before.
+        for report in (None, {"config": {}, "capture": {"steps": 4}, "steps": []},
+                       {"config": {"inject_stall": []}, "capture": {"steps": 4}, "steps": []}):
+            s = self.summarize(simulated_run(stalls={("backward", 2): 20.0}), report=report,
+                               name="run%d.sqlite" % len(str(report)))
+            self.assertNotIn("injected_stalls", s["checks"])
+            self.assertTrue(s["all_checks_pass"])
+            self.assertEqual(len(s["host_stalls"]), 1)
+        self.assertIsNone(injected_stalls_check({"host_stalls": []}, {"config": {"inject_stall": None}}))
+
+    def test_spec_forms(self):
+        self.assertEqual(injected_stalls({"config": {"inject_stall": ["backward@2:20", " forward@0:2.5 "]}}),
+                         [("backward@2:20", "backward", 2, 20.0), (" forward@0:2.5 ", "forward", 0, 2.5)])
+        self.assertEqual(injected_stalls({"config": {"inject_stall": "zero_grad@3:1"}}),
+                         [("zero_grad@3:1", "zero_grad", 3, 1.0)])
+        self.assertEqual(injected_stalls({"config": {"inject_stall": ["backward:20", "forward@1:0", "forward@1:x",
+                                                                       "forward@-1:5", 7]}}),
+                         [("backward:20", None, None, None), ("forward@1:0", None, None, None),
+                          ("forward@1:x", None, None, None), ("forward@-1:5", None, None, None),
+                          ("7", None, None, None)])
+        # train_resnet50 writes MS as C++ streams a double.
+        self.assertEqual(injected_stalls({"config": {"inject_stall": ["forward@1:1e-05"]}})[0][3], 1e-05)
+        # A single string is taken as a list of one; an unreadable entry fails the check.
+        _, ok, _ = self.check({("backward", 2): 20.0}, dict(stall_report(), config={"inject_stall": "backward@2:20"}))
+        self.assertIs(ok, True)
+        _, ok, detail = self.check({("backward", 2): 20.0}, stall_report("backward@2:20", "backward:2"))
+        self.assertIs(ok, False)
+        self.assertEqual(detail, "unreadable config.inject_stall entry 'backward:2' (expected PHASE@STEP:MS)")
+
+    def test_not_evaluable_without_device_data(self):
+        b = simulated_run(stalls={("backward", 2): 20.0})
+        b.omit.update(n for n in SCHEMA if n.startswith("CUPTI_"))
+        s = self.summarize(b, report=stall_report("backward@2:20"))
+        self.assertIsNone(s["checks"]["injected_stalls"])
+        self.assertIn("not evaluable", s["check_details"]["injected_stalls"])
+        self.assertFalse(s["all_checks_pass"])
 
 
 class StatsCsvTest(RealFixtureCase):

@@ -1,5 +1,5 @@
-"""Tests for scripts/nsys_analysis/figures.py: the sweep's figures, a capture's figures without CUDA data, and
-the ranks figure with and without steps to compare.
+"""Tests for scripts/nsys_analysis/figures.py: the sweep's figures, a capture's figures without CUDA data,
+figure 6 (GPU time per phase) with and without steps, and the ranks figure with and without steps to compare.
 
 Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
 """
@@ -10,9 +10,9 @@ import sys
 import unittest
 
 # nsys_exports first: it puts scripts/ on sys.path.
-from nsys_exports import SCHEMA, TempDirCase, basic_export, rank_export
+from nsys_exports import SCHEMA, ExportBuilder, TempDirCase, basic_export, phase_export, rank_export
 from nsys_analysis.export import load_export
-from nsys_analysis.figures import plot_ranks, plot_sweep, plot_sweep_batch_wait
+from nsys_analysis.figures import plot_gpu_phases, plot_ranks, plot_sweep, plot_sweep_batch_wait
 from nsys_analysis.pipeline import write_outputs
 from nsys_analysis.ranks import compute_ranks, rank_comm
 from nsys_analysis.summary import compute_summary
@@ -38,7 +38,23 @@ class FigureTest(TempDirCase):
         b.omit.update(n for n in SCHEMA if n.startswith("CUPTI_"))
         ex = load_export(b.write(os.path.join(self.tmp, "nvtx.sqlite")))
         paths = write_outputs(compute_summary(ex), ex, os.path.join(self.tmp, "out"))
-        self.assertEqual(len(paths), 4)
+        self.assertEqual([os.path.basename(p) for p in paths],
+                         ["fig1_phases.png", "fig2_top_kernels.png", "fig3_timeline.png", "fig5_batch_wait.png",
+                          "fig6_gpu_phases.png"])
+
+    def test_gpu_phases_figure(self):
+        # Figure 6 of a capture with device work in every kind of bucket, and of one without steps.
+        ex = load_export(phase_export().write(os.path.join(self.tmp, "phases.sqlite")))
+        p = plot_gpu_phases(compute_summary(ex), os.path.join(self.tmp, "fig6.png"))
+        self.assertGreater(os.path.getsize(p), 10000)
+        b = ExportBuilder()
+        b.range("capture_window", 0.0, 2.0)
+        b.kernel(0.5, 1.0, launch_ms=0.1)
+        ex = load_export(b.write(os.path.join(self.tmp, "nosteps.sqlite")))
+        s = compute_summary(ex)
+        self.assertEqual(s["gpu_time_by_phase_ms"]["(outside phases)"], 0.5)
+        p = plot_gpu_phases(s, os.path.join(self.tmp, "fig6_empty.png"))
+        self.assertGreater(os.path.getsize(p), 5000)
 
     def test_ranks_figure(self):
         comms, summaries = [], []

@@ -1,0 +1,156 @@
+"""The step's phases on the device: every kernel, copy and memset of the capture window charged to the
+main thread's step-level phase in which it was launched (gpu_time_by_phase()), and the lookups that
+attribute a time or an interval to a phase (PhaseIndex).
+
+A step-level phase is a default-domain range directly inside a captured torch_step, on the step's
+thread (the main thread): data_load, forward, zero_grad, backward, optimizer_step, loss_item
+(--sync-every-step). Deeper ranges belong to the phase around them: batch_wait, h2d_submit and
+normalize count under data_load, the layer ranges of --nvtx-detail layers under forward.
+"""
+
+import bisect
+from collections import OrderedDict, defaultdict
+from typing import NamedTuple
+
+from .intervals import ms
+from .records import LOADER_DOMAIN, STEP, WINDOW
+
+# Buckets of gpu_time_by_phase() besides the phases themselves.
+OUTSIDE = "(outside phases)"        # launched while the main thread was in no step-level phase
+INPUT_PIPELINE = "(input pipeline)"  # launched by a thread of the loader's domain (the GPU decode stage)
+UNATTRIBUTED = "(unattributed)"     # no runtime call correlates with it
+OTHER_BUCKETS = (OUTSIDE, INPUT_PIPELINE, UNATTRIBUTED)
+
+
+class Phase(NamedTuple):
+    """One step-level phase range of the captured step with index step (0 = first in the window)."""
+    name: str
+    start: int
+    end: int
+    step: int
+
+
+def step_phases(ranges, steps):
+    """The step-level phases of steps (the captured torch_step ranges, by start): the default-domain
+    ranges lying directly inside each step on its thread, not inside another such range; by start."""
+    by_tid = defaultdict(list)
+    for r in ranges:
+        if r.name not in (STEP, WINDOW):
+            by_tid[r.tid].append(r)
+    for rs in by_tid.values():
+        rs.sort(key=lambda r: (r.start, -r.end))
+    starts = {tid: [r.start for r in rs] for tid, rs in by_tid.items()}
+    out = []
+    for i, st in enumerate(steps):
+        rs = by_tid.get(st.tid, [])
+        last_end = None
+        for j in range(bisect.bisect_left(starts.get(st.tid, []), st.start), len(rs)):
+            r = rs[j]
+            if r.start > st.end:
+                break
+            if r.end > st.end or (last_end is not None and r.start < last_end):
+                continue  # crosses the step's end, or nests inside the previous phase
+            out.append(Phase(r.name, r.start, r.end, i))
+            last_end = r.end
+    return out
+
+
+def phase_names(phases):
+    """Phase names in the order they first appear in a step (data_load, forward, ...)."""
+    seen = OrderedDict()
+    for p in sorted(phases, key=lambda p: (p.step, p.start)):
+        seen.setdefault(p.name, None)
+    return list(seen)
+
+
+class PhaseIndex:
+    """Finds the phase that holds a time, or that overlaps an interval the longest (phases sorted and
+    non-overlapping, as step_phases() returns them)."""
+
+    def __init__(self, phases):
+        self.phases = sorted(phases, key=lambda p: p.start)
+        self.starts = [p.start for p in self.phases]
+
+    def find(self, t):
+        """The phase with start <= t <= end (the later one where two meet), else None."""
+        i = bisect.bisect_right(self.starts, t) - 1
+        if i >= 0 and t <= self.phases[i].end:
+            return self.phases[i]
+        return None
+
+    def longest_overlap(self, a, b):
+        """The phase sharing the most time with [a, b] (the earlier on a tie), else None."""
+        best, best_ns = None, 0
+        i = max(bisect.bisect_right(self.starts, a) - 1, 0)
+        while i < len(self.phases) and self.phases[i].start < b:
+            p = self.phases[i]
+            shared = min(p.end, b) - max(p.start, a)
+            if shared > best_ns:
+                best, best_ns = p, shared
+            i += 1
+        return best
+
+
+def input_pipeline_tids(ex, main_tids=()):
+    """Threads holding ranges of the loader's domain (LOADER_DOMAIN): the loader's workers and the GPU
+    decode stage. The main thread never counts as one."""
+    return {r.tid for r in ex.other_ranges if r.domain == LOADER_DOMAIN and r.tid is not None} - set(main_tids)
+
+
+def charge(op, index, pipeline_tids):
+    """(bucket, Phase or None) of one device activity: its launching runtime call's phase."""
+    if op.launch_ns is None:
+        return UNATTRIBUTED, None
+    if op.launch_tid in pipeline_tids:
+        return INPUT_PIPELINE, None
+    p = index.find(op.launch_ns)
+    return (p.name, p) if p is not None else (OUTSIDE, None)
+
+
+def gpu_time_by_phase(ex, lo, hi, phases, steps, main_tids, pipeline_tids):
+    """Device time of the window (kernels, copies and memsets, each clipped to [lo, hi]) by the
+    main thread's step-level phase in which its runtime call started, whatever thread made the call
+    (backward's kernels come from autograd's thread while the main thread sits in backward).
+
+    Returns an OrderedDict:
+      by_phase_ms     phase -> ms, phases in step order, then OTHER_BUCKETS: OUTSIDE (launched while the
+                      main thread was in no phase of a captured step: before the window, between steps,
+                      in capture_drain), INPUT_PIPELINE (launched by a thread of the loader's domain,
+                      which works for later steps, not for the phase it happens to overlap),
+                      UNATTRIBUTED (no correlated runtime call). They add up to total_ms.
+      per_step_ms     phase -> [ms per captured step], None where that step has no such range
+      main_thread_ms  phase -> ms of the part launched from the main thread itself
+      counts          bucket -> activities
+      total_ms        the summed device time of the window's activities (overlapping streams count
+                      twice, so it may exceed device_busy_ms, the union)
+      launch_tids     the threads that launched work charged to a phase (the step's threads)
+    """
+    names = phase_names(phases)
+    index = PhaseIndex(phases)
+    total = OrderedDict((n, 0) for n in list(names) + list(OTHER_BUCKETS))
+    counts = OrderedDict((n, 0) for n in total)
+    main = OrderedDict((n, 0) for n in names)
+    per_step = OrderedDict((n, [None] * len(steps)) for n in names)
+    for p in phases:
+        per_step[p.name][p.step] = 0
+    launch_tids = set()
+    for ops in (ex.kernels, ex.memcpys, ex.memsets):
+        for op in ops:
+            if op.end <= lo or op.start >= hi:
+                continue
+            ns = min(op.end, hi) - max(op.start, lo)
+            bucket, p = charge(op, index, pipeline_tids)
+            total[bucket] += ns
+            counts[bucket] += 1
+            if p is not None:
+                per_step[bucket][p.step] += ns
+                launch_tids.add(op.launch_tid)
+                if op.launch_tid in main_tids:
+                    main[bucket] += ns
+    return OrderedDict(
+        by_phase_ms=OrderedDict((k, ms(v)) for k, v in total.items()),
+        per_step_ms=OrderedDict((k, [ms(v) for v in vs]) for k, vs in per_step.items()),
+        main_thread_ms=OrderedDict((k, ms(v)) for k, v in main.items()),
+        counts=counts,
+        total_ms=ms(sum(total.values())),
+        launch_tids=launch_tids)

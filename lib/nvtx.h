@@ -46,6 +46,12 @@ inline constexpr const char* kRebuildBuckets = "rebuild_buckets";
 inline constexpr const char* kStopAgreement = "stop_agreement";
 inline constexpr const char* kCaptureBarrier = "capture_barrier";
 
+// --inject-stall: inside the phase range it stalls, on the main thread, a range `inject_stall` in
+// its own domain holds the device drain and the sleep (so the idle gap the capture shows is the
+// sleep, whatever the host's lead over the device was; analyze.py excuses that drain).
+inline constexpr const char* kStallDomain = "inject_stall";
+inline constexpr const char* kInjectStall = "inject_stall";
+
 /// The process-wide switch for every range and NVTX thread name of the program, both domains (on
 /// by default; train_resnet50 --nvtx=false measures the cost of the instrumentation itself).
 using data_pipeline::nvtx::enabled;
@@ -80,28 +86,38 @@ class Range {
   bool active_;
 };
 
-/// A push/pop range in the `ddp` domain (or nothing when NVTX is off). Neither copyable nor
-/// movable.
-class DdpRange {
+/// A push/pop range in the NVTX domain `Domain::name` (or nothing when NVTX is off). Neither
+/// copyable nor movable.
+template <typename Domain>
+class DomainRange {
  public:
-  explicit DdpRange(const char* name) noexcept : active_(enabled()) {
-    if (active_)
-      nvtxDomainRangePushEx(domain(), nvtx3::event_attributes{nvtx3::message{name}}.get());
+  explicit DomainRange(const char* name) noexcept : active_(enabled()) {
+    if (active_) {
+      nvtxDomainRangePushEx(nvtx3::domain::get<Domain>(),
+                            nvtx3::event_attributes{nvtx3::message{name}}.get());
+    }
   }
-  ~DdpRange() {
-    if (active_) nvtxDomainRangePop(domain());
+  ~DomainRange() {
+    if (active_) nvtxDomainRangePop(nvtx3::domain::get<Domain>());
   }
-  DdpRange(const DdpRange&) = delete;
-  DdpRange& operator=(const DdpRange&) = delete;
-  DdpRange(DdpRange&&) = delete;
-  DdpRange& operator=(DdpRange&&) = delete;
+  DomainRange(const DomainRange&) = delete;
+  DomainRange& operator=(const DomainRange&) = delete;
+  DomainRange(DomainRange&&) = delete;
+  DomainRange& operator=(DomainRange&&) = delete;
 
  private:
-  struct Domain {
-    static constexpr const char* name{kDdpDomain};
-  };
-  static nvtxDomainHandle_t domain() { return nvtx3::domain::get<Domain>(); }
   bool active_;
 };
+
+struct DdpDomain {
+  static constexpr const char* name{kDdpDomain};
+};
+struct StallDomain {
+  static constexpr const char* name{kStallDomain};
+};
+/// A range in the `ddp` domain.
+using DdpRange = DomainRange<DdpDomain>;
+/// A range in the `inject_stall` domain.
+using StallRange = DomainRange<StallDomain>;
 
 }  // namespace workload::nvtx

@@ -313,11 +313,14 @@ StepRecord Trainer::step(int index, bool warmup) {
   StepRecord rec;
   rec.index = index;
   rec.warmup = warmup;
-  // --inject-stall: sleeps on this thread at the start of the phase range just opened.
+  // --inject-stall, at the start of the phase range just opened: drain the device first (the host
+  // may run steps ahead of it), then sleep, so the device idles for the sleep's length.
   auto stall = [&](const char* phase) {
     if (warmup) return;
     for (const InjectedStall& s : config_.inject_stall) {
       if (s.step != index || s.phase != phase) continue;
+      nvtx::StallRange range(nvtx::kInjectStall);
+      device_synchronize();
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(s.ms));
       rec.injected_stalls.push_back(s);
     }

@@ -17,7 +17,8 @@ def capture_checks(s, window, device_data, report=None):
       copy_count             host-to-device copies in the window == 2 x steps (images and labels of each
                              step); with --decode gpu, none launched from the main thread and at least
                              one from the GPU decode stage's thread, which makes them all (the labels,
-                             the crop list, the CPU path's images, nvJPEG's bitstream transfers)
+                             the crop list, the CPU path's images, nvJPEG's bitstream transfers); with
+                             --synthetic (the run report's config), none at all
       capture_boundary       exactly one capture_window, every torch_step range inside it
       no_sync_in_steps       no synchronizing runtime call inside a step (see compute_summary)
       no_layout_conversions  no NCHW <-> NHWC conversion kernel launched inside a step
@@ -38,6 +39,10 @@ def capture_checks(s, window, device_data, report=None):
     if not device_data:
         checks["copy_count"] = None
         details["copy_count"] = "not evaluable: the export has no CUDA tables"
+    elif s.get("synthetic"):
+        checks["copy_count"] = s["h2d_copies"] == 0
+        details["copy_count"] = ("--synthetic: %d host-to-device copies in the window, expected 0 (the batch is "
+                                 "made once on the device)" % s["h2d_copies"])
     elif s.get("decode") == "gpu":
         main, stage = s.get("h2d_copies_main_thread"), s.get("h2d_copies_gpu_stage")
         checks["copy_count"] = (main or 0) == 0 and (stage or 0) >= 1

@@ -60,6 +60,7 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
                        torch_step ranges (capture_boundary then false).
       steps            torch_step ranges lying wholly inside the window.
       h2d_copies       host-to-device memcpy records whose device start lies in [window start, end).
+      synthetic        true when the run report's config says --synthetic (no per-step copies).
       decode           "gpu" when the run decoded on the GPU (the run report's config.decode, else the
                        GPU decode stage's ranges in the loader's domain: GPU_STAGE_RANGES), else "cpu".
       h2d_copies_main_thread, h2d_copies_gpu_stage
@@ -236,6 +237,8 @@ def _add_decode_mode(s, ex, window, report):
     """Where the run decoded, and whose thread launched the window's host-to-device copies."""
     config = (report or {}).get("config") if isinstance(report, dict) else None
     stage = [r for r in ex.other_ranges if r.domain == LOADER_DOMAIN and r.name in GPU_STAGE_RANGES]
+    # train_resnet50 --synthetic: batches made once on the device, nothing copied per step.
+    s["synthetic"] = bool(isinstance(config, dict) and config.get("synthetic") is True)
     if isinstance(config, dict) and config.get("decode") in ("cpu", "gpu"):
         s["decode"] = config["decode"]
     else:

@@ -88,6 +88,20 @@ class FailingChecksTest(TempDirCase):
         # The CPU loader's exports keep the 2-per-step rule.
         self.assertEqual(self.summarize(basic_export(), name="cpu.sqlite")["decode"], "cpu")
 
+    def test_copy_count_of_a_synthetic_run_is_zero(self):
+        b = ExportBuilder()
+        b.range("capture_window", 1.0, 11.0)
+        b.range("torch_step", 2.0, 5.0)
+        report = {"capture": {"steps": 1}, "steps": [], "config": {"synthetic": True, "decode": "cpu"}}
+        s = self.summarize(b, report=report)
+        self.assertTrue(s["synthetic"])
+        self.assertIs(s["checks"]["copy_count"], True)
+        self.assertIn("expected 0", s["check_details"]["copy_count"])
+        b.memcpy(3.0, 3.1, launch_ms=2.9)
+        self.assertIs(self.summarize(b, report=report, name="copy.sqlite")["checks"]["copy_count"], False)
+        # Without a report the mode is unknown: the loader's rule.
+        self.assertFalse(self.summarize(b, name="noreport.sqlite")["synthetic"])
+
     def test_an_injected_stalls_drain_is_not_a_step_sync(self):
         b = basic_export()
         b.domain(2, "inject_stall", tid=MAIN)

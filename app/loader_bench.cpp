@@ -52,15 +52,14 @@ double process_cpu_s() {
   return sec(u.ru_utime) + sec(u.ru_stime);
 }
 
-// Runs `warmup` + `batches` batches through a loader and times the last `batches`.
-LoaderRun run_loader(const std::shared_ptr<const dp::Food101Index>& index,
-                     dp::LoaderOptions options, int warmup, int batches) {
-  dp::Loader loader(index, options);
-  for (int i = 0; i < warmup; ++i) loader.next();
+// Times `batches` calls of `take(last)`, each returning the images of one batch (`last` is true for
+// the final one): wall time and the whole process's CPU time per image.
+template <typename Take>
+LoaderRun time_batches(int batches, Take&& take) {
   const double cpu0 = process_cpu_s();
   const auto start = Clock::now();
   std::int64_t images = 0;
-  for (int i = 0; i < batches; ++i) images += loader.next().size();
+  for (int i = 0; i < batches; ++i) images += take(i + 1 == batches);
   const double s = std::chrono::duration<double>(Clock::now() - start).count();
   LoaderRun r;
   r.images_per_s = images / s;
@@ -68,6 +67,14 @@ LoaderRun run_loader(const std::shared_ptr<const dp::Food101Index>& index,
   r.images = images;
   r.cpu_us_per_image = (process_cpu_s() - cpu0) * 1e6 / static_cast<double>(images);
   return r;
+}
+
+// Runs `warmup` + `batches` batches through a loader and times the last `batches`.
+LoaderRun run_loader(const std::shared_ptr<const dp::Food101Index>& index,
+                     dp::LoaderOptions options, int warmup, int batches) {
+  dp::Loader loader(index, options);
+  for (int i = 0; i < warmup; ++i) loader.next();
+  return time_batches(batches, [&](bool) { return loader.next().size(); });
 }
 
 #if defined(WORKLOAD_HAVE_NVJPEG)
@@ -84,22 +91,13 @@ LoaderRun run_gpu_stage(const std::shared_ptr<const dp::Food101Index>& index,
     cudaEventSynchronize(b.ready());
   }
   const dp::gpu::GpuDecodeStats before = stage.stats();
-  const double cpu0 = process_cpu_s();
-  const auto start = Clock::now();
-  std::int64_t images = 0;
-  for (int i = 0; i < batches; ++i) {
+  LoaderRun r = time_batches(batches, [&](bool last) {
     dp::gpu::DeviceBatch b = stage.next();
-    images += b.size();
-    if (i + 1 == batches && cudaEventSynchronize(b.ready()) != cudaSuccess) {
+    if (last && cudaEventSynchronize(b.ready()) != cudaSuccess) {
       throw std::runtime_error("GPU decode stage: the last batch failed on the device");
     }
-  }
-  const double s = std::chrono::duration<double>(Clock::now() - start).count();
-  LoaderRun r;
-  r.images_per_s = images / s;
-  r.seconds = s;
-  r.images = images;
-  r.cpu_us_per_image = (process_cpu_s() - cpu0) * 1e6 / static_cast<double>(images);
+    return b.size();
+  });
   const dp::gpu::GpuDecodeStats after = stage.stats();
   r.hardware_images = after.hardware_images - before.hardware_images;
   r.fallback_images = after.fallback_images - before.fallback_images;

@@ -25,16 +25,11 @@ Batch::Batch(Batch&& other) noexcept { *this = std::move(other); }
 Batch& Batch::operator=(Batch&& other) noexcept {
   if (this != &other) {
     release();
+    BatchInfo::operator=(std::move(other));
     ring_ = std::move(other.ring_);
     slot_ = other.slot_;
-    position_ = other.position_;
     images_ = std::move(other.images_);
     labels_ = std::move(other.labels_);
-    digest_ = other.digest_;
-    wait_ = other.wait_;
-    skipped_ = std::move(other.skipped_);
-    indices_ = std::move(other.indices_);
-    staged_ = std::move(other.staged_);
     sample_bytes_ = other.sample_bytes_;
   }
   return *this;

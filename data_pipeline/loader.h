@@ -20,6 +20,38 @@
 
 namespace data_pipeline {
 
+/// What a delivered batch says about itself, whether on the host (Batch) or decoded on the device
+/// (gpu::DeviceBatch): where it sits in the delivery order, its digest, the consumer's wait, the
+/// images replaced, the dataset indices and, under --decode gpu, how each sample was staged.
+class BatchInfo {
+ public:
+  std::int64_t size() const { return position_.count; }
+  std::int64_t epoch() const { return position_.epoch; }
+  std::int64_t index_in_epoch() const { return position_.index_in_epoch; }
+  /// Position in the loader's delivery order since construction (monotonic across resets).
+  std::int64_t sequence() const { return position_.sequence; }
+  /// 64-bit digest of what the loader wrote for this batch: its labels and, per sample, the image
+  /// bytes (or, for a sample staged for the GPU, the file's bytes, crop and flip); identical for
+  /// identical batches.
+  std::uint64_t digest() const { return digest_; }
+  /// Time the consumer blocked in `next()` for this batch.
+  std::chrono::nanoseconds wait() const { return wait_; }
+  /// Images replaced under BadImagePolicy::kSkip in this batch, in sample order.
+  const std::vector<SkippedImage>& skipped() const { return skipped_; }
+  /// The dataset index of each sample, in order (a replaced image keeps its own index here).
+  const std::vector<std::int64_t>& indices() const { return indices_; }
+  /// --decode gpu: how each sample reaches the GPU stage, in order (empty for --decode cpu).
+  const std::vector<StagedImage>& staged() const { return staged_; }
+
+ protected:
+  BatchPosition position_;
+  std::uint64_t digest_ = 0;
+  std::chrono::nanoseconds wait_{0};
+  std::vector<SkippedImage> skipped_;
+  std::vector<std::int64_t> indices_;
+  std::vector<StagedImage> staged_;
+};
+
 /// A delivered batch: a lease on one ring slot.
 ///
 /// `images()` and `labels()` are views of the slot's memory (no copy), valid until the lease is
@@ -27,7 +59,7 @@ namespace data_pipeline {
 /// the slot; the destructor releases without a fence. A Batch shares ownership of the ring, so it
 /// may outlive its Loader: its views stay valid until it is released, and the ring (with its
 /// memory) goes when the Loader and the last Batch have. Move-only; use from one thread at a time.
-class Batch {
+class Batch : public BatchInfo {
  public:
   Batch() = default;
   ~Batch();
@@ -42,21 +74,6 @@ class Batch {
   const torch::Tensor& images() const { return images_; }
   /// N int64 labels.
   const torch::Tensor& labels() const { return labels_; }
-  std::int64_t size() const { return position_.count; }
-  std::int64_t epoch() const { return position_.epoch; }
-  std::int64_t index_in_epoch() const { return position_.index_in_epoch; }
-  /// Position in the loader's delivery order since construction (monotonic across resets).
-  std::int64_t sequence() const { return position_.sequence; }
-  /// 64-bit digest of this batch's label and image bytes; identical for identical batches.
-  std::uint64_t digest() const { return digest_; }
-  /// Time the consumer blocked inside `Loader::next()` for this batch.
-  std::chrono::nanoseconds wait() const { return wait_; }
-  /// Images replaced under BadImagePolicy::kSkip in this batch, in sample order.
-  const std::vector<SkippedImage>& skipped() const { return skipped_; }
-  /// The dataset index of each sample, in order (a replaced image keeps its own index here).
-  const std::vector<std::int64_t>& indices() const { return indices_; }
-  /// --decode gpu: how each sample reaches the GPU stage, in order (empty for --decode cpu).
-  const std::vector<StagedImage>& staged() const { return staged_; }
   /// Sample `k`'s area of the slot: its pixels, or a kHardware sample's staged bytes.
   const std::uint8_t* sample_area(std::int64_t k) const;
   /// Bytes of one sample's area.
@@ -71,14 +88,8 @@ class Batch {
   friend class Loader;
   std::shared_ptr<BatchRing> ring_;
   std::size_t slot_ = 0;
-  BatchPosition position_;
   torch::Tensor images_;
   torch::Tensor labels_;
-  std::uint64_t digest_ = 0;
-  std::chrono::nanoseconds wait_{0};
-  std::vector<SkippedImage> skipped_;
-  std::vector<std::int64_t> indices_;
-  std::vector<StagedImage> staged_;
   std::size_t sample_bytes_ = 0;
 };
 

@@ -229,17 +229,12 @@ DeviceBatch::DeviceBatch(DeviceBatch&& other) noexcept { *this = std::move(other
 DeviceBatch& DeviceBatch::operator=(DeviceBatch&& other) noexcept {
   if (this != &other) {
     release();
+    BatchInfo::operator=(std::move(other));
     pool_ = std::move(other.pool_);
     slot_ = other.slot_;
-    position_ = other.position_;
     images_ = std::move(other.images_);
     labels_ = std::move(other.labels_);
     ready_ = other.ready_;
-    digest_ = other.digest_;
-    wait_ = other.wait_;
-    skipped_ = std::move(other.skipped_);
-    indices_ = std::move(other.indices_);
-    staged_ = std::move(other.staged_);
     hardware_images_ = other.hardware_images_;
   }
   return *this;
@@ -499,14 +494,9 @@ void GpuDecoder::stage_main() {
       DeviceBatch batch;
       batch.pool_ = pool_;
       batch.slot_ = slot;
-      batch.position_.sequence = host.sequence();
-      batch.position_.epoch = host.epoch();
-      batch.position_.index_in_epoch = host.index_in_epoch();
-      batch.position_.count = host.size();
-      batch.digest_ = host.digest();
-      batch.skipped_ = host.skipped();
-      batch.indices_ = host.indices();
-      batch.staged_ = host.staged();
+      // The loader's batch information moves over; `host` keeps its lease (and size) until the
+      // batch's work no longer reads its slot.
+      static_cast<BatchInfo&>(batch) = std::move(static_cast<BatchInfo&>(host));
       const std::int64_t n = host.size();
       auto* out_images = static_cast<std::uint8_t*>(pool_->images(slot).data_ptr());
       auto* out_labels = pool_->labels(slot).data_ptr<std::int64_t>();
@@ -525,13 +515,11 @@ void GpuDecoder::stage_main() {
       std::vector<int>& hardware = e.hardware;
       hardware.clear();
       std::vector<std::pair<int, std::string>> redo;  // decoded here on the CPU, and why
-      std::int64_t staged_cpu = 0;
       if (info_.hardware) {
         nvtx::ScopedRange range(nvtx::kGpuDecode);
         for (std::int64_t k = 0; k < n; ++k) {
           const StagedImage& st = batch.staged_[static_cast<std::size_t>(k)];
           if (st.route != DecodeRoute::kHardware) {
-            ++staged_cpu;
             count_fallback(st.reason, 1);
             continue;
           }
@@ -610,7 +598,6 @@ void GpuDecoder::stage_main() {
           }
         }
       } else {
-        staged_cpu = n;
         count_fallback("no hardware JPEG decoder", n);
       }
 

@@ -68,12 +68,14 @@ class OutputPool;
 /// A decoded batch on the device: a lease on one of the stage's output buffers.
 ///
 /// `images()` (N x 3 x S x S, channels_last or NCHW per the options' layout, float32 or uint8 per
-/// their dtype) and `labels()` are
-/// device tensors written on the stage's stream; make the reading stream wait `ready()` first.
+/// their dtype) and `labels()` are device tensors written on the stage's stream; make the reading
+/// stream wait `ready()` first. The BatchInfo is the loader's batch's: its digest covers what the
+/// stage was given (per sample the file's bytes, crop and flip, or the CPU path's pixels), so it is
+/// identical across loader settings; `staged()` has each sample's crop window and flip.
 /// Release with `release_after(fence)` once the reading work is queued, where `fence` blocks until
 /// it has run (e.g. a CUDA event synchronize): the stage calls it before writing the buffer
 /// again. The destructor releases without a fence. Move-only; one thread at a time.
-class DeviceBatch {
+class DeviceBatch : public BatchInfo {
  public:
   DeviceBatch() = default;
   ~DeviceBatch();
@@ -87,18 +89,6 @@ class DeviceBatch {
   const torch::Tensor& labels() const { return labels_; }
   /// Recorded on the stage's stream after the batch was written.
   cudaEvent_t ready() const { return ready_; }
-  std::int64_t size() const { return position_.count; }
-  std::int64_t epoch() const { return position_.epoch; }
-  std::int64_t index_in_epoch() const { return position_.index_in_epoch; }
-  std::int64_t sequence() const { return position_.sequence; }
-  /// The loader's digest of what the stage was given: per sample the file's bytes, crop window
-  /// and flip, or the CPU path's pixels (`Batch::digest`). Identical across loader settings.
-  std::uint64_t digest() const { return digest_; }
-  std::chrono::nanoseconds wait() const { return wait_; }
-  const std::vector<SkippedImage>& skipped() const { return skipped_; }
-  const std::vector<std::int64_t>& indices() const { return indices_; }
-  /// Per sample, the crop window and flip the GPU applied (kHardware) or the CPU path drew.
-  const std::vector<StagedImage>& staged() const { return staged_; }
   std::int64_t hardware_images() const { return hardware_images_; }
   std::int64_t fallback_images() const { return size() - hardware_images_; }
 
@@ -109,15 +99,9 @@ class DeviceBatch {
   friend class GpuDecoder;
   std::shared_ptr<OutputPool> pool_;
   int slot_ = 0;
-  BatchPosition position_;
   torch::Tensor images_;
   torch::Tensor labels_;
   cudaEvent_t ready_ = nullptr;
-  std::uint64_t digest_ = 0;
-  std::chrono::nanoseconds wait_{0};
-  std::vector<SkippedImage> skipped_;
-  std::vector<std::int64_t> indices_;
-  std::vector<StagedImage> staged_;
   std::int64_t hardware_images_ = 0;
 };
 

@@ -1,4 +1,4 @@
-// RAII for CUDA bf16 autocast across LibTorch versions (the API changed in 2.4).
+// RAII for CUDA bf16 autocast across LibTorch versions (the API changed in 2.4), and for its cache.
 #pragma once
 
 #include <ATen/autocast_mode.h>
@@ -46,6 +46,25 @@ class AutocastGuard {
   bool enabled_;
   bool previous_enabled_ = false;
   at::ScalarType previous_dtype_ = at::kHalf;
+};
+
+/// Turns autocast's cache of cast weights off for its scope, restoring the previous setting: a CUDA
+/// graph capture must record every cast, not reuse a tensor cast before it (as
+/// `torch.autocast(..., cache_enabled=False)` inside `torch.cuda.graph`). Neither copyable nor
+/// movable; one thread.
+class AutocastCacheOff {
+ public:
+  AutocastCacheOff() : previous_(at::autocast::is_autocast_cache_enabled()) {
+    at::autocast::set_autocast_cache_enabled(false);
+  }
+  ~AutocastCacheOff() { at::autocast::set_autocast_cache_enabled(previous_); }
+  AutocastCacheOff(const AutocastCacheOff&) = delete;
+  AutocastCacheOff& operator=(const AutocastCacheOff&) = delete;
+  AutocastCacheOff(AutocastCacheOff&&) = delete;
+  AutocastCacheOff& operator=(AutocastCacheOff&&) = delete;
+
+ private:
+  bool previous_;
 };
 
 }  // namespace workload

@@ -22,6 +22,11 @@ inline constexpr const char* kCaptureWindow = "capture_window";
 inline constexpr const char* kIteratorReset = "iterator_reset";
 inline constexpr const char* kCaptureDrain = "capture_drain";
 inline constexpr const char* kLossItem = "loss_item";  // --sync-every-step only
+// --cuda-graph: the step's device work replayed from one CUDA graph (in place of normalize,
+// forward, zero_grad, backward and optimizer_step), and the one capture after the warm-up, before
+// the window.
+inline constexpr const char* kGraphReplay = "graph_replay";
+inline constexpr const char* kGraphCapture = "graph_capture";
 
 // The loader's ranges, on its worker threads in the data_pipeline domain (defined there, since
 // data_pipeline cannot see lib/): a worker filling a whole batch or one sample, and waiting for the

@@ -144,6 +144,7 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
   cap["capture_drain_ms"] = result.capture_drain_ms;
   cap["profiler_stop_ms"] = result.profiler_stop_ms;
   cap["profiler_api"] = result.capture_started;
+  if (result.graph_capture_ms) cap["graph_capture_ms"] = *result.graph_capture_ms;
   if (!result.torch_trace.empty()) cap["torch_profiler_trace"] = result.torch_trace;
 
   auto& steps = j["steps"] = nlohmann::ordered_json::array();
@@ -251,6 +252,10 @@ std::string format_summary(const Trainer& trainer, const RunResult& result) {
   line("h2d_submit total", num("%.2f ms", s.h2d_submit_total_ms));
   if (!c.reuse_iterator) line("iterator_reset", num("%.2f ms", result.iterator_reset_ms));
   line("capture_drain", num("%.2f ms", result.capture_drain_ms));
+  if (result.graph_capture_ms) {
+    // Before the window: recording and instantiating the step's graph.
+    line("graph capture", num("%.1f ms", *result.graph_capture_ms));
+  }
   if (result.capture_started) {
     // Outside the window: under nsys, cudaProfilerStop returns once the capture is handed over.
     line("cudaProfilerStop", num("%.1f ms", result.profiler_stop_ms));

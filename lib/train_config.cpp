@@ -68,6 +68,23 @@ std::string to_string(const InjectedStall& s) {
   return out.str();
 }
 
+std::vector<std::string> step_ranges(const TrainConfig& c) {
+  std::vector<std::string> ranges = {nvtx::kDataLoad, nvtx::kBatchWait, nvtx::kH2dSubmit};
+  if (c.cuda_graph) {
+    ranges.push_back(nvtx::kGraphReplay);  // holds the device work of every range below
+  } else {
+    if (c.loader.transform.dtype == data_pipeline::HostDType::kUInt8) {
+      ranges.push_back(nvtx::kNormalize);
+    }
+    ranges.push_back(nvtx::kForward);
+    if (c.mode == RunMode::kTrain) {
+      ranges.insert(ranges.end(), {nvtx::kZeroGrad, nvtx::kBackward, nvtx::kOptimizerStep});
+    }
+  }
+  if (c.sync_every_step) ranges.push_back(nvtx::kLossItem);
+  return ranges;
+}
+
 void validate(const TrainConfig& c) {
   visit_train_flags(c, CheckFlagRanges{});
   if (c.data.empty() && !c.synthetic) {
@@ -80,6 +97,22 @@ void validate(const TrainConfig& c) {
   }
   if (c.forward_bn != ForwardBn::kEval && c.mode != RunMode::kForward) {
     throw UsageError("--forward-bn: only meaningful with --mode forward");
+  }
+  if (c.cuda_graph) {
+    if (c.nvtx_detail == NvtxDetail::kLayers) {
+      throw UsageError(
+          "--cuda-graph: --nvtx-detail layers marks the host's kernel launches, and a replayed "
+          "graph makes none; use --nvtx-detail steps (nsys --cuda-graph-trace=node shows the "
+          "graph's kernels)");
+    }
+    if (c.warmup < 1) {
+      throw UsageError(
+          "--cuda-graph: needs --warmup 1 or more (eager warm-up steps create the optimizer's "
+          "momentum buffers and settle cuDNN and cuBLAS before the capture)");
+    }
+    if (c.device == Device::kCpu) {
+      throw UsageError("--cuda-graph: CUDA graphs need --device cuda");
+    }
   }
   if (c.device == Device::kCuda && !cuda_available()) {
     throw UsageError(
@@ -98,20 +131,11 @@ void validate(const TrainConfig& c) {
                      WORKLOAD_NVJPEG_MISSING + "); use --decode cpu");
 #endif
   }
+  const std::vector<std::string> ranges = step_ranges(c);
   for (const InjectedStall& s : c.inject_stall) {
-    // The step's ranges in this configuration (Trainer::step).
-    std::vector<std::string> phases = {nvtx::kDataLoad, nvtx::kBatchWait, nvtx::kH2dSubmit,
-                                       nvtx::kForward};
-    if (c.loader.transform.dtype == data_pipeline::HostDType::kUInt8) {
-      phases.push_back(nvtx::kNormalize);
-    }
-    if (c.mode == RunMode::kTrain) {
-      phases.insert(phases.end(), {nvtx::kZeroGrad, nvtx::kBackward, nvtx::kOptimizerStep});
-    }
-    if (c.sync_every_step) phases.push_back(nvtx::kLossItem);
-    if (std::find(phases.begin(), phases.end(), s.phase) == phases.end()) {
+    if (std::find(ranges.begin(), ranges.end(), s.phase) == ranges.end()) {
       std::string names;
-      for (const auto& p : phases) names += (names.empty() ? "" : ", ") + p;
+      for (const auto& p : ranges) names += (names.empty() ? "" : ", ") + p;
       throw UsageError("--inject-stall " + to_string(s) +
                        ": PHASE must be one of this run's step " + "ranges (" + names + "), got '" +
                        s.phase + "'");

@@ -114,6 +114,9 @@ struct TrainConfig {
   ForwardBn forward_bn = ForwardBn::kEval;  ///< Only meaningful with RunMode::kForward.
   bool sync_every_step = false;             ///< Read the loss on the host every step.
   std::vector<InjectedStall> inject_stall;  ///< Known host stalls in the captured steps.
+  /// Capture the step's device work (normalize, forward, loss, backward, optimizer step) into a
+  /// CUDA graph once after the warm-up, and replay it every captured step.
+  bool cuda_graph = false;
 
   // Data parallelism, when a launcher (torchrun) put this process in a distributed run; ignored
   // by a single process. Every other setting then means what it means per rank.
@@ -122,6 +125,10 @@ struct TrainConfig {
   int bucket_mb = 25;        ///< Gradient buckets after the first (1 MiB), as DDP's bucket_cap_mb.
   bool broadcast_buffers = true;  ///< Rank 0's BatchNorm buffers before each forward, as DDP.
 };
+
+/// The NVTX ranges inside a step of `config`'s run, in the order they open (lib/nvtx.h;
+/// Trainer::step emits them): torch_step's phases and the ranges nested in data_load.
+std::vector<std::string> step_ranges(const TrainConfig& config);
 
 /// Checks what the flags' own ranges cannot: combinations, the machine (a CUDA device for
 /// Device::kCuda) and output paths (check_output_path). The parser calls it after reading the

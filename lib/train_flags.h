@@ -92,6 +92,10 @@ void visit_train_flags(C& c, V&& v) {
           "PHASE@STEP:MS: sleep MS ms on the host inside range PHASE of captured step STEP (a "
           "known answer for profiling tools)"},
          c.inject_stall);
+  v.boolean({"cuda-graph", kExperimentsGroup,
+             "after the warm-up, capture the step's device work in a CUDA graph and replay it "
+             "each step (CUDA; not with --nvtx-detail layers or torchrun)"},
+            c.cuda_graph);
   v.choice({"dist-backend", kDistributedGroup,
             "collectives between ranks (default: nccl with --device cuda, gloo with cpu)"},
            c.dist_backend);

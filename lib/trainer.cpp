@@ -4,8 +4,10 @@
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
+#include <torch/version.h>
 
 #include <csignal>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -25,6 +27,7 @@
 #if defined(WORKLOAD_TORCH_CUDA)
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include "data_pipeline/cuda_check.h"
@@ -66,12 +69,24 @@ struct Trainer::CudaState {
   c10::cuda::CUDAStream copy_stream;
   // --decode gpu: the step's kernels on a high-priority stream for the trainer's lifetime, so the
   // GPU decode stage's kernels (the resize, nvJPEG's colour conversion) fill the gaps between them
-  // rather than delay them.
+  // rather than delay them. --cuda-graph: a graph is captured on a stream other than the legacy
+  // default one, and the eager warm-up runs on the stream the capture will use (as PyTorch's
+  // recipe warms up on its side stream): cuBLAS's per-stream workspace, for one, then exists.
   std::optional<c10::cuda::CUDAStreamGuard> compute;
   explicit CudaState(c10::cuda::CUDAStream s) : copy_stream(s) {}
 };
 #else
 struct Trainer::CudaState {};
+#endif
+
+#if defined(WORKLOAD_TORCH_CUDA)
+struct Trainer::Graph {
+  at::cuda::CUDAGraph graph;
+  torch::Tensor images, labels;  // the static inputs every replay reads
+  torch::Tensor loss;            // the static output each replay writes
+};
+#else
+struct Trainer::Graph {};
 #endif
 
 #if defined(WORKLOAD_HAVE_NVJPEG)
@@ -85,6 +100,12 @@ struct Trainer::GpuInput {};
 
 Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist) : config_(std::move(config)) {
   validate(config_);
+  if (dist && config_.cuda_graph) {
+    // DDP's reducer launches its all-reduces from autograd hooks as buckets fill, and reads the
+    // buckets' state on the host between steps: not a fixed sequence to replay.
+    throw UsageError(
+        "--cuda-graph: not supported in a distributed run (torchrun); drop one of the two");
+  }
   // A rank of a distributed run uses GPU LOCAL_RANK (of those CUDA_VISIBLE_DEVICES shows).
   const int gpu = dist ? dist->local_rank : 0;
   if (config_.device == Device::kCuda) device_ = torch::Device(torch::kCUDA, gpu);
@@ -104,7 +125,7 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist) : config_(std:
     c10::cuda::set_device(static_cast<c10::DeviceIndex>(gpu));
     at::globalContext().setBenchmarkCuDNN(config_.cudnn_benchmark);
     cuda_ = std::make_unique<CudaState>(c10::cuda::getStreamFromPool(/*isHighPriority=*/true));
-    if (config_.loader.decode == dp::DecodeDevice::kGpu) {
+    if (config_.loader.decode == dp::DecodeDevice::kGpu || config_.cuda_graph) {
       cuda_->compute.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/true));
     }
   }
@@ -309,6 +330,122 @@ torch::Tensor Trainer::forward(const torch::Tensor& images) {
   });
 }
 
+torch::Tensor Trainer::normalize(const torch::Tensor& images) const {
+  // Converts on the device; the NHWC strides are kept (memory format preserved).
+  return images.to(torch::kFloat32).mul_(norm_scale_).add_(norm_bias_);
+}
+
+void Trainer::compute(const torch::Tensor& images, const torch::Tensor& labels,
+                      const std::function<void(const char*)>& stall) {
+  const auto stall_in = [&](const char* phase) {
+    if (stall) stall(phase);
+  };
+  const bool train = config_.mode == RunMode::kTrain;
+  {
+    Phase r(nvtx::kForward, &phase_);
+    stall_in(nvtx::kForward);
+    AutocastGuard autocast(config_.precision == Precision::kBf16);
+    std::optional<torch::NoGradGuard> no_grad;
+    if (!train) no_grad.emplace();
+    // Under DDP the buffers' broadcast and the reducer's bookkeeping belong to forward, as in
+    // PyTorch's DistributedDataParallel.forward.
+    if (ddp_) ddp_->before_forward();
+    const torch::Tensor output = forward(images);
+    if (ddp_ && train) ddp_->before_backward();
+    loss_ = torch::nn::functional::cross_entropy(output, labels);
+  }
+  if (!train) return;
+  {
+    Phase r(nvtx::kZeroGrad, &phase_);
+    stall_in(nvtx::kZeroGrad);
+    zero_grad();
+  }
+  {
+    Phase r(nvtx::kBackward, &phase_);
+    stall_in(nvtx::kBackward);
+    loss_.backward();
+  }
+  {
+    Phase r(nvtx::kOptimizerStep, &phase_);
+    stall_in(nvtx::kOptimizerStep);
+    optimizer_->step();
+  }
+}
+
+double Trainer::capture_graph() {
+  const auto t = Clock::now();
+#if defined(WORKLOAD_TORCH_CUDA)
+  Phase range(nvtx::kGraphCapture, &phase_);
+  graph_ = std::make_unique<Graph>();
+  const dp::LoaderOptions& lo = config_.loader;
+  if (config_.synthetic) {
+    // The batch made once on the device is already static.
+    graph_->images = synthetic_images_;
+    graph_->labels = synthetic_labels_;
+  } else {
+    const auto s = lo.transform.image_size;
+    const auto options = torch::TensorOptions().device(device_);
+    graph_->images =
+        torch::empty({lo.batch_size, 3, s, s},
+                     options.dtype(lo.transform.dtype == dp::HostDType::kUInt8 ? torch::kUInt8
+                                                                               : torch::kFloat32),
+                     lo.transform.layout == dp::ImageLayout::kNchw
+                         ? torch::MemoryFormat::Contiguous
+                         : torch::MemoryFormat::ChannelsLast)
+            .zero_();
+    graph_->labels = torch::zeros({lo.batch_size}, options.dtype(torch::kInt64));
+  }
+  // The capture records work; it runs none. zero_grad() inside it drops the warm-up's gradients,
+  // so backward allocates the gradients in the graph's memory pool, the same addresses every
+  // replay, where optimizer_step reads them.
+  device_synchronize();
+  const torch::Tensor eager_loss = loss_;
+  std::optional<AutocastCacheOff> no_cast_cache;
+  if (config_.precision == Precision::kBf16) no_cast_cache.emplace();
+#if TORCH_VERSION_MAJOR >= 2
+  // Thread-local capture mode: the loader's threads and the GPU decode stage keep running, and
+  // may make CUDA calls a global-mode capture would forbid them (other streams, not this one).
+  graph_->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+#else
+  graph_->graph.capture_begin();  // 1.x: global mode only
+#endif
+  try {
+    const torch::Tensor images =
+        lo.transform.dtype == dp::HostDType::kUInt8 ? normalize(graph_->images) : graph_->images;
+    compute(images, graph_->labels, nullptr);
+  } catch (...) {
+    // End the capture (invalidated or not) so the stream is usable for the error's clean-up.
+    try {
+      graph_->graph.capture_end();
+    } catch (...) {
+    }
+    throw;
+  }
+  graph_->graph.capture_end();
+  // loss_ stays the last step run's (the warm-up's) until a replay writes the graph's.
+  graph_->loss = std::exchange(loss_, eager_loss);
+#endif
+  return ms_since(t);
+}
+
+void Trainer::feed_graph(const torch::Tensor& images, const torch::Tensor& labels) {
+#if defined(WORKLOAD_TORCH_CUDA)
+  if (images.is_same(graph_->images)) return;  // --synthetic: the graph reads the batch itself
+  if (images.sizes() != graph_->images.sizes() || labels.sizes() != graph_->labels.sizes()) {
+    std::ostringstream what;
+    what << "--cuda-graph: a batch of images " << images.sizes() << " and labels " << labels.sizes()
+         << " does not fit the graph, captured for " << graph_->images.sizes() << " and "
+         << graph_->labels.sizes();
+    throw std::runtime_error(what.str());
+  }
+  graph_->images.copy_(images, /*non_blocking=*/true);
+  graph_->labels.copy_(labels, /*non_blocking=*/true);
+#else
+  (void)images;
+  (void)labels;
+#endif
+}
+
 StepRecord Trainer::step(int index, bool warmup) {
   StepRecord rec;
   rec.index = index;
@@ -325,7 +462,6 @@ StepRecord Trainer::step(int index, bool warmup) {
       rec.injected_stalls.push_back(s);
     }
   };
-  const bool train = config_.mode == RunMode::kTrain;
   const auto t_step = Clock::now();
   {
     Phase step_range(nvtx::kTorchStep, &phase_);
@@ -365,44 +501,24 @@ StepRecord Trainer::step(int index, bool warmup) {
           rec.digest = synthetic_digest_;
         }
         submit(batch, images, labels);
+        if (graph_) feed_graph(images, labels);
       }
       rec.h2d_submit_ms = ms_since(t_submit);
-      if (config_.loader.transform.dtype == dp::HostDType::kUInt8) {
+      if (!graph_ && config_.loader.transform.dtype == dp::HostDType::kUInt8) {
         Phase r(nvtx::kNormalize, &phase_);
         stall(nvtx::kNormalize);
-        // Converts on the device; the NHWC strides are kept (memory format preserved).
-        images = images.to(torch::kFloat32).mul_(norm_scale_).add_(norm_bias_);
+        images = normalize(images);
       }
     }
-    {
-      Phase r(nvtx::kForward, &phase_);
-      stall(nvtx::kForward);
-      AutocastGuard autocast(config_.precision == Precision::kBf16);
-      std::optional<torch::NoGradGuard> no_grad;
-      if (!train) no_grad.emplace();
-      // Under DDP the buffers' broadcast and the reducer's bookkeeping belong to forward, as in
-      // PyTorch's DistributedDataParallel.forward.
-      if (ddp_) ddp_->before_forward();
-      const torch::Tensor output = forward(images);
-      if (ddp_ && train) ddp_->before_backward();
-      loss_ = torch::nn::functional::cross_entropy(output, labels);
-    }
-    if (train) {
-      {
-        Phase r(nvtx::kZeroGrad, &phase_);
-        stall(nvtx::kZeroGrad);
-        zero_grad();
-      }
-      {
-        Phase r(nvtx::kBackward, &phase_);
-        stall(nvtx::kBackward);
-        loss_.backward();
-      }
-      {
-        Phase r(nvtx::kOptimizerStep, &phase_);
-        stall(nvtx::kOptimizerStep);
-        optimizer_->step();
-      }
+    if (graph_) {
+#if defined(WORKLOAD_TORCH_CUDA)
+      Phase r(nvtx::kGraphReplay, &phase_);
+      stall(nvtx::kGraphReplay);
+      graph_->graph.replay();
+      loss_ = graph_->loss;
+#endif
+    } else {
+      compute(images, labels, stall);
     }
 #if defined(WORKLOAD_HAVE_NVJPEG)
     if (gpu_input_) {
@@ -492,6 +608,14 @@ RunResult Trainer::run(const Progress& progress) {
     if (!guarded_step(i, true, result.warmup_steps)) break;
   }
   device_synchronize();
+  if (config_.cuda_graph && !stopping()) {
+    try {
+      result.graph_capture_ms = capture_graph();
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(std::string("--cuda-graph: capturing the step failed in ") + phase_ +
+                               ": " + e.what_without_backtrace());
+    }
+  }
   if (dist_ && !stopping()) {
     // Every rank's capture window covers the same steps.
     nvtx::DdpRange range(nvtx::kCaptureBarrier);

@@ -51,6 +51,9 @@ struct RunResult {
   double iterator_reset_ms = 0;
   double capture_drain_ms = 0;
   double profiler_stop_ms = 0;  ///< inside cudaProfilerStop: under nsys, the capture's hand-over
+  /// --cuda-graph: the capture after the warm-up (recording and instantiating the graph; it runs
+  /// nothing on the device), outside the capture window.
+  std::optional<double> graph_capture_ms;
   std::optional<double> loss_after_drain;
   bool capture_started = false;
   std::string torch_trace;  ///< the Chrome trace written, if one was asked for
@@ -79,7 +82,14 @@ int signal_number(const std::string& name);
 /// per-stage and per-block ranges inside forward (--nvtx-detail layers), no zero_grad, backward
 /// or optimizer_step (--mode forward), and `loss_item` last (--sync-every-step). In a distributed
 /// run the tree is the same; DDP's own work shows in the `ddp` domain (lib/nvtx.h).
-/// and the capture is: warm-up steps, device synchronize, cudaProfilerStart, capture_window {
+/// With --cuda-graph the step is
+///   torch_step { data_load { batch_wait, h2d_submit }, graph_replay }
+/// (plus `loss_item` with --sync-every-step): after the warm-up, in a `graph_capture` range before
+/// the capture window, the device work of normalize, forward, zero_grad, backward and
+/// optimizer_step is captured once into a CUDA graph that reads static image and label tensors;
+/// h2d_submit copies the batch into them (device to device, after the host-to-device copies as
+/// usual) and graph_replay launches the graph.
+/// The capture is: warm-up steps, device synchronize, cudaProfilerStart, capture_window {
 /// [iterator_reset], steps, capture_drain }, cudaProfilerStop. Nothing inside the window waits for
 /// the device before capture_drain.
 class Trainer {
@@ -141,6 +151,18 @@ class Trainer {
   void submit(data_pipeline::Batch& batch, torch::Tensor& images, torch::Tensor& labels);
   void zero_grad();
   torch::Tensor forward(const torch::Tensor& images);
+  torch::Tensor normalize(const torch::Tensor& images) const;
+  /// The step's device work on a batch already on the device: forward, zero_grad, backward and
+  /// optimizer_step (as the mode has them), each in its range, calling `stall` (if any) with the
+  /// range's name at its start.
+  void compute(const torch::Tensor& images, const torch::Tensor& labels,
+               const std::function<void(const char*)>& stall);
+  /// --cuda-graph: records compute() (after normalize, for uint8 batches) into graph_, reading its
+  /// static inputs. Returns the milliseconds it took.
+  double capture_graph();
+  /// --cuda-graph: copies the step's batch into the graph's static inputs, on the compute stream
+  /// (after the previous replay, which reads them until its backward ends).
+  void feed_graph(const torch::Tensor& images, const torch::Tensor& labels);
 
   TrainConfig config_;
   torch::Device device_{torch::kCPU};
@@ -160,6 +182,8 @@ class Trainer {
   std::unique_ptr<CudaState> cuda_;
   struct GpuInput;  // --decode gpu: the GPU decode stage and the batch the step holds
   std::unique_ptr<GpuInput> gpu_input_;
+  struct Graph;  // --cuda-graph: the captured step and its static inputs (CUDA builds only)
+  std::unique_ptr<Graph> graph_;
   std::unique_ptr<Distributed> dist_;  // declared before ddp_: outlives it
   std::unique_ptr<DataParallel> ddp_;
   std::int64_t next_step_ = 0;  // warm-up and captured steps together, for the stop agreement

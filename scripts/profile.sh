@@ -21,6 +21,8 @@
 #   --dry-run        print the commands, run nothing
 #
 # Arguments other than these, and arguments after `--` that start with `-`, go to the training binary.
+# When they hold --cuda-graph, nsys also gets --cuda-graph-trace=node: each replay's kernels, copies and
+# memsets as their own records (by default nsys records a replay as one graph range, not its kernels).
 # After `--`, a first word that is not a flag starts a different command to wrap instead, e.g.
 #   scripts/profile.sh --prefix out/py_reuse8 -- python3 peer/seed_workload.py ROOT --steps 8
 # train_resnet50 gets `--report PREFIX.json` unless it was given --report (then that report is copied to
@@ -123,13 +125,18 @@ report="$prefix.json"
 is_train=0
 [[ $(basename -- "${command[0]}") == train_resnet50* ]] && is_train=1
 given_report=""
+nsys_opts=("${NSYS_PROFILE_OPTS[@]}")
 if ((is_train)); then
+  cuda_graph=0
   for ((i = 1; i < ${#command[@]}; i++)); do
     case "${command[i]}" in
       --report) given_report=${command[i + 1]:-} ;;
       --report=*) given_report=${command[i]#*=} ;;
+      --cuda-graph) cuda_graph=1 ;;
+      --cuda-graph=*) case ${command[i]#*=} in false | 0 | no | off) cuda_graph=0 ;; *) cuda_graph=1 ;; esac ;;
     esac
   done
+  ((cuda_graph)) && nsys_opts+=(--cuda-graph-trace=node)
   [[ -n $given_report ]] || command+=(--report "$report")
 fi
 
@@ -139,7 +146,7 @@ set_stats_cmd() {
   stats_cmd=(nsys stats "--report=$STATS_REPORTS" --format=csv --force-overwrite=true "--output=$1" "$1.sqlite")
 }
 
-profile_cmd=(nsys profile "${NSYS_PROFILE_OPTS[@]}" --force-overwrite=true "--output=$prefix" "${command[@]}")
+profile_cmd=(nsys profile "${nsys_opts[@]}" --force-overwrite=true "--output=$prefix" "${command[@]}")
 set_export_cmd "$prefix"
 set_stats_cmd "$prefix"
 
@@ -158,7 +165,7 @@ rank_path() {
 # ranks compared. Uses the globals set above; exits like the single-process path.
 profile_ranks() {
   local n=$nproc r rp src rep launcher=${PROFILE_LAUNCHER:-auto} launch_cmd missing=() sqlites=() reports=() outs=()
-  local nsys_cmd=(nsys profile "${NSYS_PROFILE_OPTS[@]}" --force-overwrite=true "--output=$prefix.rank%q{RANK}"
+  local nsys_cmd=(nsys profile "${nsys_opts[@]}" --force-overwrite=true "--output=$prefix.rank%q{RANK}"
                   "${command[@]}")
   case $launcher in
     auto) if command -v torchrun >/dev/null 2>&1; then launcher=torchrun; else launcher=local; fi ;;

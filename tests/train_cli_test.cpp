@@ -157,6 +157,9 @@ TEST(TrainCliTest, ExperimentFlags) {
                      "--inject-stall: expected PHASE@STEP:MS");
   expect_usage_error({"--data=/x", "--device=cpu", "--steps=2", "--inject-stall=forward@2:3"},
                      "STEP must be a captured step");
+  expect_usage_error({"--data=/x", "--device=cpu", "--cuda-graph"},
+                     "--cuda-graph: CUDA graphs need --device cuda");
+  EXPECT_FALSE(parse({"--data=/x", "--device=cpu", "--cuda-graph=false"}).config.cuda_graph);
 }
 
 TEST(TrainCliTest, HelpAndVersion) {
@@ -167,6 +170,7 @@ TEST(TrainCliTest, HelpAndVersion) {
   EXPECT_NE(h.help_text.find("fp32|bf16:"), std::string::npos) << h.help_text;
   EXPECT_NE(h.help_text.find("error|skip:"), std::string::npos) << h.help_text;
   EXPECT_NE(h.help_text.find("--decode"), std::string::npos) << h.help_text;
+  EXPECT_NE(h.help_text.find("--cuda-graph"), std::string::npos) << h.help_text;
   EXPECT_NE(h.help_text.find("(default: 128)"), std::string::npos) << h.help_text;
   EXPECT_TRUE(parse({"--version"}).version);
 }

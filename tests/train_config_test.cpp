@@ -119,8 +119,8 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
       "dist_backend", "dist_timeout_s", "bucket_mb", "broadcast_buffers",
       // GPU decode (issue 13)
       "decode",
-      // known-answer stalls and the memory format (issue 14)
-      "inject_stall", "memory_format"};
+      // known-answer stalls, the memory format and the CUDA-graph step (issue 14)
+      "inject_stall", "memory_format", "cuda_graph"};
   // clang-format on
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["batch_size"], 128);
@@ -140,6 +140,7 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
   EXPECT_EQ(j["host_dtype"], "float32");
   EXPECT_EQ(j["decode"], "cpu");
   EXPECT_EQ(j["memory_format"], "channels_last");
+  EXPECT_EQ(j["cuda_graph"], false);
 }
 
 TEST(TrainConfigTest, InjectedStallsParseAndMustNameAPhaseAndACapturedStep) {
@@ -164,6 +165,44 @@ TEST(TrainConfigTest, InjectedStallsParseAndMustNameAPhaseAndACapturedStep) {
   c.mode = RunMode::kForward;
   c.inject_stall = {{"backward", 0, 10}};
   expect_invalid(c, "got 'backward'");
+}
+
+TEST(TrainConfigTest, CudaGraphNeedsAGpuAWarmupAndNoLayerRanges) {
+  TrainConfig c = cpu_config();
+  c.cuda_graph = true;
+  expect_invalid(c, "--cuda-graph: CUDA graphs need --device cuda");
+  c.warmup = 0;
+  expect_invalid(c, "--cuda-graph: needs --warmup 1 or more");
+  c.warmup = 1;
+  c.nvtx_detail = NvtxDetail::kLayers;
+  expect_invalid(c, "--cuda-graph: --nvtx-detail layers");
+  if (cuda_available()) {
+    c.device = Device::kCuda;
+    c.nvtx_detail = NvtxDetail::kSteps;
+    EXPECT_NO_THROW(validate(c));
+    c.steps = 4;
+    c.inject_stall = {{"graph_replay", 3, 10}};
+    EXPECT_NO_THROW(validate(c));
+    c.inject_stall = {{"forward", 3, 10}};  // inside the graph: no host range to sleep in
+    expect_invalid(c,
+                   "PHASE must be one of this run's step ranges (data_load, batch_wait, "
+                   "h2d_submit, graph_replay), got 'forward'");
+  }
+}
+
+TEST(TrainConfigTest, StepRangesFollowTheConfiguration) {
+  using V = std::vector<std::string>;
+  TrainConfig c = cpu_config();
+  EXPECT_EQ(step_ranges(c), (V{"data_load", "batch_wait", "h2d_submit", "forward", "zero_grad",
+                               "backward", "optimizer_step"}));
+  c.loader.transform.dtype = data_pipeline::HostDType::kUInt8;
+  c.mode = RunMode::kForward;
+  c.sync_every_step = true;
+  EXPECT_EQ(step_ranges(c),
+            (V{"data_load", "batch_wait", "h2d_submit", "normalize", "forward", "loss_item"}));
+  c.cuda_graph = true;  // normalize and forward are in the graph
+  EXPECT_EQ(step_ranges(c),
+            (V{"data_load", "batch_wait", "h2d_submit", "graph_replay", "loss_item"}));
 }
 
 TEST(TrainConfigTest, GpuDecodeNeedsImagesAGpuAndAStageInThisBuild) {

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <csignal>
+#include <iostream>
 #include <thread>
 
 #include "data_pipeline/data_error.h"
@@ -344,6 +347,72 @@ TEST_F(TrainerTest, CudaRunPinsTheRingCapturesAndSeesTheSameBatches) {
     EXPECT_EQ(digests(r), cpu) << "copy_stream=" << copy_stream;
     ASSERT_TRUE(r.loss_after_drain.has_value());
     EXPECT_TRUE(std::isfinite(*r.loss_after_drain));
+  }
+}
+
+// --cuda-graph replays the step the eager loop runs: the same batches and, step by step, the same
+// losses within a tolerance (the graph launches the same kernels; only the order of floating-point
+// accumulations inside them may differ between runs). The tolerance covers that run-to-run noise.
+TEST_F(TrainerTest, CudaGraphReplaysTheEagerStep) {
+  if (!cuda_available()) GTEST_SKIP() << "needs a CUDA device";
+  struct Case {
+    bool synthetic;
+    Precision precision;
+    data_pipeline::HostDType dtype;
+  };
+  for (const Case& k : {Case{false, Precision::kFp32, data_pipeline::HostDType::kFloat32},
+                        Case{false, Precision::kBf16, data_pipeline::HostDType::kUInt8},
+                        Case{true, Precision::kFp32, data_pipeline::HostDType::kFloat32}}) {
+    TrainConfig c = config();
+    c.device = Device::kCuda;
+    c.synthetic = k.synthetic;
+    c.precision = k.precision;
+    c.loader.transform.dtype = k.dtype;
+    c.sync_every_step = true;  // a loss per step
+    c.steps = 5;
+    const RunResult eager = Trainer(c).run();
+    c.cuda_graph = true;
+    const RunResult graph = Trainer(c).run();
+    const std::string what = std::string(k.synthetic ? "synthetic " : "loader ") +
+                             to_string(k.precision) + " " + to_string(k.dtype);
+    ASSERT_TRUE(graph.graph_capture_ms.has_value()) << what;
+    EXPECT_FALSE(eager.graph_capture_ms.has_value()) << what;
+    EXPECT_EQ(digests(graph), digests(eager)) << what;
+    ASSERT_EQ(graph.steps.size(), eager.steps.size()) << what;
+    const double tolerance = k.precision == Precision::kBf16 ? 2e-2 : 1e-3;
+    double worst = 0;
+    for (std::size_t i = 0; i < eager.steps.size(); ++i) {
+      ASSERT_TRUE(eager.steps[i].loss && graph.steps[i].loss) << what;
+      const double e = *eager.steps[i].loss, g = *graph.steps[i].loss;
+      EXPECT_NEAR(g, e, tolerance * std::max(1.0, std::abs(e))) << what << ", step " << i;
+      worst = std::max(worst, std::abs(g - e) / std::max(1.0, std::abs(e)));
+    }
+    std::cout << "[ calibrate ] " << what << ": worst relative loss difference " << worst
+              << " (tolerance " << tolerance << ")\n";
+    // The losses change from step to step: the replays train (a graph replaying one stale step,
+    // or none, would not).
+    EXPECT_NE(*graph.steps.front().loss, *graph.steps.back().loss) << what;
+    ASSERT_TRUE(graph.loss_after_drain.has_value()) << what;
+    EXPECT_FLOAT_EQ(*graph.loss_after_drain, *graph.steps.back().loss) << what;
+  }
+}
+
+TEST_F(TrainerTest, CudaGraphIsRefusedInADistributedRun) {
+  if (!cuda_available()) GTEST_SKIP() << "needs a CUDA device";
+  TrainConfig c = config();
+  c.device = Device::kCuda;
+  c.cuda_graph = true;
+  DistEnv env;  // refused before any rendezvous is attempted
+  env.world_size = 2;
+  env.master_addr = "127.0.0.1";
+  env.master_port = 1;
+  try {
+    Trainer t(c, env);
+    FAIL() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--cuda-graph: not supported in a distributed run"),
+              std::string::npos)
+        << e.what();
   }
 }
 

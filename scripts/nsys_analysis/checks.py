@@ -24,6 +24,10 @@ def capture_checks(s, window, device_data, report=None):
       no_layout_conversions  no NCHW <-> NHWC conversion kernel launched inside a step
       injected_stalls        only when the run report's config.inject_stall names stalls: each is found
                              among s["host_stalls"] and no other host stall is (injected_stalls_check())
+      graph_replay           only in a --cuda-graph run: every captured step launches exactly one graph, from
+                             its graph_replay range; the export holds the graphs' kernels (nsys
+                             --cuda-graph-trace=node); no kernel is launched in a step outside a graph
+                             (graph_replay_check())
     """
     checks, details = OrderedDict(), OrderedDict()
     exp, exp_src = s["expected_steps"], s["expected_steps_source"]
@@ -89,7 +93,31 @@ def capture_checks(s, window, device_data, report=None):
     stalls = injected_stalls_check(s, report)
     if stalls is not None:
         checks["injected_stalls"], details["injected_stalls"] = stalls
+    if s.get("cuda_graph"):
+        checks["graph_replay"], details["graph_replay"] = graph_replay_check(s)
     return checks, details
+
+
+def graph_replay_check(s):
+    """(result, detail) of the check graph_replay of a --cuda-graph run (see capture_checks())."""
+    per_step = s.get("graph_launches_per_step")
+    if per_step is None or s.get("graph_kernels") is None:
+        return None, "not evaluable: the export has no CUDA runtime or kernel table"
+    problems = []
+    wrong = [(i, n) for i, n in enumerate(per_step) if n != 1]
+    if wrong:
+        problems.append("step(s) without exactly one cudaGraphLaunch in graph_replay: %s" % ", ".join(
+            "%d (%d)" % w for w in wrong[:8]) + (", ..." if len(wrong) > 8 else ""))
+    if not s["graph_kernels"]:
+        problems.append("no kernel of the window was launched by a cudaGraphLaunch: capture with nsys "
+                        "--cuda-graph-trace=node (scripts/profile.sh adds it for --cuda-graph), without which "
+                        "nsys records a replay as one range and not its kernels")
+    if s["kernels_outside_graphs_in_steps"]:
+        problems.append("%d kernel(s) launched inside steps outside a graph" % s["kernels_outside_graphs_in_steps"])
+    summary = "%d of %d steps launch one graph from graph_replay; %d graph kernels in the window; %d kernels " \
+              "launched in steps outside a graph" % (len(per_step) - len(wrong), len(per_step), s["graph_kernels"],
+                                                    s["kernels_outside_graphs_in_steps"] or 0)
+    return not problems, summary + ("; " + "; ".join(problems) if problems else "")
 
 
 # train_resnet50 --inject-stall PHASE@STEP:MS, as the run report's config.inject_stall lists it.

@@ -137,16 +137,18 @@ def _load(conn, path):
         for start, end, name_id, corr, tid in _select(
                 conn, "CUPTI_ACTIVITY_KIND_RUNTIME",
                 ("start", "end", "nameId", "correlationId", "globalTid"), required=("start", "end")):
-            ex.api_calls.append(ApiCall(start, end, _strip_version(text_of(name_id)), tid))
+            call = ApiCall(start, end, _strip_version(text_of(name_id)), tid)
+            ex.api_calls.append(call)
             if corr is not None:
-                launches[(_pid_of(tid), corr)] = (start, tid)
-                launches.setdefault((None, corr), (start, tid))
+                launches[(_pid_of(tid), corr)] = (start, tid, call.name)
+                launches.setdefault((None, corr), (start, tid, call.name))
 
     def launch_of(corr, gpid):
-        """(start, thread) of the runtime call that enqueued a device activity, else (None, None)."""
+        """(start, thread, name) of the runtime call that enqueued a device activity, else Nones. The
+        nodes of a replayed graph all correlate with its cudaGraphLaunch."""
         if corr is None:
-            return None, None
-        return launches.get((_pid_of(gpid), corr)) or launches.get((None, corr)) or (None, None)
+            return None, None, None
+        return launches.get((_pid_of(gpid), corr)) or launches.get((None, corr)) or (None, None, None)
 
     ex.kernels = []
     if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
@@ -171,11 +173,11 @@ def _load(conn, path):
                 required=("start", "end", "copyKind")):
             label = (kinds.get(kind, (None, None))[1]
                      or {htod: "Host-to-Device"}.get(kind, "kind %s" % kind))
-            ex.memcpys.append(Memcpy(start, end, label, kind == htod, nbytes or 0, *launch_of(corr, gpid)))
+            ex.memcpys.append(Memcpy(start, end, label, kind == htod, nbytes or 0, *launch_of(corr, gpid)[:2]))
 
     ex.memsets = []
     if "CUPTI_ACTIVITY_KIND_MEMSET" in tables:
-        ex.memsets = [Memset(st, e, b or 0, *launch_of(corr, gpid)) for st, e, b, corr, gpid in _select(
+        ex.memsets = [Memset(st, e, b or 0, *launch_of(corr, gpid)[:2]) for st, e, b, corr, gpid in _select(
             conn, "CUPTI_ACTIVITY_KIND_MEMSET", ("start", "end", "bytes", "correlationId", "globalPid"),
             required=("start", "end"))]
     return ex

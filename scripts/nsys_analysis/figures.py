@@ -74,7 +74,7 @@ def plot_phase_totals(s, path, title_suffix=""):
 
 # Figure 6's colours per step-level phase; other phases take SEED_COLORS in turn.
 PHASE_COLORS = {"data_load": INPUT_COLOR, "forward": HOST_COLOR, "zero_grad": "#999999", "backward": KERNEL_COLOR,
-                "optimizer_step": H2D_COLOR, "loss_item": MEMSET_COLOR}
+                "optimizer_step": H2D_COLOR, "loss_item": MEMSET_COLOR, "graph_replay": "#6a3d9a"}
 
 
 def plot_gpu_phases(s, path, title_suffix=""):

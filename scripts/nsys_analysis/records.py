@@ -17,6 +17,11 @@ LOADER_DOMAIN = "data_pipeline"
 STALL_DOMAIN = "inject_stall"
 # The GPU decode stage's ranges (--decode gpu), on its own thread in LOADER_DOMAIN.
 GPU_STAGE_RANGES = ("gpu_decode", "decode_fallback", "resize_normalize")
+# train_resnet50 --cuda-graph: the step range that launches the captured graph, and the runtime call
+# (version suffix stripped) that enqueues a graph; with nsys --cuda-graph-trace=node each node's
+# kernel correlates with that call.
+GRAPH_REPLAY = "graph_replay"
+GRAPH_LAUNCH = "cudaGraphLaunch"
 
 
 class Range(NamedTuple):
@@ -39,12 +44,15 @@ class Range(NamedTuple):
 
 
 class Kernel(NamedTuple):
-    """One kernel execution; name is the demangled name (the short name when nsys has none)."""
+    """One kernel execution; name is the demangled name (the short name when nsys has none). launch_api
+    names the runtime call that enqueued it (cudaLaunchKernel, cudaGraphLaunch for a node of a replayed
+    graph, ...; without nsys's version suffix), None when uncorrelated."""
     start: int
     end: int
     name: str
     launch_ns: Optional[int]
     launch_tid: Optional[int]
+    launch_api: Optional[str] = None
 
 
 class Memcpy(NamedTuple):

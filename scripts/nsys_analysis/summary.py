@@ -8,7 +8,8 @@ from .idle_gaps import host_stalls, idle_gaps
 from .intervals import group_stats, ms, union_length
 from .kernels import is_layout_conversion, kernel_labels
 from .phases import gpu_time_by_phase, input_pipeline_tids, step_phases
-from .records import GPU_STAGE_RANGES, LOADER_DOMAIN, STALL_DOMAIN, STEP, WINDOW, Window
+from .records import (GPU_STAGE_RANGES, GRAPH_LAUNCH, GRAPH_REPLAY, LOADER_DOMAIN, STALL_DOMAIN, STEP, WINDOW,
+                      Window)
 from .report import report_metrics
 
 
@@ -99,6 +100,16 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
                        `inject_stall` range (STALL_DOMAIN), the drain a known-answer stall makes on
                        purpose. Ranges of other named domains (the ddp ranges on the main thread,
                        NCCL's) excuse nothing.
+      cuda_graph       true when the run replayed a CUDA graph each step (the run report's config.cuda_graph,
+                       else a cudaGraphLaunch inside a graph_replay range of a step).
+      graph_launches_per_step
+                       per captured step, the cudaGraphLaunch calls inside its graph_replay range on its
+                       thread (null without a runtime table).
+      graph_kernels    kernels of the window launched by a cudaGraphLaunch: the graphs' nodes, which nsys
+                       records one by one only with --cuda-graph-trace=node.
+      kernels_outside_graphs_in_steps
+                       kernels launched inside a torch_step's time span by another call than cudaGraphLaunch,
+                       from any thread but the input pipeline's (eager work beside the graph).
       layout_conversion_kernels
                        kernels matching is_layout_conversion() launched (runtime call start; the kernel's
                        own start when uncorrelated) inside a torch_step's time span.
@@ -123,6 +134,7 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
     _add_device_activity(s, ex, window, step_index)
     _add_gpu_phases(s, ex, window)
     _add_decode_mode(s, ex, window, report)
+    _add_graph_mode(s, ex, window, step_index, report)
     _add_sync_calls(s, ex, step_index)
     _add_tables(s, ex, top_n)
     _add_expected_steps(s, report_metrics(report), expected_steps)
@@ -254,6 +266,37 @@ def _add_decode_mode(s, ex, window, report):
                                    if main_tids else None)
     s["h2d_copies_gpu_stage"] = (sum(1 for c in copies if c.launch_tid in stage_tids)
                                  if stage_tids else None)
+
+
+def _add_graph_mode(s, ex, window, step_index, report):
+    """--cuda-graph: whether the run replayed a graph, and how the steps' device work was launched."""
+    config = (report or {}).get("config") if isinstance(report, dict) else None
+    main_tids = {r.tid for r in window.steps}
+    replays = sorted(((r.start, r.end, r.tid) for r in ex.ranges if r.name == GRAPH_REPLAY and r.tid in main_tids))
+    per_step = None
+    if ex.api_calls is not None:
+        per_step = [0] * len(window.steps)
+        for call in ex.api_calls:
+            if call.name != GRAPH_LAUNCH:
+                continue
+            i = step_index.find(call.start)
+            if i is not None and any(a <= call.start <= b and tid == call.tid for a, b, tid in replays):
+                per_step[i] += 1
+    if isinstance(config, dict) and isinstance(config.get("cuda_graph"), bool):
+        s["cuda_graph"] = config["cuda_graph"]
+    else:
+        s["cuda_graph"] = bool(per_step and any(per_step))
+    s["graph_launches_per_step"] = per_step
+    if not ex.device_data or ex.api_calls is None:
+        s["graph_kernels"] = s["kernels_outside_graphs_in_steps"] = None
+        return
+    lo, hi = window.lo, window.hi
+    s["graph_kernels"] = sum(1 for k in ex.kernels
+                             if k.launch_api == GRAPH_LAUNCH and (lo is None or lo <= k.start < hi))
+    pipeline = input_pipeline_tids(ex, main_tids)
+    s["kernels_outside_graphs_in_steps"] = sum(
+        1 for k in ex.kernels if k.launch_ns is not None and k.launch_api != GRAPH_LAUNCH
+        and k.launch_tid not in pipeline and step_index.find(k.launch_ns) is not None)
 
 
 def _add_sync_calls(s, ex, step_index):

@@ -114,6 +114,18 @@ class ExportBuilder:
             "globalPid": PID << 24, "demangledName": self.sid(name), "shortName": self.sid(name.split("(")[0]),
             "streamId": stream})
 
+    def graph_launch(self, launch_ms, nodes, tid=MAIN, stream=7):
+        """One cudaGraphLaunch at launch_ms and its graph's kernels, nodes [(start_ms, end_ms)], as nsys
+        --cuda-graph-trace=node records them: each node a kernel row with the launch's correlation id."""
+        self.corr += 1
+        self.api("cudaGraphLaunch_v10000", launch_ms, launch_ms + 0.005, tid, self.corr)
+        name = "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float>()"
+        for i, (start_ms, end_ms) in enumerate(nodes):
+            self.tables["CUPTI_ACTIVITY_KIND_KERNEL"].append({
+                "start": round(start_ms * MS), "end": round(end_ms * MS), "correlationId": self.corr,
+                "globalPid": PID << 24, "demangledName": self.sid(name), "shortName": self.sid(name.split("(")[0]),
+                "streamId": stream, "graphNodeId": 100 + i})
+
     def _launched(self, call, launch_ms, tid):
         """A correlation id for a device activity, with its runtime call when launch_ms is given."""
         if launch_ms is None:
@@ -153,6 +165,29 @@ class ExportBuilder:
         conn.commit()
         conn.close()
         return path
+
+
+def graph_run(steps=3, launches=None, node_trace=True):
+    """A --cuda-graph capture: each step [3k + 1, 3k + 3.5] ms holds data_load [+0, +0.5] with its two H2D
+    copies and a device-to-device copy into the graph's inputs, then graph_replay [+0.5, +0.6] launching the
+    graph, whose three nodes run back to back. launches: {step: n} cudaGraphLaunch calls in that step's
+    graph_replay (default 1). node_trace False leaves the nodes out, as nsys's default --cuda-graph-trace=graph
+    records them."""
+    b = ExportBuilder()
+    b.range("capture_window", 0.5, 3.0 * steps + 1.5)
+    for k in range(steps):
+        t = 3.0 * k + 1.0
+        b.range("torch_step", t, t + 2.5)
+        b.range("data_load", t, t + 0.5)
+        b.range("h2d_submit", t + 0.1, t + 0.5)
+        b.memcpy(t + 0.2, t + 0.25, launch_ms=t + 0.15)
+        b.memcpy(t + 0.26, t + 0.27, launch_ms=t + 0.16)
+        b.memcpy(t + 0.3, t + 0.35, kind=8, launch_ms=t + 0.2)
+        b.range("graph_replay", t + 0.5, t + 0.6)
+        for i in range((launches or {}).get(k, 1)):
+            nodes = [(t + 0.6 + 0.6 * j, t + 1.2 + 0.6 * j) for j in range(3)] if node_trace else []
+            b.graph_launch(t + 0.52 + 0.02 * i, nodes)
+    return b
 
 
 def basic_export(**kw):

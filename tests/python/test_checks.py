@@ -10,7 +10,7 @@ import unittest
 
 # nsys_exports first: it puts scripts/ on sys.path.
 from nsys_exports import (AUTOGRAD, MAIN, SCHEMA, STAGE, ExportBuilder, RealFixtureCase, TempDirCase, basic_export,
-                          simulated_run)
+                          graph_run, simulated_run)
 from nsys_analysis.checks import (crosscheck_stats, failed_checks, injected_stalls, injected_stalls_check,
                                   normalize_nvtx_name)
 from nsys_analysis.markdown import render_markdown
@@ -101,6 +101,53 @@ class FailingChecksTest(TempDirCase):
         self.assertIs(self.summarize(b, report=report, name="copy.sqlite")["checks"]["copy_count"], False)
         # Without a report the mode is unknown: the loader's rule.
         self.assertFalse(self.summarize(b, name="noreport.sqlite")["synthetic"])
+
+    def test_graph_replay_of_a_cuda_graph_run(self):
+        report = {"capture": {"steps": 3}, "steps": [], "config": {"cuda_graph": True, "decode": "cpu"}}
+        s = self.summarize(graph_run(), report=report)
+        self.assertTrue(s["cuda_graph"])
+        self.assertEqual(s["graph_launches_per_step"], [1, 1, 1])
+        self.assertEqual(s["graph_kernels"], 9)
+        self.assertEqual(s["kernels_outside_graphs_in_steps"], 0)
+        self.assertTrue(s["all_checks_pass"], s["check_details"])
+        self.assertIn("3 of 3 steps launch one graph", s["check_details"]["graph_replay"])
+        # The copies into the graph's inputs are not host-to-device: still 2 a step.
+        self.assertIs(s["checks"]["copy_count"], True)
+        # The graph's nodes are charged to graph_replay, where their launch was.
+        self.assertEqual(list(s["gpu_time_by_phase_ms"])[:2], ["data_load", "graph_replay"])
+        self.assertAlmostEqual(s["gpu_time_by_phase_ms"]["graph_replay"], 9 * 0.6, places=6)
+
+    def test_graph_replay_fails_for_its_reasons(self):
+        report = {"capture": {"steps": 3}, "steps": [], "config": {"cuda_graph": True}}
+        s = self.summarize(graph_run(launches={1: 0, 2: 2}), report=report, name="launches.sqlite")
+        self.assertIs(s["checks"]["graph_replay"], False)
+        self.assertEqual(s["graph_launches_per_step"], [1, 0, 2])
+        self.assertIn("1 (0), 2 (2)", s["check_details"]["graph_replay"])
+        s = self.summarize(graph_run(node_trace=False), report=report, name="nodes.sqlite")
+        self.assertIs(s["checks"]["graph_replay"], False)
+        self.assertIn("--cuda-graph-trace=node", s["check_details"]["graph_replay"])
+        b = graph_run()
+        b.kernel(4.8, 4.9, launch_ms=4.7, tid=AUTOGRAD)  # eager work beside the graph
+        s = self.summarize(b, report=report, name="eager.sqlite")
+        self.assertIs(s["checks"]["graph_replay"], False)
+        self.assertIn("1 kernel(s) launched inside steps outside a graph", s["check_details"]["graph_replay"])
+        # The input pipeline's kernels run beside the graph by design.
+        b = graph_run()
+        b.domain(1, "data_pipeline", tid=STAGE)
+        b.range("gpu_decode", 4.0, 5.0, tid=STAGE, domain=1)
+        b.kernel(4.8, 4.9, launch_ms=4.7, tid=STAGE, stream=9)
+        self.assertIs(self.summarize(b, report=report, name="stage.sqlite")["checks"]["graph_replay"], True)
+
+    def test_graph_mode_without_a_report(self):
+        s = self.summarize(graph_run(), name="noreport.sqlite")
+        self.assertTrue(s["cuda_graph"])
+        self.assertIn("graph_replay", s["checks"])
+        # An eager capture has no graph_replay check, and says so.
+        s = self.summarize(basic_export(), name="eager.sqlite")
+        self.assertFalse(s["cuda_graph"])
+        self.assertNotIn("graph_replay", s["checks"])
+        report = {"capture": {"steps": 3}, "steps": [], "config": {"cuda_graph": False}}
+        self.assertNotIn("graph_replay", self.summarize(graph_run(), report=report, name="off.sqlite")["checks"])
 
     def test_an_injected_stalls_drain_is_not_a_step_sync(self):
         b = basic_export()

@@ -219,6 +219,27 @@ class ProfileShTest(ProfileShCase):
             "nsys export --type=sqlite --force-overwrite=true --output=out/x.sqlite out/x.nsys-rep",
             "nsys stats " + STATS + " --format=csv --force-overwrite=true --output=out/x out/x.sqlite"])
 
+    def test_cuda_graph_runs_trace_graph_nodes(self):
+        """--cuda-graph (the last one given wins) adds nsys --cuda-graph-trace=node, for one process and
+        for every rank's nsys; nothing else does."""
+        node = "--cuda-graph-trace=node"
+        cases = ((("--cuda-graph",), True), (("--cuda-graph=true",), True), (("--cuda-graph=false",), False),
+                 (("--cuda-graph", "--cuda-graph=0"), False), (("--cuda-graph=no", "--cuda-graph"), True),
+                 (("--synthetic",), False))
+        for flags, traced in cases:
+            for extra in ((), ("--nproc", "2")):
+                r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", "/opt/train_resnet50", *(extra + flags),
+                                PROFILE_LAUNCHER="local")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                profile = r.stdout.splitlines()[0].split()
+                self.assertEqual(node in profile, traced, (flags, extra, profile))
+                if traced:  # an nsys option, before the program
+                    self.assertLess(profile.index(node), profile.index("/opt/train_resnet50"))
+        # A wrapped command is not train_resnet50: its flags are its own.
+        r = self.run_sh("--prefix", "out/x", "--dry-run", "--", "python3", "w.py", "--cuda-graph")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(node, r.stdout)
+
 
 
 class ProfileShRanksTest(ProfileShCase):

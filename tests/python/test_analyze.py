@@ -7,7 +7,10 @@ Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest disco
 
 import importlib.util
 import json
+import lzma
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 import unittest
@@ -248,6 +251,62 @@ class RealFixtureCliTest(RealFixtureCase):
                 with open(path, "rb") as f:
                     self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", name)
                 self.assertGreater(os.path.getsize(path), 20000, name)
+
+
+class RealGraphFixtureCliTest(TempDirCase):
+    """tests/fixtures/nsys/cpp_graph8.*: train_resnet50 --synthetic --cuda-graph, 3 + 8 steps, captured by
+    scripts/profile.sh (so with --cuda-graph-trace=node) on an H200."""
+
+    def setUp(self):
+        super().setUp()
+        self.export = os.path.join(self.tmp, "cpp_graph8.sqlite")
+        with lzma.open(os.path.join(FIXTURE_DIR, "cpp_graph8.sqlite.xz")) as src, open(self.export, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        for name in os.listdir(FIXTURE_DIR):
+            if name.startswith("cpp_graph8_") and name.endswith(".csv"):
+                shutil.copy(os.path.join(FIXTURE_DIR, name), self.tmp)
+        self.report = os.path.join(FIXTURE_DIR, "cpp_graph8.json")
+
+    def analyze(self, export, out, *extra):
+        return subprocess.run([sys.executable, SCRIPT, export, "--report", self.report, "--out", out, "--no-figures",
+                               "--check"] + list(extra), capture_output=True, text=True, timeout=120)
+
+    def test_every_step_replays_one_graph(self):
+        out = os.path.join(self.tmp, "out")
+        r = self.analyze(self.export, out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(out, "summary.json")) as f:
+            s = json.load(f)
+        self.assertTrue(s["cuda_graph"])
+        self.assertEqual(s["steps"], 8)
+        self.assertEqual(s["graph_launches_per_step"], [1] * 8)
+        # Every kernel of the window is a node of a replayed graph, as many each step (540 at fp32).
+        self.assertEqual(s["graph_kernels"], s["kernel_launches"])
+        self.assertEqual(s["graph_kernels"] % 8, 0)
+        self.assertEqual(s["kernels_outside_graphs_in_steps"], 0)
+        self.assertIs(s["checks"]["graph_replay"], True)
+        self.assertTrue(s["all_checks_pass"], s["check_details"])
+        # The device time is charged to graph_replay, where the replay was launched; synthetic batches copy
+        # nothing.
+        phases = s["gpu_time_by_phase_ms"]
+        self.assertGreater(phases["graph_replay"], 0.95 * s["gpu_time_total_ms"])
+        self.assertEqual(s["h2d_copies"], 0)
+        # The nsys stats CSVs agree with the export.
+        self.assertEqual(s["stats_crosscheck"]["nvtx_sum"]["mismatches"], [])
+        self.assertTrue(s["stats_crosscheck"]["cuda_gpu_kern_sum"]["match"])
+
+    def test_a_capture_without_node_records_fails_the_check(self):
+        # nsys's default --cuda-graph-trace=graph records no node's kernel: remove them.
+        conn = sqlite3.connect(self.export)
+        conn.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL")
+        conn.commit()
+        conn.close()
+        r = self.analyze(self.export, os.path.join(self.tmp, "out"), "--strict")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("graph_replay", r.stderr)
+        with open(os.path.join(self.tmp, "out", "summary.json")) as f:
+            s = json.load(f)
+        self.assertIn("--cuda-graph-trace=node", s["check_details"]["graph_replay"])
 
 
 if __name__ == "__main__":

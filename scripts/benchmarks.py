@@ -23,7 +23,8 @@ compare  64 captured steps, batch 128, under the same nsys command: (1) train_re
          line to process exit).
 scan     without nsys: the synthetic ceiling, then workers x prefetch x work unit, 64 steps each.
 loader   loader_bench --json at each --workers count (the loader alone; fused vs full decode).
-experiments  the experiment flags: bf16 (ceiling and loader-fed), uint8 vs float32 transfers (nsys),
+experiments  the experiment flags: bf16 (ceiling and loader-fed), eager vs --cuda-graph ceilings
+         (paired), uint8 vs float32 transfers (nsys),
          --nvtx-detail layers vs steps, --sync-every-step under nsys, --torch-profiler-trace.
 ncu      Nsight Compute (ncu, clocks left alone) on every kernel of one GPU-bound training step
          (train_resnet50 --synthetic; --ncu-skip launches skipped first, --ncu-count profiled):

@@ -173,9 +173,9 @@ def run_loader(opts):
 
 
 def run_experiments(opts):
-    """The experiment flags on the GPU: bf16 ceiling and loader-fed throughput, uint8 vs float32
-    transfers (from nsys captures), the cost of --nvtx-detail layers, the implicit-sync check and
-    LibTorch's own trace."""
+    """The experiment flags on the GPU: bf16 ceiling and loader-fed throughput, eager vs CUDA-graph
+    ceilings, uint8 vs float32 transfers (from nsys captures), the cost of --nvtx-detail layers, the
+    implicit-sync check and LibTorch's own trace."""
     binary = train_binary(opts.binary)
     out = os.path.join(opts.out, "experiments")
     os.makedirs(out, exist_ok=True)
@@ -195,8 +195,10 @@ def run_experiments(opts):
         result["runs"].append(row)
 
     for i in range(opts.repeats):
-        direct("fp32_synthetic_%d" % i, ["--synthetic"])
-        direct("bf16_synthetic_%d" % i, ["--synthetic", "--precision", "bf16"])
+        # Each eager ceiling beside the CUDA-graph step's (--cuda-graph), run in turn: paired ratios.
+        for precision in ("fp32", "bf16"):
+            direct("%s_synthetic_%d" % (precision, i), ["--synthetic", "--precision", precision])
+            direct("%s_graph_%d" % (precision, i), ["--synthetic", "--precision", precision, "--cuda-graph"])
     for workers in (8, 16):
         direct("bf16_loader_w%d" % workers, ["--data", opts.data, "--precision", "bf16",
                                              "--workers", str(workers)])

@@ -13,7 +13,7 @@ import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
-from nsys_analysis.bench_tables import paired_ratios, render_tables  # noqa: E402
+from nsys_analysis.bench_tables import graph_gains, paired_ratios, render_tables  # noqa: E402
 
 
 def run_row(name, ips, host_ms=None, window=1000.0):
@@ -46,6 +46,28 @@ class CompareTableTest(unittest.TestCase):
 
     def test_no_results_no_tables(self):
         self.assertEqual(render_tables(self.tmp), "")
+
+
+class ExperimentsTableTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="bench_tables_test_")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def test_graph_gains_pair_each_round(self):
+        runs = [{"name": n, "flags": "", "images_per_s": v, "batch_wait_total_ms": 0.0} for n, v in (
+            ("fp32_synthetic_0", 3000.0), ("fp32_graph_0", 3030.0), ("bf16_synthetic_0", 4000.0),
+            ("bf16_graph_0", 4200.0), ("fp32_synthetic_1", 3000.0), ("fp32_graph_1", 3060.0),
+            ("bf16_synthetic_1", 4000.0), ("bf16_graph_1", None), ("bf16_loader_w8", 4100.0))]
+        exp = {"steps": 48, "runs": runs, "transfers": [], "sync": None, "trace": None}
+        gains = graph_gains(exp)
+        self.assertEqual(list(gains), ["fp32", "bf16"])
+        self.assertEqual([round(g, 4) for g in gains["fp32"]], [1.01, 1.02])
+        self.assertEqual([round(g, 4) for g in gains["bf16"]], [1.05])  # round 1 failed: no pair
+        with open(os.path.join(self.tmp, "experiments.json"), "w") as f:
+            json.dump(exp, f)
+        text = render_tables(self.tmp)
+        self.assertIn("CUDA graph over eager, fp32 ceiling (paired runs): +1.00%, +2.00%; median +1.50%", text)
+        self.assertIn("CUDA graph over eager, bf16 ceiling (paired runs): +5.00%; median +5.00%", text)
 
 
 class CheckedInResultsTest(unittest.TestCase):

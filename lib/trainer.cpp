@@ -410,8 +410,11 @@ double Trainer::capture_graph() {
   graph_->graph.capture_begin();  // 1.x: global mode only
 #endif
   try {
-    const torch::Tensor images =
-        lo.transform.dtype == dp::HostDType::kUInt8 ? normalize(graph_->images) : graph_->images;
+    torch::Tensor images = graph_->images;
+    if (lo.transform.dtype == dp::HostDType::kUInt8) {
+      Phase r(nvtx::kNormalize, &phase_);
+      images = normalize(images);
+    }
     compute(images, graph_->labels, nullptr);
   } catch (...) {
     // End the capture (invalidated or not) so the stream is usable for the error's clean-up.

@@ -200,6 +200,44 @@ TEST_F(TrainBinaryTest, NvtxTreeUnderEachExperimentFlag) {
   }
 }
 
+// --cuda-graph: eager warm-up steps, then one graph_capture range (before the window) holding the
+// ranges whose device work it records, then steps of data_load and graph_replay only.
+TEST_F(TrainBinaryTest, NvtxTreeOfACudaGraphRun) {
+  const auto version = test_util::run_process({WORKLOAD_TRAIN_BIN, "--version"});
+  if (version.out.find("CUDA device: yes") == std::string::npos) {
+    const auto r = test_util::run_process(args({"--cuda-graph"}));
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("--cuda-graph"), std::string::npos) << r.err;
+    GTEST_SKIP() << "a CUDA graph needs a CUDA device";
+  }
+  for (bool uint8 : {false, true}) {
+    const fs::path log = tmp_->path() / (uint8 ? "nvtx_graph_u8.tsv" : "nvtx_graph.tsv");
+    const fs::path report = tmp_->path() / "graph.json";
+    std::vector<std::string> a = {WORKLOAD_TRAIN_BIN, "--data=" + (tmp_->path() / "data").string(),
+                                  "--device=cuda",    "--batch-size=4",
+                                  "--image-size=32",  "--workers=2",
+                                  "--warmup=2",       "--steps=3",
+                                  "--cuda-graph",     "--report=" + report.string()};
+    if (uint8) a.push_back("--host-dtype=uint8");
+    const auto r =
+        test_util::run_process(a, {std::string("NVTX_INJECTION64_PATH=") + NVTX_RECORDER_LIB,
+                                   "NVTX_RECORDER_OUTPUT=" + log.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string warm = step_tree({uint8, false, true, false});
+    const std::string captured =
+        std::string(uint8 ? "normalize," : "") + "forward,zero_grad,backward,optimizer_step";
+    const std::string replay = "torch_step(data_load(batch_wait,h2d_submit),graph_replay)";
+    EXPECT_EQ(tree_with_parens(read_events(log), r.pid),
+              warm + "," + warm + ",graph_capture(" + captured + "),capture_window(" + replay +
+                  "," + replay + "," + replay + ",capture_drain)");
+    std::ifstream in(report);
+    const auto j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["config"]["cuda_graph"], true);
+    EXPECT_GT(j["capture"]["graph_capture_ms"].get<double>(), 0.0);
+    EXPECT_TRUE(j["loss_after_drain"].is_number());
+  }
+}
+
 TEST_F(TrainBinaryTest, TorchProfilerTraceIsAChromeTraceWithThePhases) {
   const fs::path trace = tmp_->path() / "trace.json";
   const fs::path report = tmp_->path() / "trace_report.json";

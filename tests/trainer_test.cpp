@@ -9,6 +9,7 @@
 #include <csignal>
 #include <iostream>
 #include <thread>
+#include <vector>
 
 #include "data_pipeline/data_error.h"
 #include "lib/report.h"
@@ -359,22 +360,31 @@ TEST_F(TrainerTest, CudaGraphReplaysTheEagerStep) {
     bool synthetic;
     Precision precision;
     data_pipeline::HostDType dtype;
+    data_pipeline::DecodeDevice decode = data_pipeline::DecodeDevice::kCpu;
   };
-  for (const Case& k : {Case{false, Precision::kFp32, data_pipeline::HostDType::kFloat32},
-                        Case{false, Precision::kBf16, data_pipeline::HostDType::kUInt8},
-                        Case{true, Precision::kFp32, data_pipeline::HostDType::kFloat32}}) {
+  std::vector<Case> cases = {Case{false, Precision::kFp32, data_pipeline::HostDType::kFloat32},
+                             Case{false, Precision::kBf16, data_pipeline::HostDType::kUInt8},
+                             Case{true, Precision::kFp32, data_pipeline::HostDType::kFloat32}};
+#if defined(WORKLOAD_HAVE_NVJPEG)
+  // The GPU decode stage's device batches, copied into the graph's inputs.
+  cases.push_back(Case{false, Precision::kFp32, data_pipeline::HostDType::kFloat32,
+                       data_pipeline::DecodeDevice::kGpu});
+#endif
+  for (const Case& k : cases) {
     TrainConfig c = config();
     c.device = Device::kCuda;
     c.synthetic = k.synthetic;
     c.precision = k.precision;
     c.loader.transform.dtype = k.dtype;
+    c.loader.decode = k.decode;
     c.sync_every_step = true;  // a loss per step
     c.steps = 5;
     const RunResult eager = Trainer(c).run();
     c.cuda_graph = true;
     const RunResult graph = Trainer(c).run();
     const std::string what = std::string(k.synthetic ? "synthetic " : "loader ") +
-                             to_string(k.precision) + " " + to_string(k.dtype);
+                             to_string(k.precision) + " " + to_string(k.dtype) + " decode " +
+                             to_string(k.decode);
     ASSERT_TRUE(graph.graph_capture_ms.has_value()) << what;
     EXPECT_FALSE(eager.graph_capture_ms.has_value()) << what;
     EXPECT_EQ(digests(graph), digests(eager)) << what;

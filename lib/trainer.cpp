@@ -28,6 +28,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include "data_pipeline/cuda_check.h"
@@ -399,6 +400,9 @@ double Trainer::capture_graph() {
   // so backward allocates the gradients in the graph's memory pool, the same addresses every
   // replay, where optimizer_step reads them.
   device_synchronize();
+  // The eager steps' cached blocks back to the device, so the graph's pool can take their memory
+  // (as torch.cuda.graph empties the cache before capturing).
+  c10::cuda::CUDACachingAllocator::emptyCache();
   const torch::Tensor eager_loss = loss_;
   std::optional<AutocastCacheOff> no_cast_cache;
   if (config_.precision == Precision::kBf16) no_cast_cache.emplace();

@@ -272,15 +272,22 @@ def _add_graph_mode(s, ex, window, step_index, report):
     """--cuda-graph: whether the run replayed a graph, and how the steps' device work was launched."""
     config = (report or {}).get("config") if isinstance(report, dict) else None
     main_tids = {r.tid for r in window.steps}
-    replays = sorted(((r.start, r.end, r.tid) for r in ex.ranges if r.name == GRAPH_REPLAY and r.tid in main_tids))
+    replays = defaultdict(list)  # thread -> [(start, end)] of its graph_replay ranges, which do not overlap
+    for r in ex.ranges:
+        if r.name == GRAPH_REPLAY and r.tid in main_tids:
+            replays[r.tid].append((r.start, r.end))
+    for spans in replays.values():
+        spans.sort()
+    starts = {tid: [a for a, _ in spans] for tid, spans in replays.items()}
     per_step = None
     if ex.api_calls is not None:
         per_step = [0] * len(window.steps)
         for call in ex.api_calls:
-            if call.name != GRAPH_LAUNCH:
+            if call.name != GRAPH_LAUNCH or call.tid not in replays:
                 continue
             i = step_index.find(call.start)
-            if i is not None and any(a <= call.start <= b and tid == call.tid for a, b, tid in replays):
+            j = bisect.bisect_right(starts[call.tid], call.start) - 1
+            if i is not None and j >= 0 and call.start <= replays[call.tid][j][1]:
                 per_step[i] += 1
     if isinstance(config, dict) and isinstance(config.get("cuda_graph"), bool):
         s["cuda_graph"] = config["cuda_graph"]

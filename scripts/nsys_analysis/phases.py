@@ -4,7 +4,8 @@ attribute a time or an interval to a phase (PhaseIndex).
 
 A step-level phase is a default-domain range directly inside a captured torch_step, on the step's
 thread (the main thread): data_load, forward, zero_grad, backward, optimizer_step, loss_item
-(--sync-every-step). Deeper ranges belong to the phase around them: batch_wait, h2d_submit and
+(--sync-every-step); with --cuda-graph, data_load and graph_replay (whose graph's nodes, traced with
+--cuda-graph-trace=node, correlate with its cudaGraphLaunch). Deeper ranges belong to the phase around them: batch_wait, h2d_submit and
 normalize count under data_load, the layer ranges of --nvtx-detail layers under forward.
 """
 

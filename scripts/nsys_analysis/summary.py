@@ -75,7 +75,8 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
                        device time (kernels, copies, memsets, each clipped to the window, summed) by the
                        main thread's step-level phase (a default-domain range directly inside a captured
                        torch_step: data_load with its batch_wait, h2d_submit and normalize, forward,
-                       zero_grad, backward, optimizer_step, loss_item) in which the activity's runtime
+                       zero_grad, backward, optimizer_step, loss_item; graph_replay with --cuda-graph)
+                       in which the activity's runtime
                        call started, on any thread; then "(outside phases)", "(input pipeline)" (launched
                        by the loader's or GPU decode stage's threads) and "(unattributed)":
                        phases.gpu_time_by_phase().

@@ -144,7 +144,12 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
   cap["capture_drain_ms"] = result.capture_drain_ms;
   cap["profiler_stop_ms"] = result.profiler_stop_ms;
   cap["profiler_api"] = result.capture_started;
-  if (result.graph_capture_ms) cap["graph_capture_ms"] = *result.graph_capture_ms;
+  if (result.graph_capture_ms) {
+    cap["graph_capture_ms"] = *result.graph_capture_ms;
+    // -1 where the build could not read the graph (lib/trainer.h).
+    cap["graph_memset_kernels"] = result.graph_memset_kernels;
+    cap["graph_memset_nodes"] = result.graph_memset_nodes;
+  }
   if (!result.torch_trace.empty()) cap["torch_profiler_trace"] = result.torch_trace;
 
   auto& steps = j["steps"] = nlohmann::ordered_json::array();
@@ -255,6 +260,10 @@ std::string format_summary(const Trainer& trainer, const RunResult& result) {
   if (result.graph_capture_ms) {
     // Before the window: recording and instantiating the step's graph.
     line("graph capture", num("%.1f ms", *result.graph_capture_ms));
+    if (result.graph_memset_kernels >= 0) {
+      line("graph memsets", std::to_string(result.graph_memset_kernels) + " as kernels, " +
+                                std::to_string(result.graph_memset_nodes) + " as memset nodes");
+    }
   }
   if (result.capture_started) {
     // Outside the window: under nsys, cudaProfilerStop returns once the capture is handed over.

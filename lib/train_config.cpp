@@ -98,6 +98,9 @@ void validate(const TrainConfig& c) {
   if (c.forward_bn != ForwardBn::kEval && c.mode != RunMode::kForward) {
     throw UsageError("--forward-bn: only meaningful with --mode forward");
   }
+  if (c.cuda_graph_memsets != GraphMemsets::kKernels && !c.cuda_graph) {
+    throw UsageError("--cuda-graph-memsets: only meaningful with --cuda-graph");
+  }
   if (c.cuda_graph) {
     if (c.nvtx_detail == NvtxDetail::kLayers) {
       throw UsageError(

@@ -60,6 +60,16 @@ inline constexpr EnumName<ForwardBn> kForwardBnNames[] = {{ForwardBn::kEval, "ev
                                                           {ForwardBn::kTrain, "train"}};
 constexpr const auto& enum_names(ForwardBn) { return kForwardBnNames; }
 
+/// --cuda-graph: what becomes of the memset nodes the capture records (cuDNN zeroes small counters
+/// before its BatchNorm and convolution kernels, some 200 a ResNet-50 training step).
+enum class GraphMemsets {
+  kKernels,  ///< Those of up to 64 KiB rewritten into kernel nodes (lib/graph/memset_rewrite.h).
+  kNodes,    ///< Replayed as captured.
+};
+inline constexpr EnumName<GraphMemsets> kGraphMemsetsNames[] = {{GraphMemsets::kKernels, "kernels"},
+                                                                {GraphMemsets::kNodes, "nodes"}};
+constexpr const auto& enum_names(GraphMemsets) { return kGraphMemsetsNames; }
+
 /// A known host stall (--inject-stall PHASE@STEP:MS): the main thread sleeps `ms` inside the
 /// `phase` range of captured step `step`, turning the workload into a known-answer test for
 /// profiling tools.
@@ -117,6 +127,9 @@ struct TrainConfig {
   /// Capture the step's device work (normalize, forward, loss, backward, optimizer step) into a
   /// CUDA graph once after the warm-up, and replay it every captured step.
   bool cuda_graph = false;
+  /// With cuda_graph: rewrite the graph's small memset nodes into kernel nodes before instantiating
+  /// it (where this build can), or replay it as captured.
+  GraphMemsets cuda_graph_memsets = GraphMemsets::kKernels;
 
   // Data parallelism, when a launcher (torchrun) put this process in a distributed run; ignored
   // by a single process. Every other setting then means what it means per rank.

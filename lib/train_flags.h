@@ -96,6 +96,11 @@ void visit_train_flags(C& c, V&& v) {
              "after the warm-up, capture the step's device work in a CUDA graph and replay it "
              "each step (CUDA; not with --nvtx-detail layers or torchrun)"},
             c.cuda_graph);
+  v.choice({"cuda-graph-memsets", kExperimentsGroup,
+            "with --cuda-graph: kernels rewrites the graph's small memset nodes (cuDNN's) into "
+            "kernel nodes, which start without a memset's pipeline bubble; nodes replays the graph "
+            "as captured"},
+           c.cuda_graph_memsets);
   v.choice({"dist-backend", kDistributedGroup,
             "collectives between ranks (default: nccl with --device cuda, gloo with cpu)"},
            c.dist_backend);

@@ -34,6 +34,14 @@
 #include "data_pipeline/cuda_check.h"
 #endif
 
+// --cuda-graph-memsets kernels: the graph is rewritten between capture and instantiation, which
+// needs lib/graph (a CUDA compiler) and CUDAGraph(keep_graph) (LibTorch 2.8 and later).
+#if defined(WORKLOAD_TORCH_CUDA) && defined(WORKLOAD_HAVE_GRAPH_REWRITE) && \
+    (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8))
+#define WORKLOAD_GRAPH_MEMSET_REWRITE 1
+#include "lib/graph/memset_rewrite.h"
+#endif
+
 namespace workload {
 
 namespace dp = data_pipeline;
@@ -82,7 +90,11 @@ struct Trainer::CudaState {};
 
 #if defined(WORKLOAD_TORCH_CUDA)
 struct Trainer::Graph {
+#if defined(WORKLOAD_GRAPH_MEMSET_REWRITE)
+  at::cuda::CUDAGraph graph{/*keep_graph=*/true};  // readable between capture_end and instantiate
+#else
   at::cuda::CUDAGraph graph;
+#endif
   torch::Tensor images, labels;  // the static inputs every replay reads
   torch::Tensor loss;            // the static output each replay writes
 };
@@ -217,6 +229,14 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist) : config_(std:
                          "): batches are in pageable memory");
     }
   }
+#if !defined(WORKLOAD_GRAPH_MEMSET_REWRITE)
+  if (config_.cuda_graph && config_.cuda_graph_memsets == GraphMemsets::kKernels) {
+    notices_.push_back(
+        "--cuda-graph-memsets kernels: this build cannot rewrite a graph before instantiating it "
+        "(it needs a CUDA compiler and LibTorch 2.8 or later): memset nodes are replayed as "
+        "captured");
+  }
+#endif
   if (!device_.is_cuda()) {
     notices_.push_back(std::string("CPU run: cudaProfilerStart/Stop skipped") +
                        (config_.nvtx ? " (the NVTX ranges are still emitted)" : ""));
@@ -373,7 +393,7 @@ void Trainer::compute(const torch::Tensor& images, const torch::Tensor& labels,
   }
 }
 
-double Trainer::capture_graph() {
+void Trainer::capture_graph(RunResult& result) {
   const auto t = Clock::now();
 #if defined(WORKLOAD_TORCH_CUDA)
   Phase range(nvtx::kGraphCapture, &phase_);
@@ -429,10 +449,19 @@ double Trainer::capture_graph() {
     throw;
   }
   graph_->graph.capture_end();
+#if defined(WORKLOAD_GRAPH_MEMSET_REWRITE)
+  // A limit of 0 rewrites nothing and counts the memset nodes.
+  const MemsetRewrite rewrite = rewrite_memsets(
+      graph_->graph.raw_cuda_graph(),
+      config_.cuda_graph_memsets == GraphMemsets::kKernels ? kMaxRewrittenMemsetBytes : 0);
+  graph_->graph.instantiate();
+  result.graph_memset_kernels = rewrite.kernels;
+  result.graph_memset_nodes = rewrite.kept;
+#endif
   // loss_ stays the last step run's (the warm-up's) until a replay writes the graph's.
   graph_->loss = std::exchange(loss_, eager_loss);
 #endif
-  return ms_since(t);
+  result.graph_capture_ms = ms_since(t);
 }
 
 void Trainer::feed_graph(const torch::Tensor& images, const torch::Tensor& labels) {
@@ -616,11 +645,13 @@ RunResult Trainer::run(const Progress& progress) {
   }
   device_synchronize();
   if (config_.cuda_graph && !stopping()) {
+    const std::string failed = std::string("--cuda-graph: capturing the step failed in ");
     try {
-      result.graph_capture_ms = capture_graph();
+      capture_graph(result);
     } catch (const c10::Error& e) {
-      throw std::runtime_error(std::string("--cuda-graph: capturing the step failed in ") + phase_ +
-                               ": " + e.what_without_backtrace());
+      throw std::runtime_error(failed + phase_ + ": " + e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      throw std::runtime_error(failed + phase_ + ": " + e.what());
     }
   }
   if (dist_ && !stopping()) {

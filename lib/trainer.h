@@ -54,6 +54,11 @@ struct RunResult {
   /// --cuda-graph: the capture after the warm-up (recording and instantiating the graph; it runs
   /// nothing on the device), outside the capture window.
   std::optional<double> graph_capture_ms;
+  /// --cuda-graph: the captured memset nodes rewritten into kernel nodes (--cuda-graph-memsets
+  /// kernels), and those replayed as memset nodes; both -1 where this build cannot read the graph
+  /// before instantiating it (no CUDA compiler, or LibTorch before 2.8).
+  int graph_memset_kernels = -1;
+  int graph_memset_nodes = -1;
   std::optional<double> loss_after_drain;
   bool capture_started = false;
   std::string torch_trace;  ///< the Chrome trace written, if one was asked for
@@ -158,8 +163,9 @@ class Trainer {
   void compute(const torch::Tensor& images, const torch::Tensor& labels,
                const std::function<void(const char*)>& stall);
   /// --cuda-graph: records compute() (after normalize, for uint8 batches) into graph_, reading its
-  /// static inputs. Returns the milliseconds it took.
-  double capture_graph();
+  /// static inputs, rewrites its memset nodes as --cuda-graph-memsets says and instantiates it.
+  /// Fills the result's graph_* fields.
+  void capture_graph(RunResult& result);
   /// --cuda-graph: copies the step's batch into the graph's static inputs, on the compute stream
   /// (after the previous replay, which reads them until its backward ends).
   void feed_graph(const torch::Tensor& images, const torch::Tensor& labels);

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "lib/cli.h"
+#include "lib/cuda_device.h"
 
 namespace workload {
 namespace {
@@ -160,6 +161,16 @@ TEST(TrainCliTest, ExperimentFlags) {
   expect_usage_error({"--data=/x", "--device=cpu", "--cuda-graph"},
                      "--cuda-graph: CUDA graphs need --device cuda");
   EXPECT_FALSE(parse({"--data=/x", "--device=cpu", "--cuda-graph=false"}).config.cuda_graph);
+  EXPECT_EQ(parse({"--data=/x", "--device=cpu"}).config.cuda_graph_memsets, GraphMemsets::kKernels);
+  expect_usage_error({"--data=/x", "--device=cpu", "--cuda-graph-memsets=nodes"},
+                     "--cuda-graph-memsets: only meaningful with --cuda-graph");
+  expect_usage_error({"--data=/x", "--device=cpu", "--cuda-graph-memsets=kernel"},
+                     "--cuda-graph-memsets");
+  if (cuda_available()) {
+    EXPECT_EQ(parse({"--data=/x", "--cuda-graph", "--cuda-graph-memsets=nodes"})
+                  .config.cuda_graph_memsets,
+              GraphMemsets::kNodes);
+  }
 }
 
 TEST(TrainCliTest, HelpAndVersion) {

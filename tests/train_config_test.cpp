@@ -50,6 +50,10 @@ TEST(TrainConfigTest, CombinationsThatCannotRunNameTheirFlag) {
   EXPECT_NO_THROW(validate(c));
 
   c = cpu_config();
+  c.cuda_graph_memsets = GraphMemsets::kNodes;
+  expect_invalid(c, "--cuda-graph-memsets: only meaningful with --cuda-graph");
+
+  c = cpu_config();
   c.device = Device::kCuda;
   if (cuda_available()) {
     EXPECT_NO_THROW(validate(c));
@@ -120,7 +124,7 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
       // GPU decode (issue 13)
       "decode",
       // known-answer stalls, the memory format and the CUDA-graph step (issue 14)
-      "inject_stall", "memory_format", "cuda_graph"};
+      "inject_stall", "memory_format", "cuda_graph", "cuda_graph_memsets"};
   // clang-format on
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["batch_size"], 128);

@@ -234,6 +234,10 @@ TEST_F(TrainBinaryTest, NvtxTreeOfACudaGraphRun) {
     const auto j = nlohmann::json::parse(in);
     EXPECT_EQ(j["config"]["cuda_graph"], true);
     EXPECT_GT(j["capture"]["graph_capture_ms"].get<double>(), 0.0);
+    // What became of the graph's memset nodes (-1 only in builds that cannot read the graph).
+    EXPECT_EQ(j["config"]["cuda_graph_memsets"], "kernels");
+    EXPECT_GE(j["capture"]["graph_memset_kernels"].get<int>(), -1);
+    EXPECT_GE(j["capture"]["graph_memset_nodes"].get<int>(), -1);
     EXPECT_TRUE(j["loss_after_drain"].is_number());
   }
 }

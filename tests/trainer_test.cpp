@@ -354,6 +354,7 @@ TEST_F(TrainerTest, CudaRunPinsTheRingCapturesAndSeesTheSameBatches) {
 // --cuda-graph replays the step the eager loop runs: the same batches and, step by step, the same
 // losses within a tolerance (the graph launches the same kernels; only the order of floating-point
 // accumulations inside them may differ between runs). The tolerance covers that run-to-run noise.
+// So does the graph with its memset nodes left as captured (--cuda-graph-memsets nodes).
 TEST_F(TrainerTest, CudaGraphReplaysTheEagerStep) {
   if (!cuda_available()) GTEST_SKIP() << "needs a CUDA device";
   struct Case {
@@ -381,7 +382,9 @@ TEST_F(TrainerTest, CudaGraphReplaysTheEagerStep) {
     c.steps = 5;
     const RunResult eager = Trainer(c).run();
     c.cuda_graph = true;
-    const RunResult graph = Trainer(c).run();
+    const RunResult graph = Trainer(c).run();  // --cuda-graph-memsets kernels, the default
+    c.cuda_graph_memsets = GraphMemsets::kNodes;
+    const RunResult nodes = Trainer(c).run();
     const std::string what = std::string(k.synthetic ? "synthetic " : "loader ") +
                              to_string(k.precision) + " " + to_string(k.dtype) + " decode " +
                              to_string(k.decode);
@@ -398,7 +401,23 @@ TEST_F(TrainerTest, CudaGraphReplaysTheEagerStep) {
       worst = std::max(worst, std::abs(g - e) / std::max(1.0, std::abs(e)));
     }
     std::cout << "[ calibrate ] " << what << ": worst relative loss difference " << worst
-              << " (tolerance " << tolerance << ")\n";
+              << " (tolerance " << tolerance << "); memsets as kernels "
+              << graph.graph_memset_kernels << ", as nodes " << graph.graph_memset_nodes << "\n";
+    // The same graph with its memset nodes replayed as captured: nothing rewritten, as many memsets
+    // in all, the same losses (the kernels write what the memsets wrote).
+    EXPECT_EQ(nodes.graph_memset_kernels, 0) << what;
+    EXPECT_EQ(nodes.graph_memset_nodes, graph.graph_memset_kernels + graph.graph_memset_nodes)
+        << what;
+    // cuDNN zeroes a few bytes before its convolution and (fp32) BatchNorm kernels in every step,
+    // and the rewrite takes them all (none reaches kMaxRewrittenMemsetBytes at this size).
+    EXPECT_GT(graph.graph_memset_kernels, 0) << what;
+    EXPECT_EQ(graph.graph_memset_nodes, 0) << what;
+    ASSERT_EQ(nodes.steps.size(), graph.steps.size()) << what;
+    for (std::size_t i = 0; i < graph.steps.size(); ++i) {
+      EXPECT_NEAR(*nodes.steps[i].loss, *graph.steps[i].loss,
+                  tolerance * std::max(1.0, std::abs(*graph.steps[i].loss)))
+          << what << ", memset nodes, step " << i;
+    }
     // The losses change from step to step: the replays train (a graph replaying one stale step,
     // or none, would not).
     EXPECT_NE(*graph.steps.front().loss, *graph.steps.back().loss) << what;

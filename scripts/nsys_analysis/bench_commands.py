@@ -195,9 +195,12 @@ def run_experiments(opts):
         result["runs"].append(row)
 
     for i in range(opts.repeats):
-        # Each eager ceiling beside the CUDA-graph step's (--cuda-graph), run in turn: paired ratios.
+        # Each eager ceiling beside the CUDA-graph step's (--cuda-graph, its memset nodes rewritten into
+        # kernels) and the graph as captured (--cuda-graph-memsets nodes), run in turn: paired ratios.
         for precision in ("fp32", "bf16"):
             direct("%s_synthetic_%d" % (precision, i), ["--synthetic", "--precision", precision])
+            direct("%s_graphnodes_%d" % (precision, i), ["--synthetic", "--precision", precision, "--cuda-graph",
+                                                          "--cuda-graph-memsets", "nodes"])
             direct("%s_graph_%d" % (precision, i), ["--synthetic", "--precision", precision, "--cuda-graph"])
     for workers in (8, 16):
         direct("bf16_loader_w%d" % workers, ["--data", opts.data, "--precision", "bf16",

@@ -129,10 +129,11 @@ def experiments_tables(exp):
     for r in exp["runs"]:
         out.append("| %s | `%s` | %s | %s ms |" % (r["name"], r["flags"], number(r["images_per_s"], 1),
                                                   number(r["batch_wait_total_ms"], 1)))
-    gains = graph_gains(exp)
-    for precision, ratios in gains.items():
-        out.append("\nCUDA graph over eager, %s ceiling (paired runs): %s; median %+.2f%%" % (
-            precision, ", ".join("%+.2f%%" % (100 * (r - 1)) for r in ratios), 100 * (statistics.median(ratios) - 1)))
+    for kind, what in (("graph", "CUDA graph"), ("graphnodes", "CUDA graph with its memset nodes")):
+        for precision, ratios in graph_gains(exp, kind).items():
+            out.append("\n%s over eager, %s ceiling (paired runs): %s; median %+.2f%%" % (
+                what, precision, ", ".join("%+.2f%%" % (100 * (r - 1)) for r in ratios),
+                100 * (statistics.median(ratios) - 1)))
     out += ["",
             "| host dtype (nsys) | H2D copies | H2D MB/step | H2D ms/step (device) "
             "| h2d_submit ms/step (host) | normalize ms/step (host) | images/s |",
@@ -146,14 +147,15 @@ def experiments_tables(exp):
     return out
 
 
-def graph_gains(exp):
+def graph_gains(exp, kind="graph"):
     """{precision: [graph / eager images/s]} from experiments.json's paired runs <p>_synthetic_<i> and
-    <p>_graph_<i> (both with a throughput), in the runs' order; precisions without a pair are left out."""
+    <p>_<kind>_<i> (both with a throughput; kind "graph" is --cuda-graph, "graphnodes" the graph with its
+    memset nodes as captured), in the runs' order; precisions without a pair are left out."""
     ips = {r["name"]: r["images_per_s"] for r in exp.get("runs", ()) if r.get("images_per_s")}
     out = {}
     for r in exp.get("runs", ()):
         parts = r["name"].split("_")
-        if len(parts) == 3 and parts[1] == "graph" and r["name"] in ips:
+        if len(parts) == 3 and parts[1] == kind and r["name"] in ips:
             eager = ips.get("%s_synthetic_%s" % (parts[0], parts[2]))
             if eager:
                 out.setdefault(parts[0], []).append(ips[r["name"]] / eager)

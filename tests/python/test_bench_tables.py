@@ -57,17 +57,24 @@ class ExperimentsTableTest(unittest.TestCase):
         runs = [{"name": n, "flags": "", "images_per_s": v, "batch_wait_total_ms": 0.0} for n, v in (
             ("fp32_synthetic_0", 3000.0), ("fp32_graph_0", 3030.0), ("bf16_synthetic_0", 4000.0),
             ("bf16_graph_0", 4200.0), ("fp32_synthetic_1", 3000.0), ("fp32_graph_1", 3060.0),
-            ("bf16_synthetic_1", 4000.0), ("bf16_graph_1", None), ("bf16_loader_w8", 4100.0))]
+            ("bf16_synthetic_1", 4000.0), ("bf16_graph_1", None), ("bf16_loader_w8", 4100.0),
+            ("fp32_graphnodes_0", 3015.0), ("fp32_graphnodes_1", 3030.0))]
         exp = {"steps": 48, "runs": runs, "transfers": [], "sync": None, "trace": None}
         gains = graph_gains(exp)
         self.assertEqual(list(gains), ["fp32", "bf16"])
         self.assertEqual([round(g, 4) for g in gains["fp32"]], [1.01, 1.02])
         self.assertEqual([round(g, 4) for g in gains["bf16"]], [1.05])  # round 1 failed: no pair
+        # The graph with its memset nodes as captured, paired with the same eager runs.
+        nodes = graph_gains(exp, "graphnodes")
+        self.assertEqual(list(nodes), ["fp32"])
+        self.assertEqual([round(g, 4) for g in nodes["fp32"]], [1.005, 1.01])
         with open(os.path.join(self.tmp, "experiments.json"), "w") as f:
             json.dump(exp, f)
         text = render_tables(self.tmp)
         self.assertIn("CUDA graph over eager, fp32 ceiling (paired runs): +1.00%, +2.00%; median +1.50%", text)
         self.assertIn("CUDA graph over eager, bf16 ceiling (paired runs): +5.00%; median +5.00%", text)
+        self.assertIn("CUDA graph with its memset nodes over eager, fp32 ceiling (paired runs): +0.50%, +1.00%; "
+                      "median +0.75%", text)
 
 
 class CheckedInResultsTest(unittest.TestCase):

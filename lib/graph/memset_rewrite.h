@@ -25,9 +25,9 @@ inline constexpr std::size_t kMaxRewrittenMemsetBytes = std::size_t{64} << 10;
 /// with a kernel node that writes the same values to the same addresses (any element size, 1-D or
 /// pitched 2-D), taking over the memset's dependencies and dependents, so the graph computes
 /// exactly what it did. Why: on the H200 a memset node costs a pipeline bubble around it (the
-/// next kernel starts 2-3 us after a memset, against about 0.1 us after a kernel, and the memset
-/// waits about 1.4 us for the kernel before it); cuDNN issues some 200 of them in a ResNet-50
-/// training step, before its BatchNorm and convolution kernels.
+/// next kernel starts about 2 us after a memset, against at most 0.1 us after a kernel, and the
+/// memset waits about 1.4 us for the kernel before it); cuDNN issues some 200 of them in a
+/// ResNet-50 training step, before its BatchNorm and convolution kernels.
 /// Not thread-safe with respect to `graph`: call it from the thread that owns it, before
 /// cudaGraphInstantiate. Child graphs are left as they are.
 /// \throws std::runtime_error naming the CUDA call when the graph cannot be read or changed (the

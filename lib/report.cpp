@@ -258,7 +258,7 @@ std::string format_summary(const Trainer& trainer, const RunResult& result) {
   if (!c.reuse_iterator) line("iterator_reset", num("%.2f ms", result.iterator_reset_ms));
   line("capture_drain", num("%.2f ms", result.capture_drain_ms));
   if (result.graph_capture_ms) {
-    // Before the window: recording and instantiating the step's graph.
+    // Before the window: recording, rewriting, instantiating and uploading the step's graph.
     line("graph capture", num("%.1f ms", *result.graph_capture_ms));
     if (result.graph_memset_kernels >= 0) {
       line("graph memsets", std::to_string(result.graph_memset_kernels) + " as kernels, " +

@@ -51,8 +51,8 @@ struct RunResult {
   double iterator_reset_ms = 0;
   double capture_drain_ms = 0;
   double profiler_stop_ms = 0;  ///< inside cudaProfilerStop: under nsys, the capture's hand-over
-  /// --cuda-graph: the capture after the warm-up (recording and instantiating the graph; it runs
-  /// nothing on the device), outside the capture window.
+  /// --cuda-graph: the capture after the warm-up (recording, rewriting, instantiating and uploading
+  /// the graph; it runs nothing of the step on the device), outside the capture window.
   std::optional<double> graph_capture_ms;
   /// --cuda-graph: the captured memset nodes rewritten into kernel nodes (--cuda-graph-memsets
   /// kernels), and those replayed as memset nodes; both -1 where this build cannot read the graph

@@ -22,6 +22,7 @@
 
 #include "data_pipeline/batch_ring.h"
 #include "data_pipeline/food101_index.h"
+#include "data_pipeline/gpu_decode_stats.h"
 #include "data_pipeline/loader.h"
 #include "data_pipeline/loader_options.h"
 
@@ -41,26 +42,6 @@ struct GpuDecodeOptions {
   /// Diagnostics and tests: called on the stage's thread with its stream just before each resize
   /// launch (e.g. to queue slow work ahead of the kernel and check that buffer reuse waits for it).
   std::function<void(cudaStream_t)> before_resize;
-};
-
-/// What the stage found at construction.
-struct GpuDecodeInfo {
-  bool hardware = false;  ///< The engines decode; false: every image takes the CPU path.
-  unsigned engines = 0;   ///< nvjpegGetHardwareDecoderInfo (0 when unknown).
-  unsigned cores_per_engine = 0;
-  std::string nvjpeg_version;  ///< "13.0.1"
-  std::string notice;          ///< Why the engines are not used, when they are not.
-};
-
-/// Cumulative counters, readable from any thread at any time.
-struct GpuDecodeStats {
-  std::int64_t batches = 0;          ///< Decoded (including any decoded ahead and not yet taken).
-  std::int64_t hardware_images = 0;  ///< Decoded by the engines.
-  std::int64_t fallback_images = 0;  ///< Decoded by the CPU path (loader threads or the stage).
-  std::int64_t refused_images = 0;   ///< Of those: staged for the engines, refused by nvJPEG.
-  std::int64_t failed_batches = 0;   ///< Hardware batches nvJPEG failed (their images fell back).
-  std::map<std::string, std::int64_t> fallback_reasons;  ///< Why, for each fallback image.
-  std::chrono::nanoseconds consumer_wait{0};             ///< Time next() blocked.
 };
 
 class OutputPool;

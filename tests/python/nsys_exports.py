@@ -18,6 +18,7 @@ FIXTURE_DIR = os.path.join(REPO, "tests", "fixtures", "nsys")
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 from nsys_analysis.export import load_export  # noqa: E402
 from nsys_analysis.summary import compute_summary  # noqa: E402
+from testutil import ScratchCase  # noqa: E402
 
 
 # A real data-parallel capture, one export per rank, as scripts/profile.sh --nproc N names it:
@@ -504,12 +505,10 @@ def rank_report(rank, steps=3, world_size=2):
             "interrupted": False}
 
 
-class TempDirCase(unittest.TestCase):
-    """A temporary directory per test, for exports built there."""
+class TempDirCase(ScratchCase):
+    """A temporary directory per test (testutil.ScratchCase), for exports built there."""
 
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="analyze_test_")
-        self.addCleanup(shutil.rmtree, self.tmp, True)
+    tmp_prefix = "analyze_test_"
 
     def build(self, builder, name="export.sqlite"):
         return builder.write(os.path.join(self.tmp, name))

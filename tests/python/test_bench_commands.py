@@ -8,14 +8,12 @@ import contextlib
 import io
 import json
 import os
-import shutil
 import sys
-import tempfile
 import unittest
 from unittest import mock
 
 from test_ncu import NCU_OUTPUT
-from testutil import write_exe
+from testutil import ScratchCase
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
@@ -40,16 +38,12 @@ sys.stdout.write(open(os.environ["FAKE_NCU_OUTPUT"]).read())
 """
 
 
-class CommandTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="bench_commands_test_")
-        self.addCleanup(shutil.rmtree, self.tmp, True)
-        self.bin = os.path.join(self.tmp, "bin")
-        os.mkdir(self.bin)
+class CommandTest(ScratchCase):
+    tmp_prefix = "bench_commands_test_"
 
     def test_loader_keeps_going_after_a_timeout(self):
-        write_exe(os.path.join(self.bin, "loader_bench"), FAKE_LOADER_BENCH)
-        train = write_exe(os.path.join(self.bin, "train_resnet50"), "")
+        self.fake("loader_bench", FAKE_LOADER_BENCH)
+        train = self.fake("train_resnet50", "")
         out = os.path.join(self.tmp, "out")
         with contextlib.redirect_stdout(io.StringIO()) as printed:
             rc = run_loader(BenchSettings(out=out, data=self.tmp, binary=train, workers=[1, 2], timeout=1))
@@ -60,8 +54,8 @@ class CommandTest(unittest.TestCase):
         self.assertTrue(os.path.isfile(os.path.join(out, "loader", "workers_2.log")))
 
     def test_ncu_output_is_kept_and_grouped(self):
-        write_exe(os.path.join(self.bin, "ncu"), FAKE_NCU)
-        train = write_exe(os.path.join(self.bin, "train_resnet50"), "")
+        self.fake("ncu", FAKE_NCU)
+        train = self.fake("train_resnet50", "")
         output = os.path.join(self.tmp, "ncu_output.txt")
         with open(output, "w") as f:
             f.write(NCU_OUTPUT)
@@ -76,7 +70,7 @@ class CommandTest(unittest.TestCase):
         self.assertEqual((doc["kernels"], [g["kind"] for g in doc["groups"]]), (3, ["ReLU bwd", "BN fwd", "ReLU fwd"]))
 
     def test_ncu_needs_ncu_on_path(self):
-        train = write_exe(os.path.join(self.bin, "train_resnet50"), "")
+        train = self.fake("train_resnet50", "")
         with mock.patch.dict(os.environ, {"PATH": self.bin}):
             with self.assertRaisesRegex(BenchmarkError, "ncu \\(Nsight Compute\\) is not on PATH"):
                 run_ncu(BenchSettings(out=os.path.join(self.tmp, "out"), binary=train))

@@ -6,14 +6,11 @@ Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest disco
 """
 
 import os
-import shutil
-import signal
 import sys
-import tempfile
 import time
 import unittest
 
-from testutil import alive, write_exe
+from testutil import ScratchCase, alive
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
@@ -38,25 +35,16 @@ time.sleep(30)
 """
 
 
-class RunTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="benchmarks_run_test_")
-        self.addCleanup(shutil.rmtree, self.tmp, True)
-        self.bin = os.path.join(self.tmp, "bin")
-        os.mkdir(self.bin)
-        self.pids = {}
-        self.addCleanup(self.kill_leftovers)
-
-    def kill_leftovers(self):
-        for pid in self.pids.values():
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
+class RunTest(ScratchCase):
+    tmp_prefix = "benchmarks_run_test_"
 
     def read_pids(self, *names):
+        """The pids the stand-ins wrote into tmp/NAME, killed at the end of the test if still running."""
+        pids = []
         for name in names:
             with open(os.path.join(self.tmp, name)) as f:
-                self.pids[name] = int(f.read())
-        return [self.pids[n] for n in names]
+                pids.append(int(f.read()))
+        return list(self.kill_at_end(*pids))
 
     def test_run_direct_stops_at_the_time_limit(self):
         t0 = time.monotonic()
@@ -73,8 +61,8 @@ class RunTest(unittest.TestCase):
         self.assertLess(tail, secs)
 
     def test_profile_timeout_stops_nsys_and_the_program(self):
-        write_exe(os.path.join(self.bin, "nsys"), FAKE_NSYS)
-        train = write_exe(os.path.join(self.tmp, "train_resnet50"), FAKE_TRAIN)
+        self.fake("nsys", FAKE_NSYS)
+        train = self.fake("train_resnet50", FAKE_TRAIN, self.tmp)
         env = {"PATH": self.bin + os.pathsep + os.environ["PATH"], "FAKE_PIDS": self.tmp}
         t0 = time.monotonic()
         summary, rc = profile(os.path.join(self.tmp, "out", "run"), ["--binary", train], 2,

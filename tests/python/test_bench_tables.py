@@ -6,10 +6,10 @@ Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest disco
 
 import json
 import os
-import shutil
 import sys
-import tempfile
 import unittest
+
+from testutil import ScratchCase
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
@@ -21,10 +21,8 @@ def run_row(name, ips, host_ms=None, window=1000.0):
             "batch_wait_total_ms": 1.0, "h2d_submit_total_ms": 2.0, "idle_host_ms": host_ms}
 
 
-class CompareTableTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="bench_tables_test_")
-        self.addCleanup(shutil.rmtree, self.tmp, True)
+class CompareTableTest(ScratchCase):
+    tmp_prefix = "bench_tables_test_"
 
     def test_paired_ratios_match_rounds_by_suffix(self):
         compare = {"runs": [run_row("synthetic", 3000), run_row("loader", 3000),
@@ -48,10 +46,8 @@ class CompareTableTest(unittest.TestCase):
         self.assertEqual(render_tables(self.tmp), "")
 
 
-class ExperimentsTableTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="bench_tables_test_")
-        self.addCleanup(shutil.rmtree, self.tmp, True)
+class ExperimentsTableTest(ScratchCase):
+    tmp_prefix = "bench_tables_test_"
 
     def test_graph_gains_pair_each_round(self):
         runs = [{"name": n, "flags": "", "images_per_s": v, "batch_wait_total_ms": 0.0} for n, v in (

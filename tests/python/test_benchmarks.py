@@ -10,11 +10,12 @@ import contextlib
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import unittest
+
+from testutil import ScratchCase
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "scripts", "benchmarks.py")
@@ -25,10 +26,8 @@ from nsys_analysis.bench_tables import render_tables  # noqa: E402
 COMMANDS = ("checks", "compare", "scan", "loader", "experiments", "ncu", "table")
 
 
-class CliTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="benchmarks_test_")
-        self.addCleanup(shutil.rmtree, self.tmp, True)
+class CliTest(ScratchCase):
+    tmp_prefix = "benchmarks_test_"
 
     def run_cli(self, *args):
         return subprocess.run([sys.executable, SCRIPT] + list(args), capture_output=True, text=True, timeout=60,

@@ -11,10 +11,9 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
 
-from testutil import write_exe
+from testutil import ScratchCase
 # nsys_exports puts scripts/ on sys.path; its synthetic exports stand in for real nsys exports.
 from nsys_exports import rank_export
 
@@ -103,17 +102,16 @@ print("done")
 '''
 
 
-class ProfileShCase(unittest.TestCase):
+class ProfileShCase(ScratchCase):
     """A temporary directory with the fake nsys first on PATH, the fake programs, and profile.sh's runner."""
 
+    tmp_prefix = "profile_sh_test_"
+
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="profile_sh_test_")
-        self.addCleanup(shutil.rmtree, self.tmp, True)
-        self.bin = os.path.join(self.tmp, "bin")
-        os.mkdir(self.bin)
-        write_exe(os.path.join(self.bin, "nsys"), FAKE_NSYS)
-        self.train = write_exe(os.path.join(self.tmp, "train_resnet50"), FAKE_TRAIN)
-        self.py = write_exe(os.path.join(self.tmp, "seed_workload.py"), FAKE_PY)
+        super().setUp()
+        self.fake("nsys", FAKE_NSYS)
+        self.train = self.fake("train_resnet50", FAKE_TRAIN, self.tmp)
+        self.py = self.fake("seed_workload.py", FAKE_PY, self.tmp)
         self.log = os.path.join(self.tmp, "nsys_calls.jsonl")
         self.torchrun_log = os.path.join(self.tmp, "torchrun_calls.jsonl")
         self.prefix = os.path.join(self.tmp, "out", "run1")
@@ -246,7 +244,7 @@ class ProfileShRanksTest(ProfileShCase):
     """--nproc: one nsys per rank under torchrun (a fake one) or scripts/launch_local.sh."""
 
     def add_torchrun(self):
-        write_exe(os.path.join(self.bin, "torchrun"), FAKE_TORCHRUN)
+        self.fake("torchrun", FAKE_TORCHRUN)
 
     def path_without_torchrun(self):
         """PATH with the fake nsys first and no directory that holds a torchrun."""

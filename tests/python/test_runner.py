@@ -7,41 +7,32 @@ Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest disco
 
 import os
 import shutil
-import signal
 import sys
-import tempfile
 import time
 import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 from nsys_analysis import runner  # noqa: E402
-from testutil import alive  # noqa: E402
+from testutil import ScratchCase, alive  # noqa: E402
 
 SH = shutil.which("sh") or "/bin/sh"
 
 
-class RunnerCase(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="runner_test_")
-        self.addCleanup(shutil.rmtree, self.tmp, True)
-        self.log = os.path.join(self.tmp, "run.log")
-        self.started = []  # pids this test's commands report, killed at the end whatever happens
-        self.addCleanup(self.kill_started)
+class RunnerCase(ScratchCase):
+    tmp_prefix = "runner_test_"
 
-    def kill_started(self):
-        for pid in self.started:
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
+    def setUp(self):
+        super().setUp()
+        self.log = os.path.join(self.tmp, "run.log")
 
     def pids(self, *names):
-        """The pids the command wrote into tmp/NAME files."""
+        """The pids the command wrote into tmp/NAME files, killed at the end of the test whatever happens."""
         out = []
         for name in names:
             with open(os.path.join(self.tmp, name)) as f:
                 out.append(int(f.read()))
-        self.started += out
-        return out
+        return list(self.kill_at_end(*out))
 
     def sh(self, script):
         """sh -c script, run in tmp (the runner keeps the caller's working directory)."""

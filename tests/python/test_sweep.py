@@ -18,7 +18,7 @@ import sys
 import tempfile
 import unittest
 
-from testutil import write_exe
+from testutil import ScratchCase
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -82,13 +82,14 @@ CONFIGS = {
 }
 
 
-class SweepCase(unittest.TestCase):
+class SweepCase(ScratchCase):
+    tmp_prefix = "sweep_test_"
+
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="sweep_test_")
-        self.addCleanup(shutil.rmtree, self.tmp, True)
+        super().setUp()
         self.state = os.path.join(self.tmp, "state")
         os.mkdir(self.state)
-        self.binary = write_exe(os.path.join(self.tmp, "train_resnet50"), FAKE_BINARY)
+        self.binary = self.fake("train_resnet50", FAKE_BINARY, self.tmp)
         self.configs = os.path.join(self.tmp, "configs.json")
         with open(self.configs, "w") as f:
             json.dump(CONFIGS, f)
@@ -289,13 +290,11 @@ class CaptureSweepTest(SweepCase):
         for name in os.listdir(FIXTURE_DIR):
             if name.endswith(".csv"):
                 shutil.copy(os.path.join(FIXTURE_DIR, name), fixture_dir)
-        bin_dir = os.path.join(self.tmp, "bin")
-        os.mkdir(bin_dir)
-        write_exe(os.path.join(bin_dir, "nsys"), FAKE_NSYS)
+        self.fake("nsys", FAKE_NSYS)
         with open(self.configs, "w") as f:
             json.dump({"reuse_8": {"steps": 8}}, f)
         env = dict(os.environ, FAKE_STATE=self.state, FAKE_EXPORT=export,
-                   PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
+                   PATH=self.bin + os.pathsep + os.environ.get("PATH", ""))
         cmd = [sys.executable, SCRIPT, "--binary", self.binary, "--out", self.out, "--configs", self.configs,
                "--seeds", "2026", "--no-figures"]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)

@@ -6,10 +6,10 @@ Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest disco
 
 import json
 import os
-import shutil
 import sys
-import tempfile
 import unittest
+
+from testutil import ScratchCase
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
@@ -48,10 +48,8 @@ class PlanTest(unittest.TestCase):
             expected_steps(cfg, ["--steps", "x"])
 
 
-class ConfigFileTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="sweep_plan_test_")
-        self.addCleanup(shutil.rmtree, self.tmp, True)
+class ConfigFileTest(ScratchCase):
+    tmp_prefix = "sweep_plan_test_"
 
     def write(self, doc):
         path = os.path.join(self.tmp, "configs.json")

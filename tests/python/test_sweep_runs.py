@@ -6,12 +6,10 @@ Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest disco
 
 import json
 import os
-import shutil
 import sys
-import tempfile
 import unittest
 
-from testutil import write_exe
+from testutil import ScratchCase
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
@@ -51,12 +49,13 @@ class ReportChecksTest(unittest.TestCase):
         self.assertEqual(details["report_throughput"], "images_per_s nan")
 
 
-class ExecuteRunTest(unittest.TestCase):
+class ExecuteRunTest(ScratchCase):
+    tmp_prefix = "sweep_runs_test_"
+
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="sweep_runs_test_")
-        self.addCleanup(shutil.rmtree, self.tmp, True)
+        super().setUp()
         self.settings = SweepSettings(out=os.path.join(self.tmp, "out"), no_nsys=True, timeout=30,
-                                      binary=write_exe(os.path.join(self.tmp, "train"), FAKE_BINARY))
+                                      binary=self.fake("train", FAKE_BINARY))
 
     def test_aggregated_run_and_its_metrics(self):
         r = execute_run(PlannedRun("a", 2026), variant(steps=2), 3, self.settings)

@@ -1,8 +1,13 @@
-"""Helpers shared by the Python tests."""
+"""Helpers shared by the Python tests: executable stand-ins, a temporary directory per test with a bin/
+folder for them, and clean-up of the processes a test started."""
 
 import os
+import shutil
+import signal
 import stat
 import sys
+import tempfile
+import unittest
 
 
 def write_exe(path, body, interpreter=sys.executable):
@@ -25,3 +30,37 @@ def alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except OSError:
         return False
+
+
+class ScratchCase(unittest.TestCase):
+    """Each test gets a fresh temporary directory, tmp (removed afterwards, whatever happens), and the
+    path of a bin/ folder in it, bin, where fake() puts the stand-ins of the programs under test (made on
+    the first one). Processes the test started are SIGKILLed at its end when still running
+    (kill_at_end())."""
+
+    # The temporary directory's name prefix, which says whose it is when one is left behind.
+    tmp_prefix = "python_test_"
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix=self.tmp_prefix)
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.bin = os.path.join(self.tmp, "bin")
+
+    def fake(self, name, body, where=None):
+        """An executable stand-in `name` (write_exe()'s Python script body) in bin/, or in the folder
+        where; returns its path."""
+        where = where or self.bin
+        os.makedirs(where, exist_ok=True)
+        return write_exe(os.path.join(where, name), body)
+
+    def kill_at_end(self, *pids):
+        """SIGKILLs each pid at the end of the test if it still runs (a stand-in that outlived a time
+        limit must not outlive the test). Returns the pids."""
+        for pid in pids:
+            self.addCleanup(_kill_if_alive, pid)
+        return pids
+
+
+def _kill_if_alive(pid):
+    if alive(pid):
+        os.kill(pid, signal.SIGKILL)

@@ -11,13 +11,15 @@
 #   -h, --help  this text
 #
 # The download goes to DIR/food-101.tar.gz.part with curl (wget when there is no curl); a run that
-# is interrupted leaves it there and the next run resumes it. Complete, it becomes
+# is interrupted leaves it there and the next run resumes it (one that cannot write it, on a full disk
+# or a read-only DIR, says so and what it kept). Complete, it becomes
 # DIR/food-101.tar.gz, whose MD5 is checked before anything is extracted. The archive is extracted
 # in a temporary directory inside DIR, its layout checked (food-101/meta/classes.txt, train.txt,
 # test.txt and food-101/images/), the marker food-101/.complete (holding the MD5) written last, and
 # the tree renamed to DIR/food-101 in one step. A DIR/food-101 without that marker (an interrupted
 # extraction, or one made by hand) is replaced once the new tree is ready; with the marker, a run
-# does nothing. The archive is kept: delete it to save the space.
+# does nothing and writes nothing (DIR may be read-only). The archive is kept: delete it to save the
+# space.
 #
 # Exit status: 0 when DIR/food-101 is complete (fetched now, or already there); 1 when the download,
 # the MD5 check, the extraction or the layout check fails, or a tool is missing (curl or wget,
@@ -87,14 +89,6 @@ marker=$tree/.complete
 stage=""
 old=""
 
-# One run at a time per DIR: two curls appending to one .part would corrupt it. With the lock held,
-# staging directories left by a killed run are ours to remove.
-if command -v flock >/dev/null 2>&1; then
-  exec 9>"$out/.get_food101.lock"
-  flock -n 9 || die "another get_food101.sh is working in $out (lock: $out/.get_food101.lock)"
-  rm -rf -- "$out"/.food-101.extract.* "$out"/.food-101.old.*
-fi
-
 cleanup() {
   if [ -n "$stage" ]; then rm -rf -- "$stage"; fi
   if [ -n "$old" ]; then rm -rf -- "$old"; fi
@@ -113,6 +107,8 @@ layout_missing() {
   [ -d "$1/images" ] || echo "food-101/images/"
 }
 
+# Checked before the lock is taken, so that a complete tree in a read-only DIR needs no write. The tree
+# appears under its name in one rename: a run replacing it never shows a half one here.
 if [ -f "$marker" ]; then
   done_md5=$(<"$marker")
   done_md5=${done_md5//[[:space:]]/}
@@ -129,6 +125,18 @@ elif [ -e "$tree" ] || [ -L "$tree" ]; then
   say "$tree exists without the completion marker $marker (an interrupted extraction?): it will be replaced once the archive is verified and extracted"
 fi
 
+# One run at a time per DIR: two curls appending to one .part would corrupt it. With the lock held,
+# staging directories left by a killed run are ours to remove.
+if command -v flock >/dev/null 2>&1; then
+  lock=$out/.get_food101.lock
+  { exec 9>"$lock"; } 2>/dev/null || {
+    [ -w "$out" ] && die "cannot create the lock file $lock (is it a directory?)"
+    die "cannot write in $out (creating the lock file $lock failed): choose another --out, or make it writable"
+  }
+  flock -n 9 || die "another get_food101.sh is working in $out (lock: $lock)"
+  rm -rf -- "$out"/.food-101.extract.* "$out"/.food-101.old.*
+fi
+
 # Downloads $1 to $2, resuming what $2 already holds.
 download() {
   local progress
@@ -143,6 +151,23 @@ download() {
   fi
 }
 
+# download_failed STATUS: exits with what the failed download left in $part and what a next run can do.
+download_failed() {
+  local kept=0 why
+  if [ -f "$part" ]; then kept=$(wc -c <"$part"); fi
+  kept=$((kept))
+  # curl's 23 and wget's 3: the output could not be written, which a later run cannot resume past.
+  if { [ "$fetcher" = curl ] && (($1 == 23)); } || { [ "$fetcher" = wget ] && (($1 == 3)); }; then
+    why="cannot write $part ($fetcher exit $1: a full disk, a read-only $out, or not a regular file?)"
+    ((kept > 0)) &&
+      die "$why: it keeps the $kept bytes that arrived, which a run resumes once $part can be written again"
+    die "$why: nothing was downloaded; fix that and run again"
+  fi
+  ((kept > 0)) &&
+    die "the download of $url failed ($fetcher exit $1); $part keeps the $kept bytes that arrived and the next run resumes it (delete it to start over)"
+  die "the download of $url failed ($fetcher exit $1); nothing arrived (run again to retry)"
+}
+
 if [ -f "$archive" ]; then
   say "using the archive already downloaded: $archive"
 else
@@ -151,8 +176,9 @@ else
   else
     say "downloading $url to $part ($fetcher)"
   fi
-  download "$url" "$part" ||
-    die "the download of $url failed; $part keeps what arrived and the next run resumes it (delete it to start over)"
+  status=0
+  download "$url" "$part" || status=$?
+  ((status == 0)) || download_failed "$status"
   mv -f -- "$part" "$archive"
 fi
 

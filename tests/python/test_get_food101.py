@@ -1,7 +1,7 @@
 """Tests for scripts/get_food101.sh, offline: a small archive in the Food-101 layout, fetched through
-file:// URLs (curl takes them). Covers the fresh fetch and its marker, the second run that does nothing,
-a wrong MD5, a resumed download, a truncated archive, an archive without meta/, a tree left without its
-marker, missing tools and usage errors.
+file:// URLs (curl takes them). Covers the fresh fetch and its marker, the second run that does nothing
+(also in a read-only directory), a wrong MD5, a resumed download, a download that cannot be written, a
+truncated archive, an archive without meta/, a tree left without its marker, missing tools and usage errors.
 
 Run: /usr/bin/python3 -m pytest -q tests/python/test_get_food101.py   or   python3 -m unittest discover -s tests/python
 """
@@ -17,12 +17,18 @@ import tarfile
 import tempfile
 import unittest
 
+from testutil import ScratchCase
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(REPO, "scripts", "get_food101.sh")
 BASH = shutil.which("bash") or "/bin/bash"
 CLASSES = ("apple_pie", "baby_back_ribs", "ramen")
 HAVE_TOOLS = all(shutil.which(t) for t in ("curl", "md5sum", "tar", "gzip"))
+# Root writes into a read-only directory: as root, the script runs as nobody through setpriv (util-linux).
+SETPRIV = shutil.which("setpriv")
+AS_UNPRIVILEGED = (([SETPRIV, "--reuid=65534", "--regid=65534", "--clear-groups"] if SETPRIV else None)
+                   if os.geteuid() == 0 else [])
 
 
 def make_archive(path, with_meta=True, per_class=6):
@@ -57,7 +63,9 @@ def md5_of(path):
 
 
 @unittest.skipUnless(HAVE_TOOLS, "needs curl, md5sum, tar and gzip")
-class GetFood101Test(unittest.TestCase):
+class GetFood101Test(ScratchCase):
+    tmp_prefix = "get_food101_"
+
     @classmethod
     def setUpClass(cls):
         cls.src_dir = tempfile.mkdtemp(prefix="get_food101_src_")
@@ -69,19 +77,18 @@ class GetFood101Test(unittest.TestCase):
         shutil.rmtree(cls.src_dir, ignore_errors=True)
 
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="get_food101_")
-        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+        super().setUp()
         self.out = os.path.join(self.tmp, "data")
         self.tree = os.path.join(self.out, "food-101")
         self.marker = os.path.join(self.tree, ".complete")
 
-    def run_script(self, *args, env=None):
-        return subprocess.run([BASH, SCRIPT] + list(args), capture_output=True, text=True, timeout=60,
-                              env=env, stdin=subprocess.DEVNULL)
+    def run_script(self, *args, env=None, prefix=()):
+        return subprocess.run(list(prefix) + [BASH, SCRIPT] + list(args), capture_output=True, text=True,
+                              timeout=60, env=env, stdin=subprocess.DEVNULL)
 
-    def fetch(self, archive=None, md5=None, *extra):
+    def fetch(self, archive=None, md5=None, *extra, prefix=()):
         return self.run_script("--out", self.out, "--url", "file://" + (archive or self.archive),
-                               "--md5", md5 or self.md5, *extra)
+                               "--md5", md5 or self.md5, *extra, prefix=prefix)
 
     def assert_complete(self, md5=None):
         with open(self.marker) as f:
@@ -118,6 +125,63 @@ class GetFood101Test(unittest.TestCase):
         self.assertIn("nothing to do", r.stdout)
         self.assertEqual(os.stat(self.marker).st_mtime_ns, before)
         self.assert_complete()
+
+    @unittest.skipIf(AS_UNPRIVILEGED is None, "as root, needs setpriv to run the script unprivileged")
+    def test_complete_tree_in_a_read_only_directory_needs_no_write(self):
+        self.assertEqual(self.fetch().returncode, 0)
+        os.remove(os.path.join(self.out, ".get_food101.lock"))
+        # Readable by anyone (nobody, when the test runs as root), writable by no one but root.
+        for root, dirs, files in os.walk(self.tmp):
+            for name in dirs + files:
+                os.chmod(os.path.join(root, name), 0o755 if name in dirs else 0o644)
+        os.chmod(self.tmp, 0o755)
+        for path in (self.tree, self.out):
+            os.chmod(path, 0o555)
+        self.addCleanup(os.chmod, self.out, 0o755)
+        self.addCleanup(os.chmod, self.tree, 0o755)
+        r = self.fetch(prefix=AS_UNPRIVILEGED)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("already complete", r.stdout)
+        self.assertEqual(r.stderr, "")
+        self.assertFalse(os.path.exists(os.path.join(self.out, ".get_food101.lock")))
+        # With nothing complete there, the same directory is a clear error, not the shell's.
+        os.chmod(self.tree, 0o755)
+        os.remove(self.marker)
+        os.chmod(self.tree, 0o555)
+        r = self.fetch(prefix=AS_UNPRIVILEGED)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("get_food101.sh: error: cannot write in %s (creating the lock file" % self.out, r.stderr)
+        self.assertNotIn("Permission denied", r.stderr)
+
+    def test_complete_tree_whatever_blocks_the_lock(self):
+        # Root-proof stand-in for an unwritable lock: a directory in its place.
+        self.assertEqual(self.fetch().returncode, 0)
+        lock = os.path.join(self.out, ".get_food101.lock")
+        os.remove(lock)
+        os.mkdir(lock)
+        r = self.fetch()
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("nothing to do", r.stdout)
+        os.remove(self.marker)
+        r = self.fetch()
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("cannot create the lock file %s" % lock, r.stderr)
+
+    def test_a_part_file_that_cannot_be_written_is_not_resumable(self):
+        os.makedirs(self.out)
+        part = os.path.join(self.out, "food-101.tar.gz.part")
+        for name, make in (("full disk", lambda: os.symlink("/dev/full", part)),  # every write: ENOSPC
+                           ("directory", lambda: os.mkdir(part))):
+            with self.subTest(name):
+                make()
+                r = self.fetch()
+                self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                self.assertIn("get_food101.sh: error: cannot write %s (curl exit 23: a full disk, a read-only %s"
+                              % (part, self.out), r.stderr)
+                self.assertIn("nothing was downloaded; fix that and run again", r.stderr)
+                self.assertNotIn("resumes", r.stderr)
+                self.assert_not_installed()
+                (os.rmdir if os.path.isdir(part) and not os.path.islink(part) else os.remove)(part)
 
     def test_wrong_md5_fails_naming_both_sums_and_installs_nothing(self):
         wrong = "0" * 32
@@ -159,13 +223,21 @@ class GetFood101Test(unittest.TestCase):
         self.assertIn("MD5 mismatch", r.stderr)
         self.assert_not_installed()
 
-    def test_failed_download_keeps_the_part_file(self):
+    def test_failed_download_says_what_arrived(self):
         r = self.fetch(archive=os.path.join(self.tmp, "missing.tar.gz"))
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("download of file://", r.stderr)
-        self.assertIn("the next run resumes it", r.stderr)
+        self.assertIn("(curl exit 37); nothing arrived (run again to retry)", r.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.out, "food-101.tar.gz")))
         self.assert_not_installed()
+        # A .part that holds bytes is kept for the next run, which resumes it.
+        part = os.path.join(self.out, "food-101.tar.gz.part")
+        with open(part, "wb") as f:
+            f.write(b"x" * 100)
+        r = self.fetch(archive=os.path.join(self.tmp, "missing.tar.gz"))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("%s keeps the 100 bytes that arrived and the next run resumes it" % part, r.stderr)
+        self.assertEqual(os.path.getsize(part), 100)
 
     def test_truncated_archive_fails_at_extraction(self):
         with open(self.archive, "rb") as f:

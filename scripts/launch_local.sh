@@ -6,14 +6,15 @@
 #
 # usage: scripts/launch_local.sh N [--port P] [--log-dir DIR] -- PROGRAM [ARGS...]
 #
-#   N              ranks (1..64)
+#   N              ranks (1..64), decimal digits read in base 10 (010 is 10)
 #   --port P       MASTER_PORT (default: MASTER_PORT if set, else a free port)
 #   --log-dir DIR  each rank's output to DIR/rank<r>.log as well as here
 #
 # SIGINT and SIGTERM are passed on to every rank, as torchrun does. The ranks end on their own
 # (a rank that dies makes the others fail within their --dist-timeout-s): this script waits for all
 # of them. Exit status: 0 when every rank exited 0, else the first nonzero status by rank order
-# (a rank killed by a signal counts as 128 + the signal); 2 for usage errors.
+# (a rank killed by a signal counts as 128 + the signal); 2 for usage errors and for a PROGRAM that
+# is not an executable file (nothing is launched then).
 set -uo pipefail
 # Job control: each rank in its own process group, with SIGINT not ignored (a plain background job
 # would ignore it); signals reach the ranks only through forward() below, as under torchrun.
@@ -24,25 +25,46 @@ die_usage() { echo "launch_local.sh: error: $1" >&2; usage >&2; exit 2; }
 
 [ $# -ge 1 ] || die_usage "expected the number of ranks"
 case "$1" in -h|--help) usage; exit 0 ;; esac
-n=$1
+# N in base 10 whatever its leading zeros (bash arithmetic would read 010 as octal 8), checked by its
+# digits before any arithmetic (a 20-digit N overflows it); the normalised n is what the ranks see.
+n=${1#"${1%%[!0]*}"}
+[[ $1 =~ ^[0-9]+$ && $n =~ ^[0-9]{1,2}$ ]] && [ "$n" -le 64 ] || die_usage "N: expected 1..64, got '$1'"
 shift
-[[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 64 ] || die_usage "N: expected 1..64, got '$n'"
 port=${MASTER_PORT:-}
 log_dir=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --port) port=${2:-}; shift 2 ;;
-    --log-dir) log_dir=${2:-}; shift 2 ;;
+    --port | --log-dir)
+      # `--port --log-dir d` is a forgotten value, not a port named --log-dir.
+      [ $# -ge 2 ] && [[ $2 != --* ]] || die_usage "$1: expected a value${2:+, got the flag '$2'}"
+      [ -n "$2" ] || die_usage "$1: expected a value, got ''"
+      if [ "$1" = --port ]; then port=$2; else log_dir=$2; fi
+      shift 2 ;;
     --) shift; break ;;
     *) die_usage "unknown argument '$1' (the program comes after --)" ;;
   esac
 done
 [ $# -ge 1 ] || die_usage "expected a program after --"
+# Every rank would fail to exec it: say so once, before starting any.
+if [[ $1 == */* ]]; then
+  program=$1
+else
+  program=$(type -P -- "$1") || { echo "launch_local.sh: error: PROGRAM: '$1' is not on PATH" >&2; exit 2; }
+fi
+if [ -d "$program" ]; then
+  echo "launch_local.sh: error: PROGRAM: '$program' is a directory" >&2; exit 2
+elif [ ! -e "$program" ]; then
+  echo "launch_local.sh: error: PROGRAM: no such file '$program'" >&2; exit 2
+elif [ ! -x "$program" ]; then
+  echo "launch_local.sh: error: PROGRAM: '$program' is not executable" >&2; exit 2
+fi
 if [ -z "$port" ]; then
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null) ||
     port=$((20000 + RANDOM % 20000))
 fi
-[[ $port =~ ^[0-9]+$ ]] && [ "$port" -ge 1 ] && [ "$port" -le 65535 ] || die_usage "--port: expected 1..65535, got '$port'"
+p=${port#"${port%%[!0]*}"}
+[[ $port =~ ^[0-9]+$ && $p =~ ^[0-9]{1,5}$ ]] && [ "$p" -le 65535 ] || die_usage "--port: expected 1..65535, got '$port'"
+port=$p
 [ -n "$log_dir" ] && { mkdir -p "$log_dir" || die_usage "--log-dir: cannot create '$log_dir'"; }
 
 pids=()

@@ -1,0 +1,111 @@
+"""Tests for scripts/launch_local.sh's command line, with small shell programs as ranks: N read in base 10
+(leading zeros included) and used the same way everywhere, the environment each rank gets, and the usage
+errors (a flag without its value, an N out of range or too long for shell arithmetic, a program that
+cannot be run) that must exit 2 before anything is launched. The ranks of a real training run are
+tested by tests/distributed_test.cpp.
+
+Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
+"""
+
+import os
+import shutil
+import subprocess
+import unittest
+
+from testutil import ScratchCase
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SCRIPT = os.path.join(REPO, "scripts", "launch_local.sh")
+BASH = shutil.which("bash") or "/bin/bash"
+SH = shutil.which("sh") or "/bin/sh"
+# A rank: one line with the variables torchrun would give it.
+PRINT_ENV = 'echo "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_PORT"'
+
+
+class LaunchLocalTest(ScratchCase):
+    tmp_prefix = "launch_local_test_"
+
+    def launch(self, *args, timeout=20):
+        # A bug that loops must fail the test, not hang it.
+        return subprocess.run([BASH, SCRIPT] + list(args), capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL, cwd=self.tmp)
+
+    def ranks(self, r):
+        """The ranks' lines (PRINT_ENV), sorted by rank: [(rank, local_rank, world, local_world, port)]."""
+        return sorted(tuple(int(v) for v in line.split()) for line in r.stdout.splitlines())
+
+    def assert_usage_error(self, r, message):
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("launch_local.sh: error: " + message, r.stderr)
+        self.assertEqual(r.stdout, "")  # no rank ran
+
+    def test_every_rank_gets_torchruns_environment(self):
+        r = self.launch("3", "--port", "29512", "--", SH, "-c", PRINT_ENV)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.ranks(r), [(k, k, 3, 3, 29512) for k in range(3)])
+
+    def test_leading_zeros_count_in_base_10_everywhere(self):
+        # 010 once launched 8 ranks told WORLD_SIZE=010; 08 and 09 launched none and exited 0.
+        for n, count in (("010", 10), ("08", 8), ("09", 9), ("0002", 2)):
+            with self.subTest(n=n):
+                r = self.launch(n, "--port", "029512", "--", SH, "-c", PRINT_ENV)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(self.ranks(r), [(k, k, count, count, 29512) for k in range(count)])
+
+    def test_n_out_of_range_is_a_usage_error(self):
+        for n in ("0", "000", "65", "-1", "+2", "2.0", "two", "", "12345678901234567890", "1" * 40):
+            with self.subTest(n=n):
+                r = self.launch(n, "--", SH, "-c", PRINT_ENV)
+                self.assert_usage_error(r, "N: expected 1..64, got '%s'" % n)
+                # The script's own message and usage only: no shell error before it.
+                self.assertTrue(r.stderr.startswith("launch_local.sh: error: "), r.stderr)
+                self.assertIn("usage: scripts/launch_local.sh N", r.stderr)
+
+    def test_a_flag_without_its_value_is_a_usage_error(self):
+        # As the last argument these once looped forever at 100% CPU.
+        cases = [(["--port"], "--port: expected a value"),
+                 (["--log-dir"], "--log-dir: expected a value"),
+                 (["--port", "--log-dir", "logs", "--", "true"], "--port: expected a value, got the flag '--log-dir'"),
+                 (["--log-dir", "--", "true"], "--log-dir: expected a value, got the flag '--'"),
+                 (["--port", "", "--", "true"], "--port: expected a value, got ''"),
+                 (["--log-dir", "", "--", "true"], "--log-dir: expected a value, got ''"),
+                 (["--port", "70000", "--", "true"], "--port: expected 1..65535, got '70000'"),
+                 (["--port", "123456789012345678901", "--", "true"],
+                  "--port: expected 1..65535, got '123456789012345678901'")]
+        for args, message in cases:
+            with self.subTest(args=args):
+                r = self.launch("2", *args, timeout=10)
+                self.assert_usage_error(r, message)
+                self.assertIn("usage: scripts/launch_local.sh N", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "logs")))
+
+    def test_a_program_that_cannot_run_is_named_before_any_launch(self):
+        not_exe = os.path.join(self.tmp, "notes.txt")
+        with open(not_exe, "w") as f:
+            f.write("echo hi\n")
+        cases = [("no_such_program_for_launch_local", "PROGRAM: 'no_such_program_for_launch_local' is not on PATH"),
+                 (os.path.join(self.tmp, "missing"), "PROGRAM: no such file '%s'" % os.path.join(self.tmp, "missing")),
+                 (self.tmp, "PROGRAM: '%s' is a directory" % self.tmp),
+                 (not_exe, "PROGRAM: '%s' is not executable" % not_exe)]
+        for program, message in cases:
+            with self.subTest(program=program):
+                r = self.launch("2", "--log-dir", "logs", "--", program)
+                self.assert_usage_error(r, message)
+                self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)  # not the shell's, not twice
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "logs")))  # nothing started
+
+    def test_a_program_on_path_and_the_rank_logs(self):
+        r = self.launch("2", "--log-dir", "logs", "--", "sh", "-c", PRINT_ENV)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for k in range(2):
+            with open(os.path.join(self.tmp, "logs", "rank%d.log" % k)) as f:
+                self.assertEqual(f.read().split()[:4], [str(k), str(k), "2", "2"])
+
+    def test_the_first_failing_ranks_status(self):
+        r = self.launch("3", "--", SH, "-c", 'exit $((RANK == 0 ? 0 : 3 + RANK))')
+        self.assertEqual(r.returncode, 4, r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -5,15 +5,11 @@
 #include <stdexcept>
 #include <utility>
 
+#include "data_pipeline/align.h"
 #include "data_pipeline/data_error.h"
 #include "data_pipeline/nvtx_domain.h"
 
 namespace data_pipeline {
-
-namespace {
-constexpr std::size_t kAlign = 256;
-std::size_t align_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-}  // namespace
 
 BatchRing::BatchRing(const RingShape& shape) : shape_(shape) {
   if (shape_.batch_size < 1) {
@@ -42,14 +38,7 @@ BatchRing::BatchRing(const RingShape& shape) : shape_(shape) {
 BatchRing::~BatchRing() {
   stop();
   // A released slot may still be the source of a device copy: wait before freeing the block.
-  for (auto& slot : slots_) {
-    if (!slot.fence) continue;
-    try {
-      slot.fence();
-    } catch (...) {
-      // Nothing to report to: the memory is freed after a failed wait, as on any teardown error.
-    }
-  }
+  wait_released_fences(slots_);
 }
 
 std::uint8_t* BatchRing::images(std::size_t slot) const {
@@ -65,7 +54,7 @@ void BatchRing::begin_fill(Slot& slot, std::int64_t sequence) {
   const std::int64_t position = sequence - traversal_base_;
   slot.state = SlotState::kFilling;
   slot.batch.sequence = sequence;
-  slot.batch.epoch = traversal_epoch_ + position / batches_per_epoch_;
+  slot.batch.epoch = epochs_.first() + position / batches_per_epoch_;
   slot.batch.index_in_epoch = position % batches_per_epoch_;
   slot.batch.count = std::min(shape_.batch_size,
                               shape_.dataset_size - slot.batch.index_in_epoch * shape_.batch_size);
@@ -264,7 +253,7 @@ RingLease BatchRing::acquire() {
 
   slot.state = SlotState::kLeased;
   ++consume_seq_;
-  last_consumed_epoch_ = slot.batch.epoch;
+  epochs_.taken(slot.batch.epoch);
   const RingLease lease{idx, slot.batch};
   lock.unlock();
   work_cv_.notify_all();  // the bound on batches in flight moved
@@ -287,9 +276,7 @@ void BatchRing::release(std::size_t idx, ReuseFence fence) {
 void BatchRing::reset(std::optional<std::int64_t> epoch) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    traversal_epoch_ =
-        epoch ? *epoch : (last_consumed_epoch_ >= 0 ? last_consumed_epoch_ : traversal_epoch_) + 1;
-    last_consumed_epoch_ = -1;
+    epochs_.start_next(epoch);
     ++generation_;
     live_generation_.store(generation_, std::memory_order_relaxed);
     // Keep the sequence (and so the slot mapping) continuous: batches claimed for the old

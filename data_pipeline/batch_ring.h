@@ -7,20 +7,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
-#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "data_pipeline/host_block.h"
+#include "data_pipeline/reuse_fence.h"
+#include "data_pipeline/traversal_epochs.h"
 
 namespace data_pipeline {
-
-/// Blocks until the device no longer reads a released slot (e.g. a CUDA event synchronize).
-/// Called on a writer thread, outside the ring's lock, before the slot is written again, or by the
-/// ring's destructor for slots never written again. May throw: the next batch in that slot fails.
-using ReuseFence = std::function<void()>;
 
 /// Where one batch sits in the endless delivery order.
 struct BatchPosition {
@@ -143,9 +139,9 @@ class BatchRing {
   void release(std::size_t slot, ReuseFence fence);
   /// Starts a new traversal: the next batch is the first of a new epoch, the one after the last
   /// epoch the consumer took a batch from (or after the traversal's first epoch if it took none),
-  /// so it does not depend on how far the writers had run ahead. Batches claimed before are
-  /// abandoned; their slots return as their writers notice. With `epoch`, the new traversal
-  /// starts at that epoch instead.
+  /// so it does not depend on how far the writers had run ahead (TraversalEpochs). Batches
+  /// claimed before are abandoned; their slots return as their writers notice. With `epoch`, the
+  /// new traversal starts at that epoch instead.
   void reset(std::optional<std::int64_t> epoch = std::nullopt);
   /// Wakes every waiter and refuses further claims. Idempotent.
   void stop();
@@ -188,11 +184,10 @@ class BatchRing {
   std::atomic<std::uint64_t> live_generation_{0};  // copies of generation_ and stopping_ that
   std::atomic<bool> live_stopping_{false};         // writers poll without the lock
   std::int64_t traversal_base_ = 0;                // sequence of the traversal's first batch
-  std::int64_t traversal_epoch_ = 0;               // epoch of the traversal's first batch
-  std::int64_t last_consumed_epoch_ = -1;
-  std::int64_t consume_seq_ = 0;   // next sequence the consumer takes
-  std::int64_t claim_seq_ = 0;     // next sequence a writer claims
-  std::int64_t claim_sample_ = 0;  // next sample of claim_seq_ (one-sample claims)
+  TraversalEpochs epochs_;                         // the traversal's first epoch, the last taken
+  std::int64_t consume_seq_ = 0;                   // next sequence the consumer takes
+  std::int64_t claim_seq_ = 0;                     // next sequence a writer claims
+  std::int64_t claim_sample_ = 0;                  // next sample of claim_seq_ (one-sample claims)
 };
 
 }  // namespace data_pipeline

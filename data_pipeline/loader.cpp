@@ -18,39 +18,12 @@ namespace data_pipeline {
 // ---------------------------------------------------------------------------------------------
 // Batch
 
-Batch::~Batch() { release(); }
-
-Batch::Batch(Batch&& other) noexcept { *this = std::move(other); }
-
-Batch& Batch::operator=(Batch&& other) noexcept {
-  if (this != &other) {
-    release();
-    BatchInfo::operator=(std::move(other));
-    ring_ = std::move(other.ring_);
-    slot_ = other.slot_;
-    images_ = std::move(other.images_);
-    labels_ = std::move(other.labels_);
-    sample_bytes_ = other.sample_bytes_;
-  }
-  return *this;
-}
-
 const std::uint8_t* Batch::sample_area(std::int64_t k) const {
-  if (!ring_ || k < 0 || k >= position_.count) {
+  if (!owner_ || k < 0 || k >= position_.count) {
     throw std::out_of_range("Batch::sample_area: sample " + std::to_string(k) + " of a batch of " +
                             std::to_string(position_.count));
   }
-  return ring_->images(slot_) + static_cast<std::size_t>(k) * sample_bytes_;
-}
-
-void Batch::release() { release_after(nullptr); }
-
-void Batch::release_after(ReuseFence fence) {
-  if (!ring_) return;
-  images_ = torch::Tensor();
-  labels_ = torch::Tensor();
-  ring_->release(slot_, std::move(fence));
-  ring_.reset();
+  return owner_->images(slot_) + static_cast<std::size_t>(k) * sample_bytes_;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -272,7 +245,7 @@ Batch Loader::next() {
   ++batches_delivered_;
 
   Batch batch;
-  batch.ring_ = ring_;
+  batch.owner_ = ring_;
   batch.slot_ = lease.slot;
   batch.position_ = lease.batch;
   batch.sample_bytes_ = sample_bytes_;

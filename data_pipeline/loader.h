@@ -17,6 +17,7 @@
 #include "data_pipeline/food101_index.h"
 #include "data_pipeline/loader_options.h"
 #include "data_pipeline/sample_reader.h"
+#include "data_pipeline/slot_lease.h"
 
 namespace data_pipeline {
 
@@ -52,44 +53,32 @@ class BatchInfo {
   std::vector<StagedImage> staged_;
 };
 
-/// A delivered batch: a lease on one ring slot.
+/// A delivered batch: a lease on one ring slot (SlotLease).
 ///
-/// `images()` and `labels()` are views of the slot's memory (no copy), valid until the lease is
-/// released. Release with `release_after(fence)` when an asynchronous device copy may still read
-/// the slot; the destructor releases without a fence. A Batch shares ownership of the ring, so it
-/// may outlive its Loader: its views stay valid until it is released, and the ring (with its
-/// memory) goes when the Loader and the last Batch have. Move-only; use from one thread at a time.
-class Batch : public BatchInfo {
+/// `images()` (N x 3 x H x W, channels_last memory (NHWC) or contiguous NCHW per the options'
+/// layout, float32 or uint8 per their dtype) and `labels()` (N int64) are views of the slot's
+/// memory (no copy), valid until the lease is released. Release with `release_after(fence)` when
+/// an asynchronous device copy may still read the slot (the writer that next fills it calls
+/// `fence` first); `release()` only when no device copy still reads it; the destructor releases
+/// without a fence. A Batch shares ownership of the ring, so it may outlive its Loader: its views
+/// stay valid until it is released, and the ring (with its memory) goes when the Loader and the
+/// last Batch have. Move-only; use from one thread at a time.
+class Batch : public BatchInfo, public SlotLease<BatchRing> {
  public:
   Batch() = default;
-  ~Batch();
-  Batch(Batch&& other) noexcept;
-  Batch& operator=(Batch&& other) noexcept;
+  ~Batch() = default;
+  Batch(Batch&& other) noexcept = default;
+  Batch& operator=(Batch&& other) noexcept = default;
   Batch(const Batch&) = delete;
   Batch& operator=(const Batch&) = delete;
 
-  bool valid() const { return ring_ != nullptr; }
-  /// N x 3 x H x W, channels_last memory (NHWC) or contiguous NCHW per the options' layout,
-  /// float32 or uint8 per their dtype.
-  const torch::Tensor& images() const { return images_; }
-  /// N int64 labels.
-  const torch::Tensor& labels() const { return labels_; }
   /// Sample `k`'s area of the slot: its pixels, or a kHardware sample's staged bytes.
   const std::uint8_t* sample_area(std::int64_t k) const;
   /// Bytes of one sample's area.
   std::size_t sample_bytes() const { return sample_bytes_; }
 
-  /// Returns the slot to the ring now: only when no device copy still reads it.
-  void release();
-  /// Returns the slot; the writer that next fills it calls `fence` first.
-  void release_after(ReuseFence fence);
-
  private:
   friend class Loader;
-  std::shared_ptr<BatchRing> ring_;
-  std::size_t slot_ = 0;
-  torch::Tensor images_;
-  torch::Tensor labels_;
   std::size_t sample_bytes_ = 0;
 };
 

@@ -5,9 +5,8 @@ import bisect
 from collections import OrderedDict, defaultdict
 from typing import NamedTuple, Optional
 
-from .intervals import ms
+from .intervals import SpanIndex, ms
 from .kernels import short_kernel_label
-from .phases import PhaseIndex
 from .records import STEP, WINDOW
 
 
@@ -222,16 +221,6 @@ def _innermost_longest(ranges, a, b):
     return max(sorted(time), key=lambda name: time[name]) if time else None
 
 
-def _longest_step(steps, a, b):
-    """The index of the step sharing the most time with [a, b] (the earlier on a tie), else None."""
-    best, best_ns = None, 0
-    for i, st in enumerate(steps):
-        shared = min(st.end, b) - max(st.start, a)
-        if shared > best_ns:
-            best, best_ns = i, shared
-    return best
-
-
 def host_stalls(ex, lo, hi, ranges, phases, steps, step_tids, skip_tids=(), min_ms=HOST_STALL_MIN_MS):
     """The host gaps of at least min_ms in which the device ran none of the step's work, each attributed
     to a captured step and to the main thread's step-level phase (phases.step_phases()) in which the
@@ -273,7 +262,7 @@ def host_stalls(ex, lo, hi, ranges, phases, steps, step_tids, skip_tids=(), min_
     """
     gaps = _find_gaps(_activities(ex, lo, hi, skip_tids), lo, hi, _RangeIndex(ranges))
     calls = _merged_calls(ex.api_calls, step_tids) if ex.api_calls is not None else None
-    index = PhaseIndex(phases)
+    index, step_index = SpanIndex(phases), SpanIndex(steps)
     main_tids = {st.tid for st in steps}
     main_ranges = sorted((r for r in ranges if r.tid in main_tids and r.name not in (STEP, WINDOW)),
                          key=lambda r: (r.start, -r.end))
@@ -293,7 +282,7 @@ def host_stalls(ex, lo, hi, ranges, phases, steps, step_tids, skip_tids=(), min_
             usual_quiet_ms=ms(usual),
             stall_ms=ms(max(quiet[1] - quiet[0] - (usual or 0), 0)) if quiet else None,
             held_ms=ms(g.end - quiet[0]) if quiet else None,
-            step=p.step if p is not None else _longest_step(steps, a, b),
+            step=p.step if p is not None else step_index.longest_overlap_index(a, b),
             phase=p.name if p is not None else None,
             range=_innermost_longest(main_ranges, a, b) if p is not None else None,
             host_range=g.host_range, next=_next_label(g.next_name)))

@@ -1,6 +1,7 @@
-"""Interval arithmetic on nanosecond times: ms conversion, union length, uncovered gaps, grouped
-duration statistics."""
+"""Interval arithmetic on nanosecond times: ms conversion, union length, uncovered gaps, the span holding
+a time (SpanIndex), grouped duration statistics."""
 
+import bisect
 from collections import OrderedDict, defaultdict
 from typing import NamedTuple
 
@@ -38,6 +39,47 @@ def merged_gaps(intervals, lo, hi):
     if cursor < hi:
         gaps.append((cursor, hi))
     return gaps
+
+
+class SpanIndex:
+    """Which of some spans (anything with start and end: the captured steps, a step's phases, one thread's
+    graph_replay ranges) holds a time or overlaps an interval, by bisection: the one lookup the analysis
+    makes for "which step does this timestamp fall in". The spans must not overlap; spans holds them
+    sorted by start."""
+
+    def __init__(self, spans):
+        self.spans = sorted(spans, key=lambda s: s.start)
+        self.starts = [s.start for s in self.spans]
+
+    def index_of(self, t):
+        """The position in spans of the span with start <= t <= end (the later one where two meet), else
+        None."""
+        i = bisect.bisect_right(self.starts, t) - 1
+        if i >= 0 and t <= self.spans[i].end:
+            return i
+        return None
+
+    def find(self, t):
+        """The span holding t (index_of()), else None."""
+        i = self.index_of(t)
+        return None if i is None else self.spans[i]
+
+    def longest_overlap_index(self, a, b):
+        """The position in spans of the span sharing the most time with [a, b] (the earlier on a tie),
+        else None."""
+        best, best_ns = None, 0
+        i = max(bisect.bisect_right(self.starts, a) - 1, 0)
+        while i < len(self.spans) and self.spans[i].start < b:
+            shared = min(self.spans[i].end, b) - max(self.spans[i].start, a)
+            if shared > best_ns:
+                best, best_ns = i, shared
+            i += 1
+        return best
+
+    def longest_overlap(self, a, b):
+        """The span sharing the most time with [a, b] (longest_overlap_index()), else None."""
+        i = self.longest_overlap_index(a, b)
+        return None if i is None else self.spans[i]
 
 
 class GroupStats(NamedTuple):

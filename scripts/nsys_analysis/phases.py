@@ -1,6 +1,6 @@
 """The step's phases on the device: every kernel, copy and memset of the capture window charged to the
-main thread's step-level phase in which it was launched (gpu_time_by_phase()), and the lookups that
-attribute a time or an interval to a phase (PhaseIndex).
+main thread's step-level phase in which it was launched (gpu_time_by_phase()); intervals.SpanIndex over
+the phases attributes a time or an interval to one.
 
 A step-level phase is a default-domain range directly inside a captured torch_step, on the step's
 thread (the main thread): data_load, forward, zero_grad, backward, optimizer_step, loss_item
@@ -13,7 +13,7 @@ import bisect
 from collections import OrderedDict, defaultdict
 from typing import NamedTuple
 
-from .intervals import ms
+from .intervals import SpanIndex, ms
 from .records import LOADER_DOMAIN, STEP, WINDOW
 
 # Buckets of gpu_time_by_phase() besides the phases themselves.
@@ -64,34 +64,6 @@ def phase_names(phases):
     return list(seen)
 
 
-class PhaseIndex:
-    """Finds the phase that holds a time, or that overlaps an interval the longest (phases sorted and
-    non-overlapping, as step_phases() returns them)."""
-
-    def __init__(self, phases):
-        self.phases = sorted(phases, key=lambda p: p.start)
-        self.starts = [p.start for p in self.phases]
-
-    def find(self, t):
-        """The phase with start <= t <= end (the later one where two meet), else None."""
-        i = bisect.bisect_right(self.starts, t) - 1
-        if i >= 0 and t <= self.phases[i].end:
-            return self.phases[i]
-        return None
-
-    def longest_overlap(self, a, b):
-        """The phase sharing the most time with [a, b] (the earlier on a tie), else None."""
-        best, best_ns = None, 0
-        i = max(bisect.bisect_right(self.starts, a) - 1, 0)
-        while i < len(self.phases) and self.phases[i].start < b:
-            p = self.phases[i]
-            shared = min(p.end, b) - max(p.start, a)
-            if shared > best_ns:
-                best, best_ns = p, shared
-            i += 1
-        return best
-
-
 def input_pipeline_tids(ex, main_tids=()):
     """Threads holding ranges of the loader's domain (LOADER_DOMAIN): the loader's workers and the GPU
     decode stage. The main thread never counts as one."""
@@ -99,7 +71,8 @@ def input_pipeline_tids(ex, main_tids=()):
 
 
 def charge(op, index, pipeline_tids):
-    """(bucket, Phase or None) of one device activity: its launching runtime call's phase."""
+    """(bucket, Phase or None) of one device activity: its launching runtime call's phase (index: a
+    SpanIndex of the phases)."""
     if op.launch_ns is None:
         return UNATTRIBUTED, None
     if op.launch_tid in pipeline_tids:
@@ -127,7 +100,7 @@ def gpu_time_by_phase(ex, lo, hi, phases, steps, main_tids, pipeline_tids):
       launch_tids     the threads that launched work charged to a phase (the step's threads)
     """
     names = phase_names(phases)
-    index = PhaseIndex(phases)
+    index = SpanIndex(phases)
     total = OrderedDict((n, 0) for n in list(names) + list(OTHER_BUCKETS))
     counts = OrderedDict((n, 0) for n in total)
     main = OrderedDict((n, 0) for n in names)

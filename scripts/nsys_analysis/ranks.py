@@ -8,13 +8,13 @@ hosts. Cross-rank comparisons use step-relative offsets (host) and per-step kern
 instead.
 """
 
-import bisect
 import re
 from collections import OrderedDict
 from typing import List, NamedTuple, Optional
 
 from .export import AnalysisError
-from .intervals import ms, union_length
+from .intervals import SpanIndex, ms, union_length
+from .records import DATA_LOAD
 from .summary import find_window
 
 # NCCL's kernels, as named in libnccl.so.2 2.28: ncclDevKernel_<Coll>_<Op>_<type>_<algo>_<proto>
@@ -112,12 +112,7 @@ def rank_comm(rank, ex):
     """RankComm of one rank's Export (export.load_export())."""
     window = find_window(ex.ranges)
     steps = window.steps
-    starts = [st.start for st in steps]
-
-    def step_of(t):
-        i = bisect.bisect_right(starts, t) - 1
-        return i if i >= 0 and t <= steps[i].end else None
-
+    step_index = SpanIndex(steps)
     count, total = [0] * len(steps), [0] * len(steps)
     out_count = out_ns = 0
     nccl, other = [], []
@@ -126,7 +121,7 @@ def rank_comm(rank, ex):
             other.append((k.start, k.end))
             continue
         nccl.append((k.start, k.end))
-        i = step_of(k.launch_ns if k.launch_ns is not None else k.start)
+        i = step_index.index_of(k.launch_ns if k.launch_ns is not None else k.start)
         if i is None:
             out_count += 1
             out_ns += k.end - k.start
@@ -138,7 +133,7 @@ def rank_comm(rank, ex):
         exposed = (union_length(nccl + other, window.lo, window.hi)
                    - union_length(other, window.lo, window.hi))
 
-    loads = [r for r in ex.ranges if r.name == "data_load"]
+    loads = [r for r in ex.ranges if r.name == DATA_LOAD]
     ends = []
     for st in steps:
         inner = [r.end for r in loads if st.contains(r)]

@@ -1,35 +1,20 @@
 """summary.json's numbers from an Export (and optionally a run report): compute_summary()."""
 
-import bisect
 from collections import OrderedDict, defaultdict
 
 from .checks import capture_checks
 from .idle_gaps import host_stalls, idle_gaps
-from .intervals import group_stats, ms, union_length
+from .intervals import SpanIndex, group_stats, ms, union_length
 from .kernels import is_layout_conversion, kernel_labels
 from .phases import gpu_time_by_phase, input_pipeline_tids, step_phases
-from .records import (GPU_STAGE_RANGES, GRAPH_LAUNCH, GRAPH_REPLAY, LOADER_DOMAIN, STALL_DOMAIN, STEP, WINDOW,
-                      Window)
+from .records import (BATCH_WAIT, DATA_LOAD, GPU_STAGE_RANGES, GRAPH_LAUNCH, GRAPH_REPLAY, H2D_SUBMIT,
+                      LOADER_DOMAIN, STALL_DOMAIN, STEP, WINDOW, Window)
 from .report import report_metrics
 
 
 # CUDA runtime calls that block the calling host thread until device work completes. nsys names them
 # with a version suffix (cudaDeviceSynchronize_v3020), stripped before comparing.
 SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize")
-
-
-class _StepIndex:
-    """Finds the step whose host interval contains a time (steps sorted, non-overlapping)."""
-
-    def __init__(self, steps):
-        self.steps = steps
-        self.starts = [s.start for s in steps]
-
-    def find(self, t):
-        i = bisect.bisect_right(self.starts, t) - 1
-        if i >= 0 and t <= self.steps[i].end:
-            return i
-        return None
 
 
 def find_window(ranges):
@@ -131,7 +116,7 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
     s["unterminated_ranges"] = ex.unterminated
     _add_step_timing(s, ex, window.steps)
     _add_phases(s, ex, window)
-    step_index = _StepIndex(window.steps)
+    step_index = SpanIndex(window.steps)
     _add_device_activity(s, ex, window, step_index)
     _add_gpu_phases(s, ex, window)
     _add_decode_mode(s, ex, window, report)
@@ -163,9 +148,9 @@ def _add_step_timing(s, ex, steps):
         present = [v for v in values if v is not None]
         return ms(sum(present)) if present else None
 
-    waits_ns, subs_ns = nested_ns("batch_wait"), nested_ns("h2d_submit")
+    waits_ns, subs_ns = nested_ns(BATCH_WAIT), nested_ns(H2D_SUBMIT)
     s["step_ms"] = [ms(st.duration) for st in steps]
-    s["data_load_ms"] = [ms(v) for v in nested_ns("data_load")]
+    s["data_load_ms"] = [ms(v) for v in nested_ns(DATA_LOAD)]
     s["batch_wait_ms"] = [ms(v) for v in waits_ns]
     s["h2d_submit_ms"] = [ms(v) for v in subs_ns]
     s["batch_wait_total_ms"] = total(waits_ns)
@@ -214,7 +199,7 @@ def _add_device_activity(s, ex, window, step_index):
     for k in ex.kernels:
         if is_layout_conversion(k.name):
             layout_names[k.name] = layout_names.get(k.name, 0) + 1
-            if step_index.find(k.launch_ns if k.launch_ns is not None else k.start) is not None:
+            if step_index.index_of(k.launch_ns if k.launch_ns is not None else k.start) is not None:
                 layout_in_steps += 1
     s["layout_conversion_kernels"] = layout_in_steps
     s["layout_conversion_names"] = layout_names
@@ -273,22 +258,19 @@ def _add_graph_mode(s, ex, window, step_index, report):
     """--cuda-graph: whether the run replayed a graph, and how the steps' device work was launched."""
     config = (report or {}).get("config") if isinstance(report, dict) else None
     main_tids = {r.tid for r in window.steps}
-    replays = defaultdict(list)  # thread -> [(start, end)] of its graph_replay ranges, which do not overlap
+    by_tid = defaultdict(list)  # thread -> its graph_replay ranges, which do not overlap
     for r in ex.ranges:
         if r.name == GRAPH_REPLAY and r.tid in main_tids:
-            replays[r.tid].append((r.start, r.end))
-    for spans in replays.values():
-        spans.sort()
-    starts = {tid: [a for a, _ in spans] for tid, spans in replays.items()}
+            by_tid[r.tid].append(r)
+    replays = {tid: SpanIndex(rs) for tid, rs in by_tid.items()}
     per_step = None
     if ex.api_calls is not None:
         per_step = [0] * len(window.steps)
         for call in ex.api_calls:
             if call.name != GRAPH_LAUNCH or call.tid not in replays:
                 continue
-            i = step_index.find(call.start)
-            j = bisect.bisect_right(starts[call.tid], call.start) - 1
-            if i is not None and j >= 0 and call.start <= replays[call.tid][j][1]:
+            i = step_index.index_of(call.start)
+            if i is not None and replays[call.tid].find(call.start) is not None:
                 per_step[i] += 1
     if isinstance(config, dict) and isinstance(config.get("cuda_graph"), bool):
         s["cuda_graph"] = config["cuda_graph"]
@@ -304,7 +286,7 @@ def _add_graph_mode(s, ex, window, step_index, report):
     pipeline = input_pipeline_tids(ex, main_tids)
     s["kernels_outside_graphs_in_steps"] = sum(
         1 for k in ex.kernels if k.launch_ns is not None and k.launch_api != GRAPH_LAUNCH
-        and k.launch_tid not in pipeline and step_index.find(k.launch_ns) is not None)
+        and k.launch_tid not in pipeline and step_index.index_of(k.launch_ns) is not None)
 
 
 def _add_sync_calls(s, ex, step_index):
@@ -321,7 +303,7 @@ def _add_sync_calls(s, ex, step_index):
             fences[r.tid].append((r.start, r.end))
     counted, excused = OrderedDict(), 0
     for call in ex.api_calls:
-        if call.name not in SYNC_CALLS or step_index.find(call.start) is None:
+        if call.name not in SYNC_CALLS or step_index.index_of(call.start) is None:
             continue
         if any(a <= call.start and call.end <= b for a, b in fences.get(call.tid, ())):
             excused += 1

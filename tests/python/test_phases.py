@@ -10,8 +10,9 @@ import unittest
 # nsys_exports first: it puts scripts/ on sys.path.
 from nsys_exports import SCHEMA, ExportBuilder, RealFixtureCase, TempDirCase, basic_export, phase_export
 from nsys_analysis.export import load_export
+from nsys_analysis.intervals import SpanIndex
 from nsys_analysis.markdown import render_markdown
-from nsys_analysis.phases import Phase, PhaseIndex, phase_names, step_phases
+from nsys_analysis.phases import Phase, phase_names, step_phases
 from nsys_analysis.summary import find_window
 
 
@@ -31,15 +32,20 @@ class StepPhasesTest(TempDirCase):
 
     def test_phase_index(self):
         ms = 1_000_000
-        index = PhaseIndex([Phase("a", 0, 2 * ms, 0), Phase("b", 2 * ms, 5 * ms, 0), Phase("c", 6 * ms, 7 * ms, 0)])
+        # Given out of order: the index sorts them.
+        index = SpanIndex([Phase("b", 2 * ms, 5 * ms, 0), Phase("a", 0, 2 * ms, 0), Phase("c", 6 * ms, 7 * ms, 0)])
         self.assertEqual(index.find(1 * ms).name, "a")
         self.assertEqual(index.find(2 * ms).name, "b")       # where two meet: the later
+        self.assertEqual((index.index_of(2 * ms), index.index_of(7 * ms)), (1, 2))
         self.assertIsNone(index.find(int(5.5 * ms)))          # between phases
         self.assertIsNone(index.find(-1))
+        self.assertIsNone(index.index_of(8 * ms))
+        self.assertIsNone(SpanIndex([]).find(0))
         self.assertEqual(index.longest_overlap(1 * ms, 4 * ms).name, "b")
         self.assertEqual(index.longest_overlap(int(0.5 * ms), int(3.5 * ms)).name, "a")  # a tie: the earlier
         self.assertEqual(index.longest_overlap(int(4.5 * ms), int(6.8 * ms)).name, "c")
         self.assertIsNone(index.longest_overlap(int(5.2 * ms), int(5.8 * ms)))
+        self.assertEqual(index.longest_overlap_index(int(4.5 * ms), int(6.8 * ms)), 2)
 
 
 class GpuTimeByPhaseTest(TempDirCase):

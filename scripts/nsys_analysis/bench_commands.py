@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 from . import runner
 from .bench_runs import (BenchmarkError, log, profile, read_report, run_direct, train_binary,
                          write_json)
+from .records import NORMALIZE
 from .report import last_json_object
 from .ncu import NCU_METRICS, group_ncu, parse_ncu_csv
 
@@ -229,7 +230,7 @@ def run_experiments(opts):
             row.update({"images_per_s": summary.get("images_per_s"),
                         "h2d_submit_ms_per_step": (summary.get("h2d_submit_total_ms") or 0) / steps,
                         "normalize_ms_per_step":
-                            (summary.get("phase_totals_ms") or {}).get("normalize", 0) / steps,
+                            (summary.get("phase_totals_ms") or {}).get(NORMALIZE, 0) / steps,
                         "checks": summary.get("checks")})
         log("  %s" % row)
         result["transfers"].append(row)

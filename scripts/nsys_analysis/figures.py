@@ -4,12 +4,16 @@ capture (matplotlib, Agg backend)."""
 import sys
 
 from .intervals import merged_gaps
-from .records import STEP, WINDOW
+from .phases import OTHER_BUCKETS
+from .records import (BACKWARD, BATCH_WAIT, DATA_LOAD, FORWARD, GRAPH_REPLAY, H2D_SUBMIT, ITERATOR_RESET,
+                      LOSS_ITEM, OPTIMIZER_STEP, STEP, WINDOW, ZERO_GRAD)
 
 # Ranges that enclose the phases, left out of figure 1.
 ENCLOSING = (STEP, WINDOW)
 # Nested input ranges and the range that contains them, for figure 1's hatching.
-NESTED_IN = {"batch_wait": "data_load", "h2d_submit": "data_load"}
+NESTED_IN = {BATCH_WAIT: DATA_LOAD, H2D_SUBMIT: DATA_LOAD}
+# The input side's ranges, in figure 1's input colour.
+INPUT_RANGES = (DATA_LOAD, BATCH_WAIT, H2D_SUBMIT, ITERATOR_RESET)
 
 HOST_COLOR = "#4c72b0"
 INPUT_COLOR = "#dd8452"
@@ -49,8 +53,7 @@ def plot_phase_totals(s, path, title_suffix=""):
     fig, ax = plt.subplots(figsize=(8.5, 0.45 * max(len(phases), 3) + 1.4))
     names = [p["name"] for p in phases][::-1]
     totals = [p["total_ms"] for p in phases][::-1]
-    colors = [INPUT_COLOR if n in ("data_load", "batch_wait", "h2d_submit", "iterator_reset") else HOST_COLOR
-              for n in names]
+    colors = [INPUT_COLOR if n in INPUT_RANGES else HOST_COLOR for n in names]
     bars = ax.barh(range(len(names)), totals, color=colors, height=0.65)
     for bar, n in zip(bars, names):
         if n in NESTED_IN:
@@ -73,8 +76,8 @@ def plot_phase_totals(s, path, title_suffix=""):
 
 
 # Figure 6's colours per step-level phase; other phases take SEED_COLORS in turn.
-PHASE_COLORS = {"data_load": INPUT_COLOR, "forward": HOST_COLOR, "zero_grad": "#999999", "backward": KERNEL_COLOR,
-                "optimizer_step": H2D_COLOR, "loss_item": MEMSET_COLOR, "graph_replay": "#6a3d9a"}
+PHASE_COLORS = {DATA_LOAD: INPUT_COLOR, FORWARD: HOST_COLOR, ZERO_GRAD: "#999999", BACKWARD: KERNEL_COLOR,
+                OPTIMIZER_STEP: H2D_COLOR, LOSS_ITEM: MEMSET_COLOR, GRAPH_REPLAY: "#6a3d9a"}
 
 
 def plot_gpu_phases(s, path, title_suffix=""):
@@ -106,7 +109,7 @@ def plot_gpu_phases(s, path, title_suffix=""):
             host = []
         if host:
             handles.append(ax.scatter(range(n), host, color="black", s=10 if n > 16 else 18, zorder=3,
-                                      label="torch_step (host time)"))
+                                      label="%s (host time)" % STEP))
         ax.set_xticks(range(n) if n <= 16 else range(0, n, max(1, n // 16)))
         ax.set_ylim(0, max(bottom + list(host)) * 1.12 or 1)
         ax.legend(handles=handles, fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
@@ -114,7 +117,7 @@ def plot_gpu_phases(s, path, title_suffix=""):
     ax.set_ylabel("GPU time (ms, device)")
     ax.set_title("GPU time of the work launched in each phase, per step%s" % title_suffix)
     ax.grid(axis="y", alpha=0.3)
-    left = [(k, totals[k]) for k in ("(outside phases)", "(input pipeline)", "(unattributed)") if totals.get(k)]
+    left = [(k, totals[k]) for k in OTHER_BUCKETS if totals.get(k)]
     fig.text(0.01, -0.02,
              "Kernels, copies and memsets charged to the main thread's phase in which their runtime call started, "
              "from any thread (backward's come from autograd's).%s" % (
@@ -165,7 +168,7 @@ def plot_timeline(s, ex, path, title_suffix=""):
     def bars(items):
         return [((a - t0) / 1e6, max((b - a) / 1e6, 0)) for a, b in items if b >= t0 and a <= t_end]
 
-    lanes = ["torch_step", "data_load", "kernels", "memcpy", "memset"]
+    lanes = [STEP, DATA_LOAD, "kernels", "memcpy", "memset"]
     y = {name: len(lanes) - 1 - i for i, name in enumerate(lanes)}
     h = 0.6
     # Gaps with no device activity, shaded behind the device lanes.
@@ -177,10 +180,10 @@ def plot_timeline(s, ex, path, title_suffix=""):
                 ax.axvspan((a - t0) / 1e6, (b - t0) / 1e6, ymin=0, ymax=0.6, color=GAP_COLOR, zorder=0)
                 shaded += 1
     for i, st in enumerate(steps):
-        ax.broken_barh(bars([(st.start, st.end)]), (y["torch_step"] - h / 2, h),
+        ax.broken_barh(bars([(st.start, st.end)]), (y[STEP] - h / 2, h),
                        facecolors=HOST_COLOR if i % 2 == 0 else "#7b9bd0", edgecolor="white", linewidth=0.6)
-    ax.broken_barh(bars((r.start, r.end) for r in ex.ranges if r.name == "data_load"),
-                   (y["data_load"] - h / 2, h), facecolors=INPUT_COLOR, edgecolor=INPUT_COLOR, linewidth=0.4)
+    ax.broken_barh(bars((r.start, r.end) for r in ex.ranges if r.name == DATA_LOAD),
+                   (y[DATA_LOAD] - h / 2, h), facecolors=INPUT_COLOR, edgecolor=INPUT_COLOR, linewidth=0.4)
     if ex.device_data:
         ax.broken_barh(bars((k.start, k.end) for k in ex.kernels), (y["kernels"] - h / 2, h),
                        facecolors=KERNEL_COLOR, edgecolor=KERNEL_COLOR, linewidth=0.3)
@@ -195,14 +198,14 @@ def plot_timeline(s, ex, path, title_suffix=""):
     ax.annotate("last host step ends", xy=(end_ms, len(lanes) - 0.45), xytext=(-4, 0),
                 textcoords="offset points", ha="right", va="center", fontsize=8.5)
     ax.set_yticks([y[n] for n in lanes])
-    ax.set_yticklabels(["torch_step (host)", "data_load (host)", "kernels (GPU)", "memcpy (GPU)",
+    ax.set_yticklabels(["%s (host)" % STEP, "%s (host)" % DATA_LOAD, "kernels (GPU)", "memcpy (GPU)",
                         "memset (GPU)"])
     ax.axhline(2.5, color="#999999", linewidth=0.6)
     ax.set_xlim(0, span_ms * 1.005)
     ax.set_ylim(-0.6, len(lanes) - 0.2)
     ax.set_xlabel("time since the first captured torch_step starts (ms)")
     ax.set_title("Host ranges and recorded GPU activity, first step to last device operation%s" % title_suffix)
-    handles = [Patch(color=HOST_COLOR, label="torch_step"), Patch(color=INPUT_COLOR, label="data_load"),
+    handles = [Patch(color=HOST_COLOR, label=STEP), Patch(color=INPUT_COLOR, label=DATA_LOAD),
                Patch(color=KERNEL_COLOR, label="kernel"), Patch(color=H2D_COLOR, label="H2D copy"),
                Patch(color=COPY_COLOR, label="other copy"), Patch(color=MEMSET_COLOR, label="memset"),
                Line2D([], [], color="black", linestyle="--", label="end of last host step")]

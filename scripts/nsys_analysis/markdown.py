@@ -1,6 +1,7 @@
 """summary.md: the tables a reader of one capture needs; ranks.md: those of a data-parallel run's ranks."""
 
 from .formatting import fmt
+from .records import BATCH_WAIT, DATA_LOAD, H2D_SUBMIT, STEP
 
 
 def table(headers, rows, align=None):
@@ -66,7 +67,7 @@ def render_markdown(s):
                         fmt(p["max_ms"])) for p in s["phases"]]))
     if s["steps"]:
         out += ["", "## Per step (host ranges, ms)", ""]
-        out.append(table(["step", "torch_step", "data_load", "batch_wait", "h2d_submit"],
+        out.append(table(["step", STEP, DATA_LOAD, BATCH_WAIT, H2D_SUBMIT],
                           [(i, fmt(s["step_ms"][i]), fmt(s["data_load_ms"][i]), fmt(s["batch_wait_ms"][i]),
                             fmt(s["h2d_submit_ms"][i])) for i in range(s["steps"])]))
         if s["batch_wait_max_ms"] is not None:

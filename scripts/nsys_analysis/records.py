@@ -7,9 +7,22 @@ enqueued a device activity (None when no runtime record correlates with it).
 from dataclasses import dataclass, field
 from typing import List, NamedTuple, Optional
 
-# Range names the workload emits (an interface: lib/ and seed_workload.py use the same vocabulary).
+# Range names the workload emits (an interface: lib/nvtx.h and seed_workload.py use the same vocabulary).
 STEP = "torch_step"
 WINDOW = "capture_window"
+# Inside a torch_step, on the main thread: the step-level phases (loss_item with --sync-every-step), and
+# the ranges nested in data_load.
+DATA_LOAD = "data_load"
+BATCH_WAIT = "batch_wait"
+H2D_SUBMIT = "h2d_submit"
+NORMALIZE = "normalize"
+FORWARD = "forward"
+ZERO_GRAD = "zero_grad"
+BACKWARD = "backward"
+OPTIMIZER_STEP = "optimizer_step"
+LOSS_ITEM = "loss_item"
+# Between steps: the loader's iterator rebuilt at an epoch's end.
+ITERATOR_RESET = "iterator_reset"
 # The C++ loader's NVTX domain (data_pipeline/nvtx_domain.h): its ranges sit on worker threads (and on
 # the GPU decode stage's thread), never on the main thread.
 LOADER_DOMAIN = "data_pipeline"

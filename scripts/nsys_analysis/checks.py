@@ -164,39 +164,14 @@ def injected_stalls_check(s, report, tolerance=STALL_TOLERANCE, min_ms=1.0):
     (result, detail): True when every injected stall is found and no other host stall is, None when
     the export cannot tell (no device data), False otherwise.
 
-    Found: an entry of s["host_stalls"] (idle_gaps.host_stalls(): the host-caused gaps of at least 1 ms
-    in the step's device work) with the same step and PHASE as its phase (the step-level one) or its
-    range (the innermost: batch_wait, h2d_submit and normalize, which train_resnet50 also accepts,
-    nest in data_load) whose measured length (stall_length_ms()) is within tolerance (5 %) of MS; each
-    entry matches one injection at most, the closest.
-    No other: every unmatched entry whose measured length is min_ms (1 ms) or more fails the check.
-    Unmatched gaps of 1 ms or more whose host was no slower than usual there (length < 1 ms) are named
-    in the detail but pass: after a stall that the queue absorbed in part, the device, no longer
-    ahead, runs dry at the host's next usual call-free stretch (zero_grad, the start of optimizer_step)
-    while the host keeps its ordinary pace.
-
-    What is measured. The device does not go idle when the host's sleep begins: it first drains what
-    the host had queued, so the gap is MS minus that queue (in the C++ bf16 capture 2-4 ms at phase
-    starts, in the Python reference 13-20 ms), and where the queue exceeds MS the stall leaves
-    no gap at its place at all: it is then not found (choose MS above the queue: held_ms - gap_ms of a
-    found stall shows it). The gap plus the time from the stall's start to the gap's start would
-    recover MS if the stall's start were known; the export shows it as the start of the host's quiet
-    interval, the longest stretch overlapping the gap in which the step's threads (main, autograd)
-    made no CUDA runtime call. That stretch (quiet_ms; held_ms runs on to the gap's end) holds the sleep
-    and also the CPU time without runtime calls on either side of it, which depends on where the sleep
-    sits: in the C++ bf16 capture 30-50 us at the start of data_load and forward, 0.7 ms from forward's
-    last call across zero_grad (no calls) into backward, 1.2 ms into optimizer_step (its first runtime
-    call comes ~1 ms in); 2.4 ms in the Python reference's optimizer_step: too much for 5 % of 20 ms. So
-    the length
-    compared is stall_ms: quiet_ms less usual_quiet_ms, the median length of the call-free stretch at
-    the same place (as many runtime calls from the phase's start) in the other captured steps, which
-    leaves the sleep within the stretch's step-to-step jitter (20 ms written into the C++ bf16 capture
-    at the start of each phase measure 20.00-20.12 ms; into the Python reference's backward,
-    optimizer_step and data_load, 20.17, 20.04 and 19.44-19.86 ms). Step and phase are those
-    sharing the most time with the quiet interval, the phase holding the sleep once MS exceeds the CPU
-    time around it. The run report's step_ms of that step, against the median of the others, is quoted
-    as the host's own view. A stall at step 0 may be measured from the window's start (the runtime
-    calls before it are outside the capture).
+    Found: an entry of s["host_stalls"] (idle_gaps.host_stalls()) with the same step, and PHASE as its
+    phase or its innermost range (batch_wait, h2d_submit and normalize nest in data_load), whose measured
+    length (stall_length_ms()) is within tolerance (5 %) of MS; each entry matches one injection at most,
+    the closest. No other: every unmatched entry measuring min_ms (1 ms) or more fails the check; shorter
+    ones (the host at its usual pace where the device, no longer ahead after a stall, runs dry) are named
+    in the detail and pass. The length is the host's (the quiet interval less its usual length), not the
+    device gap's, which the work still queued shortens: docs/BENCHMARKS.md, "Known-answer stalls", says
+    how much.
     """
     wanted = injected_stalls(report)
     if not wanted:

@@ -6,27 +6,31 @@
 #include <cuda_runtime_api.h>
 #include <torch/types.h>
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "data_pipeline/batch_ring.h"
 #include "data_pipeline/food101_index.h"
+#include "data_pipeline/gpu/decode_counters.h"
+#include "data_pipeline/gpu/output_pool.h"
 #include "data_pipeline/gpu_decode_stats.h"
 #include "data_pipeline/loader.h"
 #include "data_pipeline/loader_options.h"
+#include "data_pipeline/traversal_epochs.h"
 
 namespace data_pipeline::gpu {
+
+class BatchDecoder;
 
 /// Settings of the stage beyond the loader's.
 struct GpuDecodeOptions {
@@ -44,48 +48,6 @@ struct GpuDecodeOptions {
   std::function<void(cudaStream_t)> before_resize;
 };
 
-class OutputPool;
-
-/// A decoded batch on the device: a lease on one of the stage's output buffers.
-///
-/// `images()` (N x 3 x S x S, channels_last or NCHW per the options' layout, float32 or uint8 per
-/// their dtype) and `labels()` are device tensors written on the stage's stream; make the reading
-/// stream wait `ready()` first. The BatchInfo is the loader's batch's: its digest covers what the
-/// stage was given (per sample the file's bytes, crop and flip, or the CPU path's pixels), so it is
-/// identical across loader settings; `staged()` has each sample's crop window and flip.
-/// Release with `release_after(fence)` once the reading work is queued, where `fence` blocks until
-/// it has run (e.g. a CUDA event synchronize): the stage calls it before writing the buffer
-/// again. The destructor releases without a fence. Move-only; one thread at a time.
-class DeviceBatch : public BatchInfo {
- public:
-  DeviceBatch() = default;
-  ~DeviceBatch();
-  DeviceBatch(DeviceBatch&& other) noexcept;
-  DeviceBatch& operator=(DeviceBatch&& other) noexcept;
-  DeviceBatch(const DeviceBatch&) = delete;
-  DeviceBatch& operator=(const DeviceBatch&) = delete;
-
-  bool valid() const { return pool_ != nullptr; }
-  const torch::Tensor& images() const { return images_; }
-  const torch::Tensor& labels() const { return labels_; }
-  /// Recorded on the stage's stream after the batch was written.
-  cudaEvent_t ready() const { return ready_; }
-  std::int64_t hardware_images() const { return hardware_images_; }
-  std::int64_t fallback_images() const { return size() - hardware_images_; }
-
-  void release();
-  void release_after(ReuseFence fence);
-
- private:
-  friend class GpuDecoder;
-  std::shared_ptr<OutputPool> pool_;
-  int slot_ = 0;
-  torch::Tensor images_;
-  torch::Tensor labels_;
-  cudaEvent_t ready_ = nullptr;
-  std::int64_t hardware_images_ = 0;
-};
-
 /// Delivers device batches of a split, in order, forever, like Loader (same order, same crop
 /// windows and flips, same bad-image policy) with the decoding moved to the GPU.
 ///
@@ -97,7 +59,8 @@ class DeviceBatch : public BatchInfo {
 /// (nvjpegDecodeBatchedSupportedEx with the crop as region of interest), decodes those with
 /// nvjpegDecodeBatchedEx on the engines, decodes any it refused (or all of a batch it failed) on
 /// the CPU, copies the CPU path's pixels in, and launches the resize kernel
-/// (resize_normalize.h), all on its own non-blocking stream.
+/// (resize_normalize.h), all on its own non-blocking stream: the stages of BatchDecoder
+/// (batch_decoder.h), into the buffers of an OutputPool (output_pool.h).
 ///
 /// Ordering: the hardware decoder does not honour CUDA stream order (it may write before earlier
 /// work queued on its stream has run), so it decodes only into buffers of a set whose previous
@@ -141,19 +104,28 @@ class GpuDecoder {
   GpuDecodeStats stats() const;
 
  private:
-  struct Engine;  // nvJPEG and the stage's CUDA resources (gpu_decoder.cpp)
   struct Item {
     DeviceBatch batch;
     std::exception_ptr error;
   };
 
+  // The stage's thread: per batch, follow a pending reset, take the loader's next batch and a
+  // free output buffer, decode (BatchDecoder), publish.
   void stage_main();
-  void count_fallback(const std::string& reason, std::int64_t images);
+  // Passes a reset() the stage has not yet followed (`handled`: the generation it last followed)
+  // on to the loader; returns the generation the next batch belongs to, nothing once stopping.
+  std::optional<std::uint64_t> follow_reset(std::uint64_t& handled);
+  // Queues `batch` for the consumer unless reset() or stop() came since `generation`, in which
+  // case it is dropped and its buffer returns to the pool.
+  void publish(DeviceBatch batch, std::uint64_t generation);
 
   LoaderOptions options_;
   GpuDecodeOptions gpu_;
   GpuDecodeInfo info_;
-  std::unique_ptr<Engine> engine_;
+  DecodeCounters counters_;
+  // Declared so that they go in this order: the loader, then the pool (with the last batch
+  // decoder's reference), the stage's CPU reader, nvJPEG and the stream.
+  std::unique_ptr<BatchDecoder> decoder_;
   std::shared_ptr<OutputPool> pool_;
   std::unique_ptr<Loader> loader_;
 
@@ -163,13 +135,8 @@ class GpuDecoder {
   bool stopping_ = false;
   bool cancelled_ = false;
   std::exception_ptr failure_;
-  std::uint64_t generation_ = 0;      // bumped by reset()
-  std::int64_t reset_epoch_ = 0;      // the epoch the last reset() asked for
-  std::int64_t traversal_epoch_ = 0;  // first epoch of the consumer's traversal
-  std::int64_t last_taken_epoch_ = -1;
-
-  mutable std::mutex stats_mu_;
-  GpuDecodeStats stats_;
+  std::uint64_t generation_ = 0;  // bumped by reset()
+  TraversalEpochs epochs_;        // the consumer's traversal: its first epoch, the last taken
   std::thread thread_;
 };
 

@@ -21,12 +21,14 @@ def capture_checks(s, window, device_data, report=None):
                              --synthetic (the run report's config), none at all
       capture_boundary       exactly one capture_window, every torch_step range inside it
       no_sync_in_steps       no synchronizing runtime call inside a step (see compute_summary)
-      no_layout_conversions  no NCHW <-> NHWC conversion kernel launched inside a step
+      no_layout_conversions  no NCHW <-> NHWC conversion kernel launched inside a step (not evaluable when
+                             none is seen but graphs were recorded whole, their kernels unseen)
       injected_stalls        only when the run report's config.inject_stall names stalls: each is found
                              among s["host_stalls"] and no other host stall is (injected_stalls_check())
       graph_replay           only in a --cuda-graph run: every captured step launches exactly one graph, from
                              its graph_replay range; the export holds the graphs' kernels (nsys
-                             --cuda-graph-trace=node); no kernel is launched in a step outside a graph
+                             --cuda-graph-trace=node: graphs recorded whole count as device activity
+                             but fail this); no kernel is launched in a step outside a graph
                              (graph_replay_check())
     """
     checks, details = OrderedDict(), OrderedDict()
@@ -85,6 +87,13 @@ def capture_checks(s, window, device_data, report=None):
     if s["layout_conversion_kernels"] is None:
         checks["no_layout_conversions"] = None
         details["no_layout_conversions"] = "not evaluable: the export has no CUDA tables"
+    elif not s["layout_conversion_kernels"] and s.get("graph_executions"):
+        # Zero conversions seen proves nothing when the graphs' kernels were not recorded.
+        checks["no_layout_conversions"] = None
+        details["no_layout_conversions"] = (
+            "not evaluable: the window's %d graph executions were recorded whole, without their kernels "
+            "(capture with nsys --cuda-graph-trace=node); 0 conversion kernels among the others"
+            % s["graph_executions"])
     else:
         checks["no_layout_conversions"] = s["layout_conversion_kernels"] == 0
         details["no_layout_conversions"] = "%d NCHW<->NHWC conversion kernel(s) launched inside torch_step ranges" % (
@@ -108,7 +117,14 @@ def graph_replay_check(s):
     if wrong:
         problems.append("step(s) without exactly one cudaGraphLaunch in graph_replay: %s" % ", ".join(
             "%d (%d)" % w for w in wrong[:8]) + (", ..." if len(wrong) > 8 else ""))
-    if not s["graph_kernels"]:
+    whole = s.get("graph_executions") or 0
+    if not s["graph_kernels"] and whole:
+        problems.append("the window's %d graph executions were recorded whole (nsys's default "
+                        "--cuda-graph-trace=graph), so device time, idle gaps and GPU time by phase count them "
+                        "as one activity each, but their kernels are not in the export: per-kernel detail needs "
+                        "a capture with nsys --cuda-graph-trace=node (scripts/profile.sh adds it for "
+                        "--cuda-graph)" % whole)
+    elif not s["graph_kernels"]:
         problems.append("no kernel of the window was launched by a cudaGraphLaunch: capture with nsys "
                         "--cuda-graph-trace=node (scripts/profile.sh adds it for --cuda-graph), without which "
                         "nsys records a replay as one range and not its kernels")

@@ -5,14 +5,17 @@ import os
 import re
 import sqlite3
 
-from .records import ApiCall, Export, Kernel, Memcpy, Memset, Range
+from .records import ApiCall, Export, GraphExec, Kernel, Memcpy, Memset, Range
 
 
 # Fallback enum ids (nsys 2023-2025) for exports that lack the ENUM_* tables.
 _FALLBACK_EVENT_TYPES = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60, "NvtxDomainCreate": 75}
 _FALLBACK_HTOD = 1
+# A graph replayed without --cuda-graph-trace=node is a GRAPH_TRACE row, and nsys then writes no kernel
+# table when nothing else ran: any of these tables means a CUDA trace.
+_GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 _CUDA_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL",
-                "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+                "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", _GRAPH_TRACE)
 
 
 class AnalysisError(Exception):
@@ -180,4 +183,12 @@ def _load(conn, path):
         ex.memsets = [Memset(st, e, b or 0, *launch_of(corr, gpid)[:2]) for st, e, b, corr, gpid in _select(
             conn, "CUPTI_ACTIVITY_KIND_MEMSET", ("start", "end", "bytes", "correlationId", "globalPid"),
             required=("start", "end"))]
+
+    ex.graphs = []
+    if _GRAPH_TRACE in tables:
+        # CUPTI gives 0 for both times of a graph it could not time: no interval to count.
+        ex.graphs = [GraphExec(st, e, graph_id, *launch_of(corr, gpid))
+                     for st, e, graph_id, corr, gpid in _select(
+                         conn, _GRAPH_TRACE, ("start", "end", "graphId", "correlationId", "globalPid"),
+                         required=("start", "end")) if st or e]
     return ex

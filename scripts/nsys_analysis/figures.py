@@ -21,6 +21,7 @@ KERNEL_COLOR = "#55a868"
 H2D_COLOR = "#c44e52"
 COPY_COLOR = "#8172b3"
 MEMSET_COLOR = "#937860"
+GRAPH_COLOR = "#6a3d9a"
 GAP_COLOR = "#dcdcdc"
 SEED_COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
 
@@ -77,7 +78,7 @@ def plot_phase_totals(s, path, title_suffix=""):
 
 # Figure 6's colours per step-level phase; other phases take SEED_COLORS in turn.
 PHASE_COLORS = {DATA_LOAD: INPUT_COLOR, FORWARD: HOST_COLOR, ZERO_GRAD: "#999999", BACKWARD: KERNEL_COLOR,
-                OPTIMIZER_STEP: H2D_COLOR, LOSS_ITEM: MEMSET_COLOR, GRAPH_REPLAY: "#6a3d9a"}
+                OPTIMIZER_STEP: H2D_COLOR, LOSS_ITEM: MEMSET_COLOR, GRAPH_REPLAY: GRAPH_COLOR}
 
 
 def plot_gpu_phases(s, path, title_suffix=""):
@@ -187,6 +188,9 @@ def plot_timeline(s, ex, path, title_suffix=""):
     if ex.device_data:
         ax.broken_barh(bars((k.start, k.end) for k in ex.kernels), (y["kernels"] - h / 2, h),
                        facecolors=KERNEL_COLOR, edgecolor=KERNEL_COLOR, linewidth=0.3)
+        # Graphs recorded whole (no --cuda-graph-trace=node): their kernels' lane, one bar a replay.
+        ax.broken_barh(bars((g.start, g.end) for g in ex.graphs or ()), (y["kernels"] - h / 2, h),
+                       facecolors=GRAPH_COLOR, edgecolor=GRAPH_COLOR, linewidth=0.3)
         ax.broken_barh(bars((c.start, c.end) for c in ex.memcpys if c.is_htod), (y["memcpy"] - h / 2, h),
                        facecolors=H2D_COLOR, edgecolor=H2D_COLOR, linewidth=0.5)
         ax.broken_barh(bars((c.start, c.end) for c in ex.memcpys if not c.is_htod), (y["memcpy"] - h / 2, h),
@@ -209,6 +213,8 @@ def plot_timeline(s, ex, path, title_suffix=""):
                Patch(color=KERNEL_COLOR, label="kernel"), Patch(color=H2D_COLOR, label="H2D copy"),
                Patch(color=COPY_COLOR, label="other copy"), Patch(color=MEMSET_COLOR, label="memset"),
                Line2D([], [], color="black", linestyle="--", label="end of last host step")]
+    if ex.device_data and ex.graphs:
+        handles.insert(3, Patch(color=GRAPH_COLOR, label="CUDA graph (recorded whole)"))
     if shaded:
         handles.insert(-1, Patch(color=GAP_COLOR, label="no device activity"))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=8, fontsize=8, frameon=False)

@@ -7,7 +7,7 @@ from typing import NamedTuple, Optional
 
 from .intervals import SpanIndex, ms
 from .kernels import short_kernel_label
-from .records import STEP, WINDOW
+from .records import STEP, WINDOW, Kernel
 
 
 # Upper bounds (microseconds) of the idle-gap histogram's buckets; the last bucket is open.
@@ -21,8 +21,8 @@ HOST_STALL_MIN_MS = 1.0
 
 
 class _Activity(NamedTuple):
-    """A kernel, copy or memset as idle_gaps() sees it; name is the demangled kernel name or the
-    memory operation ("[memcpy Host-to-Device]", "[memset]")."""
+    """A device activity as idle_gaps() sees it; name is the demangled kernel name, or the memory
+    operation ("[memcpy Host-to-Device]", "[memset]") or graph recorded whole ("[CUDA graph 3]")."""
     start: int
     end: int
     name: str
@@ -83,11 +83,11 @@ class _RangeIndex:
 
 
 def _activities(ex, lo, hi, skip_tids=()):
-    """The kernels, copies and memsets overlapping [lo, hi] (but those launched from skip_tids), by start."""
-    acts = ([_Activity(k.start, k.end, k.name, k.launch_ns, k.launch_tid) for k in ex.kernels]
-            + [_Activity(c.start, c.end, c.operation, c.launch_ns, c.launch_tid) for c in ex.memcpys]
-            + [_Activity(m.start, m.end, m.operation, m.launch_ns, m.launch_tid) for m in ex.memsets])
-    # Stable sort: activities starting together stay kernels, copies, memsets, in export order.
+    """The device activities (Export.device_activities()) overlapping [lo, hi] (but those launched from
+    skip_tids), by start."""
+    acts = [_Activity(op.start, op.end, op.name if isinstance(op, Kernel) else op.operation, op.launch_ns,
+                      op.launch_tid) for op in ex.device_activities()]
+    # Stable sort: activities starting together stay kernels, copies, memsets, graphs, in export order.
     return sorted((a for a in acts if a.end > lo and a.start < hi
                    and (a.launch_tid is None or a.launch_tid not in skip_tids)),
                   key=lambda a: (a.start, a.launch_ns is None, a.launch_ns or 0))
@@ -117,7 +117,8 @@ def _next_label(name):
 
 
 def idle_gaps(ex, lo, hi, ranges, top_n=8):
-    """Every interval of [lo, hi] with no kernel, copy or memset, and why the device was idle there.
+    """Every interval of [lo, hi] with no kernel, copy, memset or graph execution recorded whole, and why
+    the device was idle there.
 
     A gap ends when the next device activity starts. Its cause:
       host          that activity was enqueued (its runtime call started) at or after the gap began:

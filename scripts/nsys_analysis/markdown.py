@@ -20,7 +20,11 @@ def render_markdown(s):
     out.append("- capture window: %s ms (%s)" % (fmt(s["capture_window_ms"]), s["capture_window_source"]))
     out.append("- torch_step ranges in the window: %d (expected: %s, %s)" % (
         s["steps"], fmt(s["expected_steps"]), s["expected_steps_source"]))
-    out.append("- no recorded kernel, copy or memset: %s%% of the window" % fmt(s["no_activity_pct"], 2))
+    out.append("- no recorded kernel, copy, memset or graph execution: %s%% of the window"
+               % fmt(s["no_activity_pct"], 2))
+    if s.get("graph_executions"):
+        out.append("- CUDA graph executions recorded whole (no --cuda-graph-trace=node): %d in the window, "
+                   "counted as device activity; their kernels are not in the export" % s["graph_executions"])
     if s.get("decode") == "gpu":
         out.append("- host-to-device copies in the window: %s (--decode gpu: %s from the main thread, %s from "
                    "the GPU decode stage)" % (fmt(s["h2d_copies"]), fmt(s.get("h2d_copies_main_thread")),

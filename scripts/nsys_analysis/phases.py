@@ -1,12 +1,13 @@
-"""The step's phases on the device: every kernel, copy and memset of the capture window charged to the
-main thread's step-level phase in which it was launched (gpu_time_by_phase()); intervals.SpanIndex over
-the phases attributes a time or an interval to one.
+"""The step's phases on the device: every device activity of the capture window (kernel, copy, memset,
+graph recorded whole) charged to the main thread's step-level phase in which it was launched
+(gpu_time_by_phase()); intervals.SpanIndex over the phases attributes a time or an interval to one.
 
 A step-level phase is a default-domain range directly inside a captured torch_step, on the step's
 thread (the main thread): data_load, forward, zero_grad, backward, optimizer_step, loss_item
 (--sync-every-step); with --cuda-graph, data_load and graph_replay (whose graph's nodes, traced with
---cuda-graph-trace=node, correlate with its cudaGraphLaunch). Deeper ranges belong to the phase around them: batch_wait, h2d_submit and
-normalize count under data_load, the layer ranges of --nvtx-detail layers under forward.
+--cuda-graph-trace=node, or the whole graph without it, correlate with its cudaGraphLaunch). Deeper
+ranges belong to the phase around them: batch_wait, h2d_submit and normalize count under data_load,
+the layer ranges of --nvtx-detail layers under forward.
 """
 
 import bisect
@@ -82,7 +83,8 @@ def charge(op, index, pipeline_tids):
 
 
 def gpu_time_by_phase(ex, lo, hi, phases, steps, main_tids, pipeline_tids):
-    """Device time of the window (kernels, copies and memsets, each clipped to [lo, hi]) by the
+    """Device time of the window (kernels, copies, memsets and graph executions recorded whole, each
+    clipped to [lo, hi]; a whole graph counts from its first node's start to its last's end) by the
     main thread's step-level phase in which its runtime call started, whatever thread made the call
     (backward's kernels come from autograd's thread while the main thread sits in backward).
 
@@ -108,19 +110,18 @@ def gpu_time_by_phase(ex, lo, hi, phases, steps, main_tids, pipeline_tids):
     for p in phases:
         per_step[p.name][p.step] = 0
     launch_tids = set()
-    for ops in (ex.kernels, ex.memcpys, ex.memsets):
-        for op in ops:
-            if op.end <= lo or op.start >= hi:
-                continue
-            ns = min(op.end, hi) - max(op.start, lo)
-            bucket, p = charge(op, index, pipeline_tids)
-            total[bucket] += ns
-            counts[bucket] += 1
-            if p is not None:
-                per_step[bucket][p.step] += ns
-                launch_tids.add(op.launch_tid)
-                if op.launch_tid in main_tids:
-                    main[bucket] += ns
+    for op in ex.device_activities():
+        if op.end <= lo or op.start >= hi:
+            continue
+        ns = min(op.end, hi) - max(op.start, lo)
+        bucket, p = charge(op, index, pipeline_tids)
+        total[bucket] += ns
+        counts[bucket] += 1
+        if p is not None:
+            per_step[bucket][p.step] += ns
+            launch_tids.add(op.launch_tid)
+            if op.launch_tid in main_tids:
+                main[bucket] += ns
     return OrderedDict(
         by_phase_ms=OrderedDict((k, ms(v)) for k, v in total.items()),
         per_step_ms=OrderedDict((k, [ms(v) for v in vs]) for k, vs in per_step.items()),

@@ -95,6 +95,23 @@ class Memset(NamedTuple):
     operation = "[memset]"
 
 
+class GraphExec(NamedTuple):
+    """One execution of a CUDA graph that nsys recorded whole (CUPTI_ACTIVITY_KIND_GRAPH_TRACE: a capture
+    without --cuda-graph-trace=node, whose graph nodes have no kernel, copy or memset records): from its
+    first node's start to its last node's end on the device. launch_*: its cudaGraphLaunch."""
+    start: int
+    end: int
+    graph_id: Optional[int]
+    launch_ns: Optional[int]
+    launch_tid: Optional[int]
+    launch_api: Optional[str] = None
+
+    @property
+    def operation(self):
+        """Its name where a table names device activities (the one that ends an idle gap)."""
+        return "[CUDA graph]" if self.graph_id is None else "[CUDA graph %d]" % self.graph_id
+
+
 class ApiCall(NamedTuple):
     """One CUDA runtime call; name without nsys's version suffix (cudaStreamSynchronize)."""
     start: int
@@ -117,13 +134,20 @@ class Export:
     kernels: Optional[List[Kernel]] = None
     memcpys: Optional[List[Memcpy]] = None
     memsets: Optional[List[Memset]] = None
+    graphs: Optional[List[GraphExec]] = None
     api_calls: Optional[List[ApiCall]] = None
 
-    def device_intervals(self):
-        """(start, end) of every kernel, copy and memset; empty without device data."""
+    def device_activities(self):
+        """Every kernel, copy, memset and graph execution recorded whole, in that order; empty without
+        device data. What the device ran: a graph's nodes appear either as kernels, copies and memsets
+        (nsys --cuda-graph-trace=node) or as its GraphExec, never both."""
         if not self.device_data:
             return []
-        return [(op.start, op.end) for ops in (self.kernels, self.memcpys, self.memsets) for op in ops]
+        return [op for ops in (self.kernels, self.memcpys, self.memsets, self.graphs or ()) for op in ops]
+
+    def device_intervals(self):
+        """(start, end) of every device activity (device_activities())."""
+        return [(op.start, op.end) for op in self.device_activities()]
 
 
 class Window(NamedTuple):

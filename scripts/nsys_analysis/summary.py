@@ -52,12 +52,14 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
       h2d_copies_main_thread, h2d_copies_gpu_stage
                        of h2d_copies, those launched from the thread of the torch_step ranges and from
                        the thread of the GPU decode stage's ranges (null when no such thread).
-      no_activity_pct  share of the window covered by no kernel, memcpy or memset (intervals clipped
-                       to the window, overlaps counted once).
+      no_activity_pct  share of the window covered by no kernel, memcpy, memset or graph execution
+                       recorded whole (graph_executions) (intervals clipped to the window, overlaps counted
+                       once).
       idle_gaps        those uncovered intervals, by cause (host: the device had nothing queued;
                        device: the next operation was already queued), size and host range: idle_gaps().
       gpu_time_by_phase_ms
-                       device time (kernels, copies, memsets, each clipped to the window, summed) by the
+                       device time (kernels, copies, memsets, graphs recorded whole, each clipped to the
+                       window, summed) by the
                        main thread's step-level phase (a default-domain range directly inside a captured
                        torch_step: data_load with its batch_wait, h2d_submit and normalize, forward,
                        zero_grad, backward, optimizer_step, loss_item; graph_replay with --cuda-graph)
@@ -93,6 +95,10 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
                        thread (null without a runtime table).
       graph_kernels    kernels of the window launched by a cudaGraphLaunch: the graphs' nodes, which nsys
                        records one by one only with --cuda-graph-trace=node.
+      graph_executions graph executions of the window (device start inside it) that nsys recorded whole,
+                       without their nodes (CUPTI_ACTIVITY_KIND_GRAPH_TRACE: a capture without
+                       --cuda-graph-trace=node); each counts as device activity from its first node's
+                       start to its last node's end. Null without device data.
       kernels_outside_graphs_in_steps
                        kernels launched inside a torch_step's time span by another call than cudaGraphLaunch,
                        from any thread but the input pipeline's (eager work beside the graph).
@@ -277,10 +283,12 @@ def _add_graph_mode(s, ex, window, step_index, report):
     else:
         s["cuda_graph"] = bool(per_step and any(per_step))
     s["graph_launches_per_step"] = per_step
+    lo, hi = window.lo, window.hi
+    s["graph_executions"] = (sum(1 for g in ex.graphs if lo is None or lo <= g.start < hi)
+                             if ex.device_data else None)
     if not ex.device_data or ex.api_calls is None:
         s["graph_kernels"] = s["kernels_outside_graphs_in_steps"] = None
         return
-    lo, hi = window.lo, window.hi
     s["graph_kernels"] = sum(1 for k in ex.kernels
                              if k.launch_api == GRAPH_LAUNCH and (lo is None or lo <= k.start < hi))
     pipeline = input_pipeline_tids(ex, main_tids)

@@ -51,11 +51,19 @@ SCHEMA = {
     "CUPTI_ACTIVITY_KIND_RUNTIME": ["start", "end", "eventClass", "globalTid", "correlationId", "nameId",
                                     "returnValue", "callchainId"],
 }
+# Tables the fixture lacks, as nsys 2025.3 writes them. CUPTI_ACTIVITY_KIND_GRAPH_TRACE: one row per
+# graph execution recorded whole (without --cuda-graph-trace=node), from a real nsys 2025.3.2 export of
+# a CUDA graph replayed on the H200 (its correlationId is the cudaGraphLaunch call's; the export then
+# has no kernel row for the graph's nodes). Like nsys, ExportBuilder creates them only when they have rows.
+LAZY_SCHEMA = {
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": ["start", "end", "deviceId", "contextId", "greenContextId", "streamId",
+                                        "correlationId", "globalPid", "graphId", "graphExecId"],
+}
 # NOT NULL columns get 0 unless a row gives them.
 NOT_NULL = {"deviceId", "contextId", "streamId", "registersPerThread", "gridX", "gridY", "gridZ", "blockX",
             "blockY", "blockZ", "staticSharedMemory", "dynamicSharedMemory", "localMemoryPerThread",
             "localMemoryTotal", "gridId", "bytes", "copyKind", "value", "eventClass", "returnValue",
-            "shortName", "demangledName", "nameId"}
+            "shortName", "demangledName", "nameId", "graphId", "graphExecId"}
 
 MEMCPY_ENUM = [(0, "CUDA_MEMCPY_KIND_UNKNOWN", "Unknown"), (1, "CUDA_MEMCPY_KIND_HTOD", "Host-to-Device"),
                (2, "CUDA_MEMCPY_KIND_DTOH", "Device-to-Host"), (8, "CUDA_MEMCPY_KIND_DTOD", "Device-to-Device")]
@@ -74,7 +82,7 @@ class ExportBuilder:
     """Builds a minimal nsys-like SQLite export with the real table and column names."""
 
     def __init__(self, enums=True, event_ids=None, htod_id=1):
-        self.tables = {name: [] for name in SCHEMA}
+        self.tables = {name: [] for name in list(SCHEMA) + list(LAZY_SCHEMA)}
         self.strings = {}
         self.enums = enums
         self.event_ids = event_ids or {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60, "NvtxDomainCreate": 75}
@@ -115,11 +123,20 @@ class ExportBuilder:
             "globalPid": PID << 24, "demangledName": self.sid(name), "shortName": self.sid(name.split("(")[0]),
             "streamId": stream})
 
-    def graph_launch(self, launch_ms, nodes, tid=MAIN, stream=7):
+    def graph_launch(self, launch_ms, nodes, tid=MAIN, stream=7, node_trace=True, graph_id=1):
         """One cudaGraphLaunch at launch_ms and its graph's kernels, nodes [(start_ms, end_ms)], as nsys
-        --cuda-graph-trace=node records them: each node a kernel row with the launch's correlation id."""
+        --cuda-graph-trace=node records them: each node a kernel row with the launch's correlation id.
+        node_trace False: as nsys's default --cuda-graph-trace=graph records them, one graph-trace row
+        from the first node's start to the last node's end, with the launch's correlation id."""
         self.corr += 1
         self.api("cudaGraphLaunch_v10000", launch_ms, launch_ms + 0.005, tid, self.corr)
+        if not node_trace:
+            if nodes:
+                self.tables["CUPTI_ACTIVITY_KIND_GRAPH_TRACE"].append({
+                    "start": round(min(a for a, _ in nodes) * MS), "end": round(max(b for _, b in nodes) * MS),
+                    "correlationId": self.corr, "globalPid": PID << 24, "streamId": stream, "graphId": graph_id,
+                    "graphExecId": graph_id + 1})
+            return
         name = "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float>()"
         for i, (start_ms, end_ms) in enumerate(nodes):
             self.tables["CUPTI_ACTIVITY_KIND_KERNEL"].append({
@@ -148,8 +165,10 @@ class ExportBuilder:
 
     def write(self, path):
         conn = sqlite3.connect(path)
-        for name, cols in SCHEMA.items():
+        for name, cols in list(SCHEMA.items()) + list(LAZY_SCHEMA.items()):
             if name in self.omit or (name.startswith("ENUM_") and not self.enums):
+                continue
+            if name in LAZY_SCHEMA and not self.tables[name]:
                 continue
             conn.execute('CREATE TABLE "%s" (%s)' % (name, ", ".join('"%s"' % c for c in cols)))
             rows = list(self.tables[name])
@@ -172,8 +191,8 @@ def graph_run(steps=3, launches=None, node_trace=True):
     """A --cuda-graph capture: each step [3k + 1, 3k + 3.5] ms holds data_load [+0, +0.5] with its two H2D
     copies and a device-to-device copy into the graph's inputs, then graph_replay [+0.5, +0.6] launching the
     graph, whose three nodes run back to back. launches: {step: n} cudaGraphLaunch calls in that step's
-    graph_replay (default 1). node_trace False leaves the nodes out, as nsys's default --cuda-graph-trace=graph
-    records them."""
+    graph_replay (default 1). node_trace False records each replay whole instead of its nodes, [+0.6, +2.4],
+    as nsys's default --cuda-graph-trace=graph does."""
     b = ExportBuilder()
     b.range("capture_window", 0.5, 3.0 * steps + 1.5)
     for k in range(steps):
@@ -186,8 +205,8 @@ def graph_run(steps=3, launches=None, node_trace=True):
         b.memcpy(t + 0.3, t + 0.35, kind=8, launch_ms=t + 0.2)
         b.range("graph_replay", t + 0.5, t + 0.6)
         for i in range((launches or {}).get(k, 1)):
-            nodes = [(t + 0.6 + 0.6 * j, t + 1.2 + 0.6 * j) for j in range(3)] if node_trace else []
-            b.graph_launch(t + 0.52 + 0.02 * i, nodes)
+            nodes = [(t + 0.6 + 0.6 * j, t + 1.2 + 0.6 * j) for j in range(3)]
+            b.graph_launch(t + 0.52 + 0.02 * i, nodes, node_trace=node_trace)
     return b
 
 

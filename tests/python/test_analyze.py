@@ -16,7 +16,7 @@ import sys
 import unittest
 
 # nsys_exports first: it puts scripts/ on sys.path.
-from nsys_exports import (FIXTURE_DIR, REPO, SCHEMA, RealFixtureCase, RealRanksFixtureCase, TempDirCase,
+from nsys_exports import (FIXTURE_DIR, LAZY_SCHEMA, REPO, SCHEMA, RealFixtureCase, RealRanksFixtureCase, TempDirCase,
                           basic_export, rank_export, rank_report, simulated_run, write_json)
 
 
@@ -295,18 +295,47 @@ class RealGraphFixtureCliTest(TempDirCase):
         self.assertEqual(s["stats_crosscheck"]["nvtx_sum"]["mismatches"], [])
         self.assertTrue(s["stats_crosscheck"]["cuda_gpu_kern_sum"]["match"])
 
-    def test_a_capture_without_node_records_fails_the_check(self):
-        # nsys's default --cuda-graph-trace=graph records no node's kernel: remove them.
+    def record_graphs_whole(self):
+        """Rewrites the export as nsys's default --cuda-graph-trace=graph records the same run: each replay
+        one CUPTI_ACTIVITY_KIND_GRAPH_TRACE row (nsys 2025.3's columns: nsys_exports.LAZY_SCHEMA) from its
+        first node's start to its last node's end, correlated with its cudaGraphLaunch, and no node rows."""
         conn = sqlite3.connect(self.export)
-        conn.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL")
+        table = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+        conn.execute('CREATE TABLE "%s" (%s)' % (table, ", ".join('"%s"' % c for c in LAZY_SCHEMA[table])))
+        nodes = " UNION ALL ".join(
+            'SELECT start, "end", deviceId, contextId, streamId, correlationId, globalPid '
+            'FROM CUPTI_ACTIVITY_KIND_%s WHERE graphNodeId IS NOT NULL' % kind for kind in ("KERNEL", "MEMCPY", "MEMSET"))
+        conn.execute('INSERT INTO "%s" (start, "end", deviceId, contextId, streamId, correlationId, globalPid, '
+                     'graphId, graphExecId) SELECT min(start), max("end"), min(deviceId), min(contextId), '
+                     'min(streamId), correlationId, min(globalPid), 1, 2 FROM (%s) GROUP BY correlationId'
+                     % (table, nodes))
+        for kind in ("KERNEL", "MEMCPY", "MEMSET"):
+            conn.execute("DELETE FROM CUPTI_ACTIVITY_KIND_%s WHERE graphNodeId IS NOT NULL" % kind)
         conn.commit()
         conn.close()
+
+    def test_a_capture_that_records_graphs_whole(self):
+        node = os.path.join(self.tmp, "node")
+        self.assertEqual(self.analyze(self.export, node).returncode, 0)
+        with open(os.path.join(node, "summary.json")) as f:
+            traced = json.load(f)
+        self.record_graphs_whole()
         r = self.analyze(self.export, os.path.join(self.tmp, "out"), "--strict")
         self.assertEqual(r.returncode, 3, r.stderr)
         self.assertIn("graph_replay", r.stderr)
         with open(os.path.join(self.tmp, "out", "summary.json")) as f:
             s = json.load(f)
+        self.assertEqual((s["graph_executions"], s["graph_kernels"], s["kernel_launches"]), (8, 0, 0))
+        self.assertIn("the window's 8 graph executions were recorded whole", s["check_details"]["graph_replay"])
         self.assertIn("--cuda-graph-trace=node", s["check_details"]["graph_replay"])
+        self.assertIsNone(s["checks"]["no_layout_conversions"])
+        # The device is busy, not idle: 0.07 % of the window without activity, not ~100 %. The node-traced
+        # capture's 1.9 % is more: a graph recorded whole also covers the gaps between its nodes.
+        self.assertLess(s["no_activity_pct"], traced["no_activity_pct"])
+        self.assertGreater(s["no_activity_pct"], 0)
+        self.assertGreaterEqual(s["gpu_time_by_phase_ms"]["graph_replay"], 0.99 * traced["device_busy_ms"])
+        self.assertEqual(s["gpu_activities_by_phase"]["graph_replay"], 8)
+        self.assertEqual([p["step"] for p in s["host_stalls"]], [p["step"] for p in traced["host_stalls"]])
 
 
 if __name__ == "__main__":

@@ -138,6 +138,43 @@ class FailingChecksTest(TempDirCase):
         b.kernel(4.8, 4.9, launch_ms=4.7, tid=STAGE, stream=9)
         self.assertIs(self.summarize(b, report=report, name="stage.sqlite")["checks"]["graph_replay"], True)
 
+    def test_a_graph_recorded_whole_is_device_activity(self):
+        """Without --cuda-graph-trace=node, nsys records each replay as one graph execution
+        (CUPTI_ACTIVITY_KIND_GRAPH_TRACE) and none of its kernels: busy time, idle gaps, host stalls and
+        GPU time by phase count it as the node-traced capture counts its nodes (back to back here), and the
+        checks that need the kernels say so."""
+        report = {"capture": {"steps": 3}, "steps": [], "config": {"cuda_graph": True, "decode": "cpu"}}
+        nodes = self.summarize(graph_run(), report=report, name="nodes.sqlite")
+        whole = self.summarize(graph_run(node_trace=False), report=report, name="whole.sqlite")
+        self.assertEqual((whole["graph_kernels"], whole["graph_executions"], whole["kernel_launches"]), (0, 3, 0))
+        self.assertEqual((nodes["graph_kernels"], nodes["graph_executions"]), (9, 0))
+        # 3 steps of copies (0.11 ms) and a replay (1.8 ms) in a 10 ms window: not 96.7 % idle.
+        self.assertAlmostEqual(whole["device_busy_ms"], 5.73, places=6)
+        self.assertAlmostEqual(whole["no_activity_pct"], 42.7, places=6)
+        for key in ("device_busy_ms", "no_activity_pct", "last_device_end_after_last_step_ms", "host_stalls",
+                    "gpu_time_by_phase_ms", "gpu_time_by_phase_per_step_ms", "gpu_time_by_phase_main_thread_ms"):
+            self.assertEqual(whole[key], nodes[key], key)
+        for key in ("count", "total_ms", "causes", "histogram", "host_by_range"):
+            self.assertEqual(whole["idle_gaps"][key], nodes["idle_gaps"][key], key)
+        self.assertIn("[CUDA graph 1]", [g["next"] for g in whole["idle_gaps"]["largest"]])
+        self.assertAlmostEqual(whole["gpu_time_by_phase_ms"]["graph_replay"], 3 * 1.8, places=6)
+        self.assertEqual(whole["gpu_activities_by_phase"]["graph_replay"], 3)
+        # The graph's kernels are not in the export: the checks that need them say why.
+        self.assertIs(whole["checks"]["graph_replay"], False)
+        detail = whole["check_details"]["graph_replay"]
+        self.assertIn("3 of 3 steps launch one graph", detail)
+        self.assertIn("the window's 3 graph executions were recorded whole", detail)
+        self.assertIn("per-kernel detail needs a capture with nsys --cuda-graph-trace=node", detail)
+        self.assertIsNone(whole["checks"]["no_layout_conversions"])
+        self.assertIn("not evaluable: the window's 3 graph executions were recorded whole",
+                      whole["check_details"]["no_layout_conversions"])
+        self.assertIs(nodes["checks"]["no_layout_conversions"], True)
+        self.assertIs(whole["checks"]["copy_count"], True)
+        md = render_markdown(whole)
+        self.assertIn("- no recorded kernel, copy, memset or graph execution: 42.70% of the window", md)
+        self.assertIn("- CUDA graph executions recorded whole (no --cuda-graph-trace=node): 3 in the window", md)
+        self.assertNotIn("recorded whole", render_markdown(nodes))
+
     def test_graph_mode_without_a_report(self):
         s = self.summarize(graph_run(), name="noreport.sqlite")
         self.assertTrue(s["cuda_graph"])

@@ -8,7 +8,8 @@ import sqlite3
 import unittest
 
 # nsys_exports first: it puts scripts/ on sys.path.
-from nsys_exports import RealFixtureCase, SCHEMA, TempDirCase, basic_export
+from nsys_exports import MAIN, RealFixtureCase, SCHEMA, TempDirCase, basic_export, graph_run
+from nsys_analysis.export import load_export
 
 
 class LoadingTest(TempDirCase):
@@ -36,6 +37,32 @@ class LoadingTest(TempDirCase):
         s = self.summarize(b)
         self.assertEqual(s["unterminated_ranges"], 1)
         self.assertEqual(s["steps"], 2)
+
+    def test_graph_executions_recorded_whole(self):
+        b = graph_run(steps=2, node_trace=False)
+        # CUPTI writes 0 for both times of a graph it could not time: no interval, not one from 0.
+        b.tables["CUPTI_ACTIVITY_KIND_GRAPH_TRACE"].append({"start": 0, "end": 0, "graphId": 1, "graphExecId": 2})
+        ex = load_export(self.build(b))
+        self.assertTrue(ex.device_data)
+        self.assertEqual(ex.kernels, [])
+        self.assertEqual([(g.start, g.end, g.graph_id, g.launch_api, g.launch_tid, g.operation) for g in ex.graphs],
+                         [(1_600_000, 3_400_000, 1, "cudaGraphLaunch", MAIN, "[CUDA graph 1]"),
+                          (4_600_000, 6_400_000, 1, "cudaGraphLaunch", MAIN, "[CUDA graph 1]")])
+        self.assertEqual([g.launch_ns for g in ex.graphs], [1_520_000, 4_520_000])
+        self.assertIn((1_600_000, 3_400_000), ex.device_intervals())
+        # A node-traced export has no such table: an empty list.
+        self.assertEqual(load_export(self.build(graph_run(steps=2), "nodes.sqlite")).graphs, [])
+
+    def test_an_export_with_only_graph_executions_has_device_data(self):
+        # nsys writes no kernel table when the window's only device work is graphs recorded whole.
+        b = graph_run(steps=1, node_trace=False)
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                      "CUPTI_ACTIVITY_KIND_RUNTIME"):
+            b.omit.add(table)
+        ex = load_export(self.build(b))
+        self.assertTrue(ex.device_data)
+        self.assertEqual(len(ex.graphs), 1)
+        self.assertEqual(ex.graphs[0].launch_ns, None)  # no runtime table to correlate with
 
     def test_no_memset_table(self):
         b = basic_export()

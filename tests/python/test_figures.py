@@ -10,7 +10,7 @@ import sys
 import unittest
 
 # nsys_exports first: it puts scripts/ on sys.path.
-from nsys_exports import SCHEMA, ExportBuilder, TempDirCase, basic_export, phase_export, rank_export
+from nsys_exports import SCHEMA, ExportBuilder, TempDirCase, basic_export, graph_run, phase_export, rank_export
 from nsys_analysis.export import load_export
 from nsys_analysis.figures import plot_gpu_phases, plot_ranks, plot_sweep, plot_sweep_batch_wait
 from nsys_analysis.pipeline import write_outputs
@@ -41,6 +41,14 @@ class FigureTest(TempDirCase):
         self.assertEqual([os.path.basename(p) for p in paths],
                          ["fig1_phases.png", "fig2_top_kernels.png", "fig3_timeline.png", "fig5_batch_wait.png",
                           "fig6_gpu_phases.png"])
+
+    def test_figures_of_graphs_recorded_whole(self):
+        # Replays recorded whole draw in the kernels' lane (figure 3) and in graph_replay (figure 6).
+        ex = load_export(graph_run(node_trace=False).write(os.path.join(self.tmp, "whole.sqlite")))
+        paths = write_outputs(compute_summary(ex), ex, os.path.join(self.tmp, "out"))
+        for p in paths:
+            self.assertGreater(os.path.getsize(p), 5000, p)
+        self.assertIn("fig3_timeline.png", [os.path.basename(p) for p in paths])
 
     def test_gpu_phases_figure(self):
         # Figure 6 of a capture with device work in every kind of bucket, and of one without steps.

@@ -1,13 +1,14 @@
 // Food-101 dataset index: parsing of meta/classes.txt and meta/<split>.txt with file:line errors.
 #include "data_pipeline/food101_index.h"
 
-#include <fstream>
-#include <sstream>
+#include <cstdint>
+#include <limits>
 #include <system_error>
 #include <unordered_map>
 #include <utility>
 
 #include "data_pipeline/data_error.h"
+#include "data_pipeline/sample_transform.h"
 
 namespace data_pipeline {
 namespace fs = std::filesystem;
@@ -27,23 +28,26 @@ struct NumberedLine {
   std::string text;
 };
 
-// Non-blank lines of a text file, trimmed (handles CRLF and a missing final newline).
+// Non-blank lines of a text file, trimmed (handles CRLF and a missing final newline). Read with
+// read_file, which refuses a FIFO or a device instead of blocking on it; no size cap.
 std::vector<NumberedLine> read_lines(const fs::path& file) {
   std::error_code ec;
   const auto st = fs::status(file, ec);
   if (ec || !fs::exists(st)) throw DataError(file.string() + ": file not found");
   if (fs::is_directory(st)) throw DataError(file.string() + ": expected a file, got a directory");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw DataError(file.string() + ": cannot open for reading");
+  std::vector<std::uint8_t> bytes;
+  read_file(file.string(), bytes, std::numeric_limits<std::uint64_t>::max());
+  const std::string text(bytes.begin(), bytes.end());
   std::vector<NumberedLine> out;
-  std::string line;
   int number = 0;
-  while (std::getline(in, line)) {
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
     ++number;
-    std::string t = trim(line);
+    std::string t = trim(text.substr(at, end - at));
     if (!t.empty()) out.push_back({number, std::move(t)});
+    at = end + 1;
   }
-  if (in.bad()) throw DataError(file.string() + ": read error");
   return out;
 }
 

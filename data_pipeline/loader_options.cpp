@@ -25,6 +25,8 @@ void validate(const LoaderOptions& o) {
   require(o.shard_count >= 1, "shard_count", ">= 1", std::to_string(o.shard_count));
   require(o.shard_index >= 0 && o.shard_index < o.shard_count, "shard_index",
           "in [0, " + std::to_string(o.shard_count - 1) + "]", std::to_string(o.shard_index));
+  require(o.max_image_mb >= 1 && o.max_image_mb <= kMaxImageMbCeiling, "max_image_mb",
+          "in [1, " + std::to_string(kMaxImageMbCeiling) + "]", std::to_string(o.max_image_mb));
   validate(o.transform);
 }
 

@@ -78,6 +78,14 @@ inline std::size_t sample_bytes(const TransformOptions& options) {
          static_cast<std::size_t>(options.image_size) * 3 * element_size(options.dtype);
 }
 
+/// Default cap on an image file's size, in MiB (`LoaderOptions::max_image_mb`): far above any
+/// photo's JPEG (Food-101's largest is under 1 MiB; a JPEG of kMaxImagePixels at high quality is
+/// tens of MiB), far below what a sparse or runaway file would cost to read.
+inline constexpr std::int64_t kDefaultMaxImageMb = 64;
+/// Highest `max_image_mb` accepted: a file's bytes are held in memory, and OpenCV's decoders
+/// index them with an int.
+inline constexpr std::int64_t kMaxImageMbCeiling = 1024;
+
 /// Loader settings. Defaults are the article's DataLoader settings.
 struct LoaderOptions {
   std::int64_t batch_size = 128;
@@ -90,6 +98,9 @@ struct LoaderOptions {
   std::uint64_t seed = 2026;  ///< Keys the epoch order and every augmentation.
   TransformOptions transform;
   BadImagePolicy on_bad_image = BadImagePolicy::kError;
+  /// Image files larger than this many MiB are refused before a byte is read, as bad images (the
+  /// policy above decides), in [1, kMaxImageMbCeiling].
+  std::int64_t max_image_mb = kDefaultMaxImageMb;
   /// kGpu: the loader's batches carry each image's compressed bytes, crop and flip
   /// (`Batch::staged`) for the GPU stage; only the images the engines cannot take are decoded
   /// into the batch's pixels.
@@ -101,6 +112,11 @@ struct LoaderOptions {
   int shard_count = 1;
   int shard_index = 0;
 };
+
+/// `options.max_image_mb` in bytes.
+inline std::uint64_t max_image_bytes(const LoaderOptions& options) {
+  return static_cast<std::uint64_t>(options.max_image_mb) << 20;
+}
 
 /// Images in one shard of a split of `images`: ceil(images / shard_count).
 inline std::int64_t shard_size(std::int64_t images, int shard_count) {

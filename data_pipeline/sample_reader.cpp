@@ -10,16 +10,23 @@
 
 namespace data_pipeline {
 
-SampleReader::SampleReader(std::shared_ptr<const Food101Index> index, const LoaderOptions& options)
+SampleReader::SampleReader(std::shared_ptr<const Food101Index> index, const LoaderOptions& options,
+                           FileReader read)
     : index_(std::move(index)),
       seed_(options.seed),
       policy_(options.on_bad_image),
-      transform_(options.transform) {}
+      max_file_bytes_(max_image_bytes(options)),
+      read_(std::move(read)),
+      transform_(options.transform) {
+  validate(options);
+}
 
 std::uint64_t SampleReader::transform(std::int64_t epoch, std::int64_t dataset_index, void* dst) {
   CounterRng rng(seed_, static_cast<std::uint64_t>(epoch),
                  static_cast<std::uint64_t>(dataset_index), CounterRng::kAugment);
-  return transform_.apply_file((*index_)[dataset_index].path.string(), rng, dst);
+  const std::string path = (*index_)[dataset_index].path.string();
+  read_(path, file_buffer_, max_file_bytes_);
+  return transform_.apply(file_buffer_.data(), file_buffer_.size(), path, rng, dst);
 }
 
 std::uint64_t SampleReader::stage_one(std::int64_t epoch, std::int64_t dataset_index, void* dst,
@@ -27,7 +34,7 @@ std::uint64_t SampleReader::stage_one(std::int64_t epoch, std::int64_t dataset_i
   staged = StagedImage{};
   staged.source_index = dataset_index;
   const std::string path = (*index_)[dataset_index].path.string();
-  read_file(path, file_buffer_);
+  read_(path, file_buffer_, max_file_bytes_);
   const std::uint8_t* data = file_buffer_.data();
   const std::size_t size = file_buffer_.size();
   CounterRng rng(seed_, static_cast<std::uint64_t>(epoch),

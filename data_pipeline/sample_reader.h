@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,20 +57,29 @@ struct StagedImage {
   }
 };
 
+/// How a SampleReader reads an image file: `read_file` by default; a test passes a stand-in (e.g.
+/// one that blocks, as a read on a hung filesystem does). Same contract as read_file, which it is
+/// called for in place of: on the reader's thread, and by several readers at once.
+using FileReader = std::function<void(const std::string& path, std::vector<std::uint8_t>& buffer,
+                                      std::uint64_t max_bytes)>;
+
 /// Reads dataset images through a SampleTransform with the generator keyed by (seed, epoch,
 /// image), so a sample is a pure function of those and of the file, whatever thread reads it.
 ///
 /// Under BadImagePolicy::kSkip an image that fails to read or decode is replaced by another one of
 /// the split: candidates are drawn from a generator keyed by (seed, epoch, image) and tried in
 /// order (at most kMaxReplacementAttempts), each transformed with its own key, so every loader
-/// setting picks the same replacement. Not thread-safe: one reader per thread (it owns the
-/// transform's buffers).
+/// setting picks the same replacement. A file larger than `max_image_mb`, or not a regular file,
+/// is such an image: refused before it is read. Not thread-safe: one reader per thread (it owns
+/// the transform's buffers).
 class SampleReader {
  public:
   static constexpr int kMaxReplacementAttempts = 32;
 
-  /// \throws std::invalid_argument for transform options `validate` rejects.
-  SampleReader(std::shared_ptr<const Food101Index> index, const LoaderOptions& options);
+  /// Reads files with `read` (see FileReader).
+  /// \throws std::invalid_argument for options `validate` rejects.
+  SampleReader(std::shared_ptr<const Food101Index> index, const LoaderOptions& options,
+               FileReader read = read_file);
 
   /// Writes dataset image `dataset_index` of `epoch` (or its replacement) at `dst`
   /// (`sample_bytes()` bytes). \throws DataError naming the file when the image is bad and the
@@ -99,9 +109,11 @@ class SampleReader {
   std::shared_ptr<const Food101Index> index_;
   std::uint64_t seed_;
   BadImagePolicy policy_;
+  std::uint64_t max_file_bytes_;
+  FileReader read_;
   SampleTransform transform_;
   JpegDecoder header_reader_;              // stage(): headers only
-  std::vector<std::uint8_t> file_buffer_;  // stage(): the file read
+  std::vector<std::uint8_t> file_buffer_;  // the file read
 };
 
 }  // namespace data_pipeline

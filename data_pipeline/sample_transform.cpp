@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <opencv2/core/utils/logger.hpp>
 #include <opencv2/imgproc.hpp>
@@ -21,8 +22,32 @@
 
 namespace data_pipeline {
 
-void read_file(const std::string& path, std::vector<std::uint8_t>& buffer) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+namespace {
+// What a file that is not regular is, for the error.
+const char* file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a file of another type";
+}
+
+// `bytes` in MiB, with one decimal when not a whole number.
+std::string mib(std::uint64_t bytes) {
+  char text[32];
+  if (bytes % (std::uint64_t{1} << 20) == 0) {
+    std::snprintf(text, sizeof(text), "%llu", static_cast<unsigned long long>(bytes >> 20));
+  } else {
+    std::snprintf(text, sizeof(text), "%.1f", static_cast<double>(bytes) / (1 << 20));
+  }
+  return std::string(text) + " MiB";
+}
+}  // namespace
+
+void read_file(const std::string& path, std::vector<std::uint8_t>& buffer,
+               std::uint64_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever (issue 21).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) throw DataError(path + ": cannot open: " + std::strerror(errno));
   struct Closer {
     int fd;
@@ -31,9 +56,21 @@ void read_file(const std::string& path, std::vector<std::uint8_t>& buffer) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw DataError(path + ": cannot stat: " + std::strerror(errno));
   if (S_ISDIR(st.st_mode)) throw DataError(path + ": expected an image file, got a directory");
-  if (!S_ISREG(st.st_mode)) throw DataError(path + ": not a regular file");
-  const auto size = static_cast<std::size_t>(st.st_size);
-  buffer.resize(size);
+  if (!S_ISREG(st.st_mode)) {
+    throw DataError(path + ": expected a regular file, got " + file_kind(st.st_mode));
+  }
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > max_bytes) {
+    throw DataError(path + ": expected an image file of at most " + std::to_string(max_bytes) +
+                    " bytes (" + mib(max_bytes) + ", --max-image-mb raises it), got " +
+                    std::to_string(size) + " bytes (" + mib(size) + ")");
+  }
+  // Reads of a regular file may wait for the disk; clear the flag so that no filesystem that
+  // honours it there turns a slow read into EAGAIN.
+  if (::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+    throw DataError(path + ": cannot set blocking reads: " + std::strerror(errno));
+  }
+  buffer.resize(static_cast<std::size_t>(size));
   std::size_t done = 0;
   while (done < size) {
     const ssize_t n = ::read(fd, buffer.data() + done, size - done);

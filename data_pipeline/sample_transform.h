@@ -59,8 +59,8 @@ class SampleTransform {
                       CounterRng& rng, void* dst, DecodeInfo* info = nullptr,
                       TransformTimes* times = nullptr);
 
-  /// Reads `path` and applies the transform (the buffer is reused across calls); `times`, when
-  /// not null, includes the read.
+  /// Reads `path` (`read_file` under the default cap, kDefaultMaxImageMb) and applies the
+  /// transform (the buffer is reused across calls); `times`, when not null, includes the read.
   /// \throws DataError when the file cannot be read or decoded.
   std::uint64_t apply_file(const std::string& path, CounterRng& rng, void* dst,
                            DecodeInfo* info = nullptr, TransformTimes* times = nullptr);
@@ -85,8 +85,14 @@ class SampleTransform {
 /// bilinear up to a 2x reduction, area averaging beyond.
 int resize_interpolation(int width, int height, int size);
 
-/// Reads a whole file into `buffer` (resized to fit).
-/// \throws DataError naming the file when it cannot be opened or read.
-void read_file(const std::string& path, std::vector<std::uint8_t>& buffer);
+/// Reads a whole regular file into `buffer` (resized to fit), refusing a larger one than
+/// `max_bytes` before reading a byte (an image file's cap, `LoaderOptions::max_image_mb`). Never
+/// blocks on what is not a regular file: the open does not wait (O_NONBLOCK, so a FIFO without a
+/// writer or a device is opened at once) and the type is checked on the open descriptor. A read
+/// can still block on a hung filesystem; `Loader::stop` bounds its wait for that. Thread-safe.
+/// \throws DataError naming the file when it cannot be opened or read, is not a regular file, or
+///         is larger than `max_bytes` (naming its size, the limit and --max-image-mb).
+void read_file(const std::string& path, std::vector<std::uint8_t>& buffer,
+               std::uint64_t max_bytes = static_cast<std::uint64_t>(kDefaultMaxImageMb) << 20);
 
 }  // namespace data_pipeline

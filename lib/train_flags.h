@@ -38,6 +38,9 @@ void visit_loader_flags(L& o, V&& v) {
   v.integer({"image-size", kDataGroup, "crop size in pixels"}, o.transform.image_size,
             kMinTrainImageSize, 4096);
   v.choice({"on-bad-image", kDataGroup, "what an undecodable image does"}, o.on_bad_image);
+  v.integer({"max-image-mb", kDataGroup,
+             "image files larger than this (MiB) are refused unread, as bad images"},
+            o.max_image_mb, std::int64_t{1}, data_pipeline::kMaxImageMbCeiling);
   v.choice({"decode", kExperimentsGroup,
             "gpu: JPEGs decoded by the GPU's hardware engines (nvJPEG), the CPU path taking "
             "what they cannot (CUDA builds with nvJPEG)"},

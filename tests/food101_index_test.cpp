@@ -2,6 +2,11 @@
 #include "data_pipeline/food101_index.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "data_pipeline/data_error.h"
 #include "tests/test_util.h"
@@ -123,6 +128,28 @@ TEST_F(Food101IndexTest, MetaFileThatIsADirectory) {
   fs::remove(dir_ / "meta" / "train.txt");
   fs::create_directories(dir_ / "meta" / "train.txt");
   expect_error({"meta/train.txt", "directory"});
+}
+
+// Ends the test binary (SIGALRM) if it is still running after `seconds`: a regression that blocks
+// in open() fails within a minute, not at CTest's TIMEOUT.
+struct HangGuard {
+  explicit HangGuard(unsigned seconds) { alarm(seconds); }
+  ~HangGuard() { alarm(0); }
+};
+
+TEST_F(Food101IndexTest, MetaFileThatIsAFifoIsRefusedWithoutWaitingForAWriter) {
+  const HangGuard guard(60);
+  for (const char* meta : {"classes.txt", "train.txt"}) {
+    const fs::path file = dir_ / "meta" / meta;
+    const std::string kept =
+        meta == std::string("classes.txt") ? "apple_pie\nbaklava\n" : "apple_pie/1\nbaklava/2\n";
+    fs::remove(file);
+    ASSERT_EQ(mkfifo(file.c_str(), 0600), 0) << std::strerror(errno);
+    expect_error({"meta/" + std::string(meta), ": expected a regular file, got a FIFO"});
+    fs::remove(file);
+    write_text(file, kept);
+  }
+  EXPECT_EQ(Food101Index::load(tmp_.path(), "train").size(), 2);
 }
 
 TEST_F(Food101IndexTest, UnknownSplitName) {

@@ -1,9 +1,10 @@
 // Tests for SampleReader: keyed transforms, the error policy, deterministic replacement under the
-// skip policy, and the message when nothing decodes.
+// skip policy, the message when nothing decodes, and the file size cap.
 #include "data_pipeline/sample_reader.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -234,6 +235,85 @@ TEST_F(SampleReaderTest, StagingABadImageFollowsThePolicy) {
   EXPECT_EQ(ra.skipped->replacement, rb.skipped->replacement);
   EXPECT_EQ(ra.label, rb.label);
   EXPECT_EQ((*index_)[st.source_index].path.string(), ra.skipped->replacement);
+}
+
+// --- the file size cap (max_image_mb) ------------------------------------------------------------
+
+// Image `i` through read() or, with `staged`, stage().
+SampleResult read_or_stage(SampleReader& reader, std::int64_t i, bool staged,
+                           std::vector<std::uint8_t>& dst) {
+  StagedImage st;
+  return staged ? reader.stage(0, i, dst.data(), st) : reader.read(0, i, dst.data());
+}
+
+TEST_F(SampleReaderTest, AFileAboveTheCapIsABadImageRefusedUnreadByReadAndStage) {
+  // A JPEG grown to a sparse 1 GiB under a 1 MiB cap: reading it would take a second and 1 GiB.
+  const std::string big = (*index_)[4].path.string();
+  std::filesystem::resize_file(big, std::uint64_t{1} << 30);
+  options_.max_image_mb = 1;
+  const std::string expected = big +
+                               ": expected an image file of at most 1048576 bytes (1 MiB, "
+                               "--max-image-mb raises it), got 1073741824 bytes (1024 MiB)";
+  const auto start = std::chrono::steady_clock::now();
+  for (const bool staged : {false, true}) {
+    SCOPED_TRACE(staged ? "stage" : "read");
+    auto dst = buffer();
+    options_.on_bad_image = BadImagePolicy::kError;
+    SampleReader strict(index_, options_);
+    try {
+      read_or_stage(strict, 4, staged, dst);
+      FAIL() << "expected a DataError";
+    } catch (const DataError& e) {
+      EXPECT_EQ(e.what(), expected);
+    }
+    options_.on_bad_image = BadImagePolicy::kSkip;
+    SampleReader lenient(index_, options_);
+    const SampleResult r = read_or_stage(lenient, 4, staged, dst);
+    ASSERT_TRUE(r.skipped.has_value());
+    EXPECT_EQ(r.skipped->path, big);
+    EXPECT_EQ(r.skipped->reason, expected);
+    EXPECT_NE(r.skipped->replacement, big);
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
+}
+
+TEST_F(SampleReaderTest, AFileAtTheCapIsRead) {
+  options_.max_image_mb = 1;
+  SampleReader reader(index_, options_);
+  auto want = buffer(), got = buffer();
+  const SampleResult original = reader.read(0, 4, want.data());
+  // The same JPEG with zeros after its end-of-image marker, to exactly 1 MiB: the same pixels.
+  const auto path = (*index_)[4].path;
+  auto bytes = test_util::read_bytes(path);
+  bytes.resize(std::size_t{1} << 20, 0);
+  test_util::write_file(path, bytes);
+  const SampleResult r = reader.read(0, 4, got.data());
+  EXPECT_FALSE(r.skipped.has_value());
+  EXPECT_EQ(r.digest, original.digest);
+  EXPECT_EQ(got, want);
+  StagedImage st;
+  EXPECT_FALSE(reader.stage(0, 4, got.data(), st).skipped.has_value());
+  EXPECT_EQ(st.source_index, 4);
+  EXPECT_EQ(st.route, DecodeRoute::kHardware);  // zeros after the marker are padding
+  EXPECT_EQ(st.overflow, bytes);                // the whole file, staged
+  bytes.push_back(0);                           // one byte over
+  test_util::write_file(path, bytes);
+  EXPECT_THROW(reader.read(0, 4, got.data()), DataError);
+}
+
+TEST_F(SampleReaderTest, TheCapIsValidated) {
+  for (const std::int64_t mb : {std::int64_t{0}, std::int64_t{-1}, kMaxImageMbCeiling + 1}) {
+    options_.max_image_mb = mb;
+    try {
+      SampleReader reader(index_, options_);
+      FAIL() << "expected std::invalid_argument for " << mb;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "max_image_mb: expected in [1, 1024], got " + std::to_string(mb));
+    }
+  }
+  options_.max_image_mb = kMaxImageMbCeiling;
+  EXPECT_NO_THROW(SampleReader(index_, options_));
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 // Tests for SampleTransform: exact normalisation and layout, flip, dtypes, fallback, errors and
-// stage times.
+// stage times; read_file's refusals (FIFOs, devices, files above the size cap).
 #include "data_pipeline/sample_transform.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -256,6 +259,89 @@ TEST(SampleTransformTest, TimesDoNotChangeTheOutput) {
       ASSERT_EQ(a, b) << "sample " << i;
     }
   }
+}
+
+// --- read_file --------------------------------------------------------------------------------
+
+// Ends the test binary (SIGALRM) if it is still running after `seconds`: a regression that blocks
+// in open() fails within seconds, not at CTest's TIMEOUT.
+struct HangGuard {
+  explicit HangGuard(unsigned seconds) { alarm(seconds); }
+  ~HangGuard() { alarm(0); }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The DataError read_file throws for `path` (with `max_bytes`), or "" when it reads the file.
+std::string read_file_error(const std::string& path, std::uint64_t max_bytes) {
+  std::vector<std::uint8_t> buffer;
+  try {
+    read_file(path, buffer, max_bytes);
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SampleTransformTest, ReadFileRefusesAFifoAtOnceWithoutWaitingForAWriter) {
+  const HangGuard guard(60);
+  test_util::TempDir tmp;
+  const std::string fifo = (tmp / "fifo.jpg").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string error = read_file_error(fifo, std::uint64_t{1} << 20);
+  EXPECT_LT(seconds_since(start), 5.0);
+  EXPECT_NE(error.find(fifo), std::string::npos) << error;
+  EXPECT_NE(error.find("expected a regular file, got a FIFO"), std::string::npos) << error;
+}
+
+TEST(SampleTransformTest, ReadFileRefusesADeviceNamingItsKind) {
+  const std::string error = read_file_error("/dev/zero", std::uint64_t{1} << 20);
+  EXPECT_NE(error.find("/dev/zero: expected a regular file, got a character device"),
+            std::string::npos)
+      << error;
+}
+
+TEST(SampleTransformTest, ReadFileRefusesAFileAboveTheCapBeforeReadingIt) {
+  // A sparse 2 GiB file: reading it would take seconds and 2 GiB of memory.
+  test_util::TempDir tmp;
+  const std::string big = (tmp / "big.jpg").string();
+  test_util::write_text(big, "");
+  std::filesystem::resize_file(big, std::uint64_t{2} << 30);
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
+  const auto start = std::chrono::steady_clock::now();
+  std::string error;
+  std::vector<std::uint8_t> buffer;
+  try {
+    read_file(big, buffer);  // the default cap, 64 MiB
+  } catch (const DataError& e) {
+    error = e.what();
+  }
+  const double seconds = seconds_since(start);
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_LT(seconds, 1.0);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 64 * 1024) << "KiB of peak RSS grown";
+  EXPECT_EQ(error, big +
+                       ": expected an image file of at most 67108864 bytes (64 MiB, "
+                       "--max-image-mb raises it), got 2147483648 bytes (2048 MiB)");
+}
+
+TEST(SampleTransformTest, ReadFileReadsAFileAtTheCap) {
+  test_util::TempDir tmp;
+  const std::string file = (tmp / "at_cap.jpg").string();
+  std::vector<std::uint8_t> bytes(1000);
+  for (std::size_t k = 0; k < bytes.size(); ++k) bytes[k] = static_cast<std::uint8_t>(k * 7);
+  test_util::write_file(file, bytes);
+  std::vector<std::uint8_t> read;
+  read_file(file, read, 1000);
+  EXPECT_EQ(read, bytes);
+  const std::string error = read_file_error(file, 999);
+  EXPECT_NE(error.find("at most 999 bytes"), std::string::npos) << error;
+  EXPECT_NE(error.find("got 1000 bytes"), std::string::npos) << error;
 }
 
 }  // namespace

@@ -124,6 +124,10 @@ int main(int argc, char** argv) {
           return 0;
         }
         const workload::TrainConfig& c = args.config;
+        if (args.print_config) {
+          std::cout << workload::config_json(c).dump(2) << std::endl;
+          return 0;
+        }
         // Under torchrun (or scripts/launch_local.sh): one rank of a data-parallel run.
         const std::optional<workload::DistEnv> dist = workload::read_dist_env();
         const std::string report =
@@ -154,9 +158,9 @@ int main(int argc, char** argv) {
                 ? "synthetic batches (no loader)"
                 : ("workers " + std::to_string(lo.workers) + ", prefetch " +
                    std::to_string(lo.prefetch_factor) + ", pinned " +
-                   (trainer.loader()->pinned() ? "yes" : "no") + ", " + to_string(lo.work_unit) +
-                   " unit, iterator " + (c.reuse_iterator ? "reused" : "reset") + ", decode " +
-                   to_string(lo.decode))
+                   (trainer.input().host_ring()->pinned ? "yes" : "no") + ", " +
+                   to_string(lo.work_unit) + " unit, iterator " +
+                   (c.reuse_iterator ? "reused" : "reset") + ", decode " + to_string(lo.decode))
                       .c_str());
         const workload::TrainConfig article;
         if (c.precision != article.precision ||

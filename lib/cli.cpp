@@ -130,17 +130,6 @@ bool parse_bool(const std::string& flag, const std::string& text) {
 
 bool FlagReader::boolean(const std::string& flag) const { return parse_bool(flag, string(flag)); }
 
-std::string FlagReader::choice(const std::string& flag,
-                               const std::vector<std::string>& choices) const {
-  const std::string v = string(flag);
-  std::string list;
-  for (const auto& c : choices) {
-    if (c == v) return v;
-    list += (list.empty() ? "" : "|") + c;
-  }
-  throw UsageError("--" + flag + ": expected " + list + ", got '" + v + "'");
-}
-
 void FlagReader::reject_unmatched() const {
   const auto& extra = result_.unmatched();
   if (!extra.empty()) {

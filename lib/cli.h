@@ -39,8 +39,6 @@ class FlagReader {
   std::uint64_t unsigned_integer(const std::string& flag) const;
   double real(const std::string& flag, double min, double max) const;
   bool boolean(const std::string& flag) const;
-  /// The flag's value, which must be one of `choices`.
-  std::string choice(const std::string& flag, const std::vector<std::string>& choices) const;
   /// \throws UsageError when positional arguments were given that no flag takes.
   void reject_unmatched() const;
 

@@ -8,6 +8,8 @@
 #if defined(WORKLOAD_TORCH_CUDA)
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/detail/CUDAHooks.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_profiler_api.h>
 
 #include "data_pipeline/cuda_check.h"
@@ -28,6 +30,30 @@ void device_synchronize() {
   if (cuda_available()) WORKLOAD_CUDA_CHECK(cudaDeviceSynchronize());
 #endif
 }
+
+void use_cuda_device(int index, bool cudnn_benchmark) {
+#if defined(WORKLOAD_TORCH_CUDA)
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
+  at::globalContext().setBenchmarkCuDNN(cudnn_benchmark);
+#else
+  (void)index;
+  (void)cudnn_benchmark;
+#endif
+}
+
+#if defined(WORKLOAD_TORCH_CUDA)
+struct StepStream::Guard {
+  c10::cuda::CUDAStreamGuard guard{c10::cuda::getStreamFromPool(/*isHighPriority=*/true)};
+};
+#else
+struct StepStream::Guard {};
+#endif
+
+StepStream::StepStream(bool enabled) {
+  if (enabled) guard_ = std::make_unique<Guard>();
+}
+
+StepStream::~StepStream() = default;
 
 void ProfilerCapture::start() {
   if (!enabled_ || started_) return;

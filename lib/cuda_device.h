@@ -2,6 +2,7 @@
 // device description. Every function degrades to a no-op (or an empty answer) in CPU builds.
 #pragma once
 
+#include <memory>
 #include <string>
 
 namespace workload {
@@ -11,6 +12,29 @@ bool cuda_available();
 
 /// cudaDeviceSynchronize on the current device (no-op without CUDA). \throws on CUDA errors.
 void device_synchronize();
+
+/// Makes GPU `index` the calling thread's current device (before anything else touches CUDA, and
+/// before profiler calls) and sets cuDNN's algorithm search (--cudnn-benchmark). No-op without
+/// CUDA.
+void use_cuda_device(int index, bool cudnn_benchmark);
+
+/// Makes a high-priority stream of the current device, from LibTorch's pool, the calling thread's
+/// current stream for its lifetime, then restores the previous one. Made before the model goes to
+/// the device, so everything the trainer queues shares that stream. Does nothing when `enabled` is
+/// false or in CPU builds. Neither copyable nor movable; the thread that made it.
+class StepStream {
+ public:
+  explicit StepStream(bool enabled);
+  ~StepStream();
+  StepStream(const StepStream&) = delete;
+  StepStream& operator=(const StepStream&) = delete;
+  StepStream(StepStream&&) = delete;
+  StepStream& operator=(StepStream&&) = delete;
+
+ private:
+  struct Guard;  // c10::cuda::CUDAStreamGuard (CUDA builds)
+  std::unique_ptr<Guard> guard_;
+};
 
 /// Owns the cudaProfilerStart/Stop pair of one run. `start()` and `stop()` are each effective
 /// once, from the thread that set the device; the destructor stops a started capture (so an

@@ -93,7 +93,6 @@ namespace {
 // DDP broadcasts module states in coalesced buffers of 250 MiB (its broadcast_bucket_size), and its
 // first gradient bucket holds 1 MiB (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES).
 constexpr std::size_t kBroadcastBucketBytes = std::size_t{250} << 20;
-constexpr std::int64_t kFirstBucketBytes = std::int64_t{1} << 20;
 
 // The store key of the stop agreement: "<step> rank <r>: <reason>".
 constexpr const char* kStopKey = "stop";

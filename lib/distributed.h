@@ -39,7 +39,6 @@ class Distributed {
   int rank() const { return env_.rank; }
   int world_size() const { return env_.world_size; }
   DistBackend backend() const { return backend_; }
-  std::chrono::milliseconds timeout() const { return timeout_; }
 
   /// Returns once every rank has called it. \throws on timeout, naming the collective.
   void barrier();
@@ -74,6 +73,9 @@ class Distributed {
   std::unique_ptr<Impl> impl_;
 };
 
+/// The first gradient bucket's size once DDP rebuilds its buckets (Python DDP's 1 MiB).
+inline constexpr std::int64_t kFirstBucketBytes = std::int64_t{1} << 20;
+
 /// DistributedDataParallel's gradient synchronisation on c10d's Reducer, as Python's DDP sets it
 /// up: the parameters' shapes checked across ranks, parameters and buffers broadcast from rank 0,
 /// the first iteration in one bucket, then buckets of `bucket_bytes` (the first 1 MiB) rebuilt in
@@ -96,9 +98,6 @@ class DataParallel {
   /// After the model's forward, when a backward follows: arms the reduction of every parameter's
   /// gradient (every parameter takes part in every iteration: no search for unused ones).
   void before_backward();
-
-  std::int64_t bucket_bytes() const { return bucket_bytes_; }
-  bool broadcast_buffers() const { return broadcast_buffers_; }
 
  private:
   struct State;

@@ -4,6 +4,7 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -90,14 +91,38 @@ nlohmann::ordered_json step_json(const StepRecord& r) {
   return j;
 }
 
+nlohmann::ordered_json gpu_decode_json(const GpuDecodeSummary& gpu) {
+  nlohmann::ordered_json j;
+  j["hardware"] = gpu.info.hardware;
+  j["engines"] = gpu.info.engines;
+  j["cores_per_engine"] = gpu.info.cores_per_engine;
+  j["nvjpeg_version"] = gpu.info.nvjpeg_version;
+  j["notice"] = gpu.info.notice;
+  j["batches"] = gpu.stats.batches;
+  j["hardware_images"] = gpu.stats.hardware_images;
+  j["fallback_images"] = gpu.stats.fallback_images;
+  j["refused_images"] = gpu.stats.refused_images;
+  j["failed_batches"] = gpu.stats.failed_batches;
+  j["fallback_reasons"] = gpu.stats.fallback_reasons;
+  j["consumer_wait_ms"] =
+      std::chrono::duration<double, std::milli>(gpu.stats.consumer_wait).count();
+  return j;
+}
+
 }  // namespace
+
+nlohmann::ordered_json config_json(const TrainConfig& config) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  visit_train_flags(config, FlagsToJson(j));
+  return j;
+}
 
 nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& result) {
   const TrainConfig& c = trainer.config();
   nlohmann::ordered_json j;
   j["program"] = "train_resnet50";
   j["version"] = kWorkloadVersion;
-  visit_train_flags(c, FlagsToJson(j["config"]));
+  j["config"] = config_json(c);
 
   const DeviceDescription d = describe_device(trainer.on_cuda());
   auto& env = j["environment"];
@@ -121,17 +146,19 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
   model["parameters"] = trainer.parameters();
   model["memory_format"] = to_string(c.loader.transform.layout);
 
-  if (const auto* loader = trainer.loader()) {
+  if (const std::optional<HostRingFacts> ring = trainer.input().host_ring()) {
     auto& l = j["loader"];
-    l["ring_slots"] = loader->ring_slots();
-    l["ring_bytes"] = loader->ring_bytes();
-    l["pinned"] = loader->pinned();
-    l["batches_per_epoch"] = loader->batches_per_epoch();
+    l["ring_slots"] = ring->slots;
+    l["ring_bytes"] = ring->bytes;
+    l["pinned"] = ring->pinned;
+    l["batches_per_epoch"] = ring->batches_per_epoch;
     l["dataset_images"] = trainer.dataset_images();
-    l["images_skipped_total"] = loader->stats().images_skipped;
+    l["images_skipped_total"] = ring->images_skipped;
     l["decode"] = to_string(c.loader.decode);
   }
-  if (const auto gpu = trainer.gpu_decode_report(); !gpu.is_null()) j["gpu_decode"] = gpu;
+  if (const std::optional<GpuDecodeSummary> gpu = trainer.input().gpu_decode()) {
+    j["gpu_decode"] = gpu_decode_json(*gpu);
+  }
 
   auto& cap = j["capture"];
   cap["warmup_steps"] = static_cast<int>(result.warmup_steps.size());
@@ -202,7 +229,7 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
     d["agent_store"] = env.agent_store;
     d["timeout_s"] = c.dist_timeout_s;
     d["bucket_mb"] = c.bucket_mb;
-    d["first_bucket_mb"] = 1;
+    d["first_bucket_mb"] = kFirstBucketBytes >> 20;
     d["broadcast_buffers"] = c.broadcast_buffers;
     d["nccl_version"] = dist->nccl_version();
     // As found in the environment: the GPU machines set NCCL_NVLS_ENABLE=0, and nothing here

@@ -28,6 +28,10 @@ struct StepSummary {
 /// Aggregates of `result`'s captured steps (and its skipped images, warm-up included).
 StepSummary summarize(const RunResult& result);
 
+/// The resolved configuration as the report's `config` object: one key per flag of
+/// lib/train_flags.h, named as the flag with '_' for '-'.
+nlohmann::ordered_json config_json(const TrainConfig& config);
+
 /// The full report: config, environment, model, capture, steps, summary, loss, interruption.
 nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& result);
 

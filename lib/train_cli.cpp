@@ -32,7 +32,10 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
   ParsedArgs out;
   out.config = default_train_config();
   visit_train_flags(out.config, DeclareFlags(options));
-  options.add_options(kOutputGroup)("h,help", "print this help")("version", "print the version");
+  options.add_options(kOutputGroup)("h,help", "print this help")("version", "print the version")(
+      "print-config",
+      "validate the flags, print the resolved configuration as JSON (the report's `config` "
+      "object) and exit");
 
   // cxxopts wants mutable argv.
   std::vector<std::string> storage(argv, argv + argc);
@@ -60,6 +63,7 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
         out.config.device == Device::kCuda ? DistBackend::kNccl : DistBackend::kGloo;
   }
   validate(out.config);
+  out.print_config = result.count("print-config") > 0;
   return out;
 }
 

@@ -7,11 +7,14 @@
 
 namespace workload {
 
-/// The outcome of parsing: a config to run, or a request for help or the version.
+/// The outcome of parsing: a config to run, or a request for help, the version or the resolved
+/// configuration.
 struct ParsedArgs {
   TrainConfig config;
   bool help = false;
   bool version = false;
+  /// --print-config: print `config` (validated) as the report's `config` JSON object and exit.
+  bool print_config = false;
   std::string help_text;
 };
 

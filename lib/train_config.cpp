@@ -11,7 +11,7 @@
 #include <filesystem>
 
 #include "lib/cuda_device.h"
-#include "lib/nvtx.h"
+#include "lib/step_plan.h"
 #include "lib/train_flags.h"
 
 namespace workload {
@@ -66,23 +66,6 @@ std::string to_string(const InjectedStall& s) {
   std::ostringstream out;
   out << s.phase << '@' << s.step << ':' << s.ms;
   return out.str();
-}
-
-std::vector<std::string> step_ranges(const TrainConfig& c) {
-  std::vector<std::string> ranges = {nvtx::kDataLoad, nvtx::kBatchWait, nvtx::kH2dSubmit};
-  if (c.cuda_graph) {
-    ranges.push_back(nvtx::kGraphReplay);  // holds the device work of every range below
-  } else {
-    if (c.loader.transform.dtype == data_pipeline::HostDType::kUInt8) {
-      ranges.push_back(nvtx::kNormalize);
-    }
-    ranges.push_back(nvtx::kForward);
-    if (c.mode == RunMode::kTrain) {
-      ranges.insert(ranges.end(), {nvtx::kZeroGrad, nvtx::kBackward, nvtx::kOptimizerStep});
-    }
-  }
-  if (c.sync_every_step) ranges.push_back(nvtx::kLossItem);
-  return ranges;
 }
 
 void validate(const TrainConfig& c) {

@@ -139,10 +139,6 @@ struct TrainConfig {
   bool broadcast_buffers = true;  ///< Rank 0's BatchNorm buffers before each forward, as DDP.
 };
 
-/// The NVTX ranges inside a step of `config`'s run, in the order they open (lib/nvtx.h;
-/// Trainer::step emits them): torch_step's phases and the ranges nested in data_load.
-std::vector<std::string> step_ranges(const TrainConfig& config);
-
 /// Checks what the flags' own ranges cannot: combinations, the machine (a CUDA device for
 /// Device::kCuda) and output paths (check_output_path). The parser calls it after reading the
 /// flags, and the Trainer on the config it is given, so no other place repeats these checks.

@@ -194,21 +194,6 @@ TEST(TrainConfigTest, CudaGraphNeedsAGpuAWarmupAndNoLayerRanges) {
   }
 }
 
-TEST(TrainConfigTest, StepRangesFollowTheConfiguration) {
-  using V = std::vector<std::string>;
-  TrainConfig c = cpu_config();
-  EXPECT_EQ(step_ranges(c), (V{"data_load", "batch_wait", "h2d_submit", "forward", "zero_grad",
-                               "backward", "optimizer_step"}));
-  c.loader.transform.dtype = data_pipeline::HostDType::kUInt8;
-  c.mode = RunMode::kForward;
-  c.sync_every_step = true;
-  EXPECT_EQ(step_ranges(c),
-            (V{"data_load", "batch_wait", "h2d_submit", "normalize", "forward", "loss_item"}));
-  c.cuda_graph = true;  // normalize and forward are in the graph
-  EXPECT_EQ(step_ranges(c),
-            (V{"data_load", "batch_wait", "h2d_submit", "graph_replay", "loss_item"}));
-}
-
 TEST(TrainConfigTest, GpuDecodeNeedsImagesAGpuAndAStageInThisBuild) {
   TrainConfig c = cpu_config();
   c.loader.decode = data_pipeline::DecodeDevice::kGpu;

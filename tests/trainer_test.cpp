@@ -255,19 +255,12 @@ TEST_F(TrainerTest, SyntheticModeNeedsNoDataset) {
   c.data.clear();
   c.synthetic = true;
   Trainer t(c);
-  EXPECT_EQ(t.loader(), nullptr);
+  EXPECT_FALSE(t.input().host_ring().has_value());
   EXPECT_EQ(t.num_classes(), 101);
   const RunResult r = t.run();
   ASSERT_EQ(r.steps.size(), 3u);
   EXPECT_EQ(r.steps[0].digest, r.steps[2].digest);  // the same batch every step
   EXPECT_LT(r.steps[1].batch_wait_ms, 1.0);         // no loader to wait for
-}
-
-TEST(SignalNameTest, NamesAndNumbersRoundTrip) {
-  for (const int sig : {0, SIGINT, SIGTERM, SIGHUP})
-    EXPECT_EQ(signal_number(signal_name(sig)), sig);
-  EXPECT_EQ(signal_name(SIGTERM), "SIGTERM");
-  EXPECT_EQ(signal_name(0), "none");
 }
 
 TEST_F(TrainerTest, StopRequestEndsTheRunEarly) {
@@ -302,6 +295,26 @@ TEST_F(TrainerTest, StopRequestFromAnotherThreadCutsABatchWaitShort) {
   EXPECT_EQ(r.interrupt_signal, "SIGTERM");
   EXPECT_LT(r.steps.size(), 1000u);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0);
+}
+
+TEST_F(TrainerTest, StopRequestCutsAnInjectedStallShort) {
+  TrainConfig c = config();
+  c.warmup = 0;
+  c.steps = 2;
+  c.inject_stall = {{"forward", 0, 60000.0}};
+  Trainer t(c);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    t.request_stop(15);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const RunResult r = t.run();
+  stopper.join();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0);
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_EQ(r.interrupt_signal, "SIGTERM");
+  ASSERT_EQ(r.steps.size(), 1u);  // the stalled step ends, none starts after it
+  EXPECT_EQ(r.steps[0].injected_stalls.size(), 1u);
 }
 
 TEST_F(TrainerTest, AStepFailureNamesTheStepAndPhase) {
@@ -341,8 +354,8 @@ TEST_F(TrainerTest, CudaRunPinsTheRingCapturesAndSeesTheSameBatches) {
     c.device = Device::kCuda;
     c.copy_stream = copy_stream;
     Trainer t(c);
-    ASSERT_NE(t.loader(), nullptr);
-    EXPECT_TRUE(t.loader()->pinned());
+    ASSERT_TRUE(t.input().host_ring().has_value());
+    EXPECT_TRUE(t.input().host_ring()->pinned);
     const RunResult r = t.run();
     EXPECT_TRUE(r.capture_started);
     EXPECT_EQ(digests(r), cpu) << "copy_stream=" << copy_stream;

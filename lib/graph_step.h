@@ -1,0 +1,55 @@
+// --cuda-graph: the eager step captured once into a CUDA graph after the warm-up and replayed every
+// captured step, reading static inputs.
+#pragma once
+
+#include <memory>
+
+#include "lib/eager_step.h"
+#include "lib/phase.h"
+
+namespace workload {
+
+/// A wrapper with static inputs around the eager step, as torch.cuda.make_graphed_callables is.
+///
+/// Warm-up steps run eagerly (the eager plan). prepare(), after the warm-up and before the capture
+/// window, records the eager step's device work (normalize for uint8 batches, forward, zero_grad,
+/// backward, optimizer_step, each in its range inside `graph_capture`) into one graph that reads
+/// static image and label tensors, rewrites its small memset nodes into kernel nodes as
+/// --cuda-graph-memsets says (lib/graph/memset_rewrite.h, where this build can), instantiates and
+/// uploads it. From then on the plan is graph_plan: feed() copies each batch into the static inputs
+/// (device to device, on the current stream, inside h2d_submit; none when the batch is the static
+/// one, as with --synthetic), and graph_replay launches the graph. The capture runs nothing of the
+/// step on the device. One thread; the step's stream must not be the legacy default stream
+/// (executor_wants_own_stream).
+class GraphStep final : public StepExecutor {
+ public:
+  /// `eager`: the step to capture, run eagerly until then. Adds a notice to `ctx.notices` where
+  /// this build replays memset nodes as captured whatever --cuda-graph-memsets says.
+  GraphStep(const StepContext& ctx, std::unique_ptr<EagerStep> eager);
+  ~GraphStep() override;
+
+  const StepPlan& plan() const override;
+  void feed(StepInputs& inputs) override;
+  void run(StepPhase phase, StepInputs& inputs) override;
+  torch::Tensor loss() const override;
+  bool has_preparation() const override { return true; }
+  /// The capture (a `graph_capture` range). Fills result.graph_capture_ms and the memset counts.
+  /// \throws std::runtime_error "--cuda-graph: capturing the step failed in <phase>: ...".
+  void prepare(RunResult& result) override;
+
+ private:
+  void capture(RunResult& result);
+
+  const TrainConfig& config_;
+  torch::Device device_;
+  std::unique_ptr<EagerStep> eager_;
+  StepPlan replay_plan_;
+  StepInputs persistent_;  // the source's batch when the same tensors come every step
+  PhaseTracker tracker_;   // the capture's phases, for its error message
+  struct Graph;            // the captured graph and its static tensors (CUDA builds)
+  std::unique_ptr<Graph> graph_;
+  torch::Tensor warmup_loss_;  // the eager loss, until the first replay
+  bool replayed_ = false;
+};
+
+}  // namespace workload

@@ -1,0 +1,44 @@
+// The factory of the step's input sources (lib/input_source.h).
+#include "lib/input_source.h"
+
+#include "lib/distributed.h"
+#include "lib/gpu_decode_input.h"
+#include "lib/host_loader_input.h"
+#include "lib/synthetic_input.h"
+
+namespace workload {
+
+namespace dp = data_pipeline;
+
+std::unique_ptr<InputSource> make_input_source(const InputContext& ctx) {
+  const TrainConfig& c = ctx.config;
+  if (c.synthetic) {
+    return std::make_unique<SyntheticInput>(c.loader, ctx.num_classes, ctx.device);
+  }
+  dp::LoaderOptions options = c.loader;
+  options.pin_memory = c.loader.pin_memory && ctx.device.is_cuda();  // pinning serves copies only
+  if (ctx.dist) {
+    options.shard_count = ctx.dist->world_size();  // DistributedSampler's shards
+    options.shard_index = ctx.dist->rank();
+  }
+  if (c.loader.decode == dp::DecodeDevice::kGpu) {
+    return make_gpu_decode_input(ctx.index, options, ctx.device, ctx.notices);
+  }
+  auto source = std::make_unique<HostLoaderInput>(ctx.index, options, ctx.device, c.copy_stream);
+  const std::string pinning =
+      pinning_notice(c.loader.pin_memory, source->host_ring()->pinned, ctx.device.is_cuda());
+  if (!pinning.empty()) ctx.notices.push_back(pinning);
+  return source;
+}
+
+bool input_wants_priority_stream(const TrainConfig& config) {
+  return config.loader.decode == dp::DecodeDevice::kGpu;
+}
+
+std::string pinning_notice(bool requested, bool pinned, bool cuda) {
+  if (!requested || pinned) return {};
+  return "pinned memory unavailable (" + std::string(cuda ? "cudaHostAlloc failed" : "CPU device") +
+         "): batches are in pageable memory";
+}
+
+}  // namespace workload

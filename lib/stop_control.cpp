@@ -1,0 +1,80 @@
+// Stop requests and where a run honours them (lib/stop_control.h).
+#include "lib/stop_control.h"
+
+#include <csignal>
+#include <optional>
+#include <stdexcept>
+
+#include "lib/distributed.h"
+#include "lib/nvtx.h"
+
+namespace workload {
+
+std::string signal_name(int signal) {
+  switch (signal) {
+    case 0:
+      return "none";
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "signal " + std::to_string(signal);
+  }
+}
+
+int signal_number(const std::string& name) {
+  if (name == "SIGINT") return SIGINT;
+  if (name == "SIGTERM") return SIGTERM;
+  if (name.rfind("signal ", 0) == 0) return std::stoi(name.substr(7));
+  return 0;
+}
+
+void StopControl::request(int signal) {
+  int expected = -1;
+  requested_.compare_exchange_strong(expected, signal);
+  {
+    // Taken so that a sleeper between its check and its wait cannot miss the notification.
+    std::lock_guard<std::mutex> lock(mu_);
+  }
+  wake_.notify_all();
+  if (!dist_) {
+    for (const auto& hook : cancel_hooks_) hook();
+  }
+}
+
+bool StopControl::at_boundary() {
+  if (!dist_) return requested_.load() >= 0;
+  if (requested_.load() >= 0 && !proposed_) {
+    proposed_ = true;
+    dist_->propose_stop(next_step_, signal_name(requested_.load()));
+  }
+  nvtx::DdpRange range(nvtx::kStopAgreement);
+  const std::optional<std::int64_t> stop = dist_->agreed_stop();
+  if (stop && next_step_ > *stop) {
+    // Ranks drifted further apart than the margin allows: the others will not run this rank's
+    // last steps' collectives. Say so rather than wait for them.
+    throw std::runtime_error("the ranks agreed to stop before step " + std::to_string(*stop) +
+                             " (" + dist_->stop_reason() + "), but this rank had already run " +
+                             std::to_string(next_step_) + " steps");
+  }
+  return stop && next_step_ >= *stop;
+}
+
+int StopControl::signal() const {
+  if (requested_.load() >= 0) return requested_.load();
+  if (!dist_) return -1;
+  // Another rank's request: "rank 1: SIGTERM".
+  const std::string reason = dist_->stop_reason();
+  if (reason.empty()) return -1;
+  return signal_number(reason.substr(reason.find(": ") + 2));
+}
+
+std::string StopControl::agreed_by() const { return dist_ ? dist_->stop_reason() : std::string(); }
+
+bool StopControl::sleep_for(std::chrono::duration<double, std::milli> duration) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return wake_.wait_for(lock, duration, [&] { return requested_.load() >= 0; });
+}
+
+}  // namespace workload

@@ -1,0 +1,56 @@
+// Tests for StallInjector: it sleeps only in its phase of its captured step, never in warm-up,
+// records what it made in order, and a stop request cuts a sleep short.
+#include "lib/stall_injector.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <thread>
+
+namespace workload {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_of(const std::function<void()>& f) {
+  const auto t = Clock::now();
+  f();
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+TEST(StallInjectorTest, SleepsInItsPhaseOfItsCapturedStepOnly) {
+  StopControl stop;
+  StallInjector stalls({{"forward", 1, 80.0}, {"batch_wait", 1, 40.0}}, stop);
+  std::vector<InjectedStall> made;
+  stalls.begin_step(1, /*warmup=*/true, &made);  // warm-up step 1: never
+  EXPECT_LT(ms_of([&] { stalls.at("forward"); }), 40.0);
+  EXPECT_TRUE(made.empty());
+  stalls.begin_step(0, false, &made);  // another captured step
+  EXPECT_LT(ms_of([&] { stalls.at("forward"); }), 40.0);
+  stalls.begin_step(1, false, &made);
+  EXPECT_LT(ms_of([&] { stalls.at("backward"); }), 40.0);  // another phase
+  EXPECT_GE(ms_of([&] { stalls.at("batch_wait"); }), 40.0);
+  EXPECT_GE(ms_of([&] { stalls.at("forward"); }), 80.0);
+  ASSERT_EQ(made.size(), 2u);  // in the order the step ran them
+  EXPECT_EQ(made[0].phase, "batch_wait");
+  EXPECT_EQ(made[1].phase, "forward");
+  EXPECT_EQ(made[1].ms, 80.0);
+}
+
+TEST(StallInjectorTest, AStopRequestCutsTheSleepShort) {
+  StopControl stop;
+  StallInjector stalls({{"forward", 0, 60000.0}}, stop);
+  std::vector<InjectedStall> made;
+  stalls.begin_step(0, false, &made);
+  std::thread requester([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stop.request(SIGTERM);
+  });
+  EXPECT_LT(ms_of([&] { stalls.at("forward"); }), 10000.0);
+  requester.join();
+  EXPECT_EQ(made.size(), 1u);  // it was made, shorter
+}
+
+}  // namespace
+}  // namespace workload

@@ -18,20 +18,24 @@
 #   --analyze        also run scripts/analyze.py on the export (into PREFIX_analysis/); with --nproc,
 #                    each rank into PREFIX.rank<r>_analysis/ and the ranks compared in
 #                    PREFIX_ranks_analysis/ (ranks.md)
-#   --dry-run        print the commands, run nothing
+#   --dry-run        print the commands, run nothing (but train_resnet50 --print-config, see below)
 #
 # Arguments other than these, and arguments after `--` that start with `-`, go to the training binary.
-# When they hold --cuda-graph, nsys also gets --cuda-graph-trace=node: each replay's kernels, copies and
+# Before anything runs (--dry-run included), the binary is asked for the run's configuration with those
+# arguments plus --print-config: flags it refuses stop here (exit 2, its message passed on). When the
+# configuration has cuda_graph, nsys also gets --cuda-graph-trace=node: each replay's kernels, copies and
 # memsets as their own records (by default nsys records a replay as one graph range, not its kernels).
 # After `--`, a first word that is not a flag starts a different command to wrap instead, e.g.
 #   scripts/profile.sh --prefix out/py_reuse8 -- python3 peer/seed_workload.py ROOT --steps 8
-# train_resnet50 gets `--report PREFIX.json` unless it was given --report (then that report is copied to
-# PREFIX.json; with --nproc each rank's, REPORT with .rank<r> before its extension, to PREFIX.rank<r>.json);
+# train_resnet50 gets `--report PREFIX.json` unless its configuration has a report (then that report is
+# copied to PREFIX.json; with --nproc each rank's, REPORT with .rank<r> before its extension, to
+# PREFIX.rank<r>.json);
 # for other commands the last stdout line that is a JSON object becomes PREFIX.json (not with --nproc:
 # the ranks' output is interleaved in PREFIX.log).
 #
 # Exit status: the program's when it fails (with --nproc, the launcher's); 2 usage errors, nsys, the
-# launcher or the binary missing; 1 no capture (.nsys-rep, of any rank) produced, or export / stats failed.
+# launcher, the binary or a Python to read its configuration missing, flags the binary refuses; 1 no
+# capture (.nsys-rep, of any rank) produced, or export / stats failed.
 set -uo pipefail
 
 # shellcheck disable=SC2054  # the commas belong to --trace's value
@@ -121,21 +125,50 @@ else
   command=("$binary" "${prog_args[@]}")
 fi
 
+# read_train_config: the run's resolved configuration, asked of train_resnet50 itself (`--print-config`:
+# its flags parsed and validated as a run would, then the report's `config` object on stdout), so that
+# this script never re-parses the flag table. Sets cuda_graph (0 or 1) and given_report; exits 2 when
+# the binary is missing, refuses the flags (its message passes through) or answers something else.
+read_train_config() {
+  local exe=${command[0]} config py status=0 fields=()
+  if [[ $exe == */* ]]; then
+    [[ -f $exe && -x $exe ]] ||
+      die "expected an executable train_resnet50 at $exe, found none (build it, or pass --binary PATH / TRAIN_BIN)" 2
+  else
+    command -v -- "$exe" >/dev/null 2>&1 || die "expected $exe on PATH, found none (pass --binary PATH / TRAIN_BIN)" 2
+  fi
+  py=$(find_python json) ||
+    die "no Python to read $exe --print-config's JSON (tried \$PYTHON, python3, /usr/bin/python3); install python3" 2
+  config=$("${command[@]}" --print-config) || status=$?
+  if ((status != 0)); then
+    die "$(show_cmd "${command[@]}" --print-config) failed (exit $status): the training flags are refused (its message above), or the binary predates --print-config" 2
+  fi
+  # Two NUL-terminated fields: cuda_graph (1 or 0) and the --report path ("" when none), or "!" and why not.
+  mapfile -d '' -t fields < <("$py" -c '
+import json, sys
+try:
+    c = json.loads(sys.stdin.read())
+    why = None if isinstance(c, dict) else "not an object"
+except ValueError as e:
+    c, why = None, "not JSON (%s)" % e
+if why is None and not (isinstance(c.get("cuda_graph"), bool) and isinstance(c.get("report"), str)):
+    why = "no boolean cuda_graph and string report"
+sys.stdout.write("%s\0%s\0" % (("!", why) if why else (int(c["cuda_graph"]), c["report"])))
+' <<<"$config")
+  if ((${#fields[@]} != 2)) || [[ ${fields[0]} == '!' ]]; then
+    die "expected $(show_cmd "${command[@]}" --print-config) to print the run's configuration as one JSON object, got ${fields[1]:-nothing readable}: ${config:0:200}" 2
+  fi
+  cuda_graph=${fields[0]}
+  given_report=${fields[1]}
+}
+
 report="$prefix.json"
 is_train=0
 [[ $(basename -- "${command[0]}") == train_resnet50* ]] && is_train=1
 given_report=""
 nsys_opts=("${NSYS_PROFILE_OPTS[@]}")
 if ((is_train)); then
-  cuda_graph=0
-  for ((i = 1; i < ${#command[@]}; i++)); do
-    case "${command[i]}" in
-      --report) given_report=${command[i + 1]:-} ;;
-      --report=*) given_report=${command[i]#*=} ;;
-      --cuda-graph) cuda_graph=1 ;;
-      --cuda-graph=*) case ${command[i]#*=} in false | 0 | no | off) cuda_graph=0 ;; *) cuda_graph=1 ;; esac ;;
-    esac
-  done
+  read_train_config
   ((cuda_graph)) && nsys_opts+=(--cuda-graph-trace=node)
   [[ -n $given_report ]] || command+=(--report "$report")
 fi
@@ -193,9 +226,6 @@ profile_ranks() {
   if [[ $launcher == torchrun ]]; then
     command -v torchrun >/dev/null 2>&1 ||
       die "torchrun is not on PATH (PROFILE_LAUNCHER=torchrun); unset PROFILE_LAUNCHER to use scripts/launch_local.sh" 2
-  fi
-  if ((is_train)) && [[ ${command[0]} == */* ]] && [[ ! -x ${command[0]} ]]; then
-    die "expected an executable train_resnet50 at ${command[0]}, found none (build it, or pass --binary PATH / TRAIN_BIN)" 2
   fi
 
   mkdir -p -- "$(dirname -- "$prefix")" || die "cannot create the directory of $prefix" 1
@@ -279,9 +309,6 @@ fi
 
 command -v nsys >/dev/null 2>&1 ||
   die "nsys (Nsight Systems CLI) is not on PATH; install Nsight Systems or add its bin/ directory to PATH" 2
-if ((is_train)) && [[ ${command[0]} == */* ]] && [[ ! -x ${command[0]} ]]; then
-  die "expected an executable train_resnet50 at ${command[0]}, found none (build it, or pass --binary PATH / TRAIN_BIN)" 2
-fi
 
 mkdir -p -- "$(dirname -- "$prefix")" || die "cannot create the directory of $prefix" 1
 # Stale outputs would hide a capture that never started.

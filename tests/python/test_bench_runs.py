@@ -10,15 +10,15 @@ import sys
 import time
 import unittest
 
-from testutil import ScratchCase, alive
+from testutil import ANSWER_PRINT_CONFIG, ScratchCase, alive
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 from nsys_analysis.bench_runs import (KILLED, BenchmarkError, profile, run_direct,  # noqa: E402
                                       train_binary)
 
-# Stand-ins for nsys (runs the program, records its own pid) and train_resnet50 (records its pid, then
-# outlives any time limit).
+# Stand-ins for nsys (runs the program, records its own pid) and train_resnet50 (answers --print-config for
+# profile.sh, then, run, records its pid and outlives any time limit).
 FAKE_NSYS = r"""
 import os, subprocess, sys
 open(os.path.join(os.environ["FAKE_PIDS"], "nsys"), "w").write(str(os.getpid()))
@@ -28,7 +28,7 @@ while args[i].startswith("--"):
     i += 1
 sys.exit(subprocess.call(args[i:]))
 """
-FAKE_TRAIN = r"""
+FAKE_TRAIN = ANSWER_PRINT_CONFIG + r"""
 import os, time
 open(os.path.join(os.environ["FAKE_PIDS"], "train"), "w").write(str(os.getpid()))
 time.sleep(30)

@@ -1,6 +1,7 @@
 """Tests for scripts/profile.sh without Nsight Systems: argument handling, the error when nsys is not on
-PATH, and the exact nsys commands, recorded by a fake `nsys` placed first on PATH; with --nproc, the
-launcher (a fake `torchrun`, or the real scripts/launch_local.sh) and every rank's outputs.
+PATH, and the exact nsys commands, recorded by a fake `nsys` placed first on PATH; the run's configuration
+asked of the (fake) train_resnet50 with --print-config (graph tracing, a given --report, refused flags);
+with --nproc, the launcher (a fake `torchrun`, or the real scripts/launch_local.sh) and every rank's outputs.
 
 Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
 """
@@ -13,7 +14,7 @@ import subprocess
 import sys
 import unittest
 
-from testutil import ScratchCase
+from testutil import ANSWER_PRINT_CONFIG, ScratchCase
 # nsys_exports puts scripts/ on sys.path; its synthetic exports stand in for real nsys exports.
 from nsys_exports import rank_export
 
@@ -78,14 +79,15 @@ procs = [subprocess.Popen(args[4:], env=dict(os.environ, RANK=str(r), LOCAL_RANK
 sys.exit(1 if [p.wait() for p in procs] != [0] * n else 0)
 '''
 
-# A stand-in for train_resnet50 (writes its --report; as rank $RANK, REPORT.rank<r>.json with a dist
-# section) and for the Python reference (prints a JSON line).
-FAKE_TRAIN = r'''
+# A stand-in for train_resnet50 (answers --print-config: testutil.ANSWER_PRINT_CONFIG; writes its --report;
+# as rank $RANK, REPORT.rank<r>.json with a dist section) and for the Python reference (prints a JSON line).
+FAKE_TRAIN = ANSWER_PRINT_CONFIG + r'''
 import json, os, sys
 args = sys.argv[1:]
 if "--fail" in args:
     sys.exit(3)
-path = args[args.index("--report") + 1]
+path = [a.split("=", 1)[1] if a.startswith("--report=") else args[i + 1]
+        for i, a in enumerate(args) if a == "--report" or a.startswith("--report=")][-1]
 report = {"capture": {"steps": int(args[args.index("--steps") + 1]) if "--steps" in args else 8,
                       "images_per_s": 123.0}, "argv": args}
 if "RANK" in os.environ:
@@ -113,13 +115,15 @@ class ProfileShCase(ScratchCase):
         self.train = self.fake("train_resnet50", FAKE_TRAIN, self.tmp)
         self.py = self.fake("seed_workload.py", FAKE_PY, self.tmp)
         self.log = os.path.join(self.tmp, "nsys_calls.jsonl")
+        self.config_log = os.path.join(self.tmp, "print_config_calls.jsonl")
         self.torchrun_log = os.path.join(self.tmp, "torchrun_calls.jsonl")
         self.prefix = os.path.join(self.tmp, "out", "run1")
 
     def run_sh(self, *args, path=None, **env):
         e = dict(os.environ, FAKE_NSYS_LOG=self.log, PATH=path or self.bin + os.pathsep + os.environ["PATH"],
-                 FAKE_TORCHRUN_LOG=self.torchrun_log)
-        for name in ("TRAIN_BIN",) + RANK_ENV:
+                 FAKE_TORCHRUN_LOG=self.torchrun_log, FAKE_CONFIG_LOG=self.config_log,
+                 PYTHON=sys.executable)  # the interpreter that reads --print-config's JSON, without a search
+        for name in ("TRAIN_BIN", "FAKE_PRINT_CONFIG") + RANK_ENV:
             e.pop(name, None)
         e.update(env)
         return subprocess.run([BASH, SCRIPT] + list(args), capture_output=True, text=True, timeout=60, env=e)
@@ -205,38 +209,109 @@ class ProfileShTest(ProfileShCase):
         self.assertEqual(len(self.calls()), 1)
 
     def test_missing_binary(self):
-        r = self.run_sh("--prefix", self.prefix, "--binary", os.path.join(self.tmp, "build", "train_resnet50"))
+        for dry in ((), ("--dry-run",)):
+            r = self.run_sh("--prefix", self.prefix, *dry, "--binary", os.path.join(self.tmp, "build", "train_resnet50"))
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("expected an executable train_resnet50 at %s" % os.path.join(self.tmp, "build"), r.stderr)
+        r = self.run_sh("--prefix", self.prefix, "--binary", "train_resnet50_nowhere")
         self.assertEqual(r.returncode, 2)
-        self.assertIn("expected an executable train_resnet50", r.stderr)
+        self.assertIn("expected train_resnet50_nowhere on PATH", r.stderr)
+        self.assertFalse(os.path.exists(self.log))
 
     def test_dry_run_prints_commands(self):
-        r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", "/opt/train_resnet50", "--steps", "8")
+        r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", self.train, "--steps", "8")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.splitlines(), [
-            "nsys profile " + " ".join(PROFILE_OPTS) + " --output=out/x /opt/train_resnet50 --steps 8 --report out/x.json",
+            "nsys profile " + " ".join(PROFILE_OPTS) + " --output=out/x %s --steps 8 --report out/x.json" % self.train,
             "nsys export --type=sqlite --force-overwrite=true --output=out/x.sqlite out/x.nsys-rep",
             "nsys stats " + STATS + " --format=csv --force-overwrite=true --output=out/x out/x.sqlite"])
+        # Even a dry run asks the binary for the configuration, with the run's flags.
+        self.assertEqual(self.calls(self.config_log), [["--steps", "8", "--print-config"]])
+
+    def test_the_configuration_comes_from_the_binary(self):
+        """profile.sh asks train_resnet50 --print-config, once, with exactly the run's flags, and the run
+        itself does not get --print-config."""
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--workers", "8", "--", "--cuda-graph",
+                        "--steps", "3")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.calls(self.config_log), [["--workers", "8", "--cuda-graph", "--steps", "3",
+                                                         "--print-config"]])
+        profile = self.calls()[0]
+        self.assertNotIn("--print-config", profile)
+        self.assertIn("--cuda-graph-trace=node", profile[:profile.index(self.train)])
+        self.assertEqual(profile[profile.index(self.train):],
+                         [self.train, "--workers", "8", "--cuda-graph", "--steps", "3", "--report", self.prefix + ".json"])
 
     def test_cuda_graph_runs_trace_graph_nodes(self):
-        """--cuda-graph (the last one given wins) adds nsys --cuda-graph-trace=node, for one process and
-        for every rank's nsys; nothing else does."""
+        """A run whose configuration has cuda_graph (--cuda-graph, the last one given winning) adds nsys
+        --cuda-graph-trace=node, for one process and for every rank's nsys; nothing else does."""
         node = "--cuda-graph-trace=node"
         cases = ((("--cuda-graph",), True), (("--cuda-graph=true",), True), (("--cuda-graph=false",), False),
                  (("--cuda-graph", "--cuda-graph=0"), False), (("--cuda-graph=no", "--cuda-graph"), True),
-                 (("--synthetic",), False))
+                 (("--synthetic",), False), ((), False))
         for flags, traced in cases:
             for extra in ((), ("--nproc", "2")):
-                r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", "/opt/train_resnet50", *(extra + flags),
+                r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", self.train, *(extra + flags),
                                 PROFILE_LAUNCHER="local")
                 self.assertEqual(r.returncode, 0, r.stderr)
                 profile = r.stdout.splitlines()[0].split()
                 self.assertEqual(node in profile, traced, (flags, extra, profile))
                 if traced:  # an nsys option, before the program
-                    self.assertLess(profile.index(node), profile.index("/opt/train_resnet50"))
-        # A wrapped command is not train_resnet50: its flags are its own.
+                    self.assertLess(profile.index(node), profile.index(self.train))
+        # What the binary answers decides, not the flags' spelling.
+        r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", self.train, "--steps", "2",
+                        FAKE_PRINT_CONFIG=json.dumps({"cuda_graph": True, "report": ""}))
+        self.assertIn(node, r.stdout.splitlines()[0].split())
+        # A wrapped command is not train_resnet50: its flags are its own, and it is not asked.
+        os.remove(self.config_log)
         r = self.run_sh("--prefix", "out/x", "--dry-run", "--", "python3", "w.py", "--cuda-graph")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn(node, r.stdout)
+        self.assertFalse(os.path.exists(self.config_log))
+
+    def test_a_given_report_is_honoured(self):
+        other = os.path.join(self.tmp, "elsewhere.json")
+        for flags in (("--report", other), ("--report=" + other), ("--report", "x.json", "--report=" + other)):
+            flags = (flags,) if isinstance(flags, str) else flags
+            with self.subTest(flags=flags):
+                r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", self.train, *flags)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertTrue(r.stdout.splitlines()[0].endswith("%s %s" % (self.train, " ".join(flags))),
+                                r.stdout)  # not appended again
+        # A real run with --report=PATH: the program writes PATH, copied beside the capture.
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--steps", "2", "--report=" + other)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.calls()[0][-4:], [self.train, "--steps", "2", "--report=" + other])
+        with open(self.prefix + ".json") as f:
+            self.assertEqual(json.load(f)["capture"]["steps"], 2)
+        self.assertTrue(os.path.isfile(other))
+
+    def test_refused_flags_stop_before_nsys(self):
+        for extra in ((), ("--dry-run",), ("--nproc", "2")):
+            with self.subTest(extra=extra):
+                r = self.run_sh("--prefix", self.prefix, "--binary", self.train, *extra, "--cuda-graph=maybe",
+                                PROFILE_LAUNCHER="local")
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                # The binary's own message, then profile.sh's.
+                self.assertEqual(r.stderr.splitlines()[0],
+                                 "train_resnet50: error: --cuda-graph: expected true or false, got 'maybe'")
+                self.assertIn("profile.sh: error: %s --cuda-graph=maybe --print-config failed (exit 2)" % self.train,
+                              r.stderr)
+                self.assertEqual(r.stdout, "")
+                self.assertFalse(os.path.exists(self.log))  # nsys never ran
+                self.assertFalse(os.path.exists(self.prefix + ".log"))
+
+    def test_an_answer_that_is_not_the_configuration(self):
+        for answer, why in (("loading...", "got not JSON"), ("[1, 2]", "got not an object"),
+                            ('{"cuda_graph": "yes", "report": ""}', "got no boolean cuda_graph and string report"),
+                            ('{"steps": 8}', "got no boolean cuda_graph and string report")):
+            with self.subTest(answer=answer):
+                r = self.run_sh("--prefix", self.prefix, "--binary", self.train, FAKE_PRINT_CONFIG=answer)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("profile.sh: error: expected %s --print-config to print the run's configuration as "
+                              "one JSON object, %s" % (self.train, why), r.stderr)
+                self.assertIn(answer, r.stderr)
+                self.assertFalse(os.path.exists(self.log))
 
 
 
@@ -279,9 +354,9 @@ class ProfileShRanksTest(ProfileShCase):
         self.assertFalse(os.path.exists(self.log))
 
     def test_nproc_dry_run_picks_the_launcher(self):
-        args = ("--prefix", "out/x", "--nproc", "2", "--dry-run", "--binary", "/opt/train_resnet50", "--steps", "8")
+        args = ("--prefix", "out/x", "--nproc", "2", "--dry-run", "--binary", self.train, "--steps", "8")
         nsys = ("nsys profile " + " ".join(PROFILE_OPTS)
-                + " --output=out/x.rank%q{RANK} /opt/train_resnet50 --steps 8 --report out/x.json")
+                + " --output=out/x.rank%%q{RANK} %s --steps 8 --report out/x.json" % self.train)
         post = [" ".join(["nsys"] + c) for c in self.post_commands("out/x")]
         local = [LAUNCH_LOCAL + " 2 -- " + nsys] + post
         torchrun = ["torchrun --standalone --nproc-per-node 2 --no-python " + nsys] + post

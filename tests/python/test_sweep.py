@@ -18,7 +18,7 @@ import sys
 import tempfile
 import unittest
 
-from testutil import ScratchCase
+from testutil import ANSWER_PRINT_CONFIG, ScratchCase
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -29,7 +29,8 @@ from nsys_analysis.sweep_plan import DEFAULT_CONFIGS, load_configs, make_plan  #
 
 HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
 
-# A stand-in for train_resnet50: parses its flags, writes a report in the C++ program's schema.
+# A stand-in for train_resnet50: answers --print-config (testutil.ANSWER_PRINT_CONFIG, for profile.sh), parses
+# its flags, writes a report in the C++ program's schema.
 #   images/s = 1000 + 10 * workers + (seed - 2026); batch_wait of step i = workers / 10 + i (+ 5 at step 1
 #   for seed 2027); h2d_submit 0.25 ms per step (2.0 with --pin-memory=false).
 # Misbehaviours, chosen by flags:
@@ -37,7 +38,7 @@ HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
 #   --workers 3   always sleeps past the limit
 #   --workers 13  exits 1
 #   --prefetch-factor 7  reports one step fewer than asked (a failing report check)
-FAKE_BINARY = r'''
+FAKE_BINARY = ANSWER_PRINT_CONFIG + r'''
 import json, os, sys, time
 argv = sys.argv[1:]
 flags, i = {}, 0

@@ -18,6 +18,41 @@ def write_exe(path, body, interpreter=sys.executable):
     return path
 
 
+# The start of a train_resnet50 stand-in's body (write_exe()): with --print-config it answers as the real
+# binary does (scripts/profile.sh asks it): the flags parsed, the last one given winning, and validated,
+# then one JSON object, the run report's config section, on stdout; a bad --cuda-graph value is a usage
+# error (exit 2). Its argv is appended to $FAKE_CONFIG_LOG when set; $FAKE_PRINT_CONFIG, when set, is
+# printed instead of the JSON.
+ANSWER_PRINT_CONFIG = r'''
+import json, os, sys
+if "--print-config" in sys.argv[1:]:
+    _args = sys.argv[1:]
+    if os.environ.get("FAKE_CONFIG_LOG"):
+        with open(os.environ["FAKE_CONFIG_LOG"], "a") as f:
+            f.write(json.dumps(_args) + "\n")
+    if "FAKE_PRINT_CONFIG" in os.environ:
+        print(os.environ["FAKE_PRINT_CONFIG"])
+        sys.exit(0)
+    _config = {"data": "", "cuda_graph": False, "report": "", "steps": 64, "workers": 8}
+    for i, arg in enumerate(_args):
+        name, eq, value = arg.partition("=")
+        if not eq and name in ("--report", "--steps", "--data", "--workers"):
+            value = _args[i + 1] if i + 1 < len(_args) else ""
+        if name == "--cuda-graph":
+            value = value if eq else "true"
+            if value not in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+                print("train_resnet50: error: --cuda-graph: expected true or false, got '%s'" % value, file=sys.stderr)
+                sys.exit(2)
+            _config["cuda_graph"] = value in ("true", "1", "yes", "on")
+        elif name in ("--report", "--data"):
+            _config[name[2:]] = value
+        elif name in ("--steps", "--workers"):
+            _config[name[2:]] = int(value)
+    print(json.dumps(_config, indent=2))
+    sys.exit(0)
+'''
+
+
 def alive(pid):
     """True while pid runs. A zombie counts as stopped: where init does not reap orphans (some
     containers), a killed grandchild stays a zombie, which os.kill(pid, 0) alone still reports."""

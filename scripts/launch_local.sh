@@ -28,7 +28,7 @@ case "$1" in -h|--help) usage; exit 0 ;; esac
 # N in base 10 whatever its leading zeros (bash arithmetic would read 010 as octal 8), checked by its
 # digits before any arithmetic (a 20-digit N overflows it); the normalised n is what the ranks see.
 n=${1#"${1%%[!0]*}"}
-[[ $1 =~ ^[0-9]+$ && $n =~ ^[0-9]{1,2}$ ]] && [ "$n" -le 64 ] || die_usage "N: expected 1..64, got '$1'"
+if ! [[ $1 =~ ^[0-9]+$ && $n =~ ^[0-9]{1,2}$ ]] || [ "$n" -gt 64 ]; then die_usage "N: expected 1..64, got '$1'"; fi
 shift
 port=${MASTER_PORT:-}
 log_dir=""
@@ -36,7 +36,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --port | --log-dir)
       # `--port --log-dir d` is a forgotten value, not a port named --log-dir.
-      [ $# -ge 2 ] && [[ $2 != --* ]] || die_usage "$1: expected a value${2:+, got the flag '$2'}"
+      [ $# -ge 2 ] || die_usage "$1: expected a value"
+      [[ $2 != --* ]] || die_usage "$1: expected a value, got the flag '$2'"
       [ -n "$2" ] || die_usage "$1: expected a value, got ''"
       if [ "$1" = --port ]; then port=$2; else log_dir=$2; fi
       shift 2 ;;
@@ -63,7 +64,9 @@ if [ -z "$port" ]; then
     port=$((20000 + RANDOM % 20000))
 fi
 p=${port#"${port%%[!0]*}"}
-[[ $port =~ ^[0-9]+$ && $p =~ ^[0-9]{1,5}$ ]] && [ "$p" -le 65535 ] || die_usage "--port: expected 1..65535, got '$port'"
+if ! [[ $port =~ ^[0-9]+$ && $p =~ ^[0-9]{1,5}$ ]] || [ "$p" -gt 65535 ]; then
+  die_usage "--port: expected 1..65535, got '$port'"
+fi
 port=$p
 [ -n "$log_dir" ] && { mkdir -p "$log_dir" || die_usage "--log-dir: cannot create '$log_dir'"; }
 

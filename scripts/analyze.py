@@ -12,7 +12,8 @@ Writes into DIR:
                        top kernels, memory operations, CUDA API calls, other NVTX domains
   fig1_phases.png      total duration of each phase range, torch_step and capture_window excluded
   fig2_top_kernels.png the twelve largest kernel groups by demangled name, with launch counts
-  fig3_timeline.png    host ranges above kernel / copy / memset lanes, first step to last device op
+  fig3_timeline.png    host ranges above kernel (and whole-graph) / copy / memset lanes, first step to
+                       last device op
   fig5_batch_wait.png  time inside batch_wait per step
   fig6_gpu_phases.png  per step, the GPU time of the work launched in each phase, stacked (the device-side
                        counterpart of figure 1: backward's kernels, launched from autograd's thread, count

@@ -1,10 +1,12 @@
 """Analysis of Nsight Systems captures of the ResNet-50 workload, and the sweep and benchmarks built on
 it: scripts/analyze.py, scripts/sweep.py and scripts/benchmarks.py are command lines over this package.
 
-  records       named records of one export (ranges, kernels, copies, memsets, runtime calls), the window
+  records       named records of one export (ranges, kernels, copies, memsets, graphs recorded whole,
+                runtime calls), the range names, the window
   export        reading an nsys SQLite export into an Export
   report        run reports (train_resnet50's JSON, seed_workload.py's line)
-  intervals     interval arithmetic on ns times, grouped duration statistics
+  intervals     interval arithmetic on ns times, the span holding a time (SpanIndex), grouped duration
+                statistics
   phases        the main thread's step-level phases, and the GPU time of the work launched in each
   idle_gaps     where and why the device sat idle inside the window; the host stalls among those gaps
   kernels       layout-conversion kernels and short kernel labels

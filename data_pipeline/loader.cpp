@@ -2,6 +2,8 @@
 #include "data_pipeline/loader.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <cstdio>
 #include <numeric>
 #include <opencv2/core.hpp>
 #include <stdexcept>
@@ -81,9 +83,60 @@ class Loader::EpochOrders {
 };
 
 // ---------------------------------------------------------------------------------------------
+// Shared: everything a worker touches, held by the Loader and by each worker thread. stop() may
+// detach a worker stuck in a read; whenever that read returns, even after the Loader is gone, the
+// worker finds its claim abandoned (the ring is stopped), finishes it and exits, and the last
+// holder frees this (and, when no Batch holds it, the ring).
+
+struct Loader::Shared {
+  Shared(std::shared_ptr<const Food101Index> index_in, const LoaderOptions& options_in,
+         std::shared_ptr<BatchRing> ring_in, std::size_t sample_bytes_in, FileReader read_in)
+      : index(std::move(index_in)),
+        options(options_in),
+        sample_bytes(sample_bytes_in),
+        ring(std::move(ring_in)),
+        read(std::move(read_in)),
+        records(ring->shape().slots),
+        orders(index->size(), options.seed, options.shuffle, options.shard_count,
+               options.shard_index),
+        reading(static_cast<std::size_t>(options.workers)),
+        exited(static_cast<std::size_t>(options.workers), false) {
+    const auto b = static_cast<std::size_t>(options.batch_size);
+    for (auto& r : records) {
+      r.digests.assign(b, 0);
+      r.skipped.resize(b);
+      if (options.decode == DecodeDevice::kGpu) r.staged.resize(b);
+    }
+  }
+
+  // The body of worker thread `worker`: fills claims until the ring stops or fails.
+  void work(int worker);
+  // Decodes the samples of `claim` with `reader` into the ring, then finishes the claim.
+  void fill(SampleReader& reader, const RingClaim& claim);
+  // `read`, recording which file `worker` is in for stop()'s warning.
+  FileReader watched_read(int worker);
+
+  const std::shared_ptr<const Food101Index> index;
+  const LoaderOptions options;
+  const std::size_t sample_bytes;
+  const std::shared_ptr<BatchRing> ring;
+  const FileReader read;
+  std::vector<SlotRecords> records;  // per slot; written under a claim, read under a lease
+  EpochOrders orders;
+  std::atomic<std::int64_t> samples_decoded{0};
+  std::atomic<std::int64_t> images_skipped{0};
+
+  // What each worker is doing, for stop(): under mu.
+  std::mutex mu;
+  std::condition_variable exited_cv;  // a worker set its `exited`
+  std::vector<std::string> reading;   // the file a worker is reading, empty when none
+  std::vector<bool> exited;           // a worker's body has returned
+};
+
+// ---------------------------------------------------------------------------------------------
 // Loader
 
-Loader::Loader(std::shared_ptr<const Food101Index> index, LoaderOptions options)
+Loader::Loader(std::shared_ptr<const Food101Index> index, LoaderOptions options, FileReader read)
     : index_(std::move(index)), options_(std::move(options)) {
   if (!index_ || index_->size() == 0) throw std::invalid_argument("Loader: empty dataset index");
   validate(options_);
@@ -123,30 +176,61 @@ Loader::Loader(std::shared_ptr<const Food101Index> index, LoaderOptions options)
         std::to_string(sample_bytes_) + " bytes: " + e.what() +
         "; use a smaller batch size, fewer workers or a lower prefetch factor");
   }
-  records_.resize(shape.slots);
-  for (auto& r : records_) {
-    r.digests.assign(static_cast<std::size_t>(b), 0);
-    r.skipped.resize(static_cast<std::size_t>(b));
-    if (options_.decode == DecodeDevice::kGpu) r.staged.resize(static_cast<std::size_t>(b));
-  }
-  orders_ = std::make_unique<EpochOrders>(index_->size(), options_.seed, options_.shuffle,
-                                          options_.shard_count, options_.shard_index);
+  shared_ = std::make_shared<Shared>(index_, options_, ring_, sample_bytes_, std::move(read));
 
   // Parallelism comes from the workers; OpenCV's own thread pool would only oversubscribe the
   // cores (this is process-wide OpenCV state).
   cv::setNumThreads(1);
 
-  if (options_.workers == 0) inline_reader_ = std::make_unique<SampleReader>(index_, options_);
+  if (options_.workers == 0) {
+    inline_reader_ = std::make_unique<SampleReader>(index_, options_, shared_->read);
+  }
   threads_.reserve(static_cast<std::size_t>(options_.workers));
-  for (int w = 0; w < options_.workers; ++w) threads_.emplace_back([this, w] { worker_main(w); });
+  for (int w = 0; w < options_.workers; ++w) {
+    // The thread holds its own reference: it may outlive the Loader (stop()).
+    threads_.emplace_back([shared = shared_, w] {
+      shared->work(w);
+      {
+        std::lock_guard<std::mutex> lock(shared->mu);
+        shared->exited[static_cast<std::size_t>(w)] = true;
+      }
+      shared->exited_cv.notify_all();
+    });
+  }
 }
 
 Loader::~Loader() { stop(); }
 
-void Loader::stop() {
+void Loader::stop(std::chrono::milliseconds timeout) {
   ring_->stop();
-  for (auto& t : threads_) {
-    if (t.joinable()) t.join();
+  // Which workers have returned by the deadline, and what the others are reading.
+  std::vector<bool> exited;
+  std::vector<std::string> reading;
+  {
+    std::unique_lock<std::mutex> lock(shared_->mu);
+    shared_->exited_cv.wait_until(lock, std::chrono::steady_clock::now() + timeout, [&] {
+      for (std::size_t w = 0; w < threads_.size(); ++w) {
+        if (threads_[w].joinable() && !shared_->exited[w]) return false;
+      }
+      return true;
+    });
+    exited = shared_->exited;
+    reading = shared_->reading;
+  }
+  for (std::size_t w = 0; w < threads_.size(); ++w) {
+    std::thread& t = threads_[w];
+    if (!t.joinable()) continue;  // joined or detached by an earlier stop()
+    if (exited[w]) {
+      t.join();  // its body has returned: only the thread's own teardown is left
+      continue;
+    }
+    const std::string what = reading[w].empty() ? "not reading a file" : "reading " + reading[w];
+    std::fprintf(stderr,
+                 "data_pipeline: %s%zu did not stop within %lld ms (%s); detached, it exits when "
+                 "that call returns\n",
+                 nvtx::kWorkerThreadPrefix, w, static_cast<long long>(timeout.count()),
+                 what.c_str());
+    t.detach();
   }
 }
 
@@ -155,8 +239,8 @@ void Loader::cancel() { ring_->cancel(); }
 LoaderStats Loader::stats() const {
   LoaderStats s;
   s.batches_delivered = batches_delivered_.load();
-  s.samples_decoded = samples_decoded_.load();
-  s.images_skipped = images_skipped_.load();
+  s.samples_decoded = shared_->samples_decoded.load();
+  s.images_skipped = shared_->images_skipped.load();
   s.consumer_wait = std::chrono::nanoseconds(consumer_wait_ns_.load());
   return s;
 }
@@ -169,33 +253,33 @@ void Loader::reset_to(std::int64_t epoch) {
   ring_->reset(epoch);
 }
 
-void Loader::fill(SampleReader& reader, const RingClaim& claim) {
-  ring_->open(claim);
-  const auto order = orders_->get(claim.batch.epoch);
-  SlotRecords& records = records_[claim.slot];
-  std::uint8_t* images = ring_->images(claim.slot);
-  std::int64_t* labels = ring_->labels(claim.slot);
-  const std::int64_t base = claim.batch.index_in_epoch * options_.batch_size;
+void Loader::Shared::fill(SampleReader& reader, const RingClaim& claim) {
+  ring->open(claim);
+  const auto order = orders.get(claim.batch.epoch);
+  SlotRecords& slot_records = records[claim.slot];
+  std::uint8_t* images = ring->images(claim.slot);
+  std::int64_t* labels = ring->labels(claim.slot);
+  const std::int64_t base = claim.batch.index_in_epoch * options.batch_size;
   std::int64_t done = 0;
   std::int64_t skipped = 0;
   std::exception_ptr error;
   std::string context;
   {
-    nvtx::ScopedRange range(options_.work_unit == WorkUnit::kBatch ? nvtx::kLoadBatch
-                                                                   : nvtx::kLoadSample);
+    nvtx::ScopedRange range(options.work_unit == WorkUnit::kBatch ? nvtx::kLoadBatch
+                                                                  : nvtx::kLoadSample);
     for (std::int64_t k = claim.first; k < claim.last; ++k) {
-      if (!ring_->live(claim)) break;  // abandoned by reset() or stop(): finish() frees the slot
+      if (!ring->live(claim)) break;  // abandoned by reset() or stop(): finish() frees the slot
       const auto at = static_cast<std::size_t>(k);
       try {
         const std::int64_t image = (*order)[static_cast<std::size_t>(base + k)];
-        std::uint8_t* dst = images + at * sample_bytes_;
-        SampleResult r = options_.decode == DecodeDevice::kGpu
-                             ? reader.stage(claim.batch.epoch, image, dst, records.staged[at])
+        std::uint8_t* dst = images + at * sample_bytes;
+        SampleResult r = options.decode == DecodeDevice::kGpu
+                             ? reader.stage(claim.batch.epoch, image, dst, slot_records.staged[at])
                              : reader.read(claim.batch.epoch, image, dst);
         labels[k] = r.label;
-        records.digests[at] = r.digest;
+        slot_records.digests[at] = r.digest;
         skipped += r.skipped.has_value();
-        records.skipped[at] = std::move(r.skipped);
+        slot_records.skipped[at] = std::move(r.skipped);
         ++done;
       } catch (...) {
         error = std::current_exception();
@@ -205,31 +289,51 @@ void Loader::fill(SampleReader& reader, const RingClaim& claim) {
       }
     }
   }
-  samples_decoded_ += done;
+  samples_decoded += done;
   // Counted before finish() makes the batch ready, so a consumer never holds a batch whose
   // replacements the counter has not seen; taken back when the batch was abandoned.
-  images_skipped_ += skipped;
-  if (!ring_->finish(claim, error, context)) images_skipped_ -= skipped;
+  images_skipped += skipped;
+  if (!ring->finish(claim, error, context)) images_skipped -= skipped;
 }
 
-void Loader::worker_main(int worker) {
+FileReader Loader::Shared::watched_read(int worker) {
+  // `this` outlives the reader: both belong to the worker's thread, which holds `this`.
+  return [this, w = static_cast<std::size_t>(worker)](
+             const std::string& path, std::vector<std::uint8_t>& buffer, std::uint64_t max_bytes) {
+    struct Reading {
+      Shared& shared;
+      std::size_t w;
+      Reading(Shared& s, std::size_t worker, const std::string& path) : shared(s), w(worker) {
+        std::lock_guard<std::mutex> lock(shared.mu);
+        shared.reading[w] = path;
+      }
+      ~Reading() {
+        std::lock_guard<std::mutex> lock(shared.mu);
+        shared.reading[w].clear();
+      }
+    } reading(*this, w, path);
+    read(path, buffer, max_bytes);
+  };
+}
+
+void Loader::Shared::work(int worker) {
   const std::string name = nvtx::kWorkerThreadPrefix + std::to_string(worker);
   nvtx::name_current_thread(name);
   // A reader cannot fail to construct for options the constructor accepted; guard anyway so that
   // nothing escapes the thread.
   std::unique_ptr<SampleReader> reader;
   try {
-    reader = std::make_unique<SampleReader>(index_, options_);
+    reader = std::make_unique<SampleReader>(index, options, watched_read(worker));
   } catch (...) {
-    ring_->fail(std::current_exception());
+    ring->fail(std::current_exception());
     return;
   }
-  while (const std::optional<RingClaim> claim = ring_->claim()) {
+  while (const std::optional<RingClaim> claim = ring->claim()) {
     try {
       fill(*reader, *claim);
     } catch (...) {
       // fill() catches per sample; this only guards its bookkeeping (e.g. bad_alloc).
-      ring_->finish(*claim, std::current_exception(), "worker " + name);
+      ring->finish(*claim, std::current_exception(), "worker " + name);
     }
   }
 }
@@ -239,7 +343,7 @@ Batch Loader::next() {
   if (options_.workers == 0) {
     // Decode here, as PyTorch does with num_workers=0.
     const RingClaim claim = ring_->claim_inline();
-    fill(*inline_reader_, claim);
+    shared_->fill(*inline_reader_, claim);
   }
   const RingLease lease = ring_->acquire();
   ++batches_delivered_;
@@ -252,8 +356,8 @@ Batch Loader::next() {
   const std::int64_t n = lease.batch.count;
   const std::int64_t s = options_.transform.image_size;
   std::int64_t* labels = ring_->labels(lease.slot);
-  SlotRecords& records = records_[lease.slot];
-  const auto order = orders_->get(lease.batch.epoch);
+  SlotRecords& records = shared_->records[lease.slot];
+  const auto order = shared_->orders.get(lease.batch.epoch);
   const auto first = order->begin() + lease.batch.index_in_epoch * options_.batch_size;
   batch.indices_.assign(first, first + n);
   for (std::int64_t k = 0; k < n; ++k) {

@@ -109,13 +109,27 @@ struct LoaderStats {
 /// its batch and rethrown by `next()` when the consumer reaches that batch, with the file and the
 /// batch named; the loader then stays failed. Workers are named `loader/<index>` for the OS and
 /// NVTX, and put their ranges in the `data_pipeline` NVTX domain (data_pipeline/nvtx_domain.h).
+///
+/// Shutdown is bounded: `stop()` waits at most its timeout for the workers, and detaches one still
+/// inside a call that does not return (a read on a hung filesystem), with a warning. What a worker
+/// touches (the ring, the per-slot records, the epoch orders, the counters, the index, the file
+/// reader) is owned jointly by the Loader and every worker, so a detached worker that wakes up
+/// after the Loader is gone finds it all alive, sees its claim abandoned and exits.
 class Loader {
  public:
-  /// Allocates the ring and starts the workers.
+  /// How long stop() (and so the destructor) waits for the workers by default: far longer than
+  /// one sample takes (a read of at most max_image_mb, a decode of at most kMaxImagePixels).
+  static constexpr std::chrono::milliseconds kStopTimeout{10000};
+
+  /// Allocates the ring and starts the workers, which read image files with `read` (`read_file`;
+  /// a test passes a stand-in, see FileReader). A detached worker may call `read` after the Loader
+  /// is gone: it must not depend on anything the caller frees.
   /// \throws std::invalid_argument for invalid options; DataError when the split has fewer images
   ///         than one batch with drop_last; std::runtime_error when the ring cannot be allocated.
-  Loader(std::shared_ptr<const Food101Index> index, LoaderOptions options);
-  /// Stops and joins the workers (see stop()). The ring lives on while a Batch holds it.
+  Loader(std::shared_ptr<const Food101Index> index, LoaderOptions options,
+         FileReader read = read_file);
+  /// Stops the workers (see stop()). The ring lives on while a Batch (or a detached worker) holds
+  /// it.
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -142,10 +156,13 @@ class Loader {
   /// instance a signal-handling thread) while the consumer is inside next(); does not join.
   void cancel();
 
-  /// Stops the workers and joins them; they finish at most the sample they are decoding. Called
-  /// by the destructor; explicit so a caller can stop decoding before releasing device resources.
-  /// Leases still held stay valid until released. Idempotent.
-  void stop();
+  /// Stops the workers and joins them; they finish at most the sample they are decoding. Waits at
+  /// most `timeout` in all: a worker still running then (stuck in I/O) is detached, with one line
+  /// on stderr naming its thread and the file it is reading, and exits on its own when that call
+  /// returns (see the class comment). Called by the destructor; explicit so a caller can stop
+  /// decoding before releasing device resources. Leases still held stay valid until released.
+  /// Idempotent.
+  void stop(std::chrono::milliseconds timeout = kStopTimeout);
 
   const LoaderOptions& options() const { return options_; }
   std::int64_t batches_per_epoch() const { return ring_->batches_per_epoch(); }
@@ -164,18 +181,15 @@ class Loader {
     std::vector<StagedImage> staged;  // --decode gpu
   };
 
-  void worker_main(int worker);
-  void fill(SampleReader& reader, const RingClaim& claim);
+  // What the workers touch, shared with them (see the class comment); defined in loader.cpp.
+  struct Shared;
 
   std::shared_ptr<const Food101Index> index_;
   LoaderOptions options_;
   std::size_t sample_bytes_ = 0;
   std::shared_ptr<BatchRing> ring_;
-  std::vector<SlotRecords> records_;  // per slot; written under a claim, read under a lease
-  std::unique_ptr<EpochOrders> orders_;
+  std::shared_ptr<Shared> shared_;  // records, epoch orders, counters; the ring and index again
   std::atomic<std::int64_t> batches_delivered_{0};
-  std::atomic<std::int64_t> samples_decoded_{0};
-  std::atomic<std::int64_t> images_skipped_{0};
   std::atomic<std::int64_t> consumer_wait_ns_{0};
   std::unique_ptr<SampleReader> inline_reader_;  // workers == 0
   std::vector<std::thread> threads_;

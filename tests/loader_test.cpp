@@ -1,15 +1,20 @@
 // Tests for Loader: determinism across settings, ordering, epochs, reset, failures, fences,
-// shutdown.
+// shutdown (bounded, with a worker stuck in a read), FIFOs in the dataset.
 #include "data_pipeline/loader.h"
 
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "data_pipeline/data_error.h"
@@ -469,6 +474,98 @@ TEST_F(LoaderTest, DestructionMidEpochIsPrompt) {
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 2.0);
 }
 
+// A FileReader standing for reads on a hung filesystem: every call blocks until release() (or,
+// should a regression make the test wait for it, 10 s). The function it hands out shares its
+// state: a detached worker may call it after the test's objects are gone.
+class StuckRead {
+ public:
+  FileReader reader() const {
+    return [state = state_](const std::string& path, std::vector<std::uint8_t>& buffer,
+                            std::uint64_t max_bytes) {
+      {
+        std::unique_lock<std::mutex> lock(state->mu);
+        if (state->entered.empty()) state->entered = path;
+        state->cv.notify_all();
+        state->cv.wait_for(lock, std::chrono::seconds(10), [&] { return state->released; });
+      }
+      read_file(path, buffer, max_bytes);
+    };
+  }
+  /// The file of the first call, once it is blocked ("" if none came within 10 s).
+  std::string wait_entered() const {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->cv.wait_for(lock, std::chrono::seconds(10), [&] { return !state_->entered.empty(); });
+    return state_->entered;
+  }
+  void release() const {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->released = true;
+    }
+    state_->cv.notify_all();
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::string entered;
+    bool released = false;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
+int loader_threads() {
+  const auto names = thread_names();
+  return static_cast<int>(std::count_if(
+      names.begin(), names.end(), [](const std::string& n) { return n.rfind("loader/", 0) == 0; }));
+}
+
+TEST_F(LoaderTest, StopDetachesAWorkerStuckInAReadOnceItsBoundIsPast) {
+  StuckRead stuck;
+  std::string path, warning;
+  double stop_seconds = 0, destroy_seconds = 0;
+  {
+    auto loader = std::make_unique<Loader>(index(), base(1), stuck.reader());
+    path = stuck.wait_entered();
+    ASSERT_FALSE(path.empty()) << "the worker never read a file";
+    testing::internal::CaptureStderr();
+    auto start = Clock::now();
+    loader->stop(std::chrono::milliseconds(200));
+    stop_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    warning = testing::internal::GetCapturedStderr();
+    start = Clock::now();
+    loader.reset();  // its stop() has no worker left to wait for
+    destroy_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  EXPECT_GE(stop_seconds, 0.2);
+  EXPECT_LT(stop_seconds, 5.0);
+  EXPECT_LT(destroy_seconds, 1.0);
+  EXPECT_EQ(warning, "data_pipeline: loader/0 did not stop within 200 ms (reading " + path +
+                         "); detached, it exits when that call returns\n");
+  // Woken after its Loader is gone, the worker finds the ring and its records alive (ASan would
+  // say otherwise), sees its claim abandoned and exits.
+  EXPECT_EQ(loader_threads(), 1);
+  stuck.release();
+  for (int i = 0; i < 1000 && loader_threads() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(loader_threads(), 0);
+}
+
+TEST_F(LoaderTest, TheImageSizeCapIsValidated) {
+  LoaderOptions o = base(1);
+  o.max_image_mb = 0;
+  try {
+    Loader loader(index(), o);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "max_image_mb: expected in [1, 1024], got 0");
+  }
+  o.max_image_mb = kMaxImageMbCeiling + 1;
+  EXPECT_THROW(Loader(index(), o), std::invalid_argument);
+}
+
 TEST_F(LoaderTest, FewerImagesThanOneBatchIsADataError) {
   try {
     Loader loader(index(), base(1, 37));
@@ -557,6 +654,58 @@ TEST_F(BadImageLoaderTest, SkipReplacesDeterministicallyAndReports) {
       EXPECT_GE(loader.stats().images_skipped, 2);  // batches decoded ahead count too
       if (reference.empty()) reference = digests;
       EXPECT_EQ(digests, reference) << "workers=" << workers << " unit=" << to_string(unit);
+    }
+  }
+}
+
+// Ends the test binary (SIGALRM) if it is still running after `seconds`: a regression that blocks
+// in open() fails within a minute, not at CTest's TIMEOUT.
+struct HangGuard {
+  explicit HangGuard(unsigned seconds) { alarm(seconds); }
+  ~HangGuard() { alarm(0); }
+};
+
+TEST_F(BadImageLoaderTest, AFifoMidRunIsABadImageAndHangsNothing) {
+  const HangGuard guard(60);
+  const auto good = test_util::read_bytes((*index_)[6].path);
+  const fs::path fifo = tmp_.path() / "fifo";
+  for (const DecodeDevice decode : {DecodeDevice::kCpu, DecodeDevice::kGpu}) {
+    for (const int workers : {0, 2}) {
+      for (const BadImagePolicy policy : {BadImagePolicy::kError, BadImagePolicy::kSkip}) {
+        SCOPED_TRACE(std::string("decode ") + to_string(decode) + ", workers " +
+                     std::to_string(workers) + ", on_bad_image " + to_string(policy));
+        fs::remove(bad_);
+        test_util::write_file(bad_, good);  // a good image until the FIFO replaces it
+        LoaderOptions o = options(workers, policy);
+        o.decode = decode;
+        const auto start = Clock::now();
+        auto loader = std::make_unique<Loader>(index_, o);
+        loader->next();
+        // As after a warm-up; renamed over the image so that no worker finds it missing.
+        ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+        fs::rename(fifo, bad_);
+        int skipped = 0;
+        try {
+          for (int i = 0; i < 15; ++i) {  // 5 batches an epoch: the FIFO is read in epoch 2
+            Batch b = loader->next();
+            for (const auto& s : b.skipped()) {
+              if (s.reason.find("got a FIFO") == std::string::npos) continue;
+              EXPECT_EQ(s.path, bad_.string());
+              ++skipped;
+            }
+          }
+          EXPECT_EQ(policy, BadImagePolicy::kSkip) << "expected a DataError";
+          EXPECT_GE(skipped, 1);
+        } catch (const DataError& e) {
+          EXPECT_EQ(policy, BadImagePolicy::kError) << e.what();
+          EXPECT_NE(
+              std::string(e.what()).find(bad_.string() + ": expected a regular file, got a FIFO"),
+              std::string::npos)
+              << e.what();
+        }
+        loader.reset();
+        EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 10.0);
+      }
     }
   }
 }

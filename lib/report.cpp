@@ -117,15 +117,11 @@ nlohmann::ordered_json config_json(const TrainConfig& config) {
   return j;
 }
 
-nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& result) {
-  const TrainConfig& c = trainer.config();
-  nlohmann::ordered_json j;
-  j["program"] = "train_resnet50";
-  j["version"] = kWorkloadVersion;
-  j["config"] = config_json(c);
+namespace {
 
-  const DeviceDescription d = describe_device(trainer.on_cuda());
-  auto& env = j["environment"];
+nlohmann::ordered_json environment_json(bool cuda) {
+  const DeviceDescription d = describe_device(cuda);
+  nlohmann::ordered_json env;
   env["libtorch"] = TORCH_VERSION;
   env["cuda_runtime"] = d.cuda_runtime;
   env["cuda_driver"] = d.cuda_driver;
@@ -139,28 +135,23 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
 #if defined(LIBJPEG_TURBO_VERSION_NUMBER)
   env["libjpeg_turbo"] = LIBJPEG_TURBO_VERSION_NUMBER;
 #endif
+  return env;
+}
 
-  auto& model = j["model"];
-  model["name"] = "resnet50";
-  model["num_classes"] = trainer.num_classes();
-  model["parameters"] = trainer.parameters();
-  model["memory_format"] = to_string(c.loader.transform.layout);
+nlohmann::ordered_json loader_json(const HostRingFacts& ring, const Trainer& trainer) {
+  nlohmann::ordered_json l;
+  l["ring_slots"] = ring.slots;
+  l["ring_bytes"] = ring.bytes;
+  l["pinned"] = ring.pinned;
+  l["batches_per_epoch"] = ring.batches_per_epoch;
+  l["dataset_images"] = trainer.dataset_images();
+  l["images_skipped_total"] = ring.images_skipped;
+  l["decode"] = to_string(trainer.config().loader.decode);
+  return l;
+}
 
-  if (const std::optional<HostRingFacts> ring = trainer.input().host_ring()) {
-    auto& l = j["loader"];
-    l["ring_slots"] = ring->slots;
-    l["ring_bytes"] = ring->bytes;
-    l["pinned"] = ring->pinned;
-    l["batches_per_epoch"] = ring->batches_per_epoch;
-    l["dataset_images"] = trainer.dataset_images();
-    l["images_skipped_total"] = ring->images_skipped;
-    l["decode"] = to_string(c.loader.decode);
-  }
-  if (const std::optional<GpuDecodeSummary> gpu = trainer.input().gpu_decode()) {
-    j["gpu_decode"] = gpu_decode_json(*gpu);
-  }
-
-  auto& cap = j["capture"];
+nlohmann::ordered_json capture_json(const TrainConfig& c, const RunResult& result) {
+  nlohmann::ordered_json cap;
   cap["warmup_steps"] = static_cast<int>(result.warmup_steps.size());
   cap["steps"] = static_cast<int>(result.steps.size());
   cap["batch_size"] = c.loader.batch_size;
@@ -173,19 +164,17 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
   cap["profiler_api"] = result.capture_started;
   if (result.graph_capture_ms) {
     cap["graph_capture_ms"] = *result.graph_capture_ms;
-    // -1 where the build could not read the graph (lib/trainer.h).
+    // -1 where the build could not read the graph (lib/run_result.h).
     cap["graph_memset_kernels"] = result.graph_memset_kernels;
     cap["graph_memset_nodes"] = result.graph_memset_nodes;
   }
   if (!result.torch_trace.empty()) cap["torch_profiler_trace"] = result.torch_trace;
+  return cap;
+}
 
-  auto& steps = j["steps"] = nlohmann::ordered_json::array();
-  for (const auto& r : result.steps) steps.push_back(step_json(r));
-  auto& warm = j["warmup"] = nlohmann::ordered_json::array();
-  for (const auto& r : result.warmup_steps) warm.push_back(step_json(r));
-
+nlohmann::ordered_json summary_json(const RunResult& result) {
   const StepSummary s = summarize(result);
-  auto& sum = j["summary"];
+  nlohmann::ordered_json sum;
   sum["step_ms_p50"] = s.step_ms_p50;
   sum["step_ms_p95"] = s.step_ms_p95;
   sum["batch_wait_total_ms"] = s.batch_wait_total_ms;
@@ -193,9 +182,13 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
   sum["batch_wait_max_step"] = s.batch_wait_max_step;
   sum["h2d_submit_total_ms"] = s.h2d_submit_total_ms;
   sum["images_skipped"] = s.images_skipped;
+  sum["images_skipped_all_steps"] = s.images_skipped_all_steps;
+  return sum;
+}
 
-  // Every image replaced under --on-bad-image=skip, warm-up included.
-  auto& skipped = j["skipped_images"] = nlohmann::ordered_json::array();
+// Every image replaced under --on-bad-image=skip, warm-up included.
+nlohmann::ordered_json skipped_images_json(const RunResult& result) {
+  nlohmann::ordered_json skipped = nlohmann::ordered_json::array();
   for (const auto* steps_of : {&result.warmup_steps, &result.steps}) {
     for (const auto& r : *steps_of) {
       for (const auto& s : r.skipped) {
@@ -208,8 +201,61 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
       }
     }
   }
-  sum["images_skipped_all_steps"] = s.images_skipped_all_steps;
+  return skipped;
+}
 
+nlohmann::ordered_json dist_json(const Distributed& dist, const TrainConfig& c,
+                                 const RunResult& result) {
+  const DistEnv& env = dist.env();
+  nlohmann::ordered_json d;
+  d["backend"] = to_string(dist.backend());
+  d["world_size"] = env.world_size;
+  d["rank"] = env.rank;
+  d["local_rank"] = env.local_rank;
+  d["local_world_size"] = env.local_world_size;
+  d["master"] = env.master_addr + ":" + std::to_string(env.master_port);
+  d["agent_store"] = env.agent_store;
+  d["timeout_s"] = c.dist_timeout_s;
+  d["bucket_mb"] = c.bucket_mb;
+  d["first_bucket_mb"] = kFirstBucketBytes >> 20;
+  d["broadcast_buffers"] = c.broadcast_buffers;
+  d["nccl_version"] = dist.nccl_version();
+  // As found in the environment: the GPU machines set NCCL_NVLS_ENABLE=0, and nothing here
+  // changes it.
+  const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
+  d["nccl_nvls_enable"] = nvls ? nlohmann::ordered_json(nvls) : nlohmann::ordered_json(nullptr);
+  d["parameter_digest"] = result.parameter_digest ? hex64(*result.parameter_digest) : std::string();
+  d["stop_agreed_by"] = result.stop_agreed_by;
+  return d;
+}
+
+}  // namespace
+
+nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& result) {
+  const TrainConfig& c = trainer.config();
+  nlohmann::ordered_json j;
+  j["program"] = "train_resnet50";
+  j["version"] = kWorkloadVersion;
+  j["config"] = config_json(c);
+  j["environment"] = environment_json(trainer.on_cuda());
+  auto& model = j["model"];
+  model["name"] = "resnet50";
+  model["num_classes"] = trainer.num_classes();
+  model["parameters"] = trainer.parameters();
+  model["memory_format"] = to_string(c.loader.transform.layout);
+  if (const std::optional<HostRingFacts> ring = trainer.input().host_ring()) {
+    j["loader"] = loader_json(*ring, trainer);
+  }
+  if (const std::optional<GpuDecodeSummary> gpu = trainer.input().gpu_decode()) {
+    j["gpu_decode"] = gpu_decode_json(*gpu);
+  }
+  j["capture"] = capture_json(c, result);
+  auto& steps = j["steps"] = nlohmann::ordered_json::array();
+  for (const auto& r : result.steps) steps.push_back(step_json(r));
+  auto& warm = j["warmup"] = nlohmann::ordered_json::array();
+  for (const auto& r : result.warmup_steps) warm.push_back(step_json(r));
+  j["summary"] = summary_json(result);
+  j["skipped_images"] = skipped_images_json(result);
   if (result.loss_after_drain) {
     j["loss_after_drain"] = *result.loss_after_drain;
   } else {
@@ -217,29 +263,7 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
   }
   j["interrupted"] = result.interrupted;
   if (result.interrupted) j["interrupt_signal"] = result.interrupt_signal;
-  if (const Distributed* dist = trainer.distributed()) {
-    const DistEnv& env = dist->env();
-    auto& d = j["dist"];
-    d["backend"] = to_string(dist->backend());
-    d["world_size"] = env.world_size;
-    d["rank"] = env.rank;
-    d["local_rank"] = env.local_rank;
-    d["local_world_size"] = env.local_world_size;
-    d["master"] = env.master_addr + ":" + std::to_string(env.master_port);
-    d["agent_store"] = env.agent_store;
-    d["timeout_s"] = c.dist_timeout_s;
-    d["bucket_mb"] = c.bucket_mb;
-    d["first_bucket_mb"] = kFirstBucketBytes >> 20;
-    d["broadcast_buffers"] = c.broadcast_buffers;
-    d["nccl_version"] = dist->nccl_version();
-    // As found in the environment: the GPU machines set NCCL_NVLS_ENABLE=0, and nothing here
-    // changes it.
-    const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
-    d["nccl_nvls_enable"] = nvls ? nlohmann::ordered_json(nvls) : nlohmann::ordered_json(nullptr);
-    d["parameter_digest"] =
-        result.parameter_digest ? hex64(*result.parameter_digest) : std::string();
-    d["stop_agreed_by"] = result.stop_agreed_by;
-  }
+  if (const Distributed* dist = trainer.distributed()) j["dist"] = dist_json(*dist, c, result);
   return j;
 }
 

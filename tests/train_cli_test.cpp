@@ -30,6 +30,14 @@ void expect_usage_error(const std::vector<std::string>& args, const std::string&
   }
 }
 
+TEST(TrainCliTest, PrintConfigIsAskedForAfterValidation) {
+  EXPECT_FALSE(parse({"--data", "/x", "--device=cpu"}).print_config);
+  const ParsedArgs p = parse({"--data", "/x", "--device=cpu", "--steps=5", "--print-config"});
+  EXPECT_TRUE(p.print_config);
+  EXPECT_EQ(p.config.steps, 5);
+  expect_usage_error({"--device=cpu", "--print-config"}, "--data: required");
+}
+
 TEST(TrainCliTest, DefaultsAreTheArticlesSettings) {
   const TrainConfig c = parse({"--data", "/x", "--device=cpu"}).config;
   EXPECT_EQ(c.loader.batch_size, 128);

@@ -124,10 +124,13 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
       // GPU decode (issue 13)
       "decode",
       // known-answer stalls, the memory format and the CUDA-graph step (issue 14)
-      "inject_stall", "memory_format", "cuda_graph", "cuda_graph_memsets"};
+      "inject_stall", "memory_format", "cuda_graph", "cuda_graph_memsets",
+      // the cap on an image file's size (issue 21)
+      "max_image_mb"};
   // clang-format on
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["batch_size"], 128);
+  EXPECT_EQ(j["max_image_mb"], 64);
   EXPECT_EQ(j["workers"], 8);
   EXPECT_EQ(j["prefetch_factor"], 2);
   EXPECT_EQ(j["pin_memory"], true);

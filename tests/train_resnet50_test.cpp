@@ -324,6 +324,37 @@ TEST_F(TrainBinaryTest, DataErrorsExitOneAndNameThePath) {
   EXPECT_NE(few.err.find("fewer than one batch"), std::string::npos) << few.err;
 }
 
+// --print-config: the configuration a run of these flags would use, as its report's `config`,
+// without reading the dataset or running anything; refused flags exit 2 as a run does.
+TEST_F(TrainBinaryTest, PrintConfigIsTheReportsConfigAndRunsNothing) {
+  const fs::path report = tmp_->path() / "print_config.json";
+  const std::vector<std::string> flags = {"--warmup=1", "--steps=2", "--sync-every-step",
+                                          "--report=" + report.string()};
+  auto a = args(flags);
+  a.push_back("--print-config");
+  const auto printed = test_util::run_process(a);
+  ASSERT_EQ(printed.exit_code, 0) << printed.err;
+  EXPECT_FALSE(fs::exists(report));  // nothing ran
+  const auto config = nlohmann::json::parse(printed.out);
+  EXPECT_EQ(config["steps"], 2);
+  EXPECT_EQ(config["sync_every_step"], true);
+  EXPECT_EQ(config["cuda_graph"], false);
+  EXPECT_EQ(config["report"], report.string());
+  const auto ran = test_util::run_process(args(flags));
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  std::ifstream in(report);
+  EXPECT_EQ(nlohmann::json::parse(in)["config"], config);
+  // The dataset is not read: a missing one is the run's business.
+  const auto nowhere = test_util::run_process({WORKLOAD_TRAIN_BIN, "--device=cpu",
+                                               "--data=" + (tmp_->path() / "nowhere").string(),
+                                               "--print-config"});
+  EXPECT_EQ(nowhere.exit_code, 0) << nowhere.err;
+  const auto refused = test_util::run_process(args({"--steps=0", "--print-config"}));
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("--steps"), std::string::npos) << refused.err;
+  EXPECT_TRUE(refused.out.empty()) << refused.out;
+}
+
 TEST_F(TrainBinaryTest, HelpAndVersion) {
   const auto h = test_util::run_process({WORKLOAD_TRAIN_BIN, "--help"});
   EXPECT_EQ(h.exit_code, 0);

@@ -124,22 +124,7 @@ void GraphStep::capture(RunResult& result) {
   Phase range(nvtx::kGraphCapture, &tracker_);
 #if defined(WORKLOAD_TORCH_CUDA)
   auto graph = std::make_unique<Graph>();
-  if (persistent_.images.defined()) {
-    graph->inputs = persistent_;  // the batch made once on the device is already static
-  } else {
-    const dp::LoaderOptions& lo = config_.loader;
-    const auto s = lo.transform.image_size;
-    const auto options = torch::TensorOptions().device(device_);
-    graph->inputs.images =
-        torch::empty({lo.batch_size, 3, s, s},
-                     options.dtype(lo.transform.dtype == dp::HostDType::kUInt8 ? torch::kUInt8
-                                                                               : torch::kFloat32),
-                     lo.transform.layout == dp::ImageLayout::kNchw
-                         ? torch::MemoryFormat::Contiguous
-                         : torch::MemoryFormat::ChannelsLast)
-            .zero_();
-    graph->inputs.labels = torch::zeros({lo.batch_size}, options.dtype(torch::kInt64));
-  }
+  graph->inputs = static_inputs();
   // The capture records work; it runs none. zero_grad inside it drops the warm-up's gradients,
   // so backward allocates the gradients in the graph's memory pool, the same addresses every
   // replay, where optimizer_step reads them.
@@ -148,17 +133,47 @@ void GraphStep::capture(RunResult& result) {
   // (as torch.cuda.graph empties the cache before capturing).
   c10::cuda::CUDACachingAllocator::emptyCache();
   warmup_loss_ = eager_->loss();
+  record(*graph);
+  instantiate(*graph, result);
+  graph->loss = eager_->loss();  // the captured step's: each replay rewrites it
+  graph_ = std::move(graph);
+#else
+  throw std::runtime_error("this build has no CUDA (CUDA graphs need --device cuda)");
+#endif
+  result.graph_capture_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+#if defined(WORKLOAD_TORCH_CUDA)
+StepInputs GraphStep::static_inputs() const {
+  if (persistent_.images.defined()) return persistent_;  // made once on the device: already static
+  const dp::LoaderOptions& lo = config_.loader;
+  const auto s = lo.transform.image_size;
+  const auto options = torch::TensorOptions().device(device_);
+  StepInputs in;
+  in.images = torch::empty(
+                  {lo.batch_size, 3, s, s},
+                  options.dtype(lo.transform.dtype == dp::HostDType::kUInt8 ? torch::kUInt8
+                                                                            : torch::kFloat32),
+                  lo.transform.layout == dp::ImageLayout::kNchw ? torch::MemoryFormat::Contiguous
+                                                                : torch::MemoryFormat::ChannelsLast)
+                  .zero_();
+  in.labels = torch::zeros({lo.batch_size}, options.dtype(torch::kInt64));
+  return in;
+}
+
+void GraphStep::record(Graph& graph) {
   std::optional<AutocastCacheOff> no_cast_cache;
   if (config_.precision == Precision::kBf16) no_cast_cache.emplace();
 #if TORCH_VERSION_MAJOR >= 2
   // Thread-local capture mode: the loader's threads and the GPU decode stage keep running, and
   // may make CUDA calls a global-mode capture would forbid them (other streams, not this one).
-  graph->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+  graph.graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
 #else
-  graph->graph.capture_begin();  // 1.x: global mode only
+  graph.graph.capture_begin();  // 1.x: global mode only
 #endif
   try {
-    StepInputs inputs = graph->inputs;
+    StepInputs inputs = graph.inputs;
     const StepPlan& eager = eager_->plan();
     for (const auto* phases : {&eager.load, &eager.device}) {
       for (StepPhase p : *phases) {
@@ -169,32 +184,32 @@ void GraphStep::capture(RunResult& result) {
   } catch (...) {
     // End the capture (invalidated or not) so the stream is usable for the error's clean-up.
     try {
-      graph->graph.capture_end();
+      graph.graph.capture_end();
     } catch (...) {
     }
     throw;
   }
-  graph->graph.capture_end();
+  graph.graph.capture_end();
+}
+
+void GraphStep::instantiate(Graph& graph, RunResult& result) {
 #if defined(WORKLOAD_GRAPH_MEMSET_REWRITE)
   // A limit of 0 rewrites nothing and counts the memset nodes.
   const MemsetRewrite rewrite = rewrite_memsets(
-      graph->graph.raw_cuda_graph(),
+      graph.graph.raw_cuda_graph(),
       config_.cuda_graph_memsets == GraphMemsets::kKernels ? kMaxRewrittenMemsetBytes : 0);
-  graph->graph.instantiate();
+  graph.graph.instantiate();
   // Otherwise the first replay would upload the graph inside the capture window.
-  WORKLOAD_CUDA_CHECK(cudaGraphUpload(graph->graph.raw_cuda_graph_exec(),
+  WORKLOAD_CUDA_CHECK(cudaGraphUpload(graph.graph.raw_cuda_graph_exec(),
                                       c10::cuda::getCurrentCUDAStream().stream()));
   device_synchronize();
   result.graph_memset_kernels = rewrite.kernels;
   result.graph_memset_nodes = rewrite.kept;
-#endif
-  graph->loss = eager_->loss();
-  graph_ = std::move(graph);
 #else
-  throw std::runtime_error("this build has no CUDA (CUDA graphs need --device cuda)");
+  (void)graph;
+  (void)result;  // instantiated by the first replay; the counts stay -1
 #endif
-  result.graph_capture_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
+#endif
 
 }  // namespace workload

@@ -38,7 +38,15 @@ class GraphStep final : public StepExecutor {
   void prepare(RunResult& result) override;
 
  private:
+  struct Graph;  // the captured graph and its static tensors (CUDA builds)
   void capture(RunResult& result);
+  /// The tensors the graph reads: the source's own when persistent, else zeroed ones shaped by the
+  /// config.
+  StepInputs static_inputs() const;
+  /// Records the eager plan's device work into `graph`, each phase in its range.
+  void record(Graph& graph);
+  /// Rewrites the memset nodes (where this build can), instantiates and uploads `graph`.
+  void instantiate(Graph& graph, RunResult& result);
 
   const TrainConfig& config_;
   torch::Device device_;
@@ -46,7 +54,6 @@ class GraphStep final : public StepExecutor {
   StepPlan replay_plan_;
   StepInputs persistent_;  // the source's batch when the same tensors come every step
   PhaseTracker tracker_;   // the capture's phases, for its error message
-  struct Graph;            // the captured graph and its static tensors (CUDA builds)
   std::unique_ptr<Graph> graph_;
   torch::Tensor warmup_loss_;  // the eager loss, until the first replay
   bool replayed_ = false;

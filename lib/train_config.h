@@ -111,7 +111,7 @@ struct TrainConfig {
   double weight_decay = 1e-4;
   bool synthetic = false;   ///< Random batches made once on the device; no loader.
   std::string report;       ///< JSON report path; empty for none.
-  bool copy_stream = true;  ///< H2D copies on a side stream (false: the compute stream).
+  bool copy_stream = true;  ///< H2D copies on a side stream (false: the step's stream).
   bool nvtx = true;         ///< Emit NVTX ranges and thread names (false measures their cost). The
                             ///< switch is process-wide: the Trainer sets it when it is constructed.
   bool quiet = false;       ///< No per-step progress lines.

@@ -242,6 +242,42 @@ TEST_F(TrainBinaryTest, NvtxTreeOfACudaGraphRun) {
   }
 }
 
+// --decode gpu: the main thread's tree is the eager one (the stage's event wait is h2d_submit's),
+// with the iterator reused or reset, and the stage's own ranges are on another thread in the
+// data_pipeline domain.
+TEST_F(TrainBinaryTest, NvtxTreeOfAGpuDecodeRun) {
+  const auto version = test_util::run_process({WORKLOAD_TRAIN_BIN, "--version"});
+  if (version.out.find("CUDA device: yes") == std::string::npos) {
+    const auto r = test_util::run_process(args({"--decode=gpu"}));
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("--decode gpu"), std::string::npos) << r.err;
+    GTEST_SKIP() << "GPU decoding needs a CUDA device";
+  }
+  for (bool reuse : {true, false}) {
+    const fs::path log = tmp_->path() / (reuse ? "nvtx_gpu_reuse.tsv" : "nvtx_gpu_reset.tsv");
+    std::vector<std::string> a = {
+        WORKLOAD_TRAIN_BIN, "--data=" + (tmp_->path() / "data").string(),
+        "--device=cuda",    "--batch-size=4",
+        "--image-size=32",  "--workers=2",
+        "--warmup=1",       "--steps=2",
+        "--decode=gpu",     std::string("--reuse-iterator=") + (reuse ? "true" : "false")};
+    const auto r =
+        test_util::run_process(a, {std::string("NVTX_INJECTION64_PATH=") + NVTX_RECORDER_LIB,
+                                   "NVTX_RECORDER_OUTPUT=" + log.string()});
+    if (r.exit_code == 2 && r.err.find("no GPU decode stage") != std::string::npos) {
+      GTEST_SKIP() << "this build has no GPU decode stage";
+    }
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto events = read_events(log);
+    EXPECT_EQ(tree_with_parens(events, r.pid), expected_tree(1, 2, reuse)) << "reuse " << reuse;
+    bool stage_ranges = false;
+    for (const auto& e : events) {
+      stage_ranges |= e.tid != r.pid && e.domain == "data_pipeline" && e.text == "gpu_decode";
+    }
+    EXPECT_TRUE(stage_ranges) << "reuse " << reuse;
+  }
+}
+
 TEST_F(TrainBinaryTest, TorchProfilerTraceIsAChromeTraceWithThePhases) {
   const fs::path trace = tmp_->path() / "trace.json";
   const fs::path report = tmp_->path() / "trace_report.json";
@@ -345,9 +381,9 @@ TEST_F(TrainBinaryTest, PrintConfigIsTheReportsConfigAndRunsNothing) {
   std::ifstream in(report);
   EXPECT_EQ(nlohmann::json::parse(in)["config"], config);
   // The dataset is not read: a missing one is the run's business.
-  const auto nowhere = test_util::run_process({WORKLOAD_TRAIN_BIN, "--device=cpu",
-                                               "--data=" + (tmp_->path() / "nowhere").string(),
-                                               "--print-config"});
+  const auto nowhere =
+      test_util::run_process({WORKLOAD_TRAIN_BIN, "--device=cpu",
+                              "--data=" + (tmp_->path() / "nowhere").string(), "--print-config"});
   EXPECT_EQ(nowhere.exit_code, 0) << nowhere.err;
   const auto refused = test_util::run_process(args({"--steps=0", "--print-config"}));
   EXPECT_EQ(refused.exit_code, 2);

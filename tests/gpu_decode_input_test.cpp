@@ -19,16 +19,7 @@ namespace dp = data_pipeline;
 
 class GpuDecodeInputTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    tmp_ = new test_util::TempDir();
-    test_util::make_dataset(tmp_->path(), 3, 8, 3, 0.0);  // 24 training images
-    index_ = std::make_shared<const dp::Food101Index>(
-        dp::Food101Index::load(tmp_->path().string(), "train"));
-  }
-  static void TearDownTestSuite() {
-    index_.reset();
-    delete tmp_;
-  }
+  void SetUp() override { index_ = test_util::small_training_set().index; }
   static dp::LoaderOptions options() {
     dp::LoaderOptions o;
     o.batch_size = 4;
@@ -37,11 +28,8 @@ class GpuDecodeInputTest : public ::testing::Test {
     o.decode = dp::DecodeDevice::kGpu;
     return o;
   }
-  static test_util::TempDir* tmp_;
-  static std::shared_ptr<const dp::Food101Index> index_;
+  std::shared_ptr<const dp::Food101Index> index_;  // 24 training images
 };
-test_util::TempDir* GpuDecodeInputTest::tmp_ = nullptr;
-std::shared_ptr<const dp::Food101Index> GpuDecodeInputTest::index_;
 
 #if !defined(WORKLOAD_HAVE_NVJPEG)
 

@@ -20,16 +20,7 @@ namespace dp = data_pipeline;
 
 class HostLoaderInputTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    tmp_ = new test_util::TempDir();
-    test_util::make_dataset(tmp_->path(), 3, 8, 3, 0.0);  // 24 training images
-    index_ = std::make_shared<const dp::Food101Index>(
-        dp::Food101Index::load(tmp_->path().string(), "train"));
-  }
-  static void TearDownTestSuite() {
-    index_.reset();
-    delete tmp_;
-  }
+  void SetUp() override { index_ = test_util::small_training_set().index; }
   static dp::LoaderOptions options() {
     dp::LoaderOptions o;
     o.batch_size = 4;
@@ -38,11 +29,8 @@ class HostLoaderInputTest : public ::testing::Test {
     o.transform.image_size = 32;
     return o;
   }
-  static test_util::TempDir* tmp_;
-  static std::shared_ptr<const dp::Food101Index> index_;
+  std::shared_ptr<const dp::Food101Index> index_;  // 24 training images
 };
-test_util::TempDir* HostLoaderInputTest::tmp_ = nullptr;
-std::shared_ptr<const dp::Food101Index> HostLoaderInputTest::index_;
 
 TEST_F(HostLoaderInputTest, DeliversTheLoadersBatchesInOrderCopiedOutOfTheRing) {
   HostLoaderInput input(index_, options(), torch::kCPU, /*copy_stream=*/true);
@@ -126,7 +114,7 @@ TEST_F(HostLoaderInputTest, OnAGpuTheBatchArrivesOnTheStepsStreamWithEitherCopyP
 
 TEST_F(HostLoaderInputTest, TheFactoryPicksThisSourceAndSaysWhenPinningFailed) {
   TrainConfig c;
-  c.data = tmp_->path().string();
+  c.data = test_util::small_training_set().dir.path().string();
   c.device = Device::kCpu;
   c.loader = options();
   c.loader.pin_memory = true;  // asked for, on a CPU device: not pinned

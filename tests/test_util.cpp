@@ -206,4 +206,15 @@ std::string Process::err() const {
   return std::string(bytes.begin(), bytes.end());
 }
 
+TrainingSet::TrainingSet() {
+  make_dataset(dir.path(), 3, 8, 3, 0.0);
+  index = std::make_shared<const data_pipeline::Food101Index>(
+      data_pipeline::Food101Index::load(dir.path().string(), "train"));
+}
+
+const TrainingSet& small_training_set() {
+  static const TrainingSet set;
+  return set;
+}
+
 }  // namespace test_util

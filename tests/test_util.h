@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "data_pipeline/food101_index.h"
+
 namespace test_util {
 
 /// A fresh directory under the system temp dir, removed with everything in it on destruction.
@@ -86,5 +88,14 @@ ProcessResult run_process_signal_on(const std::vector<std::string>& argv, const 
 /// Writes a small synthetic Food-101 dataset (real JPEGs) under `root` and returns root.
 std::filesystem::path make_dataset(const std::filesystem::path& root, int classes, int per_class,
                                    std::uint64_t seed = 7, double test_fraction = 0.25);
+
+/// A synthetic Food-101 training split of 3 classes x 8 images (seed 3, no test images) in a
+/// temporary directory, written on first use and shared by the process's tests, with its index.
+struct TrainingSet {
+  TrainingSet();
+  TempDir dir;
+  std::shared_ptr<const data_pipeline::Food101Index> index;
+};
+const TrainingSet& small_training_set();
 
 }  // namespace test_util

@@ -17,6 +17,13 @@ namespace workload {
 
 namespace dp = data_pipeline;
 
+void check_gpu_decode_built() {
+#if !defined(WORKLOAD_HAVE_NVJPEG)
+  throw UsageError(std::string("--decode gpu: this build has no GPU decode stage (") +
+                   WORKLOAD_NVJPEG_MISSING + "); use --decode cpu");
+#endif
+}
+
 #if defined(WORKLOAD_HAVE_NVJPEG)
 namespace {
 
@@ -93,8 +100,8 @@ std::unique_ptr<InputSource> make_gpu_decode_input(std::shared_ptr<const dp::Foo
 std::unique_ptr<InputSource> make_gpu_decode_input(std::shared_ptr<const dp::Food101Index>,
                                                    const dp::LoaderOptions&, torch::Device,
                                                    std::vector<std::string>&) {
-  throw UsageError(std::string("--decode gpu: this build has no GPU decode stage (") +
-                   WORKLOAD_NVJPEG_MISSING + "); use --decode cpu");
+  check_gpu_decode_built();
+  return nullptr;  // not reached
 }
 
 #endif

@@ -19,6 +19,10 @@ namespace workload {
 /// Notices (no engines, --pin-memory=false ignored, the nvJPEG version) go to `notices`.
 /// \throws UsageError in a build without the GPU stage (validate() refuses --decode gpu there
 ///         first); as GpuDecoder's constructor otherwise.
+/// \throws UsageError "--decode gpu: this build has no GPU decode stage (<why>); use --decode cpu"
+///         in a build without the stage (no nvJPEG, no CUDA compiler or a CPU LibTorch).
+void check_gpu_decode_built();
+
 std::unique_ptr<InputSource> make_gpu_decode_input(
     std::shared_ptr<const data_pipeline::Food101Index> index,
     const data_pipeline::LoaderOptions& options, torch::Device device,

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "lib/cuda_device.h"
+#include "lib/gpu_decode_input.h"
 #include "lib/step_plan.h"
 #include "lib/train_flags.h"
 
@@ -112,10 +113,7 @@ void validate(const TrainConfig& c) {
     if (c.device == Device::kCpu) {
       throw UsageError("--decode gpu: decodes on the GPU the model runs on; needs --device cuda");
     }
-#if !defined(WORKLOAD_HAVE_NVJPEG)
-    throw UsageError(std::string("--decode gpu: this build has no GPU decode stage (") +
-                     WORKLOAD_NVJPEG_MISSING + "); use --decode cpu");
-#endif
+    check_gpu_decode_built();
   }
   const std::vector<std::string> ranges = step_ranges(c);
   for (const InjectedStall& s : c.inject_stall) {

@@ -1,0 +1,340 @@
+// Tests for DistWatchdog on an in-memory store: a silent peer or store is missing after the peer
+// timeout and a live one never is, a failed store and another rank's announcement end the run at
+// once, a stop request aborts only when no step boundary comes, the rendezvous has a deadline, the
+// last resort runs only when the trainer's thread does not come back, and the store's rank waits
+// for the others to finish.
+#include "lib/dist_watchdog.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+namespace workload {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The store every rank of a test shares; it can freeze (operations block until thawed or broken)
+// and break (operations throw, as on a closed connection).
+class FakeStore {
+ public:
+  std::int64_t add(const std::string& key, std::int64_t delta) {
+    std::unique_lock<std::mutex> lock(mu_);
+    wait_usable(lock);
+    return counters_[key] += delta;
+  }
+  void set_once(const std::string& key, const std::string& value) {
+    std::unique_lock<std::mutex> lock(mu_);
+    wait_usable(lock);
+    values_.emplace(key, value);
+  }
+  std::optional<std::string> get(const std::string& key) {
+    std::unique_lock<std::mutex> lock(mu_);
+    wait_usable(lock);
+    const auto it = values_.find(key);
+    if (it == values_.end()) return std::nullopt;
+    return it->second;
+  }
+  void freeze() {
+    std::lock_guard<std::mutex> lock(mu_);
+    frozen_ = true;
+  }
+  void do_break() {
+    std::lock_guard<std::mutex> lock(mu_);
+    broken_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  void wait_usable(std::unique_lock<std::mutex>& lock) {
+    cv_.wait(lock, [&] { return !frozen_ || broken_; });
+    if (broken_) throw std::runtime_error("Connection reset by peer");
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool frozen_ = false;
+  bool broken_ = false;
+  std::map<std::string, std::int64_t> counters_;
+  std::map<std::string, std::string> values_;
+};
+
+// One rank's connection to the shared store.
+class FakeConnection : public HeartbeatStore {
+ public:
+  explicit FakeConnection(std::shared_ptr<FakeStore> store) : store_(std::move(store)) {}
+  std::int64_t add(const std::string& key, std::int64_t delta) override {
+    return store_->add(key, delta);
+  }
+  void set_once(const std::string& key, const std::string& value) override {
+    store_->set_once(key, value);
+  }
+  std::optional<std::string> get_if_set(const std::string& key) override {
+    return store_->get(key);
+  }
+
+ private:
+  std::shared_ptr<FakeStore> store_;
+};
+
+// Another rank that beats (or not) on its own thread.
+class Peer {
+ public:
+  Peer(std::shared_ptr<FakeStore> store, int rank) : store_(std::move(store)), rank_(rank) {
+    thread_ = std::thread([this] {
+      try {
+        while (!quit_.load()) {
+          if (beating_.load()) store_->add("hb/" + std::to_string(rank_), 1);
+          std::this_thread::sleep_for(milliseconds(20));
+        }
+      } catch (const std::exception&) {
+        // The store broke: this peer's heartbeat ends with it.
+      }
+    });
+  }
+  ~Peer() {
+    quit_.store(true);
+    thread_.join();
+  }
+  void silence() { beating_.store(false); }
+
+ private:
+  std::shared_ptr<FakeStore> store_;
+  int rank_;
+  std::atomic<bool> beating_{true};
+  std::atomic<bool> quit_{false};
+  std::thread thread_;
+};
+
+class DistWatchdogTest : public ::testing::Test {
+ protected:
+  // Rank `rank` of 2, the store served by rank 0; short periods so that a test takes a second.
+  static WatchdogOptions options(int rank = 0) {
+    WatchdogOptions o;
+    o.rank = rank;
+    o.world_size = 2;
+    o.beat = milliseconds(50);
+    o.peer_timeout = milliseconds(400);
+    o.stop_grace = milliseconds(300);
+    o.unwind_grace = milliseconds(300);
+    o.store_rank = 0;
+    o.store = "127.0.0.1:29500";
+    return o;
+  }
+  DistWatchdog::Hooks hooks() {
+    DistWatchdog::Hooks h;
+    h.abort = [this](const DistVerdict&) { ++aborts_; };
+    h.give_up = [this](const DistVerdict&) { ++give_ups_; };
+    h.stop_requested = [this] { return signal_.load(); };
+    return h;
+  }
+  std::unique_ptr<DistWatchdog> running(int rank = 0) {
+    auto w = std::make_unique<DistWatchdog>(options(rank), hooks(),
+                                            Clock::now() + std::chrono::hours(1));
+    w->start_heartbeat([s = store_] { return std::make_unique<FakeConnection>(s); });
+    return w;
+  }
+
+  std::shared_ptr<FakeStore> store_ = std::make_shared<FakeStore>();
+  std::atomic<int> aborts_{0};
+  std::atomic<int> give_ups_{0};
+  std::atomic<int> signal_{-1};
+};
+
+TEST_F(DistWatchdogTest, ASilentPeerIsMissingAfterThePeerTimeout) {
+  Peer peer(store_, 1);
+  const auto w = running();
+  std::this_thread::sleep_for(milliseconds(600));
+  EXPECT_FALSE(w->verdict()) << "a beating peer is live";
+  peer.silence();
+  const auto t = Clock::now();
+  const std::optional<DistVerdict> v = w->wait_verdict(milliseconds(3000));
+  ASSERT_TRUE(v);
+  EXPECT_GE(seconds_since(t), 0.3);
+  EXPECT_LT(seconds_since(t), 1.0);
+  EXPECT_EQ(v->kind, DistVerdict::Kind::kPeerLost);
+  EXPECT_EQ(v->rank, 1);
+  EXPECT_NE(v->reason.find("rank 1 missing: no heartbeat for"), std::string::npos) << v->reason;
+  EXPECT_EQ(exit_code(*v), kExitPeerLost);
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(aborts_.load(), 1);
+  // The others learn it from this rank's announcement.
+  EXPECT_EQ(store_->get("abort").value_or("").rfind("0|1|rank 1 missing", 0), 0u);
+  w->stand_down();
+}
+
+TEST_F(DistWatchdogTest, ALivePeerIsNeverMissingHoweverLongItsStep) {
+  Peer peer(store_, 1);
+  const auto w = running();
+  // No boundary, no collective, for five peer timeouts: liveness is not progress.
+  std::this_thread::sleep_for(milliseconds(2000));
+  EXPECT_FALSE(w->verdict());
+  EXPECT_EQ(aborts_.load(), 0);
+}
+
+TEST_F(DistWatchdogTest, TheLossOfTheStoreIsItsRanksAtOnce) {
+  Peer peer(store_, 0);
+  const auto w = running(/*rank=*/1);
+  std::this_thread::sleep_for(milliseconds(200));
+  const auto t = Clock::now();
+  store_->do_break();
+  const std::optional<DistVerdict> v = w->wait_verdict(milliseconds(3000));
+  ASSERT_TRUE(v);
+  EXPECT_LT(seconds_since(t), 0.3);
+  EXPECT_EQ(v->rank, 0);
+  EXPECT_NE(v->reason.find("rank 0 missing: the store it serves at 127.0.0.1:29500 is gone"),
+            std::string::npos)
+      << v->reason;
+  w->stand_down();
+}
+
+TEST_F(DistWatchdogTest, AStoreThatStopsAnsweringIsMissingAfterThePeerTimeout) {
+  Peer peer(store_, 0);
+  const auto w = running(/*rank=*/1);
+  std::this_thread::sleep_for(milliseconds(200));
+  const auto t = Clock::now();
+  store_->freeze();
+  const std::optional<DistVerdict> v = w->wait_verdict(milliseconds(3000));
+  ASSERT_TRUE(v);
+  EXPECT_GE(seconds_since(t), 0.3);
+  EXPECT_LT(seconds_since(t), 1.0);
+  EXPECT_EQ(v->rank, 0);
+  EXPECT_NE(v->reason.find("has not answered for"), std::string::npos) << v->reason;
+  store_->do_break();  // as the abort's shutdown of the store's connections does
+  w->stand_down();
+}
+
+TEST_F(DistWatchdogTest, AnotherRanksAnnouncementEndsTheRunAtOnce) {
+  Peer peer(store_, 1);
+  const auto w = running();
+  std::this_thread::sleep_for(milliseconds(100));
+  store_->set_once("abort", "1|1|rank 1 failed: 100001.jpg: cannot decode");
+  const std::optional<DistVerdict> v = w->wait_verdict(milliseconds(500));
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->rank, 1);
+  EXPECT_EQ(v->reason, "rank 1 failed: 100001.jpg: cannot decode");
+  w->stand_down();
+}
+
+TEST_F(DistWatchdogTest, ThisRanksFailureIsAnnounced) {
+  Peer peer(store_, 1);
+  const auto w = running();
+  w->announce_failure("forward of captured step 3: out of memory\nbacktrace...");
+  for (int i = 0; i < 100 && !store_->get("abort"); ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(store_->get("abort").value_or(""),
+            "0|0|rank 0 failed: forward of captured step 3: out of memory");
+  EXPECT_FALSE(w->verdict()) << "its own announcement is no verdict";
+}
+
+TEST_F(DistWatchdogTest, AStopRequestAbortsOnlyWhenNoStepBoundaryComes) {
+  Peer peer(store_, 1);
+  const auto w = running();
+  signal_.store(SIGTERM);
+  // Boundaries keep coming: the ranks are agreeing on a stop.
+  for (int i = 0; i < 20; ++i) {
+    w->boundary();
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_FALSE(w->verdict());
+  const auto t = Clock::now();
+  const std::optional<DistVerdict> v = w->wait_verdict(milliseconds(3000));
+  ASSERT_TRUE(v);
+  EXPECT_GE(seconds_since(t), 0.2);
+  EXPECT_LT(seconds_since(t), 1.0);
+  EXPECT_EQ(v->kind, DistVerdict::Kind::kStop);
+  EXPECT_EQ(v->signal, SIGTERM);
+  EXPECT_EQ(exit_code(*v), 128 + SIGTERM);
+  EXPECT_NE(v->reason.find("SIGTERM: no step boundary"), std::string::npos) << v->reason;
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(store_->get("abort").value_or("").rfind("0|0|rank 0 stopped: SIGTERM", 0), 0u);
+  w->stand_down();
+}
+
+TEST_F(DistWatchdogTest, TheRendezvousEndsAtItsDeadlineOrAtOnceOnAStopRequest) {
+  {
+    const auto t = Clock::now();
+    DistWatchdog w(options(), hooks(), t + milliseconds(200));
+    const std::optional<DistVerdict> v = w.wait_verdict(milliseconds(3000));
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->kind, DistVerdict::Kind::kDeadline);
+    EXPECT_GE(seconds_since(t), 0.2);
+    EXPECT_LT(seconds_since(t), 0.6);
+    EXPECT_EQ(exit_code(*v), 2);
+    w.stand_down();
+  }
+  {
+    DistWatchdog w(options(), hooks(), Clock::now() + std::chrono::hours(1));
+    signal_.store(SIGINT);
+    const auto t = Clock::now();
+    const std::optional<DistVerdict> v = w.wait_verdict(milliseconds(3000));
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->kind, DistVerdict::Kind::kStop);
+    EXPECT_EQ(v->signal, SIGINT);
+    EXPECT_LT(seconds_since(t), 0.3);
+    w.stand_down();
+  }
+  EXPECT_EQ(aborts_.load(), 2);
+  EXPECT_EQ(give_ups_.load(), 0);
+}
+
+TEST_F(DistWatchdogTest, TheLastResortRunsOnlyWhenTheTrainersThreadDoesNotComeBack) {
+  {
+    DistWatchdog w(options(), hooks(), Clock::now());
+    ASSERT_TRUE(w.wait_verdict(milliseconds(3000)));
+    std::this_thread::sleep_for(milliseconds(100));
+    w.stand_down();  // back within the unwind grace
+    std::this_thread::sleep_for(milliseconds(600));
+    EXPECT_EQ(give_ups_.load(), 0);
+  }
+  {
+    DistWatchdog w(options(), hooks(), Clock::now());
+    ASSERT_TRUE(w.wait_verdict(milliseconds(3000)));
+    std::this_thread::sleep_for(milliseconds(800));
+    EXPECT_EQ(give_ups_.load(), 1);
+  }
+}
+
+TEST_F(DistWatchdogTest, TheStoresRankWaitsForTheOthersToFinish) {
+  Peer peer(store_, 1);
+  const auto w = running(/*rank=*/0);
+  std::thread other([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    store_->add("done/1", 1);
+  });
+  const auto t = Clock::now();
+  w->finish(milliseconds(3000));
+  other.join();
+  EXPECT_GE(seconds_since(t), 0.25);
+  EXPECT_LT(seconds_since(t), 1.0);
+  EXPECT_EQ(store_->add("done/0", 0), 1);
+  // A peer that finished is not missing when it falls silent, nor is anyone after finish().
+  peer.silence();
+  std::this_thread::sleep_for(milliseconds(700));
+  EXPECT_FALSE(w->verdict());
+}
+
+TEST_F(DistWatchdogTest, TheStoresRankDoesNotWaitForASilentPeer) {
+  Peer peer(store_, 1);
+  const auto w = running(/*rank=*/0);
+  std::this_thread::sleep_for(milliseconds(100));
+  peer.silence();
+  const auto t = Clock::now();
+  w->finish(milliseconds(5000));
+  EXPECT_LT(seconds_since(t), 1.0);  // the peer timeout, not the finish's bound
+}
+
+}  // namespace
+}  // namespace workload

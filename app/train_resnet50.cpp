@@ -108,6 +108,7 @@ std::string program_label() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  workload::init_torch_logging(argv[0]);
   return workload::run_main(
       "train_resnet50",
       [&] {

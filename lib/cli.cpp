@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
 
 #include "data_pipeline/data_error.h"
 
@@ -21,6 +22,26 @@ using CxxoptsError = cxxopts::exceptions::exception;
 using CxxoptsError = cxxopts::OptionException;
 #endif
 }  // namespace
+
+void init_torch_logging(const char* argv0) {
+  // Severities as glog and c10 number them: INFO 0, WARNING 1, ERROR 2, FATAL 3.
+  int level = 3;
+  if (const char* env = std::getenv("TORCH_CPP_LOG_LEVEL")) {
+    const std::string name = env;
+    const char* names[] = {"INFO", "WARNING", "ERROR", "FATAL"};
+    for (int i = 0; i < 4; ++i) {
+      if (name == names[i]) level = i;
+    }
+  }
+#if defined(C10_USE_GLOG)
+  FLAGS_logtostderr = true;
+  FLAGS_minloglevel = level;
+  if (!google::IsGoogleLoggingInitialized()) google::InitGoogleLogging(argv0);
+#else
+  static_cast<void>(argv0);
+  ::FLAGS_caffe2_log_level = level;
+#endif
+}
 
 int run_main(const std::string& program, const std::function<int()>& body,
              const std::string& who_arg) {

@@ -25,6 +25,14 @@ namespace workload {
 int run_main(const std::string& program, const std::function<int()>& body,
              const std::string& who = {});
 
+/// Sets up LibTorch's logging (glog in Debian's build, c10's own in PyTorch's) so that the
+/// program's own message is the first line a failure prints: glog initialised (no "Logging before
+/// InitGoogleLogging()" banner) and LibTorch's lines below FATAL dropped, since they repeat what
+/// the program's messages say (c10d's connection retries and errors); TORCH_CPP_LOG_LEVEL
+/// (PyTorch's variable: INFO, WARNING, ERROR or FATAL) brings them back. Call once, first thing in
+/// main.
+void init_torch_logging(const char* argv0);
+
 /// Typed access to parsed flags with "expected ..., got ..." messages naming the flag.
 /// Numeric and enum flags are declared as strings so that bad values are reported by name.
 class FlagReader {

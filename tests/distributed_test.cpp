@@ -327,6 +327,8 @@ TEST_F(DistributedTest, ABadEnvironmentIsAUsageErrorNamingIt) {
     const auto r = test_util::run_process(args, c.env, 60);
     EXPECT_EQ(r.exit_code, 2) << c.fragment << ": " << r.err;
     EXPECT_NE(r.err.find(c.fragment), std::string::npos) << r.err;
+    // The program's message comes first: no glog banner, no c10d log line before it.
+    EXPECT_EQ(r.err.rfind("train_resnet50", 0), 0u) << r.err;
     EXPECT_LT(r.seconds, 20.0) << c.fragment;
   }
 }

@@ -54,7 +54,7 @@ extern "C" void on_stop_signal(int sig) {
   errno = saved_errno;
 }
 
-void start_signal_thread() {
+void start_signal_thread(std::shared_ptr<workload::StopRequest> stop) {
   if (::pipe2(g_wake, O_CLOEXEC) != 0) {
     throw std::runtime_error(std::string("cannot create the signal pipe: ") + std::strerror(errno));
   }
@@ -73,7 +73,7 @@ void start_signal_thread() {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // inherited by every thread started later
   // The watcher lives as long as the process: it is also the thread of ours that takes a second
   // signal (the handler then exits).
-  std::thread([stop_signals] {
+  std::thread([stop_signals, stop = std::move(stop)] {
     pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
     for (;;) {
       unsigned char byte = 0;
@@ -83,6 +83,7 @@ void start_signal_thread() {
       const int sig = byte;
       std::fprintf(stderr, "train_resnet50: %s received: stopping (again to exit at once)\n",
                    sig == SIGINT ? "SIGINT" : "SIGTERM");
+      stop->request(sig);
       std::lock_guard<std::mutex> lock(g_trainer_mu);
       if (g_trainer) g_trainer->request_stop(sig);
     }
@@ -106,6 +107,24 @@ std::string program_label() {
 }
 
 }  // namespace
+
+// The exit status of a run: 0, or 128 + the signal it stopped for, or kExitPeerLost when the
+// watchdog ended it on a lost peer (the one line saying so printed here, first on stderr).
+int run_status(const workload::Trainer& trainer, const workload::RunResult& result,
+               const std::string& report) {
+  if (!result.aborted.empty() && trainer.stop_requested() < 0) {
+    std::fprintf(stderr, "%s: error: %s; the run stopped after %lld steps%s\n",
+                 program_label().c_str(), result.aborted.c_str(),
+                 static_cast<long long>(result.warmup_steps.size() + result.steps.size()),
+                 report.empty() ? "" : ("; report: " + report).c_str());
+    return workload::kExitPeerLost;
+  }
+  if (!result.aborted.empty()) {
+    std::fprintf(stderr, "%s: %s\n", program_label().c_str(), result.aborted.c_str());
+  }
+  if (result.interrupted) return 128 + trainer.stop_signal();
+  return 0;
+}
 
 int main(int argc, char** argv) {
   workload::init_torch_logging(argv[0]);
@@ -134,9 +153,22 @@ int main(int argc, char** argv) {
         const std::string report =
             c.report.empty() || !dist ? c.report : workload::rank_report_path(c.report, dist->rank);
         const std::string prefix = dist ? "[rank " + std::to_string(dist->rank) + "] " : "";
-        start_signal_thread();
+        const auto stop = std::make_shared<workload::StopRequest>();
+        start_signal_thread(stop);
 
-        workload::Trainer trainer(c, dist);
+        std::optional<workload::Trainer> made;
+        try {
+          made.emplace(c, dist, stop);
+        } catch (const workload::RendezvousStopped& e) {
+          std::fprintf(stderr, "%s: %s\n", program_label().c_str(), e.what());
+          return 128 + e.signal();
+        } catch (const workload::PeerLost& e) {
+          std::fprintf(stderr, "%s: error: %s; the run stopped before its first step\n",
+                       program_label().c_str(), e.what());
+          return stop->requested() >= 0 ? 128 + stop->requested()
+                                        : workload::exit_code(e.verdict());
+        }
+        workload::Trainer& trainer = *made;
         // The signal thread may call into the trainer only while it exists, whatever way this scope
         // is left (an exception included).
         struct Publish {
@@ -204,8 +236,7 @@ int main(int argc, char** argv) {
           std::printf("  %-28s %s\n", "report", report.c_str());
         }
         std::fflush(stdout);
-        if (result.interrupted) return 128 + trainer.stop_signal();
-        return 0;
+        return run_status(trainer, result, report);
       },
       program_label());
 }

@@ -27,10 +27,12 @@ constexpr std::chrono::milliseconds kHeartbeatJoin{1000};
 // The heartbeat's period while the store's owner waits for the others to finish.
 constexpr std::chrono::milliseconds kFinishPoll{50};
 
-// Store keys, under the run's prefix: each rank's heartbeat counter, its "done" flag, and the
-// announcement of the first rank that aborts or fails ("<author>|<lost rank>|<reason>").
+// Store keys, under the run's prefix: each rank's heartbeat counter, its "done" flag, the
+// announcement of the first rank that aborts or fails ("<author>|<lost rank>|<reason>"), and each
+// rank's acknowledgement of another's announcement.
 std::string heartbeat_key(int rank) { return "hb/" + std::to_string(rank); }
 std::string done_key(int rank) { return "done/" + std::to_string(rank); }
+std::string ack_key(int rank) { return "ack/" + std::to_string(rank); }
 constexpr const char* kAbortKey = "abort";
 
 std::string seconds(Clock::duration d) {
@@ -60,7 +62,8 @@ struct DistWatchdog::State {
       : options(o),
         seen(static_cast<std::size_t>(o.world_size), 0),
         moved(static_cast<std::size_t>(o.world_size)),
-        done(static_cast<std::size_t>(o.world_size), false) {}
+        done(static_cast<std::size_t>(o.world_size), false),
+        acked(static_cast<std::size_t>(o.world_size), false) {}
 
   const WatchdogOptions options;
   mutable std::mutex mu;
@@ -84,6 +87,7 @@ struct DistWatchdog::State {
   bool post_done = false;
   bool done_posted = false;
   bool wait_peers_done = false;
+  bool lingering = false;  // stop() keeps the store up until the peers read this rank's news
 
   // The heartbeat thread's facts.
   bool heartbeat_started = false;
@@ -93,13 +97,17 @@ struct DistWatchdog::State {
   std::vector<std::int64_t> seen;                // each peer's counter as last read
   std::vector<Clock::time_point> moved;          // when it last moved
   std::vector<bool> done;                        // the peer finished cleanly
+  std::vector<bool> acked;                       // the peer read this rank's announcement
   std::optional<std::string> store_error;
   std::optional<DistVerdict> peer_abort;  // another rank's announcement
+  bool ack_sent = false;                  // ... which this rank acknowledged
 
-  bool peers_done_or_silent(Clock::time_point now) const {
+  // Every peer is done (or acknowledged this rank's announcement, with `acks`) or silent.
+  bool peers_done_or_silent(Clock::time_point now, bool acks = false) const {
     for (int p = 0; p < options.world_size; ++p) {
       const auto i = static_cast<std::size_t>(p);
-      if (p != options.rank && !done[i] && now - moved[i] <= options.peer_timeout) return false;
+      if (p == options.rank || done[i] || (acks && acked[i])) continue;
+      if (now - moved[i] <= options.peer_timeout) return false;
     }
     return true;
   }
@@ -122,20 +130,31 @@ std::optional<DistVerdict> parse_announcement(const std::string& value, int self
   return v;
 }
 
-// One round of the heartbeat: beat, read the peers' counters and done flags and the announcement,
-// then record what was read.
-void heartbeat_round(DistWatchdog::State& s, HeartbeatStore& store) {
+// One round of the heartbeat: beat, read the peers' counters and done flags (and, lingering, their
+// acknowledgements) and the announcement, acknowledge another's, then record what was read.
+void heartbeat_round(DistWatchdog::State& s, HeartbeatStore& store, bool lingering) {
   const WatchdogOptions& o = s.options;
   store.add(heartbeat_key(o.rank), 1);
   std::vector<std::int64_t> counters(static_cast<std::size_t>(o.world_size), 0);
   std::vector<bool> done(static_cast<std::size_t>(o.world_size), false);
+  std::vector<bool> acked(static_cast<std::size_t>(o.world_size), false);
   for (int p = 0; p < o.world_size; ++p) {
     if (p == o.rank) continue;
-    counters[static_cast<std::size_t>(p)] = store.add(heartbeat_key(p), 0);
-    done[static_cast<std::size_t>(p)] = store.add(done_key(p), 0) > 0;
+    const auto i = static_cast<std::size_t>(p);
+    counters[i] = store.add(heartbeat_key(p), 0);
+    done[i] = store.add(done_key(p), 0) > 0;
+    if (lingering) acked[i] = store.add(ack_key(p), 0) > 0;
   }
   const std::optional<std::string> abort = store.get_if_set(kAbortKey);
+  const std::optional<DistVerdict> news = abort ? parse_announcement(*abort, o.rank) : std::nullopt;
+  bool ack = false;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    ack = news && !s.ack_sent;
+  }
+  if (ack) store.add(ack_key(o.rank), 1);  // the announcer may keep the store up until it sees this
   std::lock_guard<std::mutex> lock(s.mu);
+  if (ack) s.ack_sent = true;
   const Clock::time_point now = Clock::now();
   for (std::size_t p = 0; p < counters.size(); ++p) {
     if (counters[p] != s.seen[p]) {
@@ -143,9 +162,10 @@ void heartbeat_round(DistWatchdog::State& s, HeartbeatStore& store) {
       s.moved[p] = now;
     }
     if (done[p]) s.done[p] = true;
+    if (acked[p]) s.acked[p] = true;
   }
   s.last_answer = now;
-  if (abort && !s.peer_abort) s.peer_abort = parse_announcement(*abort, o.rank);
+  if (news && !s.peer_abort) s.peer_abort = news;
   s.cv.notify_all();
 }
 
@@ -160,12 +180,14 @@ void heartbeat_loop(const std::shared_ptr<DistWatchdog::State>& s,
       bool post_done = false;
       bool stopping = false;
       bool finishing = false;
+      bool lingering = false;
       {
         std::lock_guard<std::mutex> lock(s->mu);
         if (s->announcement && !s->announced) announce = s->announcement;
         post_done = s->post_done && !s->done_posted;
         stopping = s->stopping;
         finishing = s->wait_peers_done;
+        lingering = s->lingering;
       }
       if (announce) {
         store->set_once(kAbortKey, *announce);
@@ -180,11 +202,12 @@ void heartbeat_loop(const std::shared_ptr<DistWatchdog::State>& s,
         s->cv.notify_all();
       }
       if (stopping) break;
-      heartbeat_round(*s, *store);
+      heartbeat_round(*s, *store, lingering);
       std::unique_lock<std::mutex> lock(s->mu);
-      s->cv.wait_for(lock, finishing ? kFinishPoll : o.beat, [&] {
+      s->cv.wait_for(lock, finishing || lingering ? kFinishPoll : o.beat, [&] {
         return s->stopping || (s->announcement && !s->announced) ||
-               (s->post_done && !s->done_posted) || s->wait_peers_done != finishing;
+               (s->post_done && !s->done_posted) || s->wait_peers_done != finishing ||
+               s->lingering != lingering;
       });
     }
   } catch (const std::exception& e) {
@@ -279,8 +302,20 @@ void DistWatchdog::set_give_up(std::function<void(const DistVerdict&)> give_up) 
 
 void DistWatchdog::stop() {
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    std::unique_lock<std::mutex> lock(state_->mu);
     if (state_->stopping) return;
+    // This rank announced its failure or abort and serves the store: the peers read the news only
+    // while the store lives, so keep it up until each has acknowledged it (or is silent or done),
+    // for at most a beat and a half (they read it once a beat).
+    if (state_->announcement && options_.store_rank == options_.rank && state_->heartbeat_started &&
+        !state_->heartbeat_exited) {
+      state_->lingering = true;
+      state_->cv.notify_all();
+      state_->cv.wait_for(lock, options_.beat + options_.beat / 2, [&] {
+        return state_->heartbeat_exited ||
+               (state_->announced && state_->peers_done_or_silent(Clock::now(), true));
+      });
+    }
     state_->stopping = true;
     state_->cv.notify_all();
   }

@@ -60,7 +60,7 @@ struct WatchdogOptions {
   std::chrono::milliseconds peer_timeout{5000};
   /// A stop request aborts the process group when the trainer's thread has passed no step boundary
   /// for this long since the request (the ranks' agreement needs every rank at a boundary).
-  std::chrono::milliseconds stop_grace{3000};
+  std::chrono::milliseconds stop_grace{2500};
   /// After an abort, how long the trainer's thread has to come back (stand_down()) before the
   /// give-up hook ends the process.
   std::chrono::milliseconds unwind_grace{2000};
@@ -76,11 +76,12 @@ struct WatchdogOptions {
 /// Two threads, started by the constructor and start_heartbeat(), named `ddp/watchdog` and
 /// `ddp/heartbeat` for the OS and NVTX (neither opens an NVTX range). The heartbeat thread owns a
 /// store connection of its own (the trainer's may be blocked): every `beat` it adds 1 to
-/// `hb/<rank>`, reads every peer's counter and `done/<peer>` flag and the `abort` key, and records
-/// when each counter last moved and when the store last answered (2 W store operations a second
-/// per rank for W ranks). The watchdog thread only reads those facts, so a store
-/// that never answers cannot hold it: every 100 ms it decides, in this order,
-///   - before rendezvous_done(): a stop request (kStop) or the deadline (kDeadline);
+/// `hb/<rank>`, reads every peer's counter and `done/<peer>` flag and the `abort` key (and
+/// acknowledges another rank's announcement in `ack/<rank>`), and records when each counter last
+/// moved and when the store last answered (2 W store operations a second per rank for W ranks).
+/// The watchdog thread only reads those facts, so a store that never answers cannot hold it: every
+/// 100 ms it decides, in this order,
+///   - before start_heartbeat(): a stop request (kStop) or the deadline (kDeadline);
 ///   - the store failed (kPeerLost: the store's rank), has not answered for `peer_timeout`
 ///     (kPeerLost: the store's rank), a peer announced its failure in `abort` (kPeerLost: that
 ///     rank), a peer's counter has not moved for `peer_timeout` (kPeerLost: that rank);
@@ -140,7 +141,9 @@ class DistWatchdog {
   void set_give_up(std::function<void(const DistVerdict&)> give_up);
   /// Ends both threads: the watchdog's at once; the heartbeat's after its pending announcement, or
   /// left behind (detached, owning what it uses) when a store operation holds it for more than a
-  /// second. Idempotent.
+  /// second. A rank that serves the store and announced its failure or abort first keeps the
+  /// store up until every peer has acknowledged the announcement (`ack/<rank>`), for at most a
+  /// beat and a half. Idempotent.
   void stop();
 
   const WatchdogOptions& options() const { return options_; }

@@ -7,30 +7,79 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "lib/dist_env.h"
+#include "lib/dist_watchdog.h"
 
 namespace workload {
+
+class StopRequest;
+
+/// How a rank watches the others while it is in a run (lib/dist_watchdog.h).
+struct DistLiveness {
+  /// A peer whose heartbeat (one a second) has not moved for this long, or a store that has not
+  /// answered for this long, is missing (--dist-peer-timeout-s).
+  std::chrono::milliseconds peer_timeout{5000};
+  /// The process's stop request: a signal during the rendezvous ends it at once, and one the ranks
+  /// cannot honour together (this rank blocked in a collective) aborts the process group. Null:
+  /// no signals.
+  std::shared_ptr<StopRequest> stop;
+};
+
+/// The rendezvous ended because the process was asked to stop (a signal).
+class RendezvousStopped : public std::runtime_error {
+ public:
+  RendezvousStopped(int signal, const std::string& what)
+      : std::runtime_error(what), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
+/// A peer was lost (dead, frozen, failed, or its store gone) before the run started.
+class PeerLost : public std::runtime_error {
+ public:
+  explicit PeerLost(DistVerdict verdict)
+      : std::runtime_error(verdict.reason), verdict_(std::move(verdict)) {}
+  const DistVerdict& verdict() const { return verdict_; }
+
+ private:
+  DistVerdict verdict_;
+};
 
 /// One rank's membership of a data-parallel run: the rendezvous store (a c10d::TCPStore at
 /// MASTER_ADDR:MASTER_PORT, served by torchrun's agent or by rank 0, under the prefixes PyTorch's
 /// own init_process_group uses) and the process group of one backend, bound to `device` (the GPU
 /// LOCAL_RANK for NCCL). Every collective and store wait honours `timeout`.
 ///
+/// Liveness: a DistWatchdog (lib/dist_watchdog.h) bounds the rendezvous by `timeout` and then
+/// watches the peers' heartbeats. Its verdict (a peer or the store missing, a stop request the
+/// ranks cannot honour together) aborts the group: the group's own connections (Gloo's, found when
+/// it was created) and this process's store connections are shut down, and on PyTorch 2.x the
+/// group's abort() aborts NCCL's communicators; a wait of the trainer's thread in a collective or
+/// on the store then fails at once. The process ignores SIGPIPE from then on, as Python does (a
+/// write to a connection a dead peer closed must fail, not kill the process).
+///
 /// Thread-safety: the thread that created it, except what says otherwise.
 class Distributed {
  public:
-  /// Rendezvouses with the other ranks and creates the group.
-  /// \throws UsageError for a backend this build lacks or that cannot serve `device`;
-  ///         std::runtime_error naming MASTER_ADDR:MASTER_PORT when the store or a rank cannot be
-  ///         reached within `timeout`.
+  /// Rendezvouses with the other ranks and creates the group, all within `timeout`: connects to
+  /// the store (serving it on rank 0 without torchrun's agent), waits for every rank to join (its
+  /// key `joined/<rank>`), creates the group, then starts the heartbeat.
+  /// \throws UsageError for a backend this build lacks or that cannot serve `device`, and naming
+  ///         MASTER_ADDR:MASTER_PORT when the store cannot be reached or served, does not answer,
+  ///         or a rank does not join within `timeout` (the ranks missing named);
+  ///         RendezvousStopped when `liveness.stop` is requested meanwhile.
   Distributed(const DistEnv& env, DistBackend backend, const torch::Device& device,
-              std::chrono::milliseconds timeout);
-  /// Shuts the group down (PyTorch 2.x) and leaves the store.
+              std::chrono::milliseconds timeout, DistLiveness liveness = {});
+  /// Stops the watchdog, shuts the group down (PyTorch 2.x, unless aborted) and leaves the store.
   ~Distributed();
   Distributed(const Distributed&) = delete;
   Distributed& operator=(const Distributed&) = delete;
@@ -63,6 +112,26 @@ class Distributed {
   /// The NCCL version the group uses ("2.28.9"), empty without NCCL.
   std::string nccl_version() const;
 
+  /// The watchdog's verdict, once there is one (the group is aborted then). Any thread.
+  std::optional<DistVerdict> verdict() const;
+  /// After a failure on this thread (a collective that failed, e.g. on a connection a dead peer
+  /// closed): waits up to the peer timeout and two heartbeats for the watchdog to say whether a
+  /// peer was lost, and returns its verdict (nullopt: the failure is this rank's own).
+  std::optional<DistVerdict> await_verdict();
+  /// At a step boundary: the trainer's thread makes progress (lock-free).
+  void boundary();
+  /// This rank fails for `what`: tells the others, who then stop at once naming it. Best effort.
+  void announce_failure(const std::string& what);
+  /// The trainer's thread is back after a verdict: no last-resort exit follows.
+  void stand_down();
+  /// The run ended cleanly: stand down, tell the others, and on the rank serving the store wait
+  /// (bounded by the peer timeout) until they have ended their runs too.
+  void finish();
+  /// What the watchdog does when the trainer's thread does not come back after an abort (by
+  /// default: one line on stderr and the exit with exit_code()). Must end the process.
+  void set_give_up(std::function<void(const DistVerdict&)> give_up);
+  std::chrono::milliseconds peer_timeout() const { return peer_timeout_; }
+
   struct Impl;  // the c10d objects (lib/distributed.cpp)
   Impl& impl() { return *impl_; }
 
@@ -70,6 +139,7 @@ class Distributed {
   DistEnv env_;
   DistBackend backend_;
   std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds peer_timeout_;
   std::unique_ptr<Impl> impl_;
 };
 

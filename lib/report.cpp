@@ -216,6 +216,7 @@ nlohmann::ordered_json dist_json(const Distributed& dist, const TrainConfig& c,
   d["master"] = env.master_addr + ":" + std::to_string(env.master_port);
   d["agent_store"] = env.agent_store;
   d["timeout_s"] = c.dist_timeout_s;
+  d["peer_timeout_s"] = c.dist_peer_timeout_s;
   d["bucket_mb"] = c.bucket_mb;
   d["first_bucket_mb"] = kFirstBucketBytes >> 20;
   d["broadcast_buffers"] = c.broadcast_buffers;
@@ -226,6 +227,9 @@ nlohmann::ordered_json dist_json(const Distributed& dist, const TrainConfig& c,
   d["nccl_nvls_enable"] = nvls ? nlohmann::ordered_json(nvls) : nlohmann::ordered_json(nullptr);
   d["parameter_digest"] = result.parameter_digest ? hex64(*result.parameter_digest) : std::string();
   d["stop_agreed_by"] = result.stop_agreed_by;
+  d["aborted"] = result.aborted;
+  d["lost_rank"] =
+      result.lost_rank >= 0 ? nlohmann::ordered_json(result.lost_rank) : nlohmann::ordered_json();
   return d;
 }
 
@@ -264,6 +268,30 @@ nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& resu
   j["interrupted"] = result.interrupted;
   if (result.interrupted) j["interrupt_signal"] = result.interrupt_signal;
   if (const Distributed* dist = trainer.distributed()) j["dist"] = dist_json(*dist, c, result);
+  return j;
+}
+
+nlohmann::ordered_json make_last_resort_report(const TrainConfig& config, const DistEnv& env,
+                                               const DistVerdict& verdict, std::int64_t steps_done,
+                                               int signal) {
+  nlohmann::ordered_json j;
+  j["program"] = "train_resnet50";
+  j["version"] = kWorkloadVersion;
+  j["config"] = config_json(config);
+  j["partial"] =
+      "written by the distributed watchdog: the trainer's thread did not come back after the "
+      "abort, so the steps' records, the summary and the digest are missing";
+  j["steps_completed"] = steps_done;
+  j["interrupted"] = true;
+  j["interrupt_signal"] = signal_name(signal < 0 ? 0 : signal);
+  auto& d = j["dist"];
+  d["world_size"] = env.world_size;
+  d["rank"] = env.rank;
+  d["local_rank"] = env.local_rank;
+  d["master"] = env.master_addr + ":" + std::to_string(env.master_port);
+  d["aborted"] = verdict.reason;
+  d["lost_rank"] =
+      verdict.rank >= 0 ? nlohmann::ordered_json(verdict.rank) : nlohmann::ordered_json();
   return j;
 }
 
@@ -329,9 +357,10 @@ std::string format_summary(const Trainer& trainer, const RunResult& result) {
        result.loss_after_drain ? num("%.4f", *result.loss_after_drain) : std::string("n/a"));
   if (result.interrupted) {
     line("interrupted", "yes (" + result.interrupt_signal +
-                            (result.stop_agreed_by.empty() ? std::string(")")
-                                                           : "; the ranks stopped together for " +
-                                                                 result.stop_agreed_by + ")"));
+                            (!result.aborted.empty()         ? "; aborted: " + result.aborted + ")"
+                             : result.stop_agreed_by.empty() ? std::string(")")
+                                                             : "; the ranks stopped together for " +
+                                                                   result.stop_agreed_by + ")"));
   }
   if (const Distributed* dist = trainer.distributed()) {
     line("rank", std::to_string(dist->rank()) + " of " + std::to_string(dist->world_size()) + " (" +

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/dist_watchdog.h"
 #include "lib/trainer.h"
 
 namespace workload {
@@ -34,6 +35,14 @@ nlohmann::ordered_json config_json(const TrainConfig& config);
 
 /// The full report: config, environment, model, capture, steps, summary, loss, interruption.
 nlohmann::ordered_json make_report(const Trainer& trainer, const RunResult& result);
+
+/// The report the distributed watchdog writes when the trainer's thread does not come back after an
+/// abort (DistWatchdog's give-up): only what is known without that thread (the configuration, the
+/// rank, the verdict, the steps completed), marked "partial". Safe from any thread: it reads its
+/// arguments only.
+nlohmann::ordered_json make_last_resort_report(const TrainConfig& config, const DistEnv& env,
+                                               const DistVerdict& verdict, std::int64_t steps_done,
+                                               int signal);
 
 /// Writes `report` to `path` atomically (temporary file, then rename).
 /// \throws std::runtime_error naming the path when it cannot be written.

@@ -50,6 +50,12 @@ struct RunResult {
   std::string interrupt_signal;  ///< With `interrupted`: signal_name() of request_stop's value.
   /// Distributed runs: who asked the ranks to stop and why ("rank 1: SIGTERM"), when they did.
   std::string stop_agreed_by;
+  /// Distributed runs: why the watchdog aborted the process group and ended the run here, without
+  /// the ranks' agreement ("rank 1 missing: no heartbeat for 5.0 s"); empty when it did not.
+  std::string aborted;
+  /// With `aborted`: the rank that was lost (dead, frozen, failed, or serving a store that is
+  /// gone), or -1 (a stop this rank could not agree on with the others, or torchrun's store).
+  int lost_rank = -1;
   /// Distributed runs: digest of every parameter after the drain (equal on every rank when the
   /// replicas are in sync).
   std::optional<std::uint64_t> parameter_digest;

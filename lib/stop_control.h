@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -20,6 +21,36 @@ std::string signal_name(int signal);
 /// The inverse of signal_name (0 for "none" or anything else).
 int signal_number(const std::string& name);
 
+/// The stop request of a process, shared by the thread that takes its signals, the trainer and the
+/// distributed watchdog (lib/dist_watchdog.h), which must see a request before the trainer exists
+/// (during the rendezvous) and while the trainer's thread is blocked (in a collective). It also
+/// carries the watchdog's interruption: a lost peer ends the run without any signal.
+///
+/// Thread-safety: every member, from any thread (never from a signal handler itself).
+class StopRequest {
+ public:
+  /// Records a stop request with the signal that caused it (0 if none); the first one wins. Wakes
+  /// sleep_for(). Returns at once.
+  void request(int signal);
+  /// The value given to the first request(), or -1 when none was made.
+  int requested() const { return signal_.load(); }
+  /// Wakes sleep_for() for good without recording a request: the run is ending for another reason
+  /// (a lost peer). Returns at once.
+  void interrupt();
+  bool interrupted() const { return interrupted_.load(); }
+  /// Sleeps `duration`, or less when a request or an interruption comes meanwhile (or came
+  /// before). Returns true when it was cut short.
+  bool sleep_for(std::chrono::duration<double, std::milli> duration);
+
+ private:
+  void wake();
+
+  std::atomic<int> signal_{-1};
+  std::atomic<bool> interrupted_{false};
+  std::mutex mu_;  // with wake_: sleep_for's wait
+  std::condition_variable wake_;
+};
+
 /// The stop requests of one run and the decision, at each step boundary, to stop there.
 ///
 /// A single process stops at once: request() also runs the cancel hooks (e.g. the input source's
@@ -28,13 +59,20 @@ int signal_number(const std::string& name);
 /// request() only records the request; at the next boundary the rank proposes a stop through the
 /// store and every rank stops before the step they agreed on (Distributed::agreed_stop).
 ///
-/// Thread-safety: request(), requested() and sleep_for() may be called from any thread (request()
-/// from a signal-handling one, never from a signal handler itself); the rest from the trainer's
-/// thread. Hooks are added before the run starts.
+/// In a distributed run each boundary also tells the watchdog that the trainer's thread is making
+/// progress (a stop request only aborts the process group when no boundary comes for a while), and
+/// a verdict of the watchdog (a lost peer, an abort) ends the run there.
+///
+/// Thread-safety: request(), requested(), sleep_for() and steps_started() may be called from any
+/// thread (request() from a signal-handling one, never from a signal handler itself); the rest from
+/// the trainer's thread. Hooks are added before the run starts.
 class StopControl {
  public:
   /// `dist`: the run's membership, or nullptr for a single process. Not owned; outlives this.
-  explicit StopControl(Distributed* dist = nullptr) : dist_(dist) {}
+  /// `request`: the process's stop request (a new one when null), shared with whoever takes the
+  /// signals and with `dist`.
+  explicit StopControl(Distributed* dist = nullptr, std::shared_ptr<StopRequest> request = nullptr)
+      : dist_(dist), request_(request ? std::move(request) : std::make_shared<StopRequest>()) {}
   StopControl(const StopControl&) = delete;
   StopControl& operator=(const StopControl&) = delete;
 
@@ -46,16 +84,18 @@ class StopControl {
   /// Wakes sleep_for(). Returns at once.
   void request(int signal);
   /// The value given to the first request(), or -1 when none was made.
-  int requested() const { return requested_.load(); }
+  int requested() const { return request_->requested(); }
 
   /// At a step boundary, before step `steps_started()`: stop here? A single process stops when a
   /// request was made. A rank of a distributed run proposes its request once, then reads the
   /// ranks' agreement (a `stop_agreement` range in the ddp domain) and stops at the agreed step.
-  /// \throws std::runtime_error when this rank is already past the agreed step.
+  /// \throws std::runtime_error when this rank is already past the agreed step, or when the
+  ///         distributed watchdog has aborted the process group (its verdict's reason).
   bool at_boundary();
   /// Counts a step that ran to its end (warm-up and captured steps together).
   void step_done() { ++next_step_; }
-  std::int64_t steps_started() const { return next_step_; }
+  /// Any thread (the watchdog's last-resort report reads it).
+  std::int64_t steps_started() const { return next_step_.load(); }
 
   /// The signal the run stopped for: this process's request, or in a distributed run the one
   /// another rank stopped for (0 for a request without a signal, -1 when none). Trainer's thread.
@@ -63,17 +103,17 @@ class StopControl {
   /// Distributed runs: who proposed the agreed stop and why ("rank 1: SIGTERM"); empty otherwise.
   std::string agreed_by() const;
 
-  /// Sleeps `duration`, or less when a stop is requested meanwhile (or was before). Returns true
-  /// when it was cut short. Any thread.
-  bool sleep_for(std::chrono::duration<double, std::milli> duration);
+  /// Sleeps `duration`, or less when a stop is requested meanwhile (or was before), or the watchdog
+  /// interrupts the run. Returns true when it was cut short. Any thread.
+  bool sleep_for(std::chrono::duration<double, std::milli> duration) {
+    return request_->sleep_for(duration);
+  }
 
  private:
   Distributed* dist_;
+  std::shared_ptr<StopRequest> request_;
   std::vector<std::function<void()>> cancel_hooks_;
-  std::atomic<int> requested_{-1};
-  std::mutex mu_;  // with wake_: sleep_for's wait
-  std::condition_variable wake_;
-  std::int64_t next_step_ = 0;  // warm-up and captured steps together, for the agreement
+  std::atomic<std::int64_t> next_step_{0};  // warm-up and captured steps, for the agreement
   bool proposed_ = false;
 };
 

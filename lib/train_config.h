@@ -135,7 +135,10 @@ struct TrainConfig {
   // by a single process. Every other setting then means what it means per rank.
   DistBackend dist_backend = DistBackend::kNccl;  ///< The parser's default follows --device.
   int dist_timeout_s = 300;  ///< Every collective and store wait, and the rendezvous.
-  int bucket_mb = 25;        ///< Gradient buckets after the first (1 MiB), as DDP's bucket_cap_mb.
+  /// A peer rank whose heartbeat (one a second, from a thread of its own) has not moved for this
+  /// long, or a store that has not answered for this long, is missing: the run stops (exit 3).
+  int dist_peer_timeout_s = 5;
+  int bucket_mb = 25;  ///< Gradient buckets after the first (1 MiB), as DDP's bucket_cap_mb.
   bool broadcast_buffers = true;  ///< Rank 0's BatchNorm buffers before each forward, as DDP.
 };
 

@@ -110,6 +110,10 @@ void visit_train_flags(C& c, V&& v) {
   v.integer({"dist-timeout-s", kDistributedGroup,
              "seconds any collective, store wait or the rendezvous may take"},
             c.dist_timeout_s, 1, 86400);
+  v.integer({"dist-peer-timeout-s", kDistributedGroup,
+             "seconds without a peer's heartbeat (one a second) before it counts as dead or frozen "
+             "and the run stops; a slow but live peer keeps beating"},
+            c.dist_peer_timeout_s, 2, 3600);
   v.integer({"bucket-mb", kDistributedGroup, "gradient bucket size after the first 1 MB"},
             c.bucket_mb, 1, 4096);
   v.boolean({"broadcast-buffers", kDistributedGroup,

@@ -3,13 +3,17 @@
 
 #include <ATen/Parallel.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <stdexcept>
 #include <utility>
 
 #include "data_pipeline/data_error.h"
 #include "lib/distributed.h"
 #include "lib/nvtx.h"
+#include "lib/report.h"
 #include "lib/torch_trace.h"
 
 namespace workload {
@@ -23,7 +27,9 @@ double ms_since(Clock::time_point t) {
 }
 }  // namespace
 
-Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist) : config_(std::move(config)) {
+Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_ptr<StopRequest> stop)
+    : config_(std::move(config)),
+      stop_request_(stop ? std::move(stop) : std::make_shared<StopRequest>()) {
   validate(config_);
   check_step_executor(config_, dist.has_value());
   // A rank of a distributed run uses GPU LOCAL_RANK (of those CUDA_VISIBLE_DEVICES shows).
@@ -45,19 +51,30 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist) : config_(std:
   if (dist) {
     // The rendezvous, once the device is set (NCCL binds to it) and before the dataset's shard
     // and the model's broadcast need it.
-    dist_ = std::make_unique<Distributed>(*dist, config_.dist_backend, device_,
-                                          std::chrono::seconds(config_.dist_timeout_s));
+    dist_ = std::make_unique<Distributed>(
+        *dist, config_.dist_backend, device_, std::chrono::seconds(config_.dist_timeout_s),
+        DistLiveness{std::chrono::seconds(config_.dist_peer_timeout_s), stop_request_});
   }
-  stop_ = std::make_unique<StopControl>(dist_.get());
+  stop_ = std::make_unique<StopControl>(dist_.get(), stop_request_);
+  if (dist_) install_last_resort(*dist);
 
   model_ = ResNet50(num_classes_);
   model_->to(device_);
   if (config_.loader.transform.layout != dp::ImageLayout::kNchw) to_channels_last(*model_);
   if (dist_) {
     // After the device and the memory format (the buckets' views follow the gradients' layout).
-    ddp_ = std::make_unique<DataParallel>(*dist_, *model_,
-                                          static_cast<std::int64_t>(config_.bucket_mb) << 20,
-                                          config_.broadcast_buffers);
+    // Collectives already: a peer lost here ends the setup with the watchdog's verdict.
+    try {
+      ddp_ = std::make_unique<DataParallel>(*dist_, *model_,
+                                            static_cast<std::int64_t>(config_.bucket_mb) << 20,
+                                            config_.broadcast_buffers);
+    } catch (const std::exception&) {
+      if (const std::optional<DistVerdict> verdict = dist_->await_verdict()) {
+        dist_->stand_down();
+        throw PeerLost(*verdict);
+      }
+      throw;
+    }
   }
   if (config_.mode == RunMode::kForward && config_.forward_bn == ForwardBn::kEval) {
     model_->eval();
@@ -78,10 +95,38 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist) : config_(std:
   }
 }
 
-// Stop the source's threads before the model and streams go: one may be waiting on a fence that
-// references a CUDA event.
+// The watchdog's last resort reads this trainer: stand it down before anything goes. Then stop the
+// source's threads before the model and streams go: one may be waiting on a fence that references a
+// CUDA event.
 Trainer::~Trainer() {
+  if (dist_) dist_->stand_down();
   if (input_) input_->stop();
+}
+
+void Trainer::install_last_resort(const DistEnv& env) {
+  // Copies of what the report needs, and the step counter (atomic): nothing the stuck thread
+  // might be changing. stand_down() in ~Trainer keeps the counter alive while this can run.
+  const std::string path = config_.report.empty() ? "" : rank_report_path(config_.report, env.rank);
+  dist_->set_give_up([config = config_, env, path, stop = stop_.get(),
+                      request = stop_request_](const DistVerdict& verdict) {
+    std::string line = std::string(program_invocation_short_name) + " (rank " +
+                       std::to_string(env.rank) + "): error: " + verdict.reason +
+                       "; the trainer's thread did not come back after the abort";
+    if (!path.empty()) {
+      try {
+        write_report(path, make_last_resort_report(config, env, verdict, stop->steps_started(),
+                                                   request->requested()));
+        line += "; partial report written to " + path;
+      } catch (const std::exception& e) {
+        line += std::string("; no report: ") + e.what();
+      }
+    }
+    line += "\n";
+    const ssize_t written = ::write(STDERR_FILENO, line.data(), line.size());
+    static_cast<void>(written);
+    const int signal = request->requested();
+    std::_Exit(signal >= 0 ? 128 + signal : exit_code(verdict));
+  });
 }
 
 std::int64_t Trainer::parameters() const { return count_parameters(*model_); }
@@ -204,8 +249,7 @@ void Trainer::capture_window(RunResult& result, const Progress& progress) {
   }
 }
 
-RunResult Trainer::run(const Progress& progress) {
-  RunResult result;
+void Trainer::run_steps(RunResult& result, const Progress& progress) {
   for (int i = 0; i < config_.warmup && !stop_->at_boundary(); ++i) {
     if (!guarded_step(i, true, result.warmup_steps, progress)) break;
   }
@@ -217,6 +261,36 @@ RunResult Trainer::run(const Progress& progress) {
     dist_->barrier();
   }
   capture_window(result, progress);
+}
+
+RunResult Trainer::run(const Progress& progress) {
+  RunResult result;
+  std::optional<DistVerdict> verdict;
+  try {
+    run_steps(result, progress);
+  } catch (const dp::DataError& e) {
+    if (dist_) dist_->announce_failure(e.what());  // this rank's own data: the others stop at once
+    throw;
+  } catch (const std::exception& e) {
+    if (!dist_) throw;
+    // A collective that failed on a connection a dead peer closed, or one the watchdog aborted:
+    // the run ends here when a peer was lost; otherwise the failure is this rank's own.
+    verdict = dist_->await_verdict();
+    if (!verdict) {
+      dist_->announce_failure(e.what());
+      throw;
+    }
+  }
+  if (verdict) {
+    // No drain, loss or digest: the group is aborted, and on a GPU the device may hold work
+    // that waited for the lost peer.
+    dist_->stand_down();
+    result.interrupted = true;
+    result.interrupt_signal = signal_name(std::max(stop_->requested(), 0));
+    result.aborted = verdict->reason;
+    result.lost_rank = verdict->kind == DistVerdict::Kind::kPeerLost ? verdict->rank : -1;
+    return result;
+  }
   // Read on the host only now, after the drain: inside the window this would synchronize.
   if (const torch::Tensor loss = executor_->loss(); loss.defined()) {
     result.loss_after_drain = loss.item<float>();
@@ -224,6 +298,7 @@ RunResult Trainer::run(const Progress& progress) {
   if (dist_) {
     device_synchronize();  // the drain's, when the run stopped before the capture
     result.parameter_digest = parameter_digest(*model_);
+    dist_->finish();  // the others may still be ending theirs: keep the store up for them
   }
   result.interrupted = stop_->signal() >= 0;
   if (result.interrupted) result.interrupt_signal = signal_name(stop_->signal());

@@ -49,11 +49,16 @@ class Trainer {
  public:
   /// With `dist` (a launcher's environment, lib/dist_env.h) the trainer is one rank of a
   /// data-parallel run: it rendezvouses with the others, runs on GPU LOCAL_RANK, reads its shard of
-  /// the data, and averages gradients as DDP does (lib/distributed.h).
-  /// \throws UsageError for configurations validate() rejects (e.g. --device cuda without a GPU),
-  ///         data_pipeline::DataError for dataset problems, std::runtime_error when the
-  ///         rendezvous fails.
-  explicit Trainer(TrainConfig config, std::optional<DistEnv> dist = std::nullopt);
+  /// the data, and averages gradients as DDP does (lib/distributed.h), while a watchdog watches the
+  /// other ranks (lib/dist_watchdog.h). `stop`: the process's stop request, shared with the thread
+  /// that takes signals so that one ends the rendezvous too (a new one when null).
+  /// \throws UsageError for configurations validate() rejects (e.g. --device cuda without a GPU)
+  ///         and when the rendezvous fails; data_pipeline::DataError for dataset problems;
+  ///         RendezvousStopped when `stop` is requested during the rendezvous; PeerLost when a
+  ///         peer is lost before the first step.
+  explicit Trainer(TrainConfig config, std::optional<DistEnv> dist = std::nullopt,
+                   std::shared_ptr<StopRequest> stop = nullptr);
+  /// Stands the watchdog down first (its last resort reads this trainer), then stops the source.
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -64,7 +69,9 @@ class Trainer {
   /// Runs warm-up and capture. After request_stop() the run ends at the next step boundary (or at
   /// once when waiting for a batch): the device is drained, a started capture is stopped and the
   /// result is marked interrupted. A failure inside a step is rethrown with the step and the
-  /// phase it happened in (DataErrors keep their type).
+  /// phase it happened in (DataErrors keep their type); in a distributed run it is first announced
+  /// to the other ranks, unless the watchdog finds that a peer was lost: then the run ends there,
+  /// marked interrupted and `aborted` (the reason, the lost rank), without the drain's digest.
   RunResult run(const Progress& progress = nullptr);
 
   /// Asks a running run() to stop, giving the signal number for the report (0 if none). Safe to
@@ -103,8 +110,13 @@ class Trainer {
   /// Inside data_load: the batch taken, put on the device and fed to the executor.
   StepInputs load(StepRecord& record);
   void capture_window(RunResult& result, const Progress& progress);
+  /// Warm-up, the executor's preparation, the ranks' barrier and the capture window.
+  void run_steps(RunResult& result, const Progress& progress);
+  /// What the distributed watchdog writes when this thread does not come back after an abort.
+  void install_last_resort(const DistEnv& env);
 
   TrainConfig config_;
+  std::shared_ptr<StopRequest> stop_request_;  // the process's, shared with dist_ and stop_
   torch::Device device_{torch::kCPU};
   std::vector<std::string> notices_;
   std::shared_ptr<const data_pipeline::Food101Index> index_;

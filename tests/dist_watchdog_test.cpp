@@ -326,6 +326,37 @@ TEST_F(DistWatchdogTest, TheStoresRankWaitsForTheOthersToFinish) {
   EXPECT_FALSE(w->verdict());
 }
 
+// A rank that serves the store and announced its failure keeps the store up until the others have
+// read the news (they acknowledge it), at most a beat and a half; the others do not wait.
+TEST_F(DistWatchdogTest, TheStoresRankKeepsTheStoreUpUntilThePeersReadItsNews) {
+  Peer peer(store_, 1);
+  WatchdogOptions o = options(/*rank=*/0);
+  o.beat = milliseconds(400);
+  auto w = std::make_unique<DistWatchdog>(o, hooks(), Clock::now() + std::chrono::hours(1));
+  w->start_heartbeat([s = store_] { return std::make_unique<FakeConnection>(s); });
+  std::thread reader([&] {
+    while (!store_->get("abort")) std::this_thread::sleep_for(milliseconds(10));
+    std::this_thread::sleep_for(milliseconds(150));
+    store_->add("ack/1", 1);
+  });
+  w->announce_failure("bad image");
+  const auto t = Clock::now();
+  w->stop();
+  reader.join();
+  EXPECT_GE(seconds_since(t), 0.1);
+  EXPECT_LT(seconds_since(t), 0.55);  // acknowledged: not the whole 0.6 s
+  // Without an acknowledgement it waits the beat and a half, and no more.
+  const auto fresh = std::make_shared<FakeStore>();
+  Peer deaf(fresh, 1);
+  auto lone = std::make_unique<DistWatchdog>(o, hooks(), Clock::now() + std::chrono::hours(1));
+  lone->start_heartbeat([s = fresh] { return std::make_unique<FakeConnection>(s); });
+  lone->announce_failure("bad image");
+  const auto t2 = Clock::now();
+  lone->stop();
+  EXPECT_GE(seconds_since(t2), 0.55);
+  EXPECT_LT(seconds_since(t2), 1.2);
+}
+
 TEST_F(DistWatchdogTest, TheStoresRankDoesNotWaitForASilentPeer) {
   Peer peer(store_, 1);
   const auto w = running(/*rank=*/0);

@@ -126,7 +126,9 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
       // known-answer stalls, the memory format and the CUDA-graph step (issue 14)
       "inject_stall", "memory_format", "cuda_graph", "cuda_graph_memsets",
       // the cap on an image file's size (issue 21)
-      "max_image_mb"};
+      "max_image_mb",
+      // dead and frozen peers (issue 22)
+      "dist_peer_timeout_s"};
   // clang-format on
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["batch_size"], 128);

@@ -1,0 +1,346 @@
+// End-to-end tests of train_resnet50's ranks (CPU, Gloo, two ranks on 127.0.0.1) when a peer dies,
+// freezes, stalls or is signalled, and when the rendezvous cannot complete: every rank ends in the
+// time promised, names what it lost, writes its report and says so on its first stderr line.
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "lib/dist_env.h"
+#include "tests/test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// A TCP socket listening on 127.0.0.1 that accepts connections (the kernel completes them) and
+// never answers: a stale listener on the store's port. Port 0 asks for a free one.
+class SilentListener {
+ public:
+  SilentListener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::listen(fd_, 16) != 0) {
+      throw std::runtime_error("cannot listen on 127.0.0.1");
+    }
+    socklen_t len = sizeof(addr);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~SilentListener() { ::close(fd_); }
+  SilentListener(const SilentListener&) = delete;
+  SilentListener& operator=(const SilentListener&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+// A port nobody listens on now (the kernel's choice, released at once).
+int free_port() {
+  SilentListener probe;
+  return probe.port();
+}
+
+// Kills every process of ours whose environment holds MASTER_PORT=`port` (the ranks a launcher
+// started, which outlive it when a test kills the launcher).
+void kill_ranks_on(int port) {
+  const std::string marker = "MASTER_PORT=" + std::to_string(port);
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return;
+  while (const dirent* e = ::readdir(proc)) {
+    const int pid = std::atoi(e->d_name);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    std::ifstream in(std::string("/proc/") + e->d_name + "/environ", std::ios::binary);
+    std::string entry;
+    while (std::getline(in, entry, '\0')) {
+      if (entry == marker) {
+        ::kill(pid, SIGKILL);
+        break;
+      }
+    }
+  }
+  ::closedir(proc);
+}
+
+class DistLivenessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!workload::dist_backend_available(workload::DistBackend::kGloo)) {
+      GTEST_SKIP() << "this build has no Gloo (c10d's CPU backend)";
+    }
+  }
+  void TearDown() override {
+    for (const int port : ports_) kill_ranks_on(port);
+  }
+
+  // train_resnet50's arguments for a small CPU rank: synthetic batches, 32 px, progress lines.
+  std::vector<std::string> train(std::vector<std::string> extra) const {
+    std::vector<std::string> a = {WORKLOAD_TRAIN_BIN, "--data=/nonexistent", "--synthetic",
+                                  "--device=cpu",     "--batch-size=2",      "--image-size=32",
+                                  "--warmup=1"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  // The environment of rank `rank` of 2, as launch_local.sh sets it.
+  std::vector<std::string> rank_env(int rank, int port) {
+    ports_.push_back(port);
+    return {"RANK=" + std::to_string(rank),
+            "LOCAL_RANK=" + std::to_string(rank),
+            "WORLD_SIZE=2",
+            "LOCAL_WORLD_SIZE=2",
+            "MASTER_ADDR=127.0.0.1",
+            "MASTER_PORT=" + std::to_string(port)};
+  }
+  std::string report_of(int rank) const {
+    return (tmp_.path() / ("run.rank" + std::to_string(rank) + ".json")).string();
+  }
+  std::string report_flag() const { return "--report=" + (tmp_.path() / "run.json").string(); }
+  static nlohmann::json read_json(const std::string& path) {
+    std::ifstream in(path);
+    EXPECT_TRUE(in.good()) << path;
+    return in.good() ? nlohmann::json::parse(in) : nlohmann::json::object();
+  }
+  // Waits until `p`'s stdout holds `marker`; false after `timeout_s` or when `p` ended.
+  static bool wait_for(test_util::Process& p, const std::string& marker, double timeout_s = 60) {
+    const auto t = Clock::now();
+    while (p.out().find(marker) == std::string::npos) {
+      if (p.poll() || seconds_since(t) > timeout_s) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+  }
+
+  test_util::TempDir tmp_;
+  std::vector<int> ports_;
+};
+
+struct Loss {
+  int victim;  // the rank signalled
+  int signal;  // SIGKILL (dead) or SIGSTOP (frozen)
+};
+
+class DeadOrFrozenPeerTest : public DistLivenessTest, public ::testing::WithParamInterface<Loss> {};
+
+// The survivor ends within 10 s, at the default --dist-timeout-s (300 s): exit 3, the missing rank
+// named on its first stderr line and in its report, which says interrupted. Rank 0 serves the
+// store: its loss is seen through the store (gone, or silent when frozen).
+TEST_P(DeadOrFrozenPeerTest, TheOtherRankEndsWithinTenSecondsNamingIt) {
+  const Loss loss = GetParam();
+  const int port = free_port();
+  const auto args = train({"--steps=1000", report_flag()});
+  test_util::Process rank0(args, rank_env(0, port)), rank1(args, rank_env(1, port));
+  test_util::Process& victim = loss.victim == 0 ? rank0 : rank1;
+  test_util::Process& survivor = loss.victim == 0 ? rank1 : rank0;
+  ASSERT_TRUE(wait_for(survivor, "[step   2/")) << survivor.out() << survivor.err();
+  victim.signal(loss.signal);
+  const auto t = Clock::now();
+  ASSERT_TRUE(survivor.wait(30)) << "the survivor still waits 30 s later";
+  const double took = seconds_since(t);
+  EXPECT_LT(took, 10.0);
+  EXPECT_EQ(survivor.exit_code(), 3) << survivor.err();
+  const int survivor_rank = 1 - loss.victim;
+  const std::string lost = "rank " + std::to_string(loss.victim) + " missing";
+  EXPECT_EQ(
+      first_line(survivor.err())
+          .rfind("train_resnet50 (rank " + std::to_string(survivor_rank) + "): error: " + lost, 0),
+      0u)
+      << survivor.err();
+  const auto j = read_json(report_of(survivor_rank));
+  EXPECT_EQ(j.value("interrupted", false), true);
+  EXPECT_EQ(j["dist"]["lost_rank"], loss.victim);
+  EXPECT_NE(j["dist"]["aborted"].get<std::string>().find(lost), std::string::npos);
+  EXPECT_GE(j["steps"].size(), 1u);
+  std::printf("[ timing ] rank %d %s: rank %d exited %d after %.2f s\n", loss.victim,
+              loss.signal == SIGKILL ? "killed" : "frozen", survivor_rank, survivor.exit_code(),
+              took);
+}
+
+INSTANTIATE_TEST_SUITE_P(KilledAndFrozen, DeadOrFrozenPeerTest,
+                         ::testing::Values(Loss{1, SIGKILL}, Loss{0, SIGKILL}, Loss{1, SIGSTOP},
+                                           Loss{0, SIGSTOP}),
+                         [](const auto& info) {
+                           return std::string(info.param.signal == SIGKILL ? "Killed" : "Frozen") +
+                                  "Rank" + std::to_string(info.param.victim);
+                         });
+
+// Liveness is not progress: rank 1 sleeps 12 s inside a step (over twice the 5 s peer timeout)
+// while rank 0 waits for it in backward's all-reduce; both beat, and the run completes.
+TEST_F(DistLivenessTest, ASlowRankIsNotMissing) {
+  const int port = free_port();
+  const auto t = Clock::now();
+  test_util::Process rank0(train({"--steps=3", report_flag()}), rank_env(0, port));
+  test_util::Process rank1(train({"--steps=3", report_flag(), "--inject-stall=backward@1:12000"}),
+                           rank_env(1, port));
+  ASSERT_TRUE(rank1.wait(120));
+  ASSERT_TRUE(rank0.wait(30));
+  EXPECT_EQ(rank0.exit_code(), 0) << rank0.err();
+  EXPECT_EQ(rank1.exit_code(), 0) << rank1.err();
+  EXPECT_GE(seconds_since(t), 12.0);
+  for (int r = 0; r < 2; ++r) {
+    const auto j = read_json(report_of(r));
+    EXPECT_EQ(j.value("interrupted", true), false) << r;
+    EXPECT_EQ(j["dist"]["peer_timeout_s"], 5) << r;  // the stall lasted over twice that
+    EXPECT_EQ(j["dist"]["aborted"], "") << r;
+  }
+}
+
+class SignalInCollectiveTest : public DistLivenessTest,
+                               public ::testing::WithParamInterface<int> {};
+
+// Rank 1 sleeps 60 s inside a step, so rank 0 waits in backward's all-reduce and never reaches the
+// step boundary where the ranks agree on a stop: a signal to it aborts its group within 5 s (no
+// SIGKILL needed), and rank 1, told through the store, ends its sleep and exits too.
+TEST_P(SignalInCollectiveTest, TheSignalledRankExitsWithinFiveSeconds) {
+  const int sig = GetParam();
+  const int port = free_port();
+  test_util::Process rank0(train({"--steps=3", report_flag()}), rank_env(0, port));
+  test_util::Process rank1(train({"--steps=3", report_flag(), "--inject-stall=backward@1:60000"}),
+                           rank_env(1, port));
+  ASSERT_TRUE(wait_for(rank1, "[step   1/")) << rank1.out() << rank1.err();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // rank 0 in the all-reduce
+  rank0.signal(sig);
+  const auto t = Clock::now();
+  ASSERT_TRUE(rank0.wait(30));
+  const double took = seconds_since(t);
+  EXPECT_LT(took, 5.0);
+  EXPECT_EQ(rank0.exit_code(), 128 + sig) << rank0.err();
+  const auto j0 = read_json(report_of(0));
+  EXPECT_EQ(j0.value("interrupted", false), true);
+  EXPECT_EQ(j0["interrupt_signal"], sig == SIGINT ? "SIGINT" : "SIGTERM");
+  EXPECT_NE(j0["dist"]["aborted"].get<std::string>().find("no step boundary"), std::string::npos);
+  ASSERT_TRUE(rank1.wait(15)) << "rank 1 sleeps on after rank 0 left";
+  EXPECT_EQ(rank1.exit_code(), 3) << rank1.err();
+  EXPECT_EQ(first_line(rank1.err()).rfind("train_resnet50 (rank 1): error: rank 0", 0), 0u)
+      << rank1.err();
+  std::printf("[ timing ] %s to rank 0 in a collective: exited after %.2f s, rank 1 %.2f s\n",
+              sig == SIGINT ? "SIGINT" : "SIGTERM", took, seconds_since(t));
+}
+
+INSTANTIATE_TEST_SUITE_P(IntAndTerm, SignalInCollectiveTest, ::testing::Values(SIGINT, SIGTERM),
+                         [](const auto& info) {
+                           return info.param == SIGINT ? "SIGINT" : "SIGTERM";
+                         });
+
+// A store that accepts the connection and never answers (a stale listener on the port, or a rank 0
+// frozen after binding it): the rendezvous ends within --dist-timeout-s and a few seconds, exit 2,
+// the program's message first; a signal ends it at once.
+TEST_F(DistLivenessTest, ASilentStoreBoundsTheRendezvousAndASignalEndsItAtOnce) {
+  SilentListener silent;
+  const auto args = train({"--steps=3", "--dist-timeout-s=3"});
+  const auto r = test_util::run_process(args, rank_env(1, silent.port()), 60);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_LT(r.seconds, 3 + 3.0);
+  EXPECT_EQ(first_line(r.err).rfind("train_resnet50 (rank 1): MASTER_ADDR:MASTER_PORT:", 0), 0u)
+      << r.err;
+  EXPECT_NE(r.err.find("did not answer within 3 s"), std::string::npos) << r.err;
+  std::printf("[ timing ] silent store, --dist-timeout-s 3: exit %d after %.2f s\n", r.exit_code,
+              r.seconds);
+
+  test_util::Process waiting(train({"--steps=3", "--dist-timeout-s=60"}),
+                             rank_env(1, silent.port()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_FALSE(waiting.poll()) << waiting.err();
+  waiting.signal(SIGTERM);
+  const auto t = Clock::now();
+  ASSERT_TRUE(waiting.wait(30)) << "SIGTERM did not end the rendezvous";
+  EXPECT_LT(seconds_since(t), 1.0);
+  EXPECT_EQ(waiting.exit_code(), 128 + SIGTERM) << waiting.err();
+  EXPECT_NE(waiting.err().find("SIGTERM during the rendezvous"), std::string::npos)
+      << waiting.err();
+  std::printf("[ timing ] silent store, SIGTERM: exit %d after %.2f s\n", waiting.exit_code(),
+              seconds_since(t));
+}
+
+TEST_F(DistLivenessTest, ARankZeroFrozenAfterBindingBoundsTheRendezvous) {
+  const int port = free_port();
+  test_util::Process rank0(train({"--steps=3", "--dist-timeout-s=60"}), rank_env(0, port));
+  // Frozen once its store listens (the kernel still completes connections to it).
+  const auto t0 = Clock::now();
+  for (;;) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::close(fd);
+    if (up) break;
+    ASSERT_LT(seconds_since(t0), 30.0) << rank0.err();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  rank0.signal(SIGSTOP);
+  const auto r =
+      test_util::run_process(train({"--steps=3", "--dist-timeout-s=3"}), rank_env(1, port), 60);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_LT(r.seconds, 3 + 3.0);
+  EXPECT_EQ(first_line(r.err).rfind("train_resnet50 (rank 1): MASTER_ADDR:MASTER_PORT:", 0), 0u)
+      << r.err;
+}
+
+// A lone rank 0 says who did not join, once the timeout has passed and not later.
+TEST_F(DistLivenessTest, ALoneRankSaysWhoDidNotJoinInTime) {
+  const int port = free_port();
+  const auto r =
+      test_util::run_process(train({"--steps=3", "--dist-timeout-s=3"}), rank_env(0, port), 60);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_GE(r.seconds, 3.0);
+  EXPECT_LT(r.seconds, 3 + 3.0);
+  EXPECT_EQ(first_line(r.err).rfind("train_resnet50 (rank 0): MASTER_ADDR:MASTER_PORT:", 0), 0u)
+      << r.err;
+  EXPECT_NE(r.err.find("rank 1 did not join within 3 s"), std::string::npos) << r.err;
+}
+
+// scripts/launch_local.sh with a stale listener on --port: rank 0 cannot serve the store (exit 2),
+// rank 1 gets no answer from the listener (exit 2 within its --dist-timeout-s), and the launcher,
+// which waits for every rank, ends with them; a SIGTERM to the launcher ends everything at once.
+TEST_F(DistLivenessTest, LaunchLocalWithAStaleListenerEndsEverything) {
+  SilentListener stale;
+  ports_.push_back(stale.port());
+  const std::vector<std::string> launch = {LAUNCH_LOCAL, "2", "--port",
+                                           std::to_string(stale.port()), "--"};
+  auto args = launch;
+  for (const auto& a : train({"--steps=3", "--dist-timeout-s=3"})) args.push_back(a);
+  const auto r = test_util::run_process(args, {}, 60);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_LT(r.seconds, 3 + 4.0);
+  EXPECT_NE(r.err.find("(rank 0): MASTER_ADDR:MASTER_PORT"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(rank 1): MASTER_ADDR:MASTER_PORT"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("Logging before InitGoogleLogging"), std::string::npos) << r.err;
+  std::printf(
+      "[ timing ] launch_local.sh, stale listener, --dist-timeout-s 3: exit %d after %.2f s\n",
+      r.exit_code, r.seconds);
+
+  args = launch;
+  for (const auto& a : train({"--steps=3", "--dist-timeout-s=60"})) args.push_back(a);
+  const auto t = test_util::run_process(args, {}, 60, SIGTERM, 2.0);
+  EXPECT_FALSE(t.timed_out);
+  EXPECT_LT(t.seconds, 2.0 + 2.0);
+  EXPECT_NE(t.exit_code, 0) << t.err;
+  std::printf("[ timing ] launch_local.sh, stale listener, SIGTERM at 2 s: exit %d after %.2f s\n",
+              t.exit_code, t.seconds);
+}
+
+}  // namespace

@@ -4,23 +4,27 @@
 # machines without a working torchrun (Debian 12's torchrun 1.13 crashes on Python 3.11). Rank 0
 # serves the rendezvous store, as under a plain launcher.
 #
-# usage: scripts/launch_local.sh N [--port P] [--log-dir DIR] -- PROGRAM [ARGS...]
+# usage: scripts/launch_local.sh N [--port P] [--log-dir DIR] [--grace S] -- PROGRAM [ARGS...]
 #
 #   N              ranks (1..64), decimal digits read in base 10 (010 is 10)
 #   --port P       MASTER_PORT (default: MASTER_PORT if set, else a free port)
 #   --log-dir DIR  each rank's output to DIR/rank<r>.log as well as here
+#   --grace S      once a rank has failed, the others' time to end before SIGTERM (default 10)
 #
 # SIGINT and SIGTERM are passed on to every rank, as torchrun does. The ranks end on their own
-# (a rank that dies makes the others fail within their --dist-timeout-s): this script waits for all
-# of them. Exit status: 0 when every rank exited 0, else the first nonzero status by rank order
-# (a rank killed by a signal counts as 128 + the signal); 2 for usage errors and for a PROGRAM that
-# is not an executable file (nothing is launched then).
+# (a rank that dies or freezes makes the others stop within their --dist-peer-timeout-s, and a
+# rendezvous that cannot complete ends within --dist-timeout-s): this script waits for them. Once
+# a rank has exited nonzero, those still running S seconds later get SIGTERM and, S seconds after
+# that, SIGKILL, as torchrun's SIGTERM and SIGKILL (a frozen rank takes nothing else).
+# Exit status: 0 when every rank exited 0, else the first nonzero status by rank order (a rank
+# killed by a signal counts as 128 + the signal); 2 for usage errors and for a PROGRAM that is not
+# an executable file (nothing is launched then).
 set -uo pipefail
 # Job control: each rank in its own process group, with SIGINT not ignored (a plain background job
 # would ignore it); signals reach the ranks only through forward() below, as under torchrun.
 set -m
 
-usage() { sed -n '7,11s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '7,12s/^# \{0,1\}//p' "$0"; }
 die_usage() { echo "launch_local.sh: error: $1" >&2; usage >&2; exit 2; }
 
 [ $# -ge 1 ] || die_usage "expected the number of ranks"
@@ -32,14 +36,15 @@ if ! [[ $1 =~ ^[0-9]+$ && $n =~ ^[0-9]{1,2}$ ]] || [ "$n" -gt 64 ]; then die_usa
 shift
 port=${MASTER_PORT:-}
 log_dir=""
+grace=10
 while [ $# -gt 0 ]; do
   case "$1" in
-    --port | --log-dir)
+    --port | --log-dir | --grace)
       # `--port --log-dir d` is a forgotten value, not a port named --log-dir.
       [ $# -ge 2 ] || die_usage "$1: expected a value"
       [[ $2 != --* ]] || die_usage "$1: expected a value, got the flag '$2'"
       [ -n "$2" ] || die_usage "$1: expected a value, got ''"
-      if [ "$1" = --port ]; then port=$2; else log_dir=$2; fi
+      case "$1" in --port) port=$2 ;; --log-dir) log_dir=$2 ;; *) grace=$2 ;; esac
       shift 2 ;;
     --) shift; break ;;
     *) die_usage "unknown argument '$1' (the program comes after --)" ;;
@@ -68,12 +73,20 @@ if ! [[ $port =~ ^[0-9]+$ && $p =~ ^[0-9]{1,5}$ ]] || [ "$p" -gt 65535 ]; then
   die_usage "--port: expected 1..65535, got '$port'"
 fi
 port=$p
+g=${grace#"${grace%%[!0]*}"}
+if ! [[ $grace =~ ^[0-9]+$ && ${g:-0} =~ ^[0-9]{1,4}$ ]]; then
+  die_usage "--grace: expected seconds, 0..9999, got '$grace'"
+fi
+grace=${g:-0}
 [ -n "$log_dir" ] && { mkdir -p "$log_dir" || die_usage "--log-dir: cannot create '$log_dir'"; }
 
 pids=()
+rcs=()  # each rank's exit status once it has ended
 forward() {  # pass a signal on to every rank still running
-  local sig=$1 pid
-  for pid in "${pids[@]}"; do kill "-$sig" "$pid" 2>/dev/null; done
+  local sig=$1 r
+  for r in "${!pids[@]}"; do
+    [ -n "${rcs[r]:-}" ] || kill "-$sig" "${pids[r]}" 2>/dev/null
+  done
 }
 trap 'forward INT' INT
 trap 'forward TERM' TERM
@@ -92,14 +105,37 @@ for ((r = 0; r < n; r++)); do
   pids+=($!)
 done
 
+# The ranks have their own stderr; this script's goes elsewhere from here on, because bash reports
+# there every rank killed by a signal when it reaps it ("Killed ..."). Its own lines go to the copy.
+exec {stderr}>&2 2>/dev/null
+now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((10#$t / 1000)); }
+# Reap ranks as they end. Once one has failed, the others have $grace seconds to end on their own
+# (a rank that loses a peer names it and stops within its --dist-peer-timeout-s), then SIGTERM,
+# then SIGKILL as many seconds later.
+left=$n failed_at="" stage=0
+while [ "$left" -gt 0 ]; do
+  for ((r = 0; r < n; r++)); do
+    if [ -n "${rcs[r]:-}" ] || kill -0 "${pids[r]}" 2>/dev/null; then continue; fi
+    wait "${pids[r]}"  # it has ended: its status at once
+    rc=$?
+    rcs[r]=$rc
+    left=$((left - 1))
+    if [ "$rc" -ne 0 ] && [ -z "$failed_at" ]; then failed_at=$(now_ms) first=$r; fi
+  done
+  if [ -n "$failed_at" ] && [ "$left" -gt 0 ]; then
+    waited=$(($(now_ms) - failed_at))
+    if [ "$stage" -eq 0 ] && [ "$waited" -ge $((grace * 1000)) ]; then
+      echo "launch_local.sh: rank $first exited ${rcs[first]}; $left rank(s) still running ${grace} s later: SIGTERM" >&"$stderr"
+      forward TERM; stage=1
+    elif [ "$stage" -eq 1 ] && [ "$waited" -ge $((2 * grace * 1000)) ]; then
+      echo "launch_local.sh: $left rank(s) still running ${grace} s after SIGTERM: SIGKILL" >&"$stderr"
+      forward KILL; stage=2
+    fi
+  fi
+  [ "$left" -gt 0 ] && sleep 0.05
+done
 status=0
 for ((r = 0; r < n; r++)); do
-  # wait returns early when a trapped signal arrives: wait again until the rank has ended.
-  while true; do
-    wait "${pids[r]}"
-    rc=$?
-    kill -0 "${pids[r]}" 2>/dev/null || break
-  done
-  if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then status=$rc; fi
+  if [ "${rcs[r]}" -ne 0 ] && [ "$status" -eq 0 ]; then status=${rcs[r]}; fi
 done
 exit "$status"

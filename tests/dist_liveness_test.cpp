@@ -63,25 +63,33 @@ int free_port() {
   return probe.port();
 }
 
-// Kills every process of ours whose environment holds MASTER_PORT=`port` (the ranks a launcher
-// started, which outlive it when a test kills the launcher).
-void kill_ranks_on(int port) {
+// The processes of ours whose environment holds MASTER_PORT=`port` (and RANK=`rank`, unless -1):
+// the ranks a launcher started.
+std::vector<int> ranks_on(int port, int rank = -1) {
   const std::string marker = "MASTER_PORT=" + std::to_string(port);
+  const std::string rank_marker = "RANK=" + std::to_string(rank);
+  std::vector<int> pids;
   DIR* proc = ::opendir("/proc");
-  if (!proc) return;
+  if (!proc) return pids;
   while (const dirent* e = ::readdir(proc)) {
     const int pid = std::atoi(e->d_name);
     if (pid <= 0 || pid == ::getpid()) continue;
     std::ifstream in(std::string("/proc/") + e->d_name + "/environ", std::ios::binary);
     std::string entry;
+    bool port_matches = false, rank_matches = rank < 0;
     while (std::getline(in, entry, '\0')) {
-      if (entry == marker) {
-        ::kill(pid, SIGKILL);
-        break;
-      }
+      port_matches = port_matches || entry == marker;
+      rank_matches = rank_matches || entry == rank_marker;
     }
+    if (port_matches && rank_matches) pids.push_back(pid);
   }
   ::closedir(proc);
+  return pids;
+}
+
+// Kills the ranks on `port` (which outlive their launcher when a test kills it).
+void kill_ranks_on(int port) {
+  for (const int pid : ranks_on(port)) ::kill(pid, SIGKILL);
 }
 
 class DistLivenessTest : public ::testing::Test {
@@ -341,6 +349,34 @@ TEST_F(DistLivenessTest, LaunchLocalWithAStaleListenerEndsEverything) {
   EXPECT_NE(t.exit_code, 0) << t.err;
   std::printf("[ timing ] launch_local.sh, stale listener, SIGTERM at 2 s: exit %d after %.2f s\n",
               t.exit_code, t.seconds);
+}
+
+// Under scripts/launch_local.sh a frozen rank cannot end by itself: rank 0 names it and exits 3
+// within 10 s, and the launcher, --grace seconds after that failure, ends it (SIGTERM, then
+// SIGKILL), so that everything ends.
+TEST_F(DistLivenessTest, UnderLaunchLocalAFrozenRankEndsEverything) {
+  const int port = free_port();
+  ports_.push_back(port);
+  std::vector<std::string> args = {LAUNCH_LOCAL, "2", "--port", std::to_string(port),
+                                   "--grace",    "2", "--"};
+  for (const auto& a : train({"--steps=1000", report_flag()})) args.push_back(a);
+  test_util::Process launcher(args);
+  ASSERT_TRUE(wait_for(launcher, "[rank 1] [step   2/")) << launcher.out() << launcher.err();
+  const std::vector<int> rank1 = ranks_on(port, 1);
+  ASSERT_EQ(rank1.size(), 1u);
+  ::kill(rank1[0], SIGSTOP);
+  const auto t = Clock::now();
+  ASSERT_TRUE(launcher.wait(40)) << "the launcher still waits 40 s later";
+  EXPECT_LT(seconds_since(t), 10.0 + 2 * 2 + 1);
+  EXPECT_EQ(launcher.exit_code(), 3) << launcher.err();  // rank 0's, the first by rank order
+  EXPECT_EQ(first_line(launcher.err()).rfind("train_resnet50 (rank 0): error: rank 1 missing", 0),
+            0u)
+      << launcher.err();
+  EXPECT_NE(launcher.err().find("SIGKILL"), std::string::npos) << launcher.err();
+  EXPECT_EQ(read_json(report_of(0))["dist"]["lost_rank"], 1);
+  EXPECT_TRUE(ranks_on(port).empty());
+  std::printf("[ timing ] launch_local.sh, rank 1 frozen: everything ended after %.2f s\n",
+              seconds_since(t));
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 """Tests for scripts/launch_local.sh's command line, with small shell programs as ranks: N read in base 10
-(leading zeros included) and used the same way everywhere, the environment each rank gets, and the usage
+(leading zeros included) and used the same way everywhere, the environment each rank gets, the usage
 errors (a flag without its value, an N out of range or too long for shell arithmetic, a program that
-cannot be run) that must exit 2 before anything is launched. The ranks of a real training run are
-tested by tests/distributed_test.cpp.
+cannot be run) that must exit 2 before anything is launched, and the ranks still running --grace seconds
+after one failed (SIGTERM, then SIGKILL). The ranks of a real training run are tested by
+tests/distributed_test.cpp and tests/dist_liveness_test.cpp.
 
 Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest discover -s tests/python
 """
@@ -10,6 +11,7 @@ Run: /usr/bin/python3 -m pytest -q tests/python   or   python3 -m unittest disco
 import os
 import shutil
 import subprocess
+import time
 import unittest
 
 from testutil import ScratchCase
@@ -72,7 +74,10 @@ class LaunchLocalTest(ScratchCase):
                  (["--log-dir", "", "--", "true"], "--log-dir: expected a value, got ''"),
                  (["--port", "70000", "--", "true"], "--port: expected 1..65535, got '70000'"),
                  (["--port", "123456789012345678901", "--", "true"],
-                  "--port: expected 1..65535, got '123456789012345678901'")]
+                  "--port: expected 1..65535, got '123456789012345678901'"),
+                 (["--grace"], "--grace: expected a value"),
+                 (["--grace", "soon", "--", "true"], "--grace: expected seconds, 0..9999, got 'soon'"),
+                 (["--grace", "10000", "--", "true"], "--grace: expected seconds, 0..9999, got '10000'")]
         for args, message in cases:
             with self.subTest(args=args):
                 r = self.launch("2", *args, timeout=10)
@@ -105,6 +110,24 @@ class LaunchLocalTest(ScratchCase):
     def test_the_first_failing_ranks_status(self):
         r = self.launch("3", "--", SH, "-c", 'exit $((RANK == 0 ? 0 : 3 + RANK))')
         self.assertEqual(r.returncode, 4, r.stderr)
+
+    def test_ranks_still_running_after_one_failed_get_sigterm_then_sigkill(self):
+        # Rank 0 fails at once; rank 1 ignores SIGTERM (as a frozen rank would), rank 2 does not.
+        rank = 'case $RANK in 0) exit 5 ;; 1) trap "" TERM; exec sleep 60 ;; *) exec sleep 60 ;; esac'
+        start = time.monotonic()
+        r = self.launch("3", "--grace", "1", "--", SH, "-c", rank)
+        self.assertLess(time.monotonic() - start, 10)
+        self.assertEqual(r.returncode, 5, r.stderr)  # the first failing rank's, as before
+        self.assertEqual(r.stderr.splitlines(), [
+            "launch_local.sh: rank 0 exited 5; 2 rank(s) still running 1 s later: SIGTERM",
+            "launch_local.sh: 1 rank(s) still running 1 s after SIGTERM: SIGKILL"])
+
+    def test_ranks_that_end_within_the_grace_are_left_alone(self):
+        start = time.monotonic()
+        r = self.launch("2", "--grace", "5", "--", SH, "-c", '[ "$RANK" = 0 ] || sleep 0.5; exit 3')
+        self.assertLess(time.monotonic() - start, 4)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertEqual(r.stderr, "")
 
 
 if __name__ == "__main__":

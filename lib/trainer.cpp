@@ -281,12 +281,16 @@ RunResult Trainer::run(const Progress& progress) {
       throw;
     }
   }
+  // An abort can also end the run without a failure here: NCCL's waits are on the device, and a
+  // drain held by a lost peer simply returns once the communicators are aborted.
+  if (dist_ && !verdict) verdict = dist_->verdict();
   if (verdict) {
-    // No drain, loss or digest: the group is aborted, and on a GPU the device may hold work
-    // that waited for the lost peer.
+    // No loss or digest: the group is aborted, and on a GPU the device may hold work that waited
+    // for the lost peer.
     dist_->stand_down();
     result.interrupted = true;
     result.interrupt_signal = signal_name(std::max(stop_->requested(), 0));
+    result.stop_agreed_by = stop_->agreed_by();
     result.aborted = verdict->reason;
     result.lost_rank = verdict->kind == DistVerdict::Kind::kPeerLost ? verdict->rank : -1;
     return result;

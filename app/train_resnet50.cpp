@@ -106,8 +106,6 @@ std::string program_label() {
   return rank && *rank ? "train_resnet50 (rank " + std::string(rank) + ")" : "train_resnet50";
 }
 
-}  // namespace
-
 // The exit status of a run: 0, or 128 + the signal it stopped for, or kExitPeerLost when the
 // watchdog ended it on a lost peer (the one line saying so printed here, first on stderr).
 int run_status(const workload::Trainer& trainer, const workload::RunResult& result,
@@ -125,6 +123,8 @@ int run_status(const workload::Trainer& trainer, const workload::RunResult& resu
   if (result.interrupted) return 128 + trainer.stop_signal();
   return 0;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   workload::init_torch_logging(argv[0]);

@@ -199,18 +199,20 @@ int main(int argc, char** argv) {
         if (c.precision != article.precision ||
             lo.transform.dtype != article.loader.transform.dtype || c.mode != article.mode ||
             c.nvtx_detail != article.nvtx_detail || c.sync_every_step || c.cuda_graph ||
-            !c.torch_profiler_trace.empty()) {
+            c.fused_bn || !c.torch_profiler_trace.empty()) {
           const std::string bn = c.mode == workload::RunMode::kForward
                                      ? std::string(" (BN ") + to_string(c.forward_bn) + ")"
                                      : "";
-          std::printf("experiment: precision %s, host dtype %s, mode %s%s, nvtx detail %s%s%s%s\n",
-                      to_string(c.precision), to_string(lo.transform.dtype), to_string(c.mode),
-                      bn.c_str(), to_string(c.nvtx_detail),
-                      c.cuda_graph ? ", step replayed from a CUDA graph" : "",
-                      c.sync_every_step ? ", loss read every step" : "",
-                      c.torch_profiler_trace.empty()
-                          ? ""
-                          : (", torch profiler trace " + c.torch_profiler_trace).c_str());
+          std::printf(
+              "experiment: precision %s, host dtype %s, mode %s%s, nvtx detail %s%s%s%s%s\n",
+              to_string(c.precision), to_string(lo.transform.dtype), to_string(c.mode), bn.c_str(),
+              to_string(c.nvtx_detail),
+              c.fused_bn ? ", batch norm fused with ReLU and add (cuDNN)" : "",
+              c.cuda_graph ? ", step replayed from a CUDA graph" : "",
+              c.sync_every_step ? ", loss read every step" : "",
+              c.torch_profiler_trace.empty()
+                  ? ""
+                  : (", torch profiler trace " + c.torch_profiler_trace).c_str());
         }
         if (const workload::Distributed* d = trainer.distributed()) {
           std::printf(

@@ -23,18 +23,19 @@ BottleneckImpl::BottleneckImpl(std::int64_t in_planes, std::int64_t planes, std:
   conv3_ = register_module("conv3", conv(planes, planes * kExpansion, 1, 1, 0));
   bn3_ = register_module("bn3", torch::nn::BatchNorm2d(planes * kExpansion));
   if (stride != 1 || in_planes != planes * kExpansion) {
-    downsample_ = register_module(
-        "downsample", torch::nn::Sequential(conv(in_planes, planes * kExpansion, 1, stride, 0),
-                                            torch::nn::BatchNorm2d(planes * kExpansion)));
+    downsample_conv_ = conv(in_planes, planes * kExpansion, 1, stride, 0);
+    downsample_bn_ = torch::nn::BatchNorm2d(planes * kExpansion);
+    downsample_ =
+        register_module("downsample", torch::nn::Sequential(downsample_conv_, downsample_bn_));
   }
 }
 
 torch::Tensor BottleneckImpl::forward(const torch::Tensor& x) {
-  torch::Tensor out = torch::relu(bn1_(conv1_(x)));
-  out = torch::relu(bn2_(conv2_(out)));
-  out = bn3_(conv3_(out));
-  out += downsample_ ? downsample_->forward(x) : x;
-  return torch::relu(out);
+  torch::Tensor out = norm_->bn_relu(*bn1_, conv1_(x));
+  out = norm_->bn_relu(*bn2_, conv2_(out));
+  return norm_->bn_add_relu(*bn3_, conv3_(out), [&] {
+    return downsample_ ? norm_->bn(*downsample_bn_, downsample_conv_(x)) : x;
+  });
 }
 
 ResNet50Impl::ResNet50Impl(std::int64_t num_classes) : num_classes_(num_classes) {
@@ -71,15 +72,23 @@ torch::nn::Sequential ResNet50Impl::make_layer(std::int64_t planes, std::int64_t
   return layer;
 }
 
+void ResNet50Impl::set_norm_activation(const std::shared_ptr<const NormActivation>& norm) {
+  TORCH_CHECK(norm != nullptr, "ResNet50: expected a NormActivation, got nullptr");
+  norm_ = norm;
+  for (auto* layer : {&layer1_, &layer2_, &layer3_, &layer4_}) {
+    for (auto& block : **layer) block.get<BottleneckImpl>().set_norm_activation(norm);
+  }
+}
+
 torch::Tensor ResNet50Impl::forward(const torch::Tensor& x) {
-  torch::Tensor y = maxpool_(torch::relu(bn1_(conv1_(x))));
+  torch::Tensor y = maxpool_(norm_->bn_relu(*bn1_, conv1_(x)));
   y = layer4_->forward(layer3_->forward(layer2_->forward(layer1_->forward(y))));
   return fc_(torch::flatten(avgpool_(y), 1));
 }
 
 torch::Tensor ResNet50Impl::forward_with_hook(const torch::Tensor& x, const ForwardHook& hook) {
   hook("stem", true);
-  torch::Tensor y = maxpool_(torch::relu(bn1_(conv1_(x))));
+  torch::Tensor y = maxpool_(norm_->bn_relu(*bn1_, conv1_(x)));
   hook("stem", false);
   static const char* const kBlockNames[4][6] = {
       {"layer1.0", "layer1.1", "layer1.2"},

@@ -12,7 +12,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+
+#include "lib/norm_activation.h"
 
 namespace workload {
 
@@ -22,11 +25,17 @@ class BottleneckImpl : public torch::nn::Module {
   static constexpr std::int64_t kExpansion = 4;
   BottleneckImpl(std::int64_t in_planes, std::int64_t planes, std::int64_t stride);
   torch::Tensor forward(const torch::Tensor& x);
+  /// How the block's BatchNorms and what follows them run (module_norm_activation() until set).
+  void set_norm_activation(std::shared_ptr<const NormActivation> norm) { norm_ = std::move(norm); }
 
  private:
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
   torch::nn::Sequential downsample_{nullptr};  // 1x1 conv + BN when shape changes
+  // downsample_'s two modules (registered there, as downsample.0 and downsample.1).
+  torch::nn::Conv2d downsample_conv_{nullptr};
+  torch::nn::BatchNorm2d downsample_bn_{nullptr};
+  std::shared_ptr<const NormActivation> norm_ = module_norm_activation();
 };
 TORCH_MODULE(Bottleneck);
 
@@ -45,6 +54,10 @@ class ResNet50Impl : public torch::nn::Module {
   /// Same computation with `hook` called around the stem, each stage, each block and the head.
   torch::Tensor forward_with_hook(const torch::Tensor& x, const ForwardHook& hook);
   std::int64_t num_classes() const { return num_classes_; }
+  /// How every BatchNorm and what follows it run: module_norm_activation() (the default, LibTorch's
+  /// modules) or fused_norm_activation() (--fused-bn). The module tree, the parameters and the
+  /// buffers are the same either way.
+  void set_norm_activation(const std::shared_ptr<const NormActivation>& norm);
 
  private:
   torch::nn::Sequential make_layer(std::int64_t planes, std::int64_t blocks, std::int64_t stride);
@@ -56,6 +69,7 @@ class ResNet50Impl : public torch::nn::Module {
   torch::nn::Sequential layer1_{nullptr}, layer2_{nullptr}, layer3_{nullptr}, layer4_{nullptr};
   torch::nn::AdaptiveAvgPool2d avgpool_{nullptr};
   torch::nn::Linear fc_{nullptr};
+  std::shared_ptr<const NormActivation> norm_ = module_norm_activation();
 };
 TORCH_MODULE(ResNet50);
 

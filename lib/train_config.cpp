@@ -12,6 +12,7 @@
 
 #include "lib/cuda_device.h"
 #include "lib/gpu_decode_input.h"
+#include "lib/norm_activation.h"
 #include "lib/step_plan.h"
 #include "lib/train_flags.h"
 
@@ -99,6 +100,18 @@ void validate(const TrainConfig& c) {
     }
     if (c.device == Device::kCpu) {
       throw UsageError("--cuda-graph: CUDA graphs need --device cuda");
+    }
+  }
+  if (c.fused_bn) {
+    check_fused_bn_built();  // first: without the kernels no other setting helps
+    if (c.device == Device::kCpu) {
+      throw UsageError("--fused-bn: cuDNN's fused batch norm needs --device cuda");
+    }
+    if (c.loader.transform.layout != data_pipeline::ImageLayout::kChannelsLast) {
+      throw UsageError(
+          std::string("--fused-bn: cuDNN's fused batch norm runs on NHWC tensors; needs "
+                      "--memory-format channels_last, got ") +
+          to_string(c.loader.transform.layout));
     }
   }
   if (c.device == Device::kCuda && !cuda_available()) {

@@ -130,6 +130,9 @@ struct TrainConfig {
   /// With cuda_graph: rewrite the graph's small memset nodes into kernel nodes before instantiating
   /// it (where this build can), or replay it as captured.
   GraphMemsets cuda_graph_memsets = GraphMemsets::kKernels;
+  /// Every BatchNorm on cuDNN's NHWC kernels with what follows it fused: BN+ReLU and
+  /// BN+add+ReLU in one forward and one backward kernel each (lib/norm_activation.h).
+  bool fused_bn = false;
 
   // Data parallelism, when a launcher (torchrun) put this process in a distributed run; ignored
   // by a single process. Every other setting then means what it means per rank.

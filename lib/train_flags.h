@@ -104,6 +104,10 @@ void visit_train_flags(C& c, V&& v) {
             "kernel nodes, which start without a memset's pipeline bubble; nodes replays the graph "
             "as captured"},
            c.cuda_graph_memsets);
+  v.boolean({"fused-bn", kExperimentsGroup,
+             "every BatchNorm on cuDNN's NHWC kernels, fused with the ReLU and the residual add "
+             "that follow it (CUDA builds with cuDNN; --memory-format channels_last)"},
+            c.fused_bn);
   v.choice({"dist-backend", kDistributedGroup,
             "collectives between ranks (default: nccl with --device cuda, gloo with cpu)"},
            c.dist_backend);

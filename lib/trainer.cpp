@@ -12,6 +12,7 @@
 
 #include "data_pipeline/data_error.h"
 #include "lib/distributed.h"
+#include "lib/norm_activation.h"
 #include "lib/nvtx.h"
 #include "lib/report.h"
 #include "lib/torch_trace.h"
@@ -61,6 +62,7 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
   model_ = ResNet50(num_classes_);
   model_->to(device_);
   if (config_.loader.transform.layout != dp::ImageLayout::kNchw) to_channels_last(*model_);
+  if (config_.fused_bn) model_->set_norm_activation(fused_norm_activation());
   if (dist_) {
     // After the device and the memory format (the buckets' views follow the gradients' layout).
     // Collectives already: a peer lost here ends the setup with the watchdog's verdict.

@@ -128,7 +128,9 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
       // the cap on an image file's size (issue 21)
       "max_image_mb",
       // dead and frozen peers (issue 22)
-      "dist_peer_timeout_s"};
+      "dist_peer_timeout_s",
+      // cuDNN's fused batch norm (issue 24)
+      "fused_bn"};
   // clang-format on
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["batch_size"], 128);
@@ -150,6 +152,7 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
   EXPECT_EQ(j["decode"], "cpu");
   EXPECT_EQ(j["memory_format"], "channels_last");
   EXPECT_EQ(j["cuda_graph"], false);
+  EXPECT_EQ(j["fused_bn"], false);
 }
 
 TEST(TrainConfigTest, InjectedStallsParseAndMustNameAPhaseAndACapturedStep) {
@@ -211,6 +214,30 @@ TEST(TrainConfigTest, GpuDecodeNeedsImagesAGpuAndAStageInThisBuild) {
     c.device = Device::kCuda;
     c.loader.decode = data_pipeline::DecodeDevice::kGpu;
     expect_invalid(c, "--decode gpu: this build has no GPU decode stage");
+  }
+#endif
+}
+
+TEST(TrainConfigTest, FusedBnNeedsTheKernelsInThisBuildAGpuAndChannelsLast) {
+  TrainConfig c = cpu_config();
+  c.fused_bn = true;
+#if !defined(WORKLOAD_HAVE_FUSED_BN)
+  expect_invalid(c, "--fused-bn: this build has no fused batch norm (");
+  c.device = Device::kCuda;
+  expect_invalid(c, "--fused-bn: this build has no fused batch norm (");
+#else
+  expect_invalid(c, "--fused-bn: cuDNN's fused batch norm needs --device cuda");
+  c.device = Device::kCuda;
+  c.loader.transform.layout = data_pipeline::ImageLayout::kNchw;
+  expect_invalid(c,
+                 "--fused-bn: cuDNN's fused batch norm runs on NHWC tensors; needs "
+                 "--memory-format channels_last, got nchw");
+  if (cuda_available()) {
+    c.loader.transform.layout = data_pipeline::ImageLayout::kChannelsLast;
+    EXPECT_NO_THROW(validate(c));
+    c.cuda_graph = true;
+    c.precision = Precision::kBf16;
+    EXPECT_NO_THROW(validate(c));
   }
 #endif
 }

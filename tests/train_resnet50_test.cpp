@@ -242,6 +242,45 @@ TEST_F(TrainBinaryTest, NvtxTreeOfACudaGraphRun) {
   }
 }
 
+// --fused-bn: today's step tree, the blocks' ranges of --nvtx-detail layers included, and a model
+// of the same size; without CUDA (or a build without the kernels) it exits 2 naming the flag.
+TEST_F(TrainBinaryTest, NvtxTreeOfAFusedBnRun) {
+  const auto refused = test_util::run_process(args({"--fused-bn"}));  // --device=cpu
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("--fused-bn: "), std::string::npos) << refused.err;
+  const auto version = test_util::run_process({WORKLOAD_TRAIN_BIN, "--version"});
+  if (version.out.find("CUDA device: yes") == std::string::npos) {
+    GTEST_SKIP() << "cuDNN's fused batch norm needs a CUDA device";
+  }
+  const fs::path log = tmp_->path() / "nvtx_fused_bn.tsv";
+  const fs::path report = tmp_->path() / "fused_bn.json";
+  const std::vector<std::string> a = {WORKLOAD_TRAIN_BIN,
+                                      "--data=" + (tmp_->path() / "data").string(),
+                                      "--device=cuda",
+                                      "--batch-size=4",
+                                      "--image-size=32",
+                                      "--workers=2",
+                                      "--warmup=1",
+                                      "--steps=2",
+                                      "--fused-bn",
+                                      "--nvtx-detail=layers",
+                                      "--report=" + report.string()};
+  const auto r =
+      test_util::run_process(a, {std::string("NVTX_INJECTION64_PATH=") + NVTX_RECORDER_LIB,
+                                 "NVTX_RECORDER_OUTPUT=" + log.string()});
+  if (r.exit_code == 2 && r.err.find("this build has no fused batch norm") != std::string::npos) {
+    GTEST_SKIP() << r.err;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(tree_with_parens(read_events(log), r.pid),
+            expected_tree(1, 2, true, {false, true, true, false}));
+  std::ifstream in(report);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["config"]["fused_bn"], true);
+  EXPECT_EQ(j["model"]["parameters"], 23508032 + 2048 * 3 + 3);  // 3 classes, as unfused
+  EXPECT_TRUE(j["loss_after_drain"].is_number());
+}
+
 // --decode gpu: the main thread's tree is the eager one (the stage's event wait is h2d_submit's),
 // with the iterator reused or reset, and the stage's own ranges are on another thread in the
 // data_pipeline domain.

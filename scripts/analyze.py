@@ -9,7 +9,8 @@ usage: analyze.py EXPORT.sqlite --out DIR [--report run.json] [--expected-steps 
 Writes into DIR:
   summary.json         numbers and checks (nsys_analysis.summary.compute_summary lists every key)
   summary.md           idle gaps, host stalls, checks, phases, per-step input timing, GPU time per phase,
-                       top kernels, memory operations, CUDA API calls, other NVTX domains
+                       top kernels, kernel time by family (scripts/kernel_families.py compares runs),
+                       memory operations, CUDA API calls, other NVTX domains
   fig1_phases.png      total duration of each phase range, torch_step and capture_window excluded
   fig2_top_kernels.png the twelve largest kernel groups by demangled name, with launch counts
   fig3_timeline.png    host ranges above kernel (and whole-graph) / copy / memset lanes, first step to

@@ -30,8 +30,12 @@ def is_layout_conversion(name):
 
 
 # (pattern on the demangled name, short label), first match wins. Written for the ATen, cuDNN, cuBLAS
-# and CUTLASS kernels a ResNet-50 training step launches.
+# and CUTLASS kernels a ResNet-50 training step launches. cuDNN's fused batch norm (--fused-bn) names
+# its operation in the backward kernel (batchnorm_relu_bwtr_..., batchnorm_add_relu_bwtr_...), the
+# forward only in template flags (_fused_bn_forward).
 _KERNEL_LABELS = [
+    (r"batchnorm_add_relu_bwtr", "BN+add+ReLU bwd"),
+    (r"batchnorm_relu_bwtr", "BN+ReLU bwd"),
     (r"batchnorm_bwtr|batch_norm_backward|bn_bw|BatchNormBwd", "BN bwd"),
     (r"batchnorm_fwtr|batch_norm_(?:collect|elemt|transform)|bn_fw|BatchNormFwd|batch_norm_forward", "BN fwd"),
     (r"nchw_?(?:to|2)_?nhwc", "NCHW->NHWC"),
@@ -64,8 +68,26 @@ _KERNEL_LABELS = [
 _KERNEL_LABELS = [(re.compile(p, re.IGNORECASE), label) for p, label in _KERNEL_LABELS]
 
 
+# cuDNN's NHWC batch-norm forward: batchnorm_fwtr_nhwc_semiPersist<T, Tparam, T, six ints, (bool)RELU,
+# (bool)ADD_RELU, (bool)..., (int)...>, as read off cuDNN 9.19's kernels on the H200 (tests/python's
+# names): BN alone (0, 0, 1), BN+ReLU (1, 0, 1), BN+add+ReLU (0, 1, 1).
+_BN_FWD_FLAGS = re.compile(r"batchnorm_fwtr_nhwc\w*<.*\(bool\)([01]), \(bool\)([01]), \(bool\)[01], \(int\)\d+>")
+
+
+def _fused_bn_forward(name):
+    """"BN+ReLU fwd" / "BN+add+ReLU fwd" for cuDNN's fused batch-norm forward kernels, else None."""
+    m = _BN_FWD_FLAGS.search(name)
+    if not m:
+        return None
+    relu, add_relu = m.groups()
+    return "BN+add+ReLU fwd" if add_relu == "1" else "BN+ReLU fwd" if relu == "1" else None
+
+
 def short_kernel_label(name):
     """A readable short label for a demangled kernel name ("BN fwd", "conv dgrad", "SGD", ...)."""
+    fused = _fused_bn_forward(name)
+    if fused:
+        return fused
     for pattern, label in _KERNEL_LABELS:
         if pattern.search(name):
             return label
@@ -83,3 +105,48 @@ def kernel_labels(names):
         seen[sh] += 1
         out.append("%s #%d" % (sh, seen[sh]) if shorts.count(sh) > 1 else sh)
     return out
+
+
+# Kernel families, in table order: what a fused batch norm removes (ReLU, the residual add's forward)
+# and what it merges (batch norm with them).
+KERNEL_FAMILIES = ("batch norm", "BN+ReLU (fused)", "BN+add+ReLU (fused)", "ReLU", "add", "convolution",
+                   "GEMM", "optimizer", "other")
+_FAMILY_OF_LABEL = {
+    "BN fwd": "batch norm", "BN bwd": "batch norm",
+    "BN+ReLU fwd": "BN+ReLU (fused)", "BN+ReLU bwd": "BN+ReLU (fused)",
+    "BN+add+ReLU fwd": "BN+add+ReLU (fused)", "BN+add+ReLU bwd": "BN+add+ReLU (fused)",
+    "ReLU fwd": "ReLU", "ReLU bwd": "ReLU",
+    # Forward residual adds and, in backward, autograd's sum of the two gradients of a block's input.
+    "elementwise add": "add",
+    "conv fprop": "convolution", "conv dgrad": "convolution", "conv wgrad": "convolution",
+    "cuDNN convert": "convolution", "NHWC pad": "convolution",
+    "GEMM": "GEMM", "split-K reduce": "GEMM",
+    "SGD": "optimizer",
+}
+
+
+def kernel_family(name):
+    """The family (one of KERNEL_FAMILIES) of a demangled kernel name."""
+    return _FAMILY_OF_LABEL.get(short_kernel_label(name), "other")
+
+
+def kernel_family_table(durations, steps=None):
+    """Kernel time by family from (demangled name, ns) pairs: a list of dicts (family, launches, total_ms,
+    pct of all kernel time, and ms_per_step when `steps` is given), in KERNEL_FAMILIES order, families
+    without kernels left out."""
+    total = defaultdict(float)
+    count = defaultdict(int)
+    for name, ns in durations:
+        fam = kernel_family(name)
+        total[fam] += ns
+        count[fam] += 1
+    grand = sum(total.values()) or 1.0
+    rows = []
+    for fam in KERNEL_FAMILIES:
+        if count[fam]:
+            row = {"family": fam, "launches": count[fam], "total_ms": round(total[fam] / 1e6, 3),
+                   "pct": round(100.0 * total[fam] / grand, 2)}
+            if steps:
+                row["ms_per_step"] = round(total[fam] / 1e6 / steps, 3)
+            rows.append(row)
+    return rows

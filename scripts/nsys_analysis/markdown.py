@@ -85,6 +85,11 @@ def render_markdown(s):
                           [(k["rank"], k["label"], k["launches"], fmt(k["total_ms"]), fmt(k["avg_us"], 1),
                             fmt(k["pct"], 1), "`%s`" % (k["name"][:110] + ("..." if len(k["name"]) > 110 else "")))
                            for k in s["top_kernels"]], ["r", "l", "r", "r", "r", "r", "l"]))
+    if s.get("kernel_families"):
+        out += ["", "## Kernel time by family (whole export)", ""]
+        out.append(table(["family", "launches", "total ms", "ms per step", "% kernel time"],
+                          [(f["family"], f["launches"], fmt(f["total_ms"]), fmt(f.get("ms_per_step")),
+                            fmt(f["pct"], 1)) for f in s["kernel_families"]], ["l", "r", "r", "r", "r"]))
     if s["memory_operations"]:
         out += ["", "## Memory operations (whole export)", ""]
         out.append(table(["operation", "count", "total ms", "avg us", "max us", "MB"],

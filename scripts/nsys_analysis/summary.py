@@ -5,7 +5,7 @@ from collections import OrderedDict, defaultdict
 from .checks import capture_checks
 from .idle_gaps import host_stalls, idle_gaps
 from .intervals import SpanIndex, group_stats, ms, union_length
-from .kernels import is_layout_conversion, kernel_labels
+from .kernels import is_layout_conversion, kernel_family_table, kernel_labels
 from .phases import gpu_time_by_phase, input_pipeline_tids, step_phases
 from .records import (BATCH_WAIT, DATA_LOAD, GPU_STAGE_RANGES, GRAPH_LAUNCH, GRAPH_REPLAY, H2D_SUBMIT,
                       LOADER_DOMAIN, STALL_DOMAIN, STEP, WINDOW, Window)
@@ -335,12 +335,14 @@ def _add_tables(s, ex, top_n):
                                         pct=round(100.0 * v.total_ns / total_kernel, 2))
                             for i, (k, v) in enumerate(list(kern.items())[:top_n])]
         mem = group_stats([(op.operation, op.end - op.start, op.nbytes) for op in ex.memcpys + ex.memsets])
+        s["kernel_families"] = kernel_family_table(((k.name, k.end - k.start) for k in ex.kernels),
+                                                   steps=s.get("steps") or None)
         s["memory_operations"] = [OrderedDict(operation=k, count=v.count, total_ms=ms(v.total_ns),
                                               avg_us=round(v.total_ns / v.count / 1e3, 3),
                                               max_us=round(v.max_ns / 1e3, 3), bytes=v.nbytes)
                                   for k, v in mem.items()]
     else:
-        s["top_kernels"] = s["memory_operations"] = None
+        s["top_kernels"] = s["memory_operations"] = s["kernel_families"] = None
     if ex.api_calls is not None:
         api = group_stats((a.name, a.end - a.start) for a in ex.api_calls)
         s["api_calls"] = [OrderedDict(name=k, calls=v.count, total_ms=ms(v.total_ns),

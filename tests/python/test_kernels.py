@@ -7,7 +7,8 @@ import unittest
 
 # nsys_exports first: it puts scripts/ on sys.path.
 from nsys_exports import RealFixtureCase
-from nsys_analysis.kernels import is_layout_conversion, kernel_labels
+from nsys_analysis.kernels import (KERNEL_FAMILIES, is_layout_conversion, kernel_family, kernel_family_table,
+                                   kernel_labels, short_kernel_label)
 
 
 class LayoutPatternTest(unittest.TestCase):
@@ -35,12 +36,67 @@ class LayoutPatternTest(unittest.TestCase):
                          ["BN bwd #1", "elementwise add", "BN bwd #2", "conv dgrad", "SGD", "my_custom_kernel"])
 
 
+# cuDNN 9.19's NHWC batch-norm kernels on the H200 (train_resnet50 with and without --fused-bn).
+_P = "(int)512, (int)16, (int)%d, (int)4, (int)1, (int)%d, "
+BN_FWD = "void cudnn::batchnorm_fwtr_nhwc_semiPersist<float, float, float, " + _P % (2, 0) + \
+    "(bool)0, (bool)0, (bool)1, (int)2>(cudnn::NhwcBatchNormFwdParams<T1, T2>)"
+BN_BWD = "void cudnn::batchnorm_bwtr_nhwc_semiPersist<float, float, float, " + _P % (3, 1) + \
+    "(bool)1, (int)2>(cudnn::NhwcBatchNormBwdParams<T1, T2>)"
+BN_RELU_FWD = "void cudnn::batchnorm_fwtr_nhwc_semiPersist<__nv_bfloat16, float, __nv_bfloat16, " + _P % (5, 1) + \
+    "(bool)1, (bool)0, (bool)1, (int)2>(cudnn::NhwcBatchNormFwdParams<T1, T2>)"
+BN_RELU_BWD = "void cudnn::batchnorm_relu_bwtr_nhwc_semiPersist<float, float, float, " + _P % (3, 0) + \
+    "(bool)1, (int)2>(cudnn::NhwcBatchNormBwdParams<T1, T2>)"
+BN_ADD_RELU_FWD = "void cudnn::batchnorm_fwtr_nhwc_semiPersist<float, float, float, " + _P % (2, 0) + \
+    "(bool)0, (bool)1, (bool)1, (int)2>(cudnn::NhwcBatchNormFwdParams<T1, T2>)"
+BN_ADD_RELU_BWD = "void cudnn::batchnorm_add_relu_bwtr_nhwc_semiPersist<__nv_bfloat16, float, __nv_bfloat16, " + \
+    _P % (3, 1) + "(bool)1, (int)2>(cudnn::NhwcBatchNormBwdParams<T1, T2>)"
+RELU_BWD = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::BinaryFunctor<float, float, float, "
+            "void at::native::threshold_kernel_impl<float>(at::TensorIteratorBase &, T1, T1)::[lambda(float, float) "
+            "(instance 1)]>, std::array<char *, (unsigned long)3>>(int, T2, T3)")
+ADD = ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add<c10::BFloat16>, "
+       "std::array<char *, (unsigned long)3>>(int, T2, T3)")
+WGRAD = ("sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_"
+         "warpgroupsize1x1x1_g1_execute_segment_k_on_kernel__5x_cudnn")
+
+
+class FusedBatchNormKernelTest(unittest.TestCase):
+    def test_each_fused_kernel_has_its_label(self):
+        self.assertEqual([short_kernel_label(n) for n in
+                          (BN_FWD, BN_BWD, BN_RELU_FWD, BN_RELU_BWD, BN_ADD_RELU_FWD, BN_ADD_RELU_BWD)],
+                         ["BN fwd", "BN bwd", "BN+ReLU fwd", "BN+ReLU bwd", "BN+add+ReLU fwd", "BN+add+ReLU bwd"])
+
+    def test_families(self):
+        self.assertEqual([kernel_family(n) for n in (BN_FWD, BN_RELU_BWD, BN_ADD_RELU_FWD, RELU_BWD, ADD, WGRAD,
+                                                     "void foo::my_custom_kernel<int>(int)")],
+                         ["batch norm", "BN+ReLU (fused)", "BN+add+ReLU (fused)", "ReLU", "add", "convolution",
+                          "other"])
+
+    def test_family_table_in_family_order_with_shares_and_per_step_times(self):
+        rows = kernel_family_table([(WGRAD, 3e6), (BN_FWD, 1e6), (BN_BWD, 2e6), (RELU_BWD, 4e6)], steps=2)
+        self.assertEqual([r["family"] for r in rows], ["batch norm", "ReLU", "convolution"])
+        self.assertEqual([r["launches"] for r in rows], [2, 1, 1])
+        self.assertEqual([r["total_ms"] for r in rows], [3.0, 4.0, 3.0])
+        self.assertEqual([r["pct"] for r in rows], [30.0, 40.0, 30.0])
+        self.assertEqual([r["ms_per_step"] for r in rows], [1.5, 2.0, 1.5])
+        self.assertNotIn("ms_per_step", kernel_family_table([(ADD, 1e6)])[0])
+        self.assertEqual(kernel_family_table([]), [])
+        self.assertEqual(len(set(KERNEL_FAMILIES)), len(KERNEL_FAMILIES))
+
+
 class RealFixtureKernelTest(RealFixtureCase):
     def test_channels_last_cudnn_conversions_are_not_layout_mismatches(self):
         names = {k.name for k in self.ex.kernels}
         self.assertTrue(any("convertTensor_kernel" in n for n in names))
         self.assertEqual(self.s["layout_conversion_kernels"], 0)
         self.assertEqual(self.s["layout_conversion_names"], {})
+
+    def test_the_python_references_families(self):
+        fams = {r["family"]: r for r in self.s["kernel_families"]}
+        self.assertEqual(sum(r["launches"] for r in fams.values()), len(self.ex.kernels))
+        self.assertAlmostEqual(sum(r["pct"] for r in fams.values()), 100.0, delta=0.05)
+        for fam in ("batch norm", "ReLU", "add", "convolution", "optimizer"):
+            self.assertIn(fam, fams)  # an unfused PyTorch step has them all
+        self.assertNotIn("BN+ReLU (fused)", fams)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,9 @@ class BasicExportTest(TempDirCase):
         self.assertEqual(s["h2d_submit_ms"], [0.5, 0.5])
         self.assertEqual(s["batch_wait_total_ms"], 1.5)
         self.assertEqual(s["batch_wait_max_ms"], 1.0)
+        # Every kernel of the export, the window's edges ignored (as top_kernels).
+        self.assertEqual([(f["family"], f["launches"], f["total_ms"], f["ms_per_step"]) for f in s["kernel_families"]],
+                         [("batch norm", 2, 1.3, 0.65), ("convolution", 1, 1.4, 0.7), ("other", 3, 3.0, 1.5)])
         self.assertEqual(s["batch_wait_max_step"], 1)
         self.assertEqual(s["h2d_submit_total_ms"], 1.0)
         self.assertEqual(dict(s["phase_totals_ms"]), {

@@ -5,6 +5,8 @@
 #include <torch/nn/init.h>
 #include <torch/types.h>
 
+#include <utility>
+
 namespace workload {
 
 namespace {
@@ -28,6 +30,11 @@ BottleneckImpl::BottleneckImpl(std::int64_t in_planes, std::int64_t planes, std:
     downsample_ =
         register_module("downsample", torch::nn::Sequential(downsample_conv_, downsample_bn_));
   }
+}
+
+void BottleneckImpl::set_norm_activation(std::shared_ptr<const NormActivation> norm) {
+  TORCH_CHECK(norm != nullptr, "Bottleneck: expected a NormActivation, got nullptr");
+  norm_ = std::move(norm);
 }
 
 torch::Tensor BottleneckImpl::forward(const torch::Tensor& x) {

@@ -26,7 +26,8 @@ class BottleneckImpl : public torch::nn::Module {
   BottleneckImpl(std::int64_t in_planes, std::int64_t planes, std::int64_t stride);
   torch::Tensor forward(const torch::Tensor& x);
   /// How the block's BatchNorms and what follows them run (module_norm_activation() until set).
-  void set_norm_activation(std::shared_ptr<const NormActivation> norm) { norm_ = std::move(norm); }
+  /// \throws c10::Error for nullptr.
+  void set_norm_activation(std::shared_ptr<const NormActivation> norm);
 
  private:
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};

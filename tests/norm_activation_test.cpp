@@ -101,6 +101,8 @@ TEST(NormActivationTest, TheModelKeepsItsModulesWhateverItsNormalisation) {
   EXPECT_EQ(names(), before);
   EXPECT_EQ(count_parameters(*model), 23714981);
   EXPECT_THROW(model->set_norm_activation(nullptr), c10::Error);
+  Bottleneck block(64, 16, 1);
+  EXPECT_THROW(block->set_norm_activation(nullptr), c10::Error);
 }
 
 // --- GPU: the fused kernels against the modules -------------------------------------------------

@@ -155,7 +155,7 @@ struct Breakdown {
 // the fastest of each kind is kept, which damps other load on the machine. Every pass draws the
 // same augmentations (epoch 0 of `seed`), so both kinds do the same work.
 Breakdown cpu_breakdown(const dp::Food101Index& index, const dp::TransformOptions& options,
-                        std::uint64_t seed, std::int64_t images) {
+                        std::uint64_t seed, std::int64_t images, std::uint64_t max_bytes) {
   struct File {
     std::string path;
     std::int64_t dataset_index;
@@ -181,7 +181,7 @@ Breakdown cpu_breakdown(const dp::Food101Index& index, const dp::TransformOption
   for (const File& f : files) {  // warm-up: page cache, buffers, and dropping undecodable files
     try {
       auto rng = rng_for(f);
-      transform.apply_file(f.path, rng, dst.data());
+      transform.apply_file(f.path, rng, dst.data(), nullptr, nullptr, max_bytes);
       good.push_back(f);
     } catch (const dp::DataError&) {
       ++b.skipped;
@@ -197,10 +197,10 @@ Breakdown cpu_breakdown(const dp::Food101Index& index, const dp::TransformOption
     for (const File& f : good) {
       auto rng = rng_for(f);
       if (!sum) {
-        transform.apply_file(f.path, rng, dst.data());
+        transform.apply_file(f.path, rng, dst.data(), nullptr, nullptr, max_bytes);
         continue;
       }
-      transform.apply_file(f.path, rng, dst.data(), nullptr, &t);
+      transform.apply_file(f.path, rng, dst.data(), nullptr, &t, max_bytes);
       for (const Stage& s : kStages) sum->*s.ns += t.*s.ns;
     }
     return std::chrono::duration<double>(Clock::now() - start).count();
@@ -400,7 +400,8 @@ int main(int argc, char** argv) {
     dp::TransformOptions cpu_options = lo.transform;
     cpu_options.decode_mode = dp::DecodeMode::kFusedRoi;
     if (breakdown) {
-      cpu = cpu_breakdown(*index, cpu_options, lo.seed, breakdown_images);
+      cpu = cpu_breakdown(*index, cpu_options, lo.seed, breakdown_images,
+                          static_cast<std::uint64_t>(lo.max_image_mb) << 20);
       j["cpu_breakdown"] = to_json(cpu, cpu_options);
     }
     if (json) {

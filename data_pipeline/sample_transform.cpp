@@ -143,13 +143,14 @@ CropRect choose_crop(void* context, int width, int height) {
 }  // namespace
 
 std::uint64_t SampleTransform::apply_file(const std::string& path, CounterRng& rng, void* dst,
-                                          DecodeInfo* info, TransformTimes* times) {
+                                          DecodeInfo* info, TransformTimes* times,
+                                          std::uint64_t max_bytes) {
   if (!times) {
-    read_file(path, file_buffer_);
+    read_file(path, file_buffer_, max_bytes);
     return apply(file_buffer_.data(), file_buffer_.size(), path, rng, dst, info);
   }
   Clock::time_point t = Clock::now();
-  read_file(path, file_buffer_);
+  read_file(path, file_buffer_, max_bytes);
   const std::int64_t read_ns = lap(t);
   const std::uint64_t digest =
       apply(file_buffer_.data(), file_buffer_.size(), path, rng, dst, info, times);

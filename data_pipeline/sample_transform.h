@@ -59,11 +59,13 @@ class SampleTransform {
                       CounterRng& rng, void* dst, DecodeInfo* info = nullptr,
                       TransformTimes* times = nullptr);
 
-  /// Reads `path` (`read_file` under the default cap, kDefaultMaxImageMb) and applies the
-  /// transform (the buffer is reused across calls); `times`, when not null, includes the read.
-  /// \throws DataError when the file cannot be read or decoded.
+  /// Reads `path` (`read_file` under the cap `max_bytes`, by default kDefaultMaxImageMb MiB) and
+  /// applies the transform (the buffer is reused across calls); `times`, when not null, includes
+  /// the read. \throws DataError when the file cannot be read (or is over the cap) or decoded.
   std::uint64_t apply_file(const std::string& path, CounterRng& rng, void* dst,
-                           DecodeInfo* info = nullptr, TransformTimes* times = nullptr);
+                           DecodeInfo* info = nullptr, TransformTimes* times = nullptr,
+                           std::uint64_t max_bytes = static_cast<std::uint64_t>(kDefaultMaxImageMb)
+                                                     << 20);
 
   /// True when this build can decode non-JPEG files (OpenCV imgcodecs present).
   static bool has_fallback_decoder();

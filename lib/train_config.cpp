@@ -29,8 +29,17 @@ void check_output_path(const std::string& flag, const std::string& path) {
   if (::access(dir.c_str(), W_OK) != 0) {
     throw UsageError(flag + ": directory " + dir.string() + " is not writable");
   }
-  if (std::filesystem::is_directory(p, ec))
-    throw UsageError(flag + ": " + path + " is a directory");
+  const std::filesystem::file_status st = std::filesystem::status(p, ec);
+  if (std::filesystem::is_directory(st)) throw UsageError(flag + ": " + path + " is a directory");
+  // Written at the end of the run: opening a pipe nobody reads would hold the finished run there.
+  if (std::filesystem::is_fifo(st) || std::filesystem::is_socket(st)) {
+    throw UsageError(flag + ": " + path + " is a " +
+                     (std::filesystem::is_fifo(st) ? "named pipe" : "socket") +
+                     "; expected a regular file");
+  }
+  if (std::filesystem::exists(st) && ::access(p.c_str(), W_OK) != 0) {
+    throw UsageError(flag + ": " + path + " exists and is not writable");
+  }
 }
 
 InjectedStall parse_list_item(const std::string& text, InjectedStall*) {

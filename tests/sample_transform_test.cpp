@@ -176,6 +176,13 @@ TEST(SampleTransformTest, NonJpegFilesUseTheFallbackOrFailClearly) {
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("text.jpg"), std::string::npos) << e.what();
   }
+  // The cap on a file's size is the caller's (loader_bench --breakdown passes --max-image-mb).
+  try {
+    t.apply_file((tmp / "text.jpg").string(), rng, out.data(), nullptr, nullptr, /*max_bytes=*/8);
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("--max-image-mb"), std::string::npos) << e.what();
+  }
 }
 
 TEST(SampleTransformTest, FileErrorsNameTheFile) {

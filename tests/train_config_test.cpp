@@ -97,7 +97,16 @@ TEST(TrainConfigTest, OutputPathsAreCheckedBeforeTheRun) {
     ::chmod(tmp.path().c_str(), 0500);
     expect_bad((tmp / "r.json").string(), "is not writable");
     ::chmod(tmp.path().c_str(), 0700);
+    test_util::write_text(tmp / "read_only.json", "{}");
+    ::chmod((tmp / "read_only.json").c_str(), 0400);
+    expect_bad((tmp / "read_only.json").string(), "read_only.json exists and is not writable");
   }
+  // A named pipe would hold the finished run at the report's open; /dev/null is fine.
+  ASSERT_EQ(::mkfifo((tmp / "pipe").c_str(), 0600), 0);
+  expect_bad((tmp / "pipe").string(), "pipe is a named pipe; expected a regular file");
+  EXPECT_NO_THROW(check_output_path("--report", "/dev/null"));
+  test_util::write_text(tmp / "old.json", "{}");
+  EXPECT_NO_THROW(check_output_path("--report", (tmp / "old.json").string()));  // overwritten
   TrainConfig c = cpu_config();
   c.torch_profiler_trace = (tmp / "missing" / "t.json").string();
   expect_invalid(c, "--torch-profiler-trace: directory");

@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "data_pipeline/host_block.h"
@@ -32,6 +34,31 @@ double rss_mib() {
 int thread_count() {
   int n = 0;
   for (const auto& e : fs::directory_iterator("/proc/self/task")) n += e.is_directory() ? 1 : 0;
+  return n;
+}
+
+// The thread count once it is `expected`, or whatever it is after `timeout`: a thread that has
+// finished (the previous test's teardown, a worker just joined) can stay in /proc/self/task a
+// moment, and one just started is there at once; a leak stays past any timeout.
+int thread_count_within(int expected, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int n = thread_count();
+  while (n != expected && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    n = thread_count();
+  }
+  return n;
+}
+
+// The thread count once two readings 100 ms apart agree (at most 5 s).
+int settled_thread_count() {
+  int n = thread_count();
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const int m = thread_count();
+    if (m == n) break;
+    n = m;
+  }
   return n;
 }
 
@@ -91,7 +118,7 @@ TEST_F(SoakTest, TrainingSeveralEpochsKeepsMemoryFlat) {
 }
 
 TEST_F(SoakTest, LoaderThreadsComeAndGo) {
-  const int before = thread_count();
+  const int before = settled_thread_count();
   auto index = std::make_shared<const data_pipeline::Food101Index>(
       data_pipeline::Food101Index::load(tmp_->path(), "train"));
   for (int round = 0; round < epochs(); ++round) {
@@ -103,13 +130,13 @@ TEST_F(SoakTest, LoaderThreadsComeAndGo) {
     o.transform.image_size = 24;
     o.work_unit = round % 2 ? data_pipeline::WorkUnit::kSample : data_pipeline::WorkUnit::kBatch;
     data_pipeline::Loader loader(index, o);
-    EXPECT_EQ(thread_count(), before + o.workers);
+    EXPECT_EQ(thread_count_within(before + o.workers, std::chrono::seconds(5)), before + o.workers);
     for (int i = 0; i < 6; ++i) {
       if (i == 3) loader.reset();
       loader.next();
     }
   }
-  EXPECT_EQ(thread_count(), before);
+  EXPECT_EQ(thread_count_within(before, std::chrono::seconds(5)), before);
 }
 
 }  // namespace

@@ -99,7 +99,7 @@ cudnnStatus_t fill_layout(CallLayout& l, const at::Tensor& x, BnOps ops, cudnnHa
 
 /// The layouts met so far, built once each (a ResNet-50 step meets some twenty), refused ones too.
 /// Thread-safe: the forward and the backward of one layer run on different threads.
-const CallLayout& layout_for(const at::Tensor& x, BnOps ops, cudnnHandle_t h) {
+const CallLayout& layout_for(const at::Tensor& x, BnOps ops) {
   using Key = std::tuple<int, at::ScalarType, BnOps, std::array<std::int64_t, 4>>;
   static std::mutex mutex;
   static std::map<Key, std::unique_ptr<const CallLayout>> layouts;
@@ -109,17 +109,18 @@ const CallLayout& layout_for(const at::Tensor& x, BnOps ops, cudnnHandle_t h) {
                 {x.size(0), x.size(1), x.size(2), x.size(3)}};
   const std::lock_guard<std::mutex> lock(mutex);
   auto& slot = layouts[key];
-  if (!slot) {
+  if (!slot) {  // the size queries need a handle: only on x's device, once per layout
+    const c10::cuda::CUDAGuard guard(x.device());
     auto l = std::make_unique<CallLayout>();
-    l->status = fill_layout(*l, x, ops, h);
+    l->status = fill_layout(*l, x, ops, current_handle());
     slot = std::move(l);
   }
   return *slot;
 }
 
 /// layout_for(), refused layouts thrown as the status cuDNN gave.
-const CallLayout& usable_layout(const at::Tensor& x, BnOps ops, cudnnHandle_t h) {
-  const CallLayout& l = layout_for(x, ops, h);
+const CallLayout& usable_layout(const at::Tensor& x, BnOps ops) {
+  const CallLayout& l = layout_for(x, ops);
   TORCH_CHECK(l.status == CUDNN_STATUS_SUCCESS, "cudnn_bn: cuDNN refuses ", x.scalar_type(), " ",
               x.sizes(), " for BnOps ", static_cast<int>(ops), ": ", cudnnGetErrorString(l.status));
   return l;
@@ -140,17 +141,15 @@ void check_param(const char* what, const at::Tensor& t, const at::Tensor& x) {
               "cudnn_bn: expected ", what, " float [", x.size(1), "] on ", x.device());
 }
 
-void check_inputs(const at::Tensor& x, const at::Tensor& z, const at::Tensor& weight,
-                  const at::Tensor& bias, BnOps ops) {
+/// x, weight and bias, as forward and backward both take them.
+void check_inputs(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                  BnOps ops) {
   TORCH_CHECK(x.defined() && x.is_cuda() && x.dim() == 4,
               "cudnn_bn: expected a 4-D CUDA tensor x, got ",
               x.defined() ? x.sizes() : at::IntArrayRef{});
   check_input("x", x, x);
-  if (ops == BnOps::kBnAddRelu) {
-    check_input("z", z, x);
-    TORCH_CHECK(x.size(1) % 4 == 0, "cudnn_bn: BN+add+ReLU needs C a multiple of 4, got ",
-                x.size(1));
-  }
+  TORCH_CHECK(ops != BnOps::kBnAddRelu || x.size(1) % 4 == 0,
+              "cudnn_bn: BN+add+ReLU needs C a multiple of 4, got ", x.size(1));
   check_param("weight", weight, x);
   check_param("bias", bias, x);
 }
@@ -162,22 +161,22 @@ at::Tensor bytes(std::size_t n, const at::Tensor& like) {
 }  // namespace
 
 bool cudnn_accepts(const at::Tensor& x, BnOps ops) {
-  const c10::cuda::CUDAGuard guard(x.device());
-  return layout_for(x, ops, current_handle()).status == CUDNN_STATUS_SUCCESS;
+  return layout_for(x, ops).status == CUDNN_STATUS_SUCCESS;
 }
 
 BnForward batch_norm_forward(const at::Tensor& x, const at::Tensor& z, const at::Tensor& weight,
                              const at::Tensor& bias, const at::Tensor& running_mean,
                              const at::Tensor& running_var, double momentum, double eps,
                              BnOps ops) {
-  check_inputs(x, z, weight, bias, ops);
+  check_inputs(x, weight, bias, ops);
+  if (ops == BnOps::kBnAddRelu) check_input("z", z, x);
   check_param("running_mean", running_mean, x);
   check_param("running_var", running_var, x);
   TORCH_CHECK(eps >= CUDNN_BN_MIN_EPSILON, "cudnn_bn: expected eps >= ", CUDNN_BN_MIN_EPSILON,
               ", got ", eps);
   const c10::cuda::CUDAGuard guard(x.device());
   const cudnnHandle_t h = current_handle();
-  const CallLayout& l = usable_layout(x, ops, h);
+  const CallLayout& l = usable_layout(x, ops);
   BnForward r;
   r.y = at::empty_like(x, at::MemoryFormat::ChannelsLast);
   r.save_mean = at::empty({x.size(1)}, weight.options());
@@ -198,12 +197,12 @@ BnForward batch_norm_forward(const at::Tensor& x, const at::Tensor& z, const at:
 BnBackward batch_norm_backward(const at::Tensor& x, const at::Tensor& dy, const at::Tensor& weight,
                                const at::Tensor& bias, const BnForward& saved, double eps,
                                BnOps ops) {
-  check_inputs(x, ops == BnOps::kBnAddRelu ? x : at::Tensor(), weight, bias, ops);
+  check_inputs(x, weight, bias, ops);
   check_input("dy", dy, x);
   if (ops != BnOps::kBn) check_input("y", saved.y, x);
   const c10::cuda::CUDAGuard guard(x.device());
   const cudnnHandle_t h = current_handle();
-  const CallLayout& l = usable_layout(x, ops, h);
+  const CallLayout& l = usable_layout(x, ops);
   TORCH_CHECK(static_cast<std::size_t>(saved.reserve.numel()) == l.reserve,
               "cudnn_bn: the reserve space is not the one forward returned");
   BnBackward r;

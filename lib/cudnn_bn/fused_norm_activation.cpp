@@ -75,23 +75,23 @@ class FusedBnAddReluFunction : public torch::autograd::Function<FusedBnAddReluFu
 
 class FusedNormActivation final : public NormActivation {
  public:
+  // What cuDNN does not take runs as the modules do.
   torch::Tensor bn_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) const override {
-    if (!fusable(bn, x, BnOps::kBnRelu)) return torch::relu(bn.forward(x));
+    if (!fusable(bn, x, BnOps::kBnRelu)) return modules_->bn_relu(bn, x);
     return fused_batch_norm(bn, x, {}, BnOps::kBnRelu);
   }
   torch::Tensor bn_add_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                             c10::function_ref<torch::Tensor()> residual) const override {
-    if (!fusable(bn, x, BnOps::kBnAddRelu)) {
-      torch::Tensor out = bn.forward(x);
-      out += residual();
-      return torch::relu(out);
-    }
+    if (!fusable(bn, x, BnOps::kBnAddRelu)) return modules_->bn_add_relu(bn, x, residual);
     return fused_batch_norm(bn, x, residual(), BnOps::kBnAddRelu);
   }
   torch::Tensor bn(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) const override {
-    if (!fusable(bn, x, BnOps::kBn)) return bn.forward(x);
+    if (!fusable(bn, x, BnOps::kBn)) return modules_->bn(bn, x);
     return fused_batch_norm(bn, x, {}, BnOps::kBn);
   }
+
+ private:
+  const std::shared_ptr<const NormActivation> modules_ = module_norm_activation();
 };
 
 }  // namespace

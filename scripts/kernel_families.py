@@ -6,8 +6,9 @@ usage: kernel_families.py SUMMARY.json [SUMMARY.json ...] [--names NAME ...] [--
 Each SUMMARY.json is analyze.py's summary of one capture (its `kernel_families`, computed over every
 kernel of the export: nsys_analysis.kernels.kernel_family_table). Prints a Markdown table, one row per
 family (batch norm, the fused BN+ReLU and BN+add+ReLU, ReLU, add, convolution, GEMM, optimizer,
-other) and, per run, its share of the kernel time and its milliseconds per step, then the kernel time
-per step and the run's images/s. --names labels the columns (default: each file's folder name).
+pooling, copies and casts, other) and, per run, its share of the kernel time and its milliseconds per
+step, then the kernel time per step and the run's images/s; below it, per run, the largest kernels
+that no family names ("other", by short label). --names labels the columns (default: each file's folder name).
 Example, eager against --fused-bn at bf16:
 
   scripts/profile.sh --prefix out/e16 --analyze --synthetic --steps 64 --precision bf16
@@ -69,7 +70,15 @@ def family_table(summaries, names):
         total += ["100.0", fmt(ms / steps if steps else None, 2)]
     rows.append(total)
     rows.append(["images/s"] + sum(([fmt(s.get("images_per_s"), 1), ""] for s in summaries), []))
-    return [table(header, rows, ["l"] + ["r"] * (2 * len(summaries)))]
+    lines = [table(header, rows, ["l"] + ["r"] * (2 * len(summaries)))]
+    for name, s in zip(names, summaries):
+        other = next((r for r in s["kernel_families"] if r["family"] == "other" and r.get("parts")), None)
+        if other:
+            steps = s.get("steps") or None
+            lines.append("\nLargest in other, %s: %s" % (name, "; ".join(
+                "%s %s ms/step (%s%%)" % (p["label"], fmt(p["total_ms"] / steps if steps else None, 2),
+                                          fmt(p["pct"], 1)) for p in other["parts"])))
+    return lines
 
 
 def main(argv=None):

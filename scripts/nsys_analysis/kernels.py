@@ -30,7 +30,8 @@ def is_layout_conversion(name):
 
 
 # (pattern on the demangled name, short label), first match wins. Written for the ATen, cuDNN, cuBLAS
-# and CUTLASS kernels a ResNet-50 training step launches. cuDNN's fused batch norm (--fused-bn) names
+# and CUTLASS kernels a ResNet-50 training step launches (cuBLAS's nvJet GEMMs too: the bf16 step on
+# the H200, cuDNN 9.19, launches nvjet_sm90_* kernels for 3.2 ms of its 20.7 ms of kernels). cuDNN's fused batch norm (--fused-bn) names
 # its operation in the backward kernel (batchnorm_relu_bwtr_..., batchnorm_add_relu_bwtr_...), the
 # forward only in template flags (_fused_bn_forward).
 _KERNEL_LABELS = [
@@ -62,7 +63,7 @@ _KERNEL_LABELS = [
     (r"CUDAFunctor_add|AddFunctor", "elementwise add"),
     (r"MulFunctor", "elementwise mul"),
     (r"reduce_kernel|sum_functor", "reduce"),
-    (r"gemm|cublas|cutlass", "GEMM"),
+    (r"gemm|cublas|cutlass|nvjet", "GEMM"),
     (r"elementwise", "elementwise"),
 ]
 _KERNEL_LABELS = [(re.compile(p, re.IGNORECASE), label) for p, label in _KERNEL_LABELS]
@@ -108,9 +109,12 @@ def kernel_labels(names):
 
 
 # Kernel families, in table order: what a fused batch norm removes (ReLU, the residual add's forward)
-# and what it merges (batch norm with them).
+# and what it merges (batch norm with them); then what neither touches. "copies and casts" is mostly
+# autocast's per-step casts of the weights to bf16 (ATen's copy kernels).
 KERNEL_FAMILIES = ("batch norm", "BN+ReLU (fused)", "BN+add+ReLU (fused)", "ReLU", "add", "convolution",
-                   "GEMM", "optimizer", "other")
+                   "GEMM", "optimizer", "pooling", "copies and casts", "other")
+# How many of the largest labels kernel_family_table names inside "other".
+OTHER_PARTS = 4
 _FAMILY_OF_LABEL = {
     "BN fwd": "batch norm", "BN bwd": "batch norm",
     "BN+ReLU fwd": "BN+ReLU (fused)", "BN+ReLU bwd": "BN+ReLU (fused)",
@@ -122,6 +126,8 @@ _FAMILY_OF_LABEL = {
     "cuDNN convert": "convolution", "NHWC pad": "convolution",
     "GEMM": "GEMM", "split-K reduce": "GEMM",
     "SGD": "optimizer",
+    "max-pool fwd": "pooling", "max-pool bwd": "pooling", "avg-pool": "pooling",
+    "copy": "copies and casts",
 }
 
 
@@ -133,13 +139,19 @@ def kernel_family(name):
 def kernel_family_table(durations, steps=None):
     """Kernel time by family from (demangled name, ns) pairs: a list of dicts (family, launches, total_ms,
     pct of all kernel time, and ms_per_step when `steps` is given), in KERNEL_FAMILIES order, families
-    without kernels left out."""
+    without kernels left out. The "other" row also has `parts`: its OTHER_PARTS largest short labels
+    (label, launches, total_ms, pct of all kernel time), so that what no family names is still named."""
     total = defaultdict(float)
     count = defaultdict(int)
+    other = defaultdict(lambda: [0, 0.0])
     for name, ns in durations:
-        fam = kernel_family(name)
+        label = short_kernel_label(name)
+        fam = _FAMILY_OF_LABEL.get(label, "other")
         total[fam] += ns
         count[fam] += 1
+        if fam == "other":
+            other[label][0] += 1
+            other[label][1] += ns
     grand = sum(total.values()) or 1.0
     rows = []
     for fam in KERNEL_FAMILIES:
@@ -148,5 +160,9 @@ def kernel_family_table(durations, steps=None):
                    "pct": round(100.0 * total[fam] / grand, 2)}
             if steps:
                 row["ms_per_step"] = round(total[fam] / 1e6 / steps, 3)
+            if fam == "other":
+                largest = sorted(other.items(), key=lambda kv: (-kv[1][1], kv[0]))[:OTHER_PARTS]
+                row["parts"] = [{"label": label, "launches": n, "total_ms": round(ns / 1e6, 3),
+                                 "pct": round(100.0 * ns / grand, 2)} for label, (n, ns) in largest]
             rows.append(row)
     return rows

@@ -90,6 +90,11 @@ def render_markdown(s):
         out.append(table(["family", "launches", "total ms", "ms per step", "% kernel time"],
                           [(f["family"], f["launches"], fmt(f["total_ms"]), fmt(f.get("ms_per_step")),
                             fmt(f["pct"], 1)) for f in s["kernel_families"]], ["l", "r", "r", "r", "r"]))
+        other = next((f for f in s["kernel_families"] if f["family"] == "other" and f.get("parts")), None)
+        if other:
+            out += ["", "Largest in other: " + "; ".join(
+                "%s %s ms (%s%%, %d launches)" % (p["label"], fmt(p["total_ms"]), fmt(p["pct"], 1), p["launches"])
+                for p in other["parts"])]
     if s["memory_operations"]:
         out += ["", "## Memory operations (whole export)", ""]
         out.append(table(["operation", "count", "total ms", "avg us", "max us", "MB"],

@@ -55,6 +55,17 @@ class KernelFamiliesTest(TempDirCase):
         with open(out_md) as f:
             self.assertEqual(f.read(), out)
 
+    def test_what_other_holds_is_named_per_run(self):
+        other = _fam("other", 2.0, 20.0)
+        other["parts"] = [{"label": "NLL loss fwd", "launches": 2, "total_ms": 1.5, "pct": 15.0},
+                          {"label": "mean", "launches": 2, "total_ms": 0.5, "pct": 5.0}]
+        a = self.write("a.json", _summary([_fam("convolution", 8.0, 80.0), other]))
+        b = self.write("b.json", _summary([_fam("convolution", 8.0, 100.0)]))
+        rc, out, _ = self.run_main(a, b, "--names", "a", "b")
+        self.assertEqual(rc, 0)
+        self.assertIn("\n\nLargest in other, a: NLL loss fwd 0.75 ms/step (15.0%); mean 0.25 ms/step (5.0%)\n", out)
+        self.assertNotIn("Largest in other, b", out)
+
     def test_a_real_analysis(self):
         from nsys_analysis.export import load_export
         from nsys_analysis.summary import compute_summary

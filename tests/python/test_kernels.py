@@ -7,8 +7,8 @@ import unittest
 
 # nsys_exports first: it puts scripts/ on sys.path.
 from nsys_exports import RealFixtureCase
-from nsys_analysis.kernels import (KERNEL_FAMILIES, is_layout_conversion, kernel_family, kernel_family_table,
-                                   kernel_labels, short_kernel_label)
+from nsys_analysis.kernels import (KERNEL_FAMILIES, OTHER_PARTS, is_layout_conversion, kernel_family,
+                                   kernel_family_table, kernel_labels, short_kernel_label)
 
 
 class LayoutPatternTest(unittest.TestCase):
@@ -55,6 +55,12 @@ RELU_BWD = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::
             "(instance 1)]>, std::array<char *, (unsigned long)3>>(int, T2, T3)")
 ADD = ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add<c10::BFloat16>, "
        "std::array<char *, (unsigned long)3>>(int, T2, T3)")
+MAXPOOL_BWD = ("void at::native::<unnamed>::max_pool_backward_nhwc<c10::BFloat16, float>(const T1 *, const long *, "
+               "int, long, long, int, int, int, int, int, int, int, int, int, int, int, int, int, int, T1 *)")
+CAST = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::<unnamed>::direct_copy_kernel_cuda("
+        "at::TensorIteratorBase &)::[lambda() (instance 3)]::operator ()() const::[lambda() (instance 12)]::operator ()"
+        "() const::[lambda(float) (instance 1)], std::array<char *, (unsigned long)2>>(int, T2, T3)")
+NVJET = "nvjet_sm90_tst_256x128_64x4_"
 WGRAD = ("sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_"
          "warpgroupsize1x1x1_g1_execute_segment_k_on_kernel__5x_cudnn")
 
@@ -70,6 +76,28 @@ class FusedBatchNormKernelTest(unittest.TestCase):
                                                      "void foo::my_custom_kernel<int>(int)")],
                          ["batch norm", "BN+ReLU (fused)", "BN+add+ReLU (fused)", "ReLU", "add", "convolution",
                           "other"])
+
+    def test_pooling_and_casts_have_their_own_families(self):
+        self.assertEqual([kernel_family(n) for n in (MAXPOOL_BWD, CAST)], ["pooling", "copies and casts"])
+
+    def test_cublas_nvjet_kernels_are_gemms(self):
+        # The bf16 step on the H200 (cuDNN 9.19) launches cuBLAS nvJet GEMMs named so at the start (the
+        # rest of the name was cut by the short label that capture was read with).
+        self.assertEqual(short_kernel_label(NVJET), "GEMM")
+        self.assertEqual(kernel_family(NVJET), "GEMM")
+
+    def test_other_names_its_largest_parts(self):
+        custom = "void foo::my_custom_kernel<int>(int)"
+        loss = "void at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(float *)"
+        rows = kernel_family_table([(custom, 1e6), (custom, 2e6), (loss, 0.5e6), (WGRAD, 6.5e6)], steps=2)
+        other = next(r for r in rows if r["family"] == "other")
+        self.assertEqual(other["parts"], [
+            {"label": "my_custom_kernel", "launches": 2, "total_ms": 3.0, "pct": 30.0},
+            {"label": "NLL loss fwd", "launches": 1, "total_ms": 0.5, "pct": 5.0}])
+        self.assertNotIn("parts", next(r for r in rows if r["family"] == "convolution"))
+        many = [("void k%d(int)" % i, (i + 1) * 1e6) for i in range(OTHER_PARTS + 2)]
+        parts = kernel_family_table(many)[0]["parts"]
+        self.assertEqual([p["label"] for p in parts], ["k%d" % i for i in range(OTHER_PARTS + 1, 1, -1)])
 
     def test_family_table_in_family_order_with_shares_and_per_step_times(self):
         rows = kernel_family_table([(WGRAD, 3e6), (BN_FWD, 1e6), (BN_BWD, 2e6), (RELU_BWD, 4e6)], steps=2)
@@ -97,6 +125,13 @@ class RealFixtureKernelTest(RealFixtureCase):
         for fam in ("batch norm", "ReLU", "add", "convolution", "optimizer"):
             self.assertIn(fam, fams)  # an unfused PyTorch step has them all
         self.assertNotIn("BN+ReLU (fused)", fams)
+        self.assertIn("pooling", fams)  # the stem's max pool, forward and backward
+        other = fams.get("other")
+        if other:  # what is left is named, largest first, and is part of other
+            parts = other["parts"]
+            self.assertTrue(0 < len(parts) <= OTHER_PARTS)
+            self.assertEqual(parts, sorted(parts, key=lambda p: -p["total_ms"]))
+            self.assertLessEqual(sum(p["total_ms"] for p in parts), other["total_ms"] + 1e-6)
 
 
 if __name__ == "__main__":

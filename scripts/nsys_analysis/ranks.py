@@ -50,6 +50,11 @@ class RankComm(NamedTuple):
                            window or without CUDA tables
       data_load_end_ns     end of the step's data_load (the last one nested in it, same thread) minus
                            the step's start; None for a step without one
+      graphs_whole         CUDA graph replays in the window recorded whole (nsys's default
+                           --cuda-graph-trace=graph): their kernels, NCCL's included, are not in the
+                           export, so the NCCL counts miss them and exposed_ns is None. With
+                           --cuda-graph-trace=node every node is a kernel correlated with its
+                           cudaGraphLaunch and is attributed to the step that launched the replay
     """
     rank: int
     export: Optional[str]
@@ -61,6 +66,7 @@ class RankComm(NamedTuple):
     nccl_outside_ns: int
     exposed_ns: Optional[int]
     data_load_end_ns: List[Optional[int]]
+    graphs_whole: int = 0
 
     @property
     def exposed_pct(self):
@@ -129,7 +135,10 @@ def rank_comm(rank, ex):
             count[i] += 1
             total[i] += k.end - k.start
     exposed = None
-    if ex.device_data and window.lo is not None and window.hi > window.lo:
+    whole = 0
+    if window.lo is not None:
+        whole = sum(1 for g in ex.graphs or () if g.end > window.lo and g.start < window.hi)
+    if ex.device_data and window.lo is not None and window.hi > window.lo and not whole:
         exposed = (union_length(nccl + other, window.lo, window.hi)
                    - union_length(other, window.lo, window.hi))
 
@@ -139,7 +148,7 @@ def rank_comm(rank, ex):
         inner = [r.end for r in loads if st.contains(r)]
         ends.append(max(inner) - st.start if inner else None)
     return RankComm(rank, ex.path, len(steps), None if window.lo is None else window.hi - window.lo,
-                    count, total, out_count, out_ns, exposed, ends)
+                    count, total, out_count, out_ns, exposed, ends, whole)
 
 
 def step_stragglers(comms):
@@ -178,15 +187,17 @@ def compute_ranks(comms, summaries, reports=None):
     (None where none was given), all in rank order. Times in ms; lists under `stragglers` follow `ranks`.
 
       per_rank          per rank: its steps and window, NCCL kernels per step (count, ms) and outside
-                        the captured steps, exposed communication (ms and % of the window), data_load
+                        the captured steps, exposed communication (ms and % of the window), the graph
+                        replays recorded whole (RankComm.graphs_whole), data_load
                         end offsets per step, how often it was the straggler, the wait its lateness
                         caused the others in total (sum of their waited_ms in the steps it was the
                         straggler), its own total waited_ms, whether its checks all passed, and its run
                         report's dist section when there is one
       steps_compared    steps compared across ranks (the smallest step count)
       stragglers        StepStragglers per compared step (step_stragglers())
-      checks            every rank's checks as `rank<r>.<check>`, and same_step_count: every rank
-                        captured the same number of torch_step ranges in its window
+      checks            every rank's checks as `rank<r>.<check>`; same_step_count: every rank
+                        captured the same number of torch_step ranges in its window; nccl_kernels_visible:
+                        no rank recorded a graph replay whole (its NCCL kernels would be missing)
     """
     reports = reports or [None] * len(comms)
     ranks = [c.rank for c in comms]
@@ -212,6 +223,7 @@ def compute_ranks(comms, summaries, reports=None):
         row["caused_wait_ms"] = ms(sum(sum(w for j, w in enumerate(st.waited_ns) if j != i)
                                        for st in strag if st.straggler == c.rank))
         row["waited_ms"] = ms(sum(st.waited_ns[i] for st in strag))
+        row["graph_replays_recorded_whole"] = c.graphs_whole
         row["all_checks_pass"] = s["all_checks_pass"]
         dist = (rep or {}).get("dist")
         if isinstance(dist, dict):
@@ -229,6 +241,15 @@ def compute_ranks(comms, summaries, reports=None):
     checks["same_step_count"] = len(set(counts)) == 1
     details["same_step_count"] = "torch_step ranges in each rank's window: %s" % ", ".join(
         "rank %d: %d" % (r, n) for r, n in zip(ranks, counts))
+    whole = [(c.rank, c.graphs_whole) for c in comms if c.graphs_whole]
+    checks["nccl_kernels_visible"] = not whole
+    details["nccl_kernels_visible"] = (
+        "every NCCL kernel of the windows is in the exports (eager launches, or graph replays traced "
+        "node by node)" if not whole else
+        "%s recorded whole (nsys --cuda-graph-trace=graph): the NCCL kernels inside them are not in the "
+        "export, so NCCL time, exposed communication and the waits are not known; capture with nsys "
+        "--cuda-graph-trace=node (scripts/profile.sh adds it for --cuda-graph)" % ", ".join(
+            "rank %d: %d graph replay(s)" % w for w in whole))
     for r, s in zip(ranks, summaries):
         for name, value in s["checks"].items():
             checks["rank%d.%s" % (r, name)] = value

@@ -124,8 +124,9 @@ class ExportBuilder:
             "streamId": stream})
 
     def graph_launch(self, launch_ms, nodes, tid=MAIN, stream=7, node_trace=True, graph_id=1):
-        """One cudaGraphLaunch at launch_ms and its graph's kernels, nodes [(start_ms, end_ms)], as nsys
-        --cuda-graph-trace=node records them: each node a kernel row with the launch's correlation id.
+        """One cudaGraphLaunch at launch_ms and its graph's kernels, nodes [(start_ms, end_ms[, name[,
+        stream]])], as nsys --cuda-graph-trace=node records them: each node a kernel row with the launch's
+        correlation id (default name a batch-norm kernel, default stream `stream`).
         node_trace False: as nsys's default --cuda-graph-trace=graph records them, one graph-trace row
         from the first node's start to the last node's end, with the launch's correlation id."""
         self.corr += 1
@@ -133,16 +134,17 @@ class ExportBuilder:
         if not node_trace:
             if nodes:
                 self.tables["CUPTI_ACTIVITY_KIND_GRAPH_TRACE"].append({
-                    "start": round(min(a for a, _ in nodes) * MS), "end": round(max(b for _, b in nodes) * MS),
+                    "start": round(min(n[0] for n in nodes) * MS), "end": round(max(n[1] for n in nodes) * MS),
                     "correlationId": self.corr, "globalPid": PID << 24, "streamId": stream, "graphId": graph_id,
                     "graphExecId": graph_id + 1})
             return
-        name = "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float>()"
-        for i, (start_ms, end_ms) in enumerate(nodes):
+        for i, node in enumerate(nodes):
+            start_ms, end_ms = node[0], node[1]
+            name = node[2] if len(node) > 2 else "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float>()"
             self.tables["CUPTI_ACTIVITY_KIND_KERNEL"].append({
                 "start": round(start_ms * MS), "end": round(end_ms * MS), "correlationId": self.corr,
                 "globalPid": PID << 24, "demangledName": self.sid(name), "shortName": self.sid(name.split("(")[0]),
-                "streamId": stream, "graphNodeId": 100 + i})
+                "streamId": node[3] if len(node) > 3 else stream, "graphNodeId": 100 + i})
 
     def _launched(self, call, launch_ms, tid):
         """A correlation id for a device activity, with its runtime call when launch_ms is given."""
@@ -508,6 +510,50 @@ def rank_export(rank, steps=3, late_rank=1, late_step=2, late_ms=5.0):
         b.range("optimizer_step", at(s + 10 + d), at(s + 11 + d), registered=True)
         b.kernel(at(s + 10 + d + w), at(s + 11 + d + w), "void at::native::multi_tensor_apply_kernel<sgd>()",
                  launch_ms=at(s + 10.05 + d), stream=COMPUTE_STREAM)
+        b.range("stop_agreement", at(s + 11.5 + d), at(s + 11.6 + d), domain=3)
+        end = s + 12 + d
+    b.range("capture_drain", at(end), at(RANK_WINDOW_MS - 1))
+    b.api("cudaDeviceSynchronize_v3020", at(end + 0.1), at(RANK_WINDOW_MS - 1.1))
+    return b
+
+
+def rank_graph_export(rank, steps=3, late_rank=1, late_step=2, late_ms=5.0, node_trace=True):
+    """rank_export()'s run with --cuda-graph: the same device work at the same times, replayed from one
+    graph per step. Each step's host tree is torch_step > data_load (batch_wait, h2d_submit and its two
+    H2D copies) > graph_replay [s+2+d, s+2.2+d], whose one cudaGraphLaunch at s+2.05+d launched every kernel
+    of the step (forward, backward, the NCCL all-reduce on its stream, the optimizer): nsys
+    --cuda-graph-trace=node gives them the launch's correlation id, and NCCL's NVTX ranges are not
+    replayed. The capture barrier's all-reduce before the window stays an eager launch. The known
+    answers are rank_export()'s. node_trace False: each replay recorded whole, as nsys's default
+    --cuda-graph-trace=graph does (no kernel of a replay in the export)."""
+    b = ExportBuilder()
+    b.domain(3, "ddp", tid=MAIN)
+    t0 = rank_clock_ms(rank)
+
+    def at(ms_):
+        return t0 + ms_
+
+    b.range("capture_barrier", at(-1.0), at(-0.2), domain=3)
+    b.kernel(at(-0.4), at(-0.1), NCCL_KERNEL, launch_ms=at(-0.6), stream=NCCL_STREAM, call="cuLaunchKernelEx")
+    b.range("capture_window", at(0.0), at(RANK_WINDOW_MS))
+    end = 0.0
+    for k in range(steps):
+        s = 1.0 + RANK_STEP_PITCH_MS * k
+        d = late_ms if (rank == late_rank and k == late_step) else 0.0
+        w = late_ms if (rank != late_rank and k == late_step) else 0.0
+        b.range("torch_step", at(s), at(s + 12 + d))
+        b.range("data_load", at(s), at(s + 2 + d))
+        b.range("batch_wait", at(s), at(s + 1 + d))
+        b.range("h2d_submit", at(s + 1 + d), at(s + 2 + d))
+        b.memcpy(at(s + 1.2 + d), at(s + 1.4 + d), launch_ms=at(s + 1.1 + d))
+        b.memcpy(at(s + 1.5 + d), at(s + 1.7 + d), launch_ms=at(s + 1.45 + d))
+        b.range("graph_replay", at(s + 2 + d), at(s + 2.2 + d))
+        b.graph_launch(at(s + 2.05 + d), [
+            (at(s + 2.1 + d), at(s + 5 + d), "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm>()", COMPUTE_STREAM),
+            (at(s + 5.6 + d), at(s + 9 + d), "void cudnn::bn_bw_1C11_kernel_new<float>()", COMPUTE_STREAM),
+            (at(s + 7 + d), at(s + 10 + d + w), NCCL_KERNEL, NCCL_STREAM),
+            (at(s + 10 + d + w), at(s + 11 + d + w), "void at::native::multi_tensor_apply_kernel<sgd>()",
+             COMPUTE_STREAM)], stream=COMPUTE_STREAM, node_trace=node_trace)
         b.range("stop_agreement", at(s + 11.5 + d), at(s + 11.6 + d), domain=3)
         end = s + 12 + d
     b.range("capture_drain", at(end), at(RANK_WINDOW_MS - 1))

@@ -9,7 +9,8 @@ import os
 import unittest
 
 # nsys_exports first: it puts scripts/ on sys.path.
-from nsys_exports import (NCCL_KERNEL, SCHEMA, RealRanksFixtureCase, TempDirCase, rank_export, rank_report)
+from nsys_exports import (NCCL_KERNEL, NCCL_STREAM, SCHEMA, RealRanksFixtureCase, TempDirCase, rank_clock_ms,
+                          rank_export, rank_graph_export, rank_report)
 from nsys_analysis.export import AnalysisError, load_export
 from nsys_analysis.ranks import compute_ranks, is_nccl_kernel, rank_comm, rank_label, step_stragglers
 from nsys_analysis.report import load_report
@@ -143,8 +144,10 @@ class ComputeRanksTest(RanksCase):
         self.assertEqual(r["stragglers"][2], {
             "step": 2, "straggler": 1, "spread_ms": 5.0, "data_load_end_ms": [2.0, 7.0], "nccl_ms": [8.0, 3.0],
             "waited_ms": [5.0, 0.0], "fastest_nccl": 1, "agrees": True})
-        self.assertEqual(list(r["checks"])[:3], ["same_step_count", "rank0.step_count", "rank0.copy_count"])
-        self.assertEqual(len(r["checks"]), 11)
+        self.assertEqual(list(r["checks"])[:4], ["same_step_count", "nccl_kernels_visible", "rank0.step_count",
+                                                 "rank0.copy_count"])
+        self.assertEqual(len(r["checks"]), 12)
+        self.assertEqual((p0["graph_replays_recorded_whole"], p1["graph_replays_recorded_whole"]), (0, 0))
         self.assertTrue(r["all_checks_pass"])
 
     def test_different_step_counts_fail(self):
@@ -165,6 +168,59 @@ class ComputeRanksTest(RanksCase):
         self.assertFalse(r["checks"]["rank1.copy_count"])
         self.assertFalse(r["all_checks_pass"])
         self.assertNotIn("dist", r["per_rank"][0])
+
+
+class GraphRanksTest(RanksCase):
+    """--cuda-graph under torchrun: every kernel of a step, NCCL's included, replayed from one graph."""
+
+    def graph_ranks(self, node_trace=True):
+        comms, summaries = [], []
+        for rank in (0, 1):
+            ex, comm = self.load(rank_graph_export(rank, node_trace=node_trace), rank,
+                                 "graph%d.rank%d.sqlite" % (int(node_trace), rank))
+            comms.append(comm)
+            summaries.append(compute_summary(ex, rank_report(rank)))
+        return comms, summaries
+
+    def test_replays_traced_node_by_node_give_the_eager_answers(self):
+        comms, summaries = self.graph_ranks()
+        eager, _, _ = self.two_ranks()
+        for g, e in zip(comms, eager):
+            self.assertEqual(g.nccl_count, [1, 1, 1])
+            self.assertEqual((g.nccl_ns, g.exposed_ns, g.data_load_end_ns), (e.nccl_ns, e.exposed_ns,
+                                                                              e.data_load_end_ns))
+            self.assertEqual((g.nccl_outside_count, g.graphs_whole), (1, 0))  # the barrier's, launched eagerly
+        self.assertTrue(all(s["cuda_graph"] and s["checks"]["graph_replay"] for s in summaries))
+        r = compute_ranks(comms, summaries)
+        self.assertEqual(r["stragglers"][2]["straggler"], 1)
+        self.assertEqual((r["stragglers"][2]["waited_ms"], r["stragglers"][2]["agrees"]), ([5.0, 0.0], True))
+        self.assertEqual([p["exposed_comm_pct"] for p in r["per_rank"]], [13.333333, 5.0])
+        self.assertTrue(r["checks"]["nccl_kernels_visible"])
+        self.assertTrue(r["all_checks_pass"])
+
+    def test_nccl_kernels_of_a_replay_count_in_the_step_that_launched_it(self):
+        # The device runs a replay after its step's host span has ended: attribution follows the launch.
+        b = rank_graph_export(0, late_ms=0.0)
+        t = rank_clock_ms(0)
+        # A second replay launched in step 1's graph_replay [23, 23.2], its all-reduce run after the step's
+        # host span [21, 33] and before step 2's [41, 53].
+        b.graph_launch(t + 23.1, [(t + 35.0, t + 36.0, NCCL_KERNEL, NCCL_STREAM)])
+        _, comm = self.load(b, 0, "late.rank0.sqlite")
+        self.assertEqual(comm.nccl_count, [1, 2, 1])
+        self.assertEqual(comm.nccl_ns, [3_000_000, 4_000_000, 3_000_000])
+
+    def test_replays_recorded_whole_say_so_instead_of_zeros(self):
+        comms, summaries = self.graph_ranks(node_trace=False)
+        for c in comms:
+            self.assertEqual((c.nccl_count, c.graphs_whole, c.exposed_ns, c.exposed_pct), ([0, 0, 0], 3, None, None))
+        r = compute_ranks(comms, summaries)
+        self.assertEqual([p["graph_replays_recorded_whole"] for p in r["per_rank"]], [3, 3])
+        self.assertEqual([p["exposed_comm_ms"] for p in r["per_rank"]], [None, None])
+        self.assertFalse(r["checks"]["nccl_kernels_visible"])
+        self.assertIn("rank 0: 3 graph replay(s), rank 1: 3 graph replay(s) recorded whole",
+                      r["check_details"]["nccl_kernels_visible"])
+        self.assertIn("--cuda-graph-trace=node", r["check_details"]["nccl_kernels_visible"])
+        self.assertFalse(r["all_checks_pass"])
 
 
 class RankLabelTest(unittest.TestCase):

@@ -31,9 +31,9 @@ def is_layout_conversion(name):
 
 # (pattern on the demangled name, short label), first match wins. Written for the ATen, cuDNN, cuBLAS
 # and CUTLASS kernels a ResNet-50 training step launches (cuBLAS's nvJet GEMMs too: the bf16 step on
-# the H200, cuDNN 9.19, launches nvjet_sm90_* kernels for 3.2 ms of its 20.7 ms of kernels). cuDNN's fused batch norm (--fused-bn) names
-# its operation in the backward kernel (batchnorm_relu_bwtr_..., batchnorm_add_relu_bwtr_...), the
-# forward only in template flags (_fused_bn_forward).
+# the H200, cuDNN 9.19, launches nvjet_sm90_* kernels for 3.2 ms of its 20.7 ms of kernels). cuDNN's
+# fused batch norm (--fused-bn) names its operation in the backward kernel (batchnorm_relu_bwtr_...,
+# batchnorm_add_relu_bwtr_...), the forward only in template flags (_fused_bn_forward).
 _KERNEL_LABELS = [
     (r"batchnorm_add_relu_bwtr", "BN+add+ReLU bwd"),
     (r"batchnorm_relu_bwtr", "BN+ReLU bwd"),

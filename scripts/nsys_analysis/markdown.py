@@ -192,8 +192,8 @@ def render_ranks_markdown(r):
     out += ["", "## Communication per rank (inside each rank's capture window)", "",
             "NCCL kernels are those whose demangled name starts with `nccl`; a kernel belongs to the captured "
             "step in whose host span it was launched (a replayed CUDA graph's kernels, traced with nsys "
-            "--cuda-graph-trace=node, to the step whose cudaGraphLaunch replayed them). Exposed communication is the time an NCCL kernel runs "
-            "while no other kernel does.", ""]
+            "--cuda-graph-trace=node, to the step whose cudaGraphLaunch replayed them). Exposed "
+            "communication is the time an NCCL kernel runs while no other kernel does.", ""]
     out.append(table(["rank", "steps", "NCCL kernels", "NCCL ms", "outside steps", "exposed ms", "exposed %",
                       "straggler in", "caused others ms", "waited ms", "checks"],
                      [(p["rank"], p["steps"], p["nccl_kernels"], fmt(p["nccl_ms"]),

@@ -44,6 +44,9 @@ _KERNEL_LABELS = [
     (r"wgrad|Conv2dWgrad", "conv wgrad"),
     (r"dgrad|Conv2dDgrad", "conv dgrad"),
     (r"fprop|Conv2dFprop|implicit_convolve", "conv fprop"),
+    # cuDNN's other convolution algorithms (NCHW or older GPUs): Winograd transforms and FFT passes.
+    (r"winograd", "conv winograd"),
+    (r"fft2d_|fft_rt_|flip_filter", "conv FFT"),
     (r"threshold_kernel", "ReLU bwd"),
     (r"clamp_scalar|clamp_min", "ReLU fwd"),
     (r"multi_tensor_apply|_foreach|sgd", "SGD"),
@@ -63,7 +66,7 @@ _KERNEL_LABELS = [
     (r"CUDAFunctor_add|AddFunctor", "elementwise add"),
     (r"MulFunctor", "elementwise mul"),
     (r"reduce_kernel|sum_functor", "reduce"),
-    (r"gemm|cublas|cutlass|nvjet", "GEMM"),
+    (r"gemm|gemv|cublas|cutlass|nvjet", "GEMM"),
     (r"elementwise", "elementwise"),
 ]
 _KERNEL_LABELS = [(re.compile(p, re.IGNORECASE), label) for p, label in _KERNEL_LABELS]
@@ -123,6 +126,7 @@ _FAMILY_OF_LABEL = {
     # Forward residual adds and, in backward, autograd's sum of the two gradients of a block's input.
     "elementwise add": "add",
     "conv fprop": "convolution", "conv dgrad": "convolution", "conv wgrad": "convolution",
+    "conv winograd": "convolution", "conv FFT": "convolution",
     "cuDNN convert": "convolution", "NHWC pad": "convolution",
     "GEMM": "GEMM", "split-K reduce": "GEMM",
     "SGD": "optimizer",

@@ -80,6 +80,20 @@ class FusedBatchNormKernelTest(unittest.TestCase):
     def test_pooling_and_casts_have_their_own_families(self):
         self.assertEqual([kernel_family(n) for n in (MAXPOOL_BWD, CAST)], ["pooling", "copies and casts"])
 
+    def test_other_convolution_algorithms_and_gemv(self):
+        names = {
+            "void cudnn::winograd_nonfused::winogradForwardData4x4<float, float>(cudnn::winograd_nonfused::"
+            "WinogradDataParams<float, float>)": ("conv winograd", "convolution"),
+            "void fft2d_r2c_32x32<float, false, 1u, false>(float2 *, const float *, int, int, int, int, int, int, "
+            "int, int, int, cudnn::reduced_divisor, bool, int2, int, int)": ("conv FFT", "convolution"),
+            "void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, false, "
+            "cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<const float>, "
+            "cublasGemvTensorStridedBatched<const float>, cublasGemvTensorStridedBatched<float>, float>>"
+            "(T13, T6, T6)": ("GEMM", "GEMM"),
+        }
+        for name, (label, family) in names.items():
+            self.assertEqual((short_kernel_label(name), kernel_family(name)), (label, family), name)
+
     def test_cublas_nvjet_kernels_are_gemms(self):
         # The bf16 step on the H200 (cuDNN 9.19) launches cuBLAS nvJet GEMMs named so at the start (the
         # rest of the name was cut by the short label that capture was read with).

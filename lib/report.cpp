@@ -130,6 +130,11 @@ nlohmann::ordered_json environment_json(bool cuda) {
   env["multiprocessors"] = d.multiprocessors;
   env["device_memory_gib"] = d.memory_gib;
   env["hardware_threads"] = std::thread::hardware_concurrency();
+  // How many hardware work queues the process's streams share (CUDA's default 8 when unset): it
+  // decides which streams can wait behind each other's work, so runs are compared with it known.
+  const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  env["cuda_device_max_connections"] =
+      connections ? nlohmann::ordered_json(connections) : nlohmann::ordered_json(nullptr);
   env["opencv"] = CV_VERSION;
   env["libjpeg"] = JPEG_LIB_VERSION;
 #if defined(LIBJPEG_TURBO_VERSION_NUMBER)

@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -231,6 +234,15 @@ TEST_F(TrainerTest, ReportHasTheDocumentedSchema) {
   for (const char* key : {"libtorch", "cuda_runtime", "cudnn", "device_name", "hardware_threads"}) {
     EXPECT_TRUE(j["environment"].contains(key)) << key;
   }
+  // CUDA_DEVICE_MAX_CONNECTIONS as the environment has it, null when unset.
+  const char* before = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  const std::optional<std::string> saved =
+      before ? std::optional<std::string>(before) : std::nullopt;
+  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 1);
+  EXPECT_EQ(make_report(t, r)["environment"]["cuda_device_max_connections"], "32");
+  ::unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  EXPECT_TRUE(make_report(t, r)["environment"]["cuda_device_max_connections"].is_null());
+  if (saved) ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", saved->c_str(), 1);
   EXPECT_EQ(j["model"]["parameters"], count_parameters(*t.model()));
   EXPECT_EQ(j["capture"]["warmup_steps"], 2);
   EXPECT_EQ(j["capture"]["steps"], 3);

@@ -454,7 +454,7 @@ def rank_clock_ms(rank):
     return 10.0 + 100.0 * rank
 
 
-def rank_export(rank, steps=3, late_rank=1, late_step=2, late_ms=5.0):
+def rank_export(rank, steps=3, late_rank=1, late_step=2, late_ms=5.0, graph=False, node_trace=True):
     """One rank of a data-parallel run, as train_resnet50 under torchrun records it: the default-domain
     step tree on MAIN, `ddp` ranges (domain 3) on MAIN, compute kernels on stream 7, NCCL all-reduce
     kernels on stream 20 launched from AUTOGRAD during backward (with NCCL's own `NCCL` domain range,
@@ -473,9 +473,17 @@ def rank_export(rank, steps=3, late_rank=1, late_step=2, late_ms=5.0):
       exposed communication         rank 0: 1+1+6 = 8 ms (13.333333 %)   rank 1: 3 x 1 = 3 ms (5 %)
       outside the steps             1 NCCL kernel of 0.3 ms (before the window)
     Every capture check passes (2 H2D copies a step, no sync inside a step, one capture_window).
+
+    graph True: the same run with --cuda-graph, the same device work at the same times replayed from one
+    graph per step: after data_load the step has graph_replay [s+2+d, s+2.2+d], whose one cudaGraphLaunch
+    at s+2.05+d launched every kernel of the step (nsys --cuda-graph-trace=node gives them the launch's
+    correlation id), and NCCL's NVTX ranges are not replayed; the capture barrier's all-reduce stays an
+    eager launch. Same known answers. node_trace False: each replay recorded whole, as nsys's default
+    --cuda-graph-trace=graph does (no kernel of a replay in the export).
     """
     b = ExportBuilder()
-    b.domain(2, "NCCL", tid=AUTOGRAD)
+    if not graph:
+        b.domain(2, "NCCL", tid=AUTOGRAD)
     b.domain(3, "ddp", tid=MAIN)
     t0 = rank_clock_ms(rank)
 
@@ -496,6 +504,18 @@ def rank_export(rank, steps=3, late_rank=1, late_step=2, late_ms=5.0):
         b.range("h2d_submit", at(s + 1 + d), at(s + 2 + d))
         b.memcpy(at(s + 1.2 + d), at(s + 1.4 + d), launch_ms=at(s + 1.1 + d))
         b.memcpy(at(s + 1.5 + d), at(s + 1.7 + d), launch_ms=at(s + 1.45 + d))
+        if graph:
+            b.range("graph_replay", at(s + 2 + d), at(s + 2.2 + d))
+            b.graph_launch(at(s + 2.05 + d), [
+                (at(s + 2.1 + d), at(s + 5 + d), "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm>()",
+                 COMPUTE_STREAM),
+                (at(s + 5.6 + d), at(s + 9 + d), "void cudnn::bn_bw_1C11_kernel_new<float>()", COMPUTE_STREAM),
+                (at(s + 7 + d), at(s + 10 + d + w), NCCL_KERNEL, NCCL_STREAM),
+                (at(s + 10 + d + w), at(s + 11 + d + w), "void at::native::multi_tensor_apply_kernel<sgd>()",
+                 COMPUTE_STREAM)], stream=COMPUTE_STREAM, node_trace=node_trace)
+            b.range("stop_agreement", at(s + 11.5 + d), at(s + 11.6 + d), domain=3)
+            end = s + 12 + d
+            continue
         b.range("forward", at(s + 2 + d), at(s + 5 + d), registered=True)
         b.range("broadcast_buffers", at(s + 2 + d), at(s + 2.05 + d), domain=3)
         b.kernel(at(s + 2.1 + d), at(s + 5 + d), "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm>()",
@@ -510,50 +530,6 @@ def rank_export(rank, steps=3, late_rank=1, late_step=2, late_ms=5.0):
         b.range("optimizer_step", at(s + 10 + d), at(s + 11 + d), registered=True)
         b.kernel(at(s + 10 + d + w), at(s + 11 + d + w), "void at::native::multi_tensor_apply_kernel<sgd>()",
                  launch_ms=at(s + 10.05 + d), stream=COMPUTE_STREAM)
-        b.range("stop_agreement", at(s + 11.5 + d), at(s + 11.6 + d), domain=3)
-        end = s + 12 + d
-    b.range("capture_drain", at(end), at(RANK_WINDOW_MS - 1))
-    b.api("cudaDeviceSynchronize_v3020", at(end + 0.1), at(RANK_WINDOW_MS - 1.1))
-    return b
-
-
-def rank_graph_export(rank, steps=3, late_rank=1, late_step=2, late_ms=5.0, node_trace=True):
-    """rank_export()'s run with --cuda-graph: the same device work at the same times, replayed from one
-    graph per step. Each step's host tree is torch_step > data_load (batch_wait, h2d_submit and its two
-    H2D copies) > graph_replay [s+2+d, s+2.2+d], whose one cudaGraphLaunch at s+2.05+d launched every kernel
-    of the step (forward, backward, the NCCL all-reduce on its stream, the optimizer): nsys
-    --cuda-graph-trace=node gives them the launch's correlation id, and NCCL's NVTX ranges are not
-    replayed. The capture barrier's all-reduce before the window stays an eager launch. The known
-    answers are rank_export()'s. node_trace False: each replay recorded whole, as nsys's default
-    --cuda-graph-trace=graph does (no kernel of a replay in the export)."""
-    b = ExportBuilder()
-    b.domain(3, "ddp", tid=MAIN)
-    t0 = rank_clock_ms(rank)
-
-    def at(ms_):
-        return t0 + ms_
-
-    b.range("capture_barrier", at(-1.0), at(-0.2), domain=3)
-    b.kernel(at(-0.4), at(-0.1), NCCL_KERNEL, launch_ms=at(-0.6), stream=NCCL_STREAM, call="cuLaunchKernelEx")
-    b.range("capture_window", at(0.0), at(RANK_WINDOW_MS))
-    end = 0.0
-    for k in range(steps):
-        s = 1.0 + RANK_STEP_PITCH_MS * k
-        d = late_ms if (rank == late_rank and k == late_step) else 0.0
-        w = late_ms if (rank != late_rank and k == late_step) else 0.0
-        b.range("torch_step", at(s), at(s + 12 + d))
-        b.range("data_load", at(s), at(s + 2 + d))
-        b.range("batch_wait", at(s), at(s + 1 + d))
-        b.range("h2d_submit", at(s + 1 + d), at(s + 2 + d))
-        b.memcpy(at(s + 1.2 + d), at(s + 1.4 + d), launch_ms=at(s + 1.1 + d))
-        b.memcpy(at(s + 1.5 + d), at(s + 1.7 + d), launch_ms=at(s + 1.45 + d))
-        b.range("graph_replay", at(s + 2 + d), at(s + 2.2 + d))
-        b.graph_launch(at(s + 2.05 + d), [
-            (at(s + 2.1 + d), at(s + 5 + d), "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm>()", COMPUTE_STREAM),
-            (at(s + 5.6 + d), at(s + 9 + d), "void cudnn::bn_bw_1C11_kernel_new<float>()", COMPUTE_STREAM),
-            (at(s + 7 + d), at(s + 10 + d + w), NCCL_KERNEL, NCCL_STREAM),
-            (at(s + 10 + d + w), at(s + 11 + d + w), "void at::native::multi_tensor_apply_kernel<sgd>()",
-             COMPUTE_STREAM)], stream=COMPUTE_STREAM, node_trace=node_trace)
         b.range("stop_agreement", at(s + 11.5 + d), at(s + 11.6 + d), domain=3)
         end = s + 12 + d
     b.range("capture_drain", at(end), at(RANK_WINDOW_MS - 1))

@@ -10,7 +10,7 @@ import unittest
 
 # nsys_exports first: it puts scripts/ on sys.path.
 from nsys_exports import (NCCL_KERNEL, NCCL_STREAM, SCHEMA, RealRanksFixtureCase, TempDirCase, rank_clock_ms,
-                          rank_export, rank_graph_export, rank_report)
+                          rank_export, rank_report)
 from nsys_analysis.export import AnalysisError, load_export
 from nsys_analysis.ranks import compute_ranks, is_nccl_kernel, rank_comm, rank_label, step_stragglers
 from nsys_analysis.report import load_report
@@ -176,7 +176,7 @@ class GraphRanksTest(RanksCase):
     def graph_ranks(self, node_trace=True):
         comms, summaries = [], []
         for rank in (0, 1):
-            ex, comm = self.load(rank_graph_export(rank, node_trace=node_trace), rank,
+            ex, comm = self.load(rank_export(rank, graph=True, node_trace=node_trace), rank,
                                  "graph%d.rank%d.sqlite" % (int(node_trace), rank))
             comms.append(comm)
             summaries.append(compute_summary(ex, rank_report(rank)))
@@ -200,7 +200,7 @@ class GraphRanksTest(RanksCase):
 
     def test_nccl_kernels_of_a_replay_count_in_the_step_that_launched_it(self):
         # The device runs a replay after its step's host span has ended: attribution follows the launch.
-        b = rank_graph_export(0, late_ms=0.0)
+        b = rank_export(0, late_ms=0.0, graph=True)
         t = rank_clock_ms(0)
         # A second replay launched in step 1's graph_replay [23, 23.2], its all-reduce run after the step's
         # host span [21, 33] and before step 2's [41, 53].

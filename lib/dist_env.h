@@ -33,6 +33,12 @@ struct DistEnv {
 std::optional<DistEnv> read_dist_env(
     const std::function<const char*(const char*)>& getenv = nullptr);
 
+/// The eager DDP iterations a CUDA graph of the step needs before its capture: the Reducer rebuilds
+/// its buckets after the first and times its first 10 with CUDA events, and PyTorch's notes on
+/// CUDA graphs ask for 11 ("Usage with DistributedDataParallel"). --warmup's default with
+/// --cuda-graph.
+inline constexpr int kDdpGraphWarmup = 11;
+
 /// The collective backends of c10d this program can use.
 enum class DistBackend {
   kNccl,  ///< GPUs (ProcessGroupNCCL).

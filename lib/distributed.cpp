@@ -100,6 +100,8 @@ DataParallel::DataParallel(Distributed& dist, torch::nn::Module&, std::int64_t b
 DataParallel::~DataParallel() = default;
 void DataParallel::before_forward() {}
 void DataParallel::before_backward() {}
+std::int64_t DataParallel::iterations() const { return 0; }
+void DataParallel::before_capture() {}
 
 #else  // WORKLOAD_HAVE_C10D
 
@@ -506,7 +508,8 @@ std::string Distributed::nccl_version() const {
 
 struct DataParallel::State {
   std::shared_ptr<c10d::Reducer> reducer;
-  bool grad = true;  // the iteration has a backward (prepare_for_forward was called)
+  bool grad = true;             // the iteration has a backward (prepare_for_forward was called)
+  std::int64_t iterations = 0;  // prepare_for_forward calls
 };
 
 DataParallel::DataParallel(Distributed& dist, torch::nn::Module& model, std::int64_t bucket_bytes,
@@ -577,6 +580,7 @@ void DataParallel::before_forward() {
   state_->grad = torch::GradMode::is_enabled();
   if (state_->grad) {
     state_->reducer->prepare_for_forward();
+    ++state_->iterations;
     nvtx::DdpRange range(nvtx::kRebuildBuckets);
     state_->reducer->rebuild_buckets();  // a collective, and real work once: before iteration 1
   }
@@ -590,6 +594,19 @@ void DataParallel::before_backward() {
   // Every parameter takes part in every iteration (find_unused_parameters=False): DDP passes no
   // outputs to search for unused ones.
   if (state_->grad) state_->reducer->prepare_for_backward({});
+}
+
+std::int64_t DataParallel::iterations() const { return state_->iterations; }
+
+void DataParallel::before_capture() {
+  if (state_->iterations < kDdpGraphWarmup) {
+    throw std::runtime_error("DDP ran " + std::to_string(state_->iterations) +
+                             " eager iterations before the capture; a graph of its step needs " +
+                             std::to_string(kDdpGraphWarmup));
+  }
+  // The Reducer times its iterations 1 to 10 and every sample_rate-th with CUDA events: after the
+  // check above, a sample rate no iteration count reaches leaves none.
+  state_->reducer->set_ddp_runtime_logging_sample_rate(std::numeric_limits<int>::max());
 }
 
 #endif  // WORKLOAD_HAVE_C10D

@@ -169,6 +169,17 @@ class DataParallel {
   /// gradient (every parameter takes part in every iteration: no search for unused ones).
   void before_backward();
 
+  /// The training iterations run so far (forwards with a backward to follow).
+  std::int64_t iterations() const;
+  /// Before the next training iteration is captured into a CUDA graph (lib/graph_step.h): the
+  /// Reducer times no iteration with CUDA events from now on (nothing here reads those timings;
+  /// Python's DDP logger does), so the captured one records only the step's device work: the
+  /// bucket copies and their all-reduces, launched as buckets fill while backward runs, and the
+  /// copies back into the gradients. Replays run exactly that; the Reducer's host bookkeeping
+  /// runs once, during the capture, and never again.
+  /// \throws std::runtime_error when fewer than kDdpGraphWarmup iterations ran eagerly.
+  void before_capture();
+
  private:
   struct State;
   Distributed& dist_;

@@ -11,6 +11,7 @@
 
 #include "lib/autocast_guard.h"
 #include "lib/cuda_device.h"
+#include "lib/distributed.h"
 #include "lib/nvtx.h"
 
 #if defined(WORKLOAD_TORCH_CUDA)
@@ -50,6 +51,7 @@ struct GraphStep::Graph {};
 GraphStep::GraphStep(const StepContext& ctx, std::unique_ptr<EagerStep> eager)
     : config_(ctx.config),
       device_(ctx.device),
+      ddp_(ctx.ddp),
       eager_(std::move(eager)),
       replay_plan_(graph_plan(ctx.config)) {
 #if !defined(WORKLOAD_GRAPH_MEMSET_REWRITE)
@@ -125,6 +127,7 @@ void GraphStep::capture(RunResult& result) {
 #if defined(WORKLOAD_TORCH_CUDA)
   auto graph = std::make_unique<Graph>();
   graph->inputs = static_inputs();
+  if (ddp_ && config_.mode == RunMode::kTrain) ddp_->before_capture();
   // The capture records work; it runs none. zero_grad inside it drops the warm-up's gradients,
   // so backward allocates the gradients in the graph's memory pool, the same addresses every
   // replay, where optimizer_step reads them.

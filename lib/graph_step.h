@@ -21,6 +21,16 @@ namespace workload {
 /// one, as with --synthetic), and graph_replay launches the graph. The capture runs nothing of the
 /// step on the device. One thread; the step's stream must not be the legacy default stream
 /// (executor_wants_own_stream).
+///
+/// Under DDP (`ctx.ddp`) the captured step holds DDP's device work too, as PyTorch's notes on CUDA
+/// graphs describe it: the buffers' broadcast before forward (with --broadcast-buffers and more
+/// than one rank), each gradient bucket's copy and NCCL all-reduce launched from backward's hooks
+/// as the bucket fills (so a replay overlaps them with the rest of backward as eager does), and
+/// the copies back into the gradients before optimizer_step. Every rank captures the same step
+/// (the warm-up is the same length everywhere) after DataParallel::before_capture, and replays it
+/// in lockstep: a replay is a collective of the ranks that captured it. Collectives replayed from
+/// a graph are not watched by PyTorch's NCCL watchdog; this project's liveness
+/// (lib/dist_watchdog.h) does not depend on it.
 class GraphStep final : public StepExecutor {
  public:
   /// `eager`: the step to capture, run eagerly until then. Adds a notice to `ctx.notices` where
@@ -50,6 +60,7 @@ class GraphStep final : public StepExecutor {
 
   const TrainConfig& config_;
   torch::Device device_;
+  DataParallel* ddp_;  // DDP's hooks, captured with the step; null outside a distributed run
   std::unique_ptr<EagerStep> eager_;
   StepPlan replay_plan_;
   StepInputs persistent_;  // the source's batch when the same tensors come every step

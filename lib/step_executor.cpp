@@ -1,6 +1,7 @@
 // The factory of the step's executors (lib/step_executor.h).
 #include "lib/step_executor.h"
 
+#include "lib/distributed.h"
 #include "lib/eager_step.h"
 #include "lib/graph_step.h"
 #include "lib/usage_error.h"
@@ -14,11 +15,19 @@ std::unique_ptr<StepExecutor> make_step_executor(const StepContext& ctx) {
 }
 
 void check_step_executor(const TrainConfig& config, bool distributed) {
-  if (distributed && config.cuda_graph) {
-    // DDP's reducer launches its all-reduces from autograd hooks as buckets fill, and reads the
-    // buckets' state on the host between steps: not a fixed sequence to replay.
-    throw UsageError(
-        "--cuda-graph: not supported in a distributed run (torchrun); drop one of the two");
+  if (!distributed || !config.cuda_graph) return;
+  // A graph holds device work only: the all-reduces must be NCCL's, launched on the device.
+  if (config.dist_backend != DistBackend::kNccl) {
+    throw UsageError(std::string("--cuda-graph: a data-parallel graph needs --dist-backend nccl "
+                                 "(Gloo's collectives run on the host, which a CUDA graph cannot "
+                                 "replay); got --dist-backend ") +
+                     to_string(config.dist_backend));
+  }
+  if (config.mode == RunMode::kTrain && config.warmup < kDdpGraphWarmup) {
+    throw UsageError("--warmup " + std::to_string(config.warmup) +
+                     ": a data-parallel --cuda-graph run needs " + std::to_string(kDdpGraphWarmup) +
+                     " or more eager warm-up steps before its capture (DDP's Reducer rebuilds "
+                     "its buckets after the first and times its first 10 with CUDA events)");
   }
 }
 

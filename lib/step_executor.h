@@ -54,8 +54,9 @@ struct StepContext {
 /// The executor of `ctx.config`'s run: eager, or a CUDA graph of the eager step (--cuda-graph).
 std::unique_ptr<StepExecutor> make_step_executor(const StepContext& ctx);
 
-/// Refuses a configuration the executor cannot run, before any rendezvous (e.g. --cuda-graph in a
-/// distributed run). \throws UsageError naming the flag.
+/// Refuses a configuration the executor cannot run, before any rendezvous: --cuda-graph in a
+/// distributed run with Gloo, or in training with fewer than kDdpGraphWarmup (11) warm-up steps.
+/// \throws UsageError naming the flag.
 void check_step_executor(const TrainConfig& config, bool distributed);
 
 /// Whether `config`'s executor needs the step on a stream other than the legacy default one (a

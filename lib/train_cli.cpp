@@ -58,6 +58,11 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
   FlagReader(result).reject_unmatched();
   ReadFlags reader(result);
   visit_train_flags(out.config, reader);
+  // A graph's warm-up is long enough for a data-parallel capture (lib/dist_env.h), whatever the
+  // launcher: the same command then runs with one process or under torchrun.
+  if (out.config.cuda_graph && !reader.given().count("warmup")) {
+    out.config.warmup = kDdpGraphWarmup;
+  }
   if (!reader.given().count("dist-backend")) {
     out.config.dist_backend =
         out.config.device == Device::kCuda ? DistBackend::kNccl : DistBackend::kGloo;

@@ -61,7 +61,8 @@ void visit_train_flags(C& c, V&& v) {
   v.boolean({"synthetic", kDataGroup,
              "random batches made once on the device, no loader (GPU-bound ceiling)"},
             c.synthetic);
-  v.integer({"warmup", kRunGroup, "steps before the capture"}, c.warmup, 0, 1000000);
+  v.integer({"warmup", kRunGroup, "steps before the capture (11 with --cuda-graph)"}, c.warmup, 0,
+            1000000);
   v.integer({"steps", kRunGroup, "captured steps"}, c.steps, 1, 1000000);
   v.choice({"device", kRunGroup, "where the model runs"}, c.device);
   v.boolean({"cudnn-benchmark", kRunGroup, "let cuDNN time its algorithms"}, c.cudnn_benchmark);

@@ -8,14 +8,20 @@
 
 #include <signal.h>
 #include <torch/serialize.h>
+#include <torch/version.h>
 
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "lib/cuda_device.h"
 #include "tests/dist_model.h"
 #include "tests/test_util.h"
+
+#if defined(WORKLOAD_TORCH_CUDA) && TORCH_VERSION_MAJOR >= 2
+#include <ATen/cuda/CUDAGraph.h>
+#endif
 
 namespace workload {
 namespace {
@@ -331,6 +337,50 @@ TEST_F(DistributedTest, ABadEnvironmentIsAUsageErrorNamingIt) {
     EXPECT_EQ(r.err.rfind("train_resnet50", 0), 0u) << r.err;
     EXPECT_LT(r.seconds, 20.0) << c.fragment;
   }
+}
+
+// One NCCL rank on this process's GPU: what a data-parallel CUDA graph records of c10d.
+class NcclRankTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_available() || !dist_backend_available(DistBackend::kNccl)) {
+      GTEST_SKIP() << "needs a CUDA device and NCCL";
+    }
+  }
+};
+
+// With --broadcast-buffers and more than one rank, a data-parallel graph holds the buffers'
+// broadcast: c10d's coalesced broadcast records device work only (the flattening, NCCL's
+// broadcast, the copies back), so it is captured, and replays without the host.
+TEST_F(NcclRankTest, TheBroadcastFromRankZeroIsCapturedIntoAGraph) {
+#if defined(WORKLOAD_TORCH_CUDA) && TORCH_VERSION_MAJOR >= 2
+  use_cuda_device(0, false);
+  StepStream stream(true);  // captured on a stream other than the legacy default one
+  DistEnv env;
+  env.master_addr = "127.0.0.1";
+  env.master_port = 29900 + static_cast<int>(::getpid() % 90);
+  Distributed dist(env, DistBackend::kNccl, torch::Device(torch::kCUDA, 0),
+                   std::chrono::seconds(30));
+  const auto on_gpu = torch::TensorOptions().device(torch::kCUDA, 0);
+  std::vector<torch::Tensor> buffers = {torch::arange(5, on_gpu.dtype(torch::kFloat32)),
+                                        torch::arange(3, on_gpu.dtype(torch::kInt64))};
+  dist.broadcast_from_rank0(buffers);  // eagerly first, as the warm-up does
+  device_synchronize();
+  at::cuda::CUDAGraph graph;
+  graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+  dist.broadcast_from_rank0(buffers);
+  graph.capture_end();
+  // Rank 0's values are the broadcast's: new ones written before a replay stay.
+  buffers[0].fill_(7.0);
+  graph.replay();
+  graph.replay();
+  device_synchronize();
+  EXPECT_TRUE(buffers[0].cpu().equal(torch::full({5}, 7.0f)));
+  EXPECT_TRUE(buffers[1].cpu().equal(torch::arange(3, torch::kInt64)));
+  dist.finish();
+#else
+  GTEST_SKIP() << "CUDA graphs need a CUDA LibTorch 2.x";
+#endif
 }
 
 }  // namespace

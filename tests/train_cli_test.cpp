@@ -63,6 +63,16 @@ TEST(TrainCliTest, DefaultsAreTheArticlesSettings) {
   EXPECT_EQ(c.mode, RunMode::kTrain);
 }
 
+// --cuda-graph's warm-up defaults to the 11 eager steps a data-parallel capture needs; a --warmup
+// given is kept.
+TEST(TrainCliTest, CudaGraphWarmupDefaultsToElevenSteps) {
+  if (!cuda_available()) GTEST_SKIP() << "--cuda-graph needs --device cuda, refused without one";
+  EXPECT_EQ(parse({"--data=/x", "--device=cuda", "--cuda-graph"}).config.warmup, kDdpGraphWarmup);
+  EXPECT_EQ(kDdpGraphWarmup, 11);
+  EXPECT_EQ(parse({"--data=/x", "--device=cuda", "--cuda-graph", "--warmup=2"}).config.warmup, 2);
+  EXPECT_EQ(parse({"--data=/x", "--device=cuda"}).config.warmup, 3);
+}
+
 TEST(TrainCliTest, BooleansAcceptBareAndExplicitValues) {
   EXPECT_FALSE(parse({"--data=/x", "--device=cpu", "--pin-memory=false"}).config.loader.pin_memory);
   EXPECT_FALSE(

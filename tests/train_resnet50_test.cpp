@@ -1,6 +1,7 @@
 // End-to-end tests of the train_resnet50 binary: the exact NVTX range tree (recorded by an NVTX
 // injection library), worker thread names, the report, and exit codes for bad input.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -240,6 +241,31 @@ TEST_F(TrainBinaryTest, NvtxTreeOfACudaGraphRun) {
     EXPECT_GE(j["capture"]["graph_memset_nodes"].get<int>(), -1);
     EXPECT_TRUE(j["loss_after_drain"].is_number());
   }
+  // One NCCL rank (torchrun's variables): the same tree after --cuda-graph's default warm-up, the
+  // 11 eager DDP steps a data-parallel capture needs.
+  const fs::path log = tmp_->path() / "nvtx_graph_ddp.tsv";
+  const std::vector<std::string> a = {
+      WORKLOAD_TRAIN_BIN, "--data=" + (tmp_->path() / "data").string(),
+      "--device=cuda",    "--batch-size=4",
+      "--image-size=32",  "--workers=2",
+      "--steps=2",        "--cuda-graph",
+      "--quiet"};
+  const auto r = test_util::run_process(
+      a, {std::string("NVTX_INJECTION64_PATH=") + NVTX_RECORDER_LIB,
+          "NVTX_RECORDER_OUTPUT=" + log.string(), "RANK=0", "LOCAL_RANK=0", "WORLD_SIZE=1",
+          "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(29500 + ::getpid() % 400)});
+  if (r.exit_code == 2 &&
+      r.err.find("--dist-backend nccl: this build does not carry it") != std::string::npos) {
+    GTEST_SKIP() << r.err;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string warm = step_tree({});
+  const std::string replay = "torch_step(data_load(batch_wait,h2d_submit),graph_replay)";
+  std::string expected;
+  for (int i = 0; i < 11; ++i) expected += warm + ",";
+  expected += "graph_capture(forward,zero_grad,backward,optimizer_step),capture_window(" + replay +
+              "," + replay + ",capture_drain)";
+  EXPECT_EQ(tree_with_parens(read_events(log), r.pid), expected);
 }
 
 // --fused-bn: today's step tree, the blocks' ranges of --nvtx-detail layers included, and a model

@@ -93,6 +93,20 @@ std::unique_ptr<InputSource> make_input_source(const InputContext& ctx);
 /// Asked before the model is on the device: everything the step queues then shares one stream.
 bool input_wants_priority_stream(const TrainConfig& config);
 
+/// The CUDA_DEVICE_MAX_CONNECTIONS `config`'s source wants, 0 when CUDA's default (8) will do: 32
+/// for --decode gpu on a CUDA device. nvJPEG's hardware decode runs on streams of its own (28 of
+/// them) whose work waits for the JPEG engines; with 8 hardware queues for all of the process's
+/// streams the step's stream shares one with some of them, and its kernels can queue behind those
+/// waits (measured in docs/BENCHMARKS.md: with 32 the eager fp32 step fed by the stage went from
+/// 0.966 to 0.987 of its ceiling).
+int input_cuda_connections(const TrainConfig& config);
+
+/// The notice for a run whose source wants more hardware queues than `found` (the environment's
+/// CUDA_DEVICE_MAX_CONNECTIONS, null when unset) gives, or "". The program cannot raise it itself:
+/// CUDA reads the variable when it initializes, before the flags are parsed (measured: set from
+/// main it changed nothing). make_input_source adds it to the notices.
+std::string cuda_connections_notice(const TrainConfig& config, const char* found);
+
 /// The notice for a ring that could not be page-locked, or "" when it is as asked.
 std::string pinning_notice(bool requested, bool pinned, bool cuda);
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "data_pipeline/data_error.h"
@@ -127,6 +128,31 @@ TEST_F(HostLoaderInputTest, TheFactoryPicksThisSourceAndSaysWhenPinningFailed) {
   EXPECT_EQ(notices[0], "pinned memory unavailable (CPU device): batches are in pageable memory");
   EXPECT_EQ(pinning_notice(true, true, true), "");
   EXPECT_EQ(pinning_notice(false, false, true), "");
+}
+
+// --decode gpu on a CUDA device wants 32 hardware queues: a notice says so when the environment
+// gives fewer (unset, a lower or an unreadable value), none when it gives enough; other sources
+// want CUDA's default.
+TEST(InputSourceTest, GpuDecodeAsksForCudaDeviceMaxConnectionsWhenTheEnvironmentGivesFewer) {
+  TrainConfig c;
+  c.device = Device::kCuda;
+  EXPECT_EQ(input_cuda_connections(c), 0);
+  EXPECT_EQ(cuda_connections_notice(c, nullptr), "");
+  c.loader.decode = data_pipeline::DecodeDevice::kGpu;
+  EXPECT_EQ(input_cuda_connections(c), 32);
+  const std::string unset = cuda_connections_notice(c, nullptr);
+  EXPECT_EQ(
+      unset.rfind("--decode gpu: CUDA_DEVICE_MAX_CONNECTIONS is unset (CUDA's default, 8)", 0), 0u)
+      << unset;
+  EXPECT_NE(unset.find("CUDA_DEVICE_MAX_CONNECTIONS=32 in the environment"), std::string::npos)
+      << unset;
+  EXPECT_NE(cuda_connections_notice(c, "8").find("CUDA_DEVICE_MAX_CONNECTIONS is '8'"),
+            std::string::npos);
+  EXPECT_NE(cuda_connections_notice(c, "lots"), "");
+  EXPECT_EQ(cuda_connections_notice(c, "32"), "");
+  EXPECT_EQ(cuda_connections_notice(c, "64"), "");
+  c.device = Device::kCpu;
+  EXPECT_EQ(cuda_connections_notice(c, nullptr), "");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include <chrono>
 #include <fstream>
@@ -144,20 +145,48 @@ class DistLivenessTest : public ::testing::Test {
   std::vector<int> ports_;
 };
 
+// How the ranks run: Gloo on the CPU, or NCCL on two GPUs, eager or replaying the DDP step's graph
+// (whose collectives PyTorch's NCCL watchdog never sees).
+enum class Ranks { kGloo, kNccl, kNcclGraph };
+
 struct Loss {
   int victim;  // the rank signalled
   int signal;  // SIGKILL (dead) or SIGSTOP (frozen)
+  Ranks ranks = Ranks::kGloo;
 };
 
-class DeadOrFrozenPeerTest : public DistLivenessTest, public ::testing::WithParamInterface<Loss> {};
+class DeadOrFrozenPeerTest : public DistLivenessTest, public ::testing::WithParamInterface<Loss> {
+ protected:
+  void SetUp() override {
+    if (GetParam().ranks == Ranks::kGloo) return DistLivenessTest::SetUp();
+    if (!workload::dist_backend_available(workload::DistBackend::kNccl)) {
+      GTEST_SKIP() << "this build has no NCCL";
+    }
+    if (torch::cuda::device_count() < 2) GTEST_SKIP() << "two NCCL ranks need two GPUs";
+  }
+  // The ranks' arguments: on GPUs a run long enough to be killed in (a step takes milliseconds).
+  std::vector<std::string> rank_args() const {
+    switch (GetParam().ranks) {
+      case Ranks::kGloo:
+        return train({"--steps=1000", report_flag()});
+      case Ranks::kNccl:
+        return train({"--steps=1000000", "--device=cuda", report_flag()});
+      case Ranks::kNcclGraph:
+        return train(
+            {"--steps=1000000", "--device=cuda", "--cuda-graph", "--warmup=11", report_flag()});
+    }
+    return {};
+  }
+};
 
 // The survivor ends within 10 s, at the default --dist-timeout-s (300 s): exit 3, the missing rank
 // named on its first stderr line and in its report, which says interrupted. Rank 0 serves the
-// store: its loss is seen through the store (gone, or silent when frozen).
+// store: its loss is seen through the store (gone, or silent when frozen). On GPUs the survivor's
+// NCCL kernels spin for the lost peer until the abort ends them, eager or replayed from a graph.
 TEST_P(DeadOrFrozenPeerTest, TheOtherRankEndsWithinTenSecondsNamingIt) {
   const Loss loss = GetParam();
   const int port = free_port();
-  const auto args = train({"--steps=1000", report_flag()});
+  const auto args = rank_args();
   test_util::Process rank0(args, rank_env(0, port)), rank1(args, rank_env(1, port));
   test_util::Process& victim = loss.victim == 0 ? rank0 : rank1;
   test_util::Process& survivor = loss.victim == 0 ? rank1 : rank0;
@@ -180,7 +209,10 @@ TEST_P(DeadOrFrozenPeerTest, TheOtherRankEndsWithinTenSecondsNamingIt) {
   EXPECT_EQ(j["dist"]["lost_rank"], loss.victim);
   EXPECT_NE(j["dist"]["aborted"].get<std::string>().find(lost), std::string::npos);
   EXPECT_GE(j["steps"].size(), 1u);
-  std::printf("[ timing ] rank %d %s: rank %d exited %d after %.2f s\n", loss.victim,
+  const char* ranks = loss.ranks == Ranks::kGloo   ? "gloo"
+                      : loss.ranks == Ranks::kNccl ? "nccl"
+                                                   : "nccl --cuda-graph";
+  std::printf("[ timing ] %s, rank %d %s: rank %d exited %d after %.2f s\n", ranks, loss.victim,
               loss.signal == SIGKILL ? "killed" : "frozen", survivor_rank, survivor.exit_code(),
               took);
 }
@@ -192,6 +224,16 @@ INSTANTIATE_TEST_SUITE_P(KilledAndFrozen, DeadOrFrozenPeerTest,
                            return std::string(info.param.signal == SIGKILL ? "Killed" : "Frozen") +
                                   "Rank" + std::to_string(info.param.victim);
                          });
+INSTANTIATE_TEST_SUITE_P(
+    TwoGpus, DeadOrFrozenPeerTest,
+    ::testing::Values(Loss{1, SIGKILL, Ranks::kNccl}, Loss{0, SIGKILL, Ranks::kNccl},
+                      Loss{1, SIGSTOP, Ranks::kNccl}, Loss{1, SIGKILL, Ranks::kNcclGraph},
+                      Loss{0, SIGKILL, Ranks::kNcclGraph}, Loss{1, SIGSTOP, Ranks::kNcclGraph}),
+    [](const auto& info) {
+      return std::string(info.param.ranks == Ranks::kNccl ? "Nccl" : "NcclGraph") +
+             (info.param.signal == SIGKILL ? "Killed" : "Frozen") + "Rank" +
+             std::to_string(info.param.victim);
+    });
 
 // Liveness is not progress: rank 1 sleeps 12 s inside a step (over twice the 5 s peer timeout)
 // while rank 0 waits for it in backward's all-reduce; both beat, and the run completes.

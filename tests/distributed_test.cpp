@@ -1,15 +1,20 @@
 // Tests of data parallelism on the CPU (Gloo, two ranks on 127.0.0.1 launched by
 // scripts/launch_local.sh or started here): gradients are the ranks' mean, two ranks of B train
 // like one process of 2B, train_resnet50's ranks stay in sync with their own reports and NVTX
-// trees, and every failure ends every rank with a message, never a hang.
+// trees, and every failure ends every rank with a message, never a hang. On GPUs (NCCL): what a
+// data-parallel CUDA graph captures of c10d (one rank), and two ranks replaying the graph of the
+// DDP step in sync and training as eager DDP (two GPUs; skipped with fewer).
 #include "lib/distributed.h"
 
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <torch/cuda.h>
 #include <torch/serialize.h>
 #include <torch/version.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -381,6 +386,69 @@ TEST_F(NcclRankTest, TheBroadcastFromRankZeroIsCapturedIntoAGraph) {
 #else
   GTEST_SKIP() << "CUDA graphs need a CUDA LibTorch 2.x";
 #endif
+}
+
+// Two NCCL ranks, one GPU each, under scripts/launch_local.sh: eager DDP against the graph of its
+// step (--broadcast-buffers on, so the buffers' broadcast is in the graph too), on the same
+// batches.
+class TwoNcclRanksTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new test_util::TempDir();
+    test_util::make_dataset(tmp_->path() / "data", 3, 8, 3, 0.0);  // 24 images: 12 a rank
+  }
+  static void TearDownTestSuite() { delete tmp_; }
+  void SetUp() override {
+    if (!dist_backend_available(DistBackend::kNccl)) GTEST_SKIP() << "this build has no NCCL";
+    if (torch::cuda::device_count() < 2) GTEST_SKIP() << "two NCCL ranks need two GPUs";
+  }
+  static test_util::TempDir* tmp_;
+};
+test_util::TempDir* TwoNcclRanksTest::tmp_ = nullptr;
+
+// The replicas stay identical (equal parameter digests after the drain) and every rank's losses
+// step by step are eager DDP's within 1e-3 relative, as on one process.
+TEST_F(TwoNcclRanksTest, AGraphOfTheStepKeepsTheReplicasInSyncAndTrainsAsEagerDdp) {
+  std::map<bool, std::vector<nlohmann::json>> runs;
+  for (bool graph : {false, true}) {
+    const fs::path report = tmp_->path() / (graph ? "graph" : "eager") / "run.json";
+    fs::create_directories(report.parent_path());
+    std::vector<std::string> a = {LAUNCH_LOCAL,
+                                  "2",
+                                  "--",
+                                  WORKLOAD_TRAIN_BIN,
+                                  "--data=" + (tmp_->path() / "data").string(),
+                                  "--device=cuda",
+                                  "--batch-size=3",
+                                  "--image-size=32",
+                                  "--workers=1",
+                                  "--warmup=11",
+                                  "--steps=5",
+                                  "--sync-every-step",
+                                  "--quiet",
+                                  "--report=" + report.string()};
+    if (graph) a.push_back("--cuda-graph");
+    const auto r = test_util::run_process(a, {}, 300);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    for (int rank = 0; rank < 2; ++rank) {
+      std::ifstream in(report.parent_path() / ("run.rank" + std::to_string(rank) + ".json"));
+      ASSERT_TRUE(in.good()) << rank;
+      runs[graph].push_back(nlohmann::json::parse(in));
+    }
+  }
+  const auto& eager = runs[false];
+  const auto& graph = runs[true];
+  EXPECT_EQ(graph[0]["dist"]["parameter_digest"], graph[1]["dist"]["parameter_digest"]);
+  EXPECT_EQ(eager[0]["dist"]["parameter_digest"], eager[1]["dist"]["parameter_digest"]);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_GT(graph[rank]["capture"]["graph_capture_ms"].get<double>(), 0.0);
+    ASSERT_EQ(graph[rank]["steps"].size(), 5u);
+    for (int i = 0; i < 5; ++i) {
+      const double e = eager[rank]["steps"][i]["loss"], g = graph[rank]["steps"][i]["loss"];
+      EXPECT_NEAR(g, e, 1e-3 * std::max(1.0, std::abs(e))) << "rank " << rank << ", step " << i;
+      EXPECT_EQ(graph[rank]["steps"][i]["digest"], eager[rank]["steps"][i]["digest"]);
+    }
+  }
 }
 
 }  // namespace

@@ -95,7 +95,7 @@ void Distributed::set_give_up(std::function<void(const DistVerdict&)>) {}
 
 struct DataParallel::State {};
 DataParallel::DataParallel(Distributed& dist, torch::nn::Module&, std::int64_t bucket_bytes,
-                           bool broadcast_buffers)
+                           bool broadcast_buffers, bool)
     : dist_(dist), bucket_bytes_(bucket_bytes), broadcast_buffers_(broadcast_buffers) {}
 DataParallel::~DataParallel() = default;
 void DataParallel::before_forward() {}
@@ -513,7 +513,7 @@ struct DataParallel::State {
 };
 
 DataParallel::DataParallel(Distributed& dist, torch::nn::Module& model, std::int64_t bucket_bytes,
-                           bool broadcast_buffers)
+                           bool broadcast_buffers, bool gradient_as_bucket_view)
     : dist_(dist),
       bucket_bytes_(bucket_bytes),
       broadcast_buffers_(broadcast_buffers),
@@ -560,14 +560,13 @@ DataParallel::DataParallel(Distributed& dist, torch::nn::Module& model, std::int
 #if TORCH_VERSION_MAJOR == 1 && TORCH_VERSION_MINOR == 13
   state_->reducer = std::make_shared<c10d::Reducer>(
       params, buckets, limits, group, sparse, bucket_bytes, /*find_unused_parameters=*/false,
-      /*gradient_as_bucket_view=*/false, std::unordered_map<std::size_t, std::string>{},
-      kFirstBucketBytes);
+      gradient_as_bucket_view, std::unordered_map<std::size_t, std::string>{}, kFirstBucketBytes);
 #elif TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR == 11
   static_cast<void>(limits);
   state_->reducer = std::make_shared<c10d::Reducer>(
       params, buckets, group, sparse, bucket_bytes, /*find_unused_parameters=*/false,
-      /*gradient_as_bucket_view=*/false, std::unordered_map<std::size_t, std::string>{},
-      kFirstBucketBytes, /*skip_all_reduce_unused_params=*/false,
+      gradient_as_bucket_view, std::unordered_map<std::size_t, std::string>{}, kFirstBucketBytes,
+      /*skip_all_reduce_unused_params=*/false,
       /*use_python_reducer=*/false, /*bucket_bytes_cap_list=*/std::vector<std::int64_t>{});
 #else
 #error "c10d::Reducer's constructor is known for LibTorch 1.13 and 2.11 only: add this version's"

@@ -156,8 +156,10 @@ inline constexpr std::int64_t kFirstBucketBytes = std::int64_t{1} << 20;
 /// Construct after the model is on its device and in its memory format. One thread.
 class DataParallel {
  public:
+  /// `gradient_as_bucket_view`: DDP's option of that name (each gradient a view of its bucket
+  /// once copied in, so nothing is copied back after the all-reduce).
   DataParallel(Distributed& dist, torch::nn::Module& model, std::int64_t bucket_bytes,
-               bool broadcast_buffers);
+               bool broadcast_buffers, bool gradient_as_bucket_view = false);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;

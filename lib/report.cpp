@@ -225,6 +225,7 @@ nlohmann::ordered_json dist_json(const Distributed& dist, const TrainConfig& c,
   d["bucket_mb"] = c.bucket_mb;
   d["first_bucket_mb"] = kFirstBucketBytes >> 20;
   d["broadcast_buffers"] = c.broadcast_buffers;
+  d["grad_bucket_view"] = c.grad_bucket_view;
   d["nccl_version"] = dist.nccl_version();
   // As found in the environment: the GPU machines set NCCL_NVLS_ENABLE=0, and nothing here
   // changes it.

@@ -143,6 +143,9 @@ struct TrainConfig {
   int dist_peer_timeout_s = 5;
   int bucket_mb = 25;  ///< Gradient buckets after the first (1 MiB), as DDP's bucket_cap_mb.
   bool broadcast_buffers = true;  ///< Rank 0's BatchNorm buffers before each forward, as DDP.
+  /// DDP's gradient_as_bucket_view: each gradient becomes a view of its bucket once copied in, so
+  /// the all-reduced bucket is the gradient (no copy back). Off by default, as DDP.
+  bool grad_bucket_view = false;
 };
 
 /// Checks what the flags' own ranges cannot: combinations, the machine (a CUDA device for

@@ -124,6 +124,10 @@ void visit_train_flags(C& c, V&& v) {
   v.boolean({"broadcast-buffers", kDistributedGroup,
              "rank 0's BatchNorm buffers to every rank before each forward"},
             c.broadcast_buffers);
+  v.boolean({"grad-bucket-view", kDistributedGroup,
+             "gradients as views of DDP's buckets (gradient_as_bucket_view): no copy back after "
+             "each all-reduce"},
+            c.grad_bucket_view);
   v.text({"report", kOutputGroup,
           "write the JSON report here (in a distributed run each rank writes NAME.rank<r>.EXT)"},
          c.report);

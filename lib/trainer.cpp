@@ -69,7 +69,7 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
     try {
       ddp_ = std::make_unique<DataParallel>(*dist_, *model_,
                                             static_cast<std::int64_t>(config_.bucket_mb) << 20,
-                                            config_.broadcast_buffers);
+                                            config_.broadcast_buffers, config_.grad_bucket_view);
     } catch (const std::exception&) {
       if (const std::optional<DistVerdict> verdict = dist_->await_verdict()) {
         dist_->stand_down();

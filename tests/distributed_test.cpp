@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "lib/cuda_device.h"
@@ -177,6 +178,61 @@ TEST_F(DistributedTest, TrainResnet50RanksStayInSyncAndWriteTheirOwnReports) {
   for (int i = 0; i < 3; ++i) EXPECT_NE(j0["steps"][i]["digest"], j1["steps"][i]["digest"]);
   // 12 images a rank, batches of 3: four batches an epoch.
   EXPECT_EQ(j0["loader"]["batches_per_epoch"], 4);
+}
+
+// DataParallel's gradient_as_bucket_view, in one process (one Gloo rank): after the iterations
+// the gradients of one bucket share its flat tensor (here one bucket holds them all), without it
+// each has a tensor of its own, and the values are the same either way.
+TEST_F(DistributedTest, WithBucketViewsTheGradientsAreTheirBuckets) {
+  std::vector<std::vector<torch::Tensor>> grads(2);
+  for (bool view : {false, true}) {
+    DistEnv env;
+    env.master_addr = "127.0.0.1";
+    env.master_port = free_port();
+    Distributed dist(env, DistBackend::kGloo, torch::kCPU, std::chrono::seconds(30));
+    torch::manual_seed(7);
+    dist_test::SmallNet net;
+    DataParallel ddp(dist, *net, /*bucket_bytes=*/1 << 20, /*broadcast_buffers=*/true, view);
+    for (int step = 0; step < 3; ++step) {  // iteration 0 in one bucket, then the rebuilt ones
+      for (auto& p : net->parameters()) p.mutable_grad().reset();  // zero_grad(set_to_none)
+      const auto [x, y] = dist_test::batch(step, 0, dist_test::kBatch);
+      ddp.before_forward();
+      const torch::Tensor output = net->forward(x);
+      ddp.before_backward();
+      torch::nn::functional::cross_entropy(output, y).backward();
+    }
+    std::set<const void*> storages;
+    for (const auto& p : net->parameters()) {
+      storages.insert(p.grad().storage().unsafeGetStorageImpl());
+      grads[view].push_back(p.grad().clone());
+    }
+    EXPECT_EQ(storages.size(), view ? 1u : net->parameters().size()) << view;
+    dist.finish();
+  }
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (std::size_t i = 0; i < grads[0].size(); ++i) {
+    EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << "parameter " << i;
+  }
+}
+
+// --grad-bucket-view (DDP's gradient_as_bucket_view) leaves the all-reduced bucket as the gradient
+// instead of copying it back: the same arithmetic, so the same replicas bit for bit.
+TEST_F(DistributedTest, GradientsAsBucketViewsTrainTheSameReplicas) {
+  std::vector<std::string> digests;
+  for (bool view : {false, true}) {
+    const fs::path report = tmp_->path() / (view ? "view" : "copy") / "run.json";
+    fs::create_directories(report.parent_path());
+    std::vector<std::string> flags = {"--warmup=2", "--steps=3", "--report=" + report.string()};
+    if (view) flags.push_back("--grad-bucket-view");
+    const auto r = test_util::run_process(launch(2, train(flags)), {}, 300);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    const auto j0 = read_json(report.parent_path() / "run.rank0.json");
+    const auto j1 = read_json(report.parent_path() / "run.rank1.json");
+    EXPECT_EQ(j0["dist"]["grad_bucket_view"], view);
+    EXPECT_EQ(j0["dist"]["parameter_digest"], j1["dist"]["parameter_digest"]) << view;
+    digests.push_back(j0["dist"]["parameter_digest"].get<std::string>());
+  }
+  EXPECT_EQ(digests[0], digests[1]);
 }
 
 // The default-domain push/pop events of thread `tid` in a recorder file, nested: a(b,c),d.

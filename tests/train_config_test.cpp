@@ -129,7 +129,7 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
       "copy_stream", "nvtx", "on_bad_image", "report", "precision", "host_dtype", "nvtx_detail",
       "torch_profiler_trace", "mode", "forward_bn", "sync_every_step",
       // data parallelism (issue 12)
-      "dist_backend", "dist_timeout_s", "bucket_mb", "broadcast_buffers",
+      "dist_backend", "dist_timeout_s", "bucket_mb", "broadcast_buffers", "grad_bucket_view",
       // GPU decode (issue 13)
       "decode",
       // known-answer stalls, the memory format and the CUDA-graph step (issue 14)

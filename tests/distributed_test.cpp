@@ -447,20 +447,14 @@ TEST_F(NcclRankTest, TheBroadcastFromRankZeroIsCapturedIntoAGraph) {
 // Two NCCL ranks, one GPU each, under scripts/launch_local.sh: eager DDP against the graph of its
 // step (--broadcast-buffers on, so the buffers' broadcast is in the graph too), on the same
 // batches.
-class TwoNcclRanksTest : public ::testing::Test {
+// DistributedTest's data set, launcher and readers; NCCL and two GPUs rather than Gloo.
+class TwoNcclRanksTest : public DistributedTest {
  protected:
-  static void SetUpTestSuite() {
-    tmp_ = new test_util::TempDir();
-    test_util::make_dataset(tmp_->path() / "data", 3, 8, 3, 0.0);  // 24 images: 12 a rank
-  }
-  static void TearDownTestSuite() { delete tmp_; }
   void SetUp() override {
     if (!dist_backend_available(DistBackend::kNccl)) GTEST_SKIP() << "this build has no NCCL";
     if (torch::cuda::device_count() < 2) GTEST_SKIP() << "two NCCL ranks need two GPUs";
   }
-  static test_util::TempDir* tmp_;
 };
-test_util::TempDir* TwoNcclRanksTest::tmp_ = nullptr;
 
 // The replicas stay identical (equal parameter digests after the drain) and every rank's losses
 // step by step are eager DDP's within 1e-3 relative, as on one process.
@@ -469,27 +463,16 @@ TEST_F(TwoNcclRanksTest, AGraphOfTheStepKeepsTheReplicasInSyncAndTrainsAsEagerDd
   for (bool graph : {false, true}) {
     const fs::path report = tmp_->path() / (graph ? "graph" : "eager") / "run.json";
     fs::create_directories(report.parent_path());
-    std::vector<std::string> a = {LAUNCH_LOCAL,
-                                  "2",
-                                  "--",
-                                  WORKLOAD_TRAIN_BIN,
-                                  "--data=" + (tmp_->path() / "data").string(),
-                                  "--device=cuda",
-                                  "--batch-size=3",
-                                  "--image-size=32",
-                                  "--workers=1",
-                                  "--warmup=11",
-                                  "--steps=5",
-                                  "--sync-every-step",
-                                  "--quiet",
-                                  "--report=" + report.string()};
-    if (graph) a.push_back("--cuda-graph");
-    const auto r = test_util::run_process(a, {}, 300);
+    std::vector<std::string> flags = {"--device=cuda", "--warmup=11",
+                                      "--steps=5",     "--sync-every-step",
+                                      "--quiet",       "--report=" + report.string()};
+    if (graph) flags.push_back("--cuda-graph");
+    // train()'s CPU flags first; the ones here override them (the last of a flag wins).
+    const auto r = test_util::run_process(launch(2, train(flags)), {}, 300);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     for (int rank = 0; rank < 2; ++rank) {
-      std::ifstream in(report.parent_path() / ("run.rank" + std::to_string(rank) + ".json"));
-      ASSERT_TRUE(in.good()) << rank;
-      runs[graph].push_back(nlohmann::json::parse(in));
+      runs[graph].push_back(
+          read_json(report.parent_path() / ("run.rank" + std::to_string(rank) + ".json")));
     }
   }
   const auto& eager = runs[false];

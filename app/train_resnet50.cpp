@@ -131,6 +131,8 @@ int main(int argc, char** argv) {
   return workload::run_main(
       "train_resnet50",
       [&] {
+        // Before anything starts CUDA (the parser's device default does).
+        workload::default_cuda_connections(workload::cuda_connections_for_args(argc, argv));
         const workload::ParsedArgs args = workload::parse_train_args(argc, argv);
         if (args.help) {
           std::cout << args.help_text << std::endl;

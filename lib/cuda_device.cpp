@@ -3,7 +3,10 @@
 
 #include <torch/cuda.h>
 
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #if defined(WORKLOAD_TORCH_CUDA)
 #include <ATen/cuda/CUDAContext.h>
@@ -16,6 +19,21 @@
 #endif
 
 namespace workload {
+
+namespace {
+std::atomic<bool> g_connections_set{false};
+}  // namespace
+
+bool default_cuda_connections(int connections) {
+  if (connections <= 0 || std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") != nullptr) return false;
+  if (setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(connections).c_str(), 0) != 0) {
+    return false;
+  }
+  g_connections_set = true;
+  return true;
+}
+
+bool cuda_connections_set_here() { return g_connections_set; }
 
 bool cuda_available() {
 #if defined(WORKLOAD_TORCH_CUDA)

@@ -58,6 +58,17 @@ class ProfilerCapture {
   bool stopped_ = false;
 };
 
+/// Sets CUDA_DEVICE_MAX_CONNECTIONS (the number of hardware work queues the process's streams
+/// share) to `connections` unless the environment already has it; `connections` <= 0 does nothing.
+/// The CUDA driver reads the variable once, when it initialises: call this before any CUDA call,
+/// from the main thread before others start (setenv is not thread-safe). Returns true when it set
+/// the variable.
+bool default_cuda_connections(int connections);
+
+/// True once default_cuda_connections() has set the variable in this process (the report says
+/// where the value came from).
+bool cuda_connections_set_here();
+
 /// Versions and device facts for the report.
 struct DeviceDescription {
   std::string cuda_runtime;  ///< e.g. "13.0"; empty without CUDA

@@ -102,9 +102,9 @@ bool input_wants_priority_stream(const TrainConfig& config);
 int input_cuda_connections(const TrainConfig& config);
 
 /// The notice for a run whose source wants more hardware queues than `found` (the environment's
-/// CUDA_DEVICE_MAX_CONNECTIONS, null when unset) gives, or "". The program does not raise it
-/// itself: set from main once the flags are parsed (which has asked CUDA for its devices), it made
-/// no difference on the H200. make_input_source adds it to the notices.
+/// CUDA_DEVICE_MAX_CONNECTIONS, null when unset) gives, or "". train_resnet50 sets the variable
+/// itself before CUDA starts (cuda_connections_for_args, default_cuda_connections), so this is
+/// seen when the user set a smaller value. make_input_source adds it to the notices.
 std::string cuda_connections_notice(const TrainConfig& config, const char* found);
 
 /// The notice for a ring that could not be page-locked, or "" when it is as asked.

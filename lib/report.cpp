@@ -135,6 +135,11 @@ nlohmann::ordered_json environment_json(bool cuda) {
   const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   env["cuda_device_max_connections"] =
       connections ? nlohmann::ordered_json(connections) : nlohmann::ordered_json(nullptr);
+  // "program": set by train_resnet50 itself for --decode gpu; "environment": the user's.
+  env["cuda_device_max_connections_from"] =
+      !connections
+          ? nlohmann::ordered_json(nullptr)
+          : nlohmann::ordered_json(cuda_connections_set_here() ? "program" : "environment");
   env["opencv"] = CV_VERSION;
   env["libjpeg"] = JPEG_LIB_VERSION;
 #if defined(LIBJPEG_TURBO_VERSION_NUMBER)

@@ -2,6 +2,7 @@
 #include "lib/train_cli.h"
 
 #include <algorithm>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -18,6 +19,21 @@ TrainConfig default_train_config() {
   c.device = cuda_available() ? Device::kCuda : Device::kCpu;
   c.dist_backend = c.device == Device::kCuda ? DistBackend::kNccl : DistBackend::kGloo;
   return c;
+}
+
+int cuda_connections_for_args(int argc, const char* const* argv) {
+  const std::string flag = "--decode";
+  std::string decode;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;  // what follows is positional
+    if (arg == flag && i + 1 < argc) {
+      decode = argv[++i];
+    } else if (arg.rfind(flag + "=", 0) == 0) {
+      decode = arg.substr(flag.size() + 1);
+    }
+  }
+  return decode == "gpu" ? 32 : 0;
 }
 
 ParsedArgs parse_train_args(int argc, const char* const* argv) {

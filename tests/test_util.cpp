@@ -147,7 +147,7 @@ Process::Process(const std::vector<std::string>& argv, const std::vector<std::st
   args.push_back(nullptr);
   std::vector<std::string> env_storage;
   // The child gets this process's environment with each NAME of `env` set to its value (an
-  // inherited NAME=... is dropped: getenv would find whichever came first).
+  // inherited NAME=... is dropped: getenv would find whichever came first); a bare NAME unsets.
   auto name_of = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };
   for (char** e = environ; *e; ++e) {
     const std::string entry(*e);
@@ -155,7 +155,9 @@ Process::Process(const std::vector<std::string>& argv, const std::vector<std::st
     for (const auto& mine : env) overridden = overridden || name_of(mine) == name_of(entry);
     if (!overridden) env_storage.push_back(entry);
   }
-  for (const auto& e : env) env_storage.push_back(e);
+  for (const auto& e : env) {
+    if (e.find('=') != std::string::npos) env_storage.push_back(e);
+  }
   std::vector<char*> envp;
   for (auto& e : env_storage) envp.push_back(e.data());
   envp.push_back(nullptr);

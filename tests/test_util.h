@@ -35,7 +35,8 @@ std::vector<std::uint8_t> read_bytes(const std::filesystem::path& file);
 class Process {
  public:
   /// Starts `argv` (argv[0] a path) with this process's environment and each "NAME=value" of
-  /// `env` set (replacing an inherited NAME). \throws std::runtime_error when it cannot start.
+  /// `env` set (replacing an inherited NAME); a bare "NAME" removes NAME. \throws
+  /// std::runtime_error when it cannot start.
   Process(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
   ~Process();
   Process(const Process&) = delete;

@@ -73,6 +73,27 @@ TEST(TrainCliTest, CudaGraphWarmupDefaultsToElevenSteps) {
   EXPECT_EQ(parse({"--data=/x", "--device=cuda"}).config.warmup, 3);
 }
 
+// The hardware-queue count is read from argv before parsing (which starts CUDA): only a request
+// for the GPU decode stage, in either spelling, asks for more queues; the last --decode wins.
+TEST(TrainCliTest, CudaConnectionsAreAskedForByTheGpuDecodeStageOnly) {
+  auto connections = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "train_resnet50");
+    std::vector<const char*> argv;
+    for (const auto& a : args) argv.push_back(a.c_str());
+    return cuda_connections_for_args(static_cast<int>(argv.size()), argv.data());
+  };
+  EXPECT_EQ(connections({}), 0);
+  EXPECT_EQ(connections({"--data", "/d", "--workers", "4"}), 0);
+  EXPECT_EQ(connections({"--data", "/d", "--decode", "gpu"}), 32);
+  EXPECT_EQ(connections({"--decode=gpu", "--steps", "4"}), 32);
+  EXPECT_EQ(connections({"--decode", "cpu"}), 0);
+  EXPECT_EQ(connections({"--decode=gpu", "--decode", "cpu"}), 0);
+  EXPECT_EQ(connections({"--decode", "cpu", "--decode=gpu"}), 32);
+  EXPECT_EQ(connections({"--decode"}), 0);  // missing value: the parser's error, no queues
+  EXPECT_EQ(connections({"--decoder=gpu"}), 0);
+  EXPECT_EQ(connections({"--", "--decode=gpu"}), 0);
+}
+
 TEST(TrainCliTest, BooleansAcceptBareAndExplicitValues) {
   EXPECT_FALSE(parse({"--data=/x", "--device=cpu", "--pin-memory=false"}).config.loader.pin_memory);
   EXPECT_FALSE(

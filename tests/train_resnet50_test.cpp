@@ -343,6 +343,51 @@ TEST_F(TrainBinaryTest, NvtxTreeOfAGpuDecodeRun) {
   }
 }
 
+// --decode gpu sets CUDA_DEVICE_MAX_CONNECTIONS=32 itself before CUDA starts, unless the user set
+// it: the report says which, and a user's value below 32 is kept, with a notice on stdout.
+TEST_F(TrainBinaryTest, AGpuDecodeRunTakesThirtyTwoHardwareQueuesUnlessTheUserSetThem) {
+  {  // Without --decode gpu the program leaves the variable alone.
+    const fs::path report = tmp_->path() / "connections_cpu_decode.json";
+    const auto r =
+        test_util::run_process(args({"--warmup=1", "--steps=1", "--report=" + report.string()}),
+                               {"CUDA_DEVICE_MAX_CONNECTIONS"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::ifstream in(report);
+    const auto env = nlohmann::json::parse(in)["environment"];
+    EXPECT_TRUE(env["cuda_device_max_connections"].is_null());
+    EXPECT_TRUE(env["cuda_device_max_connections_from"].is_null());
+  }
+  const auto version = test_util::run_process({WORKLOAD_TRAIN_BIN, "--version"});
+  if (version.out.find("CUDA device: yes") == std::string::npos) {
+    GTEST_SKIP() << "GPU decoding needs a CUDA device";
+  }
+  struct Case {
+    std::string env;  // for the child: a bare name unsets
+    std::string value, from;
+    bool notice;
+  };
+  for (const Case& c : {Case{"CUDA_DEVICE_MAX_CONNECTIONS", "32", "program", false},
+                        Case{"CUDA_DEVICE_MAX_CONNECTIONS=8", "8", "environment", true}}) {
+    const fs::path report = tmp_->path() / ("connections_" + c.value + ".json");
+    const auto r = test_util::run_process(
+        {WORKLOAD_TRAIN_BIN, "--data=" + (tmp_->path() / "data").string(), "--device=cuda",
+         "--batch-size=4", "--image-size=32", "--workers=2", "--warmup=1", "--steps=2",
+         "--decode=gpu", "--report=" + report.string()},
+        {c.env});
+    if (r.exit_code == 2 && r.err.find("no GPU decode stage") != std::string::npos) {
+      GTEST_SKIP() << "this build has no GPU decode stage";
+    }
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::ifstream in(report);
+    const auto env = nlohmann::json::parse(in)["environment"];
+    EXPECT_EQ(env["cuda_device_max_connections"], c.value) << c.env;
+    EXPECT_EQ(env["cuda_device_max_connections_from"], c.from) << c.env;
+    EXPECT_EQ(r.out.find("note: --decode gpu: CUDA_DEVICE_MAX_CONNECTIONS is") != std::string::npos,
+              c.notice)
+        << c.env << ": " << r.out;
+  }
+}
+
 TEST_F(TrainBinaryTest, TorchProfilerTraceIsAChromeTraceWithThePhases) {
   const fs::path trace = tmp_->path() / "trace.json";
   const fs::path report = tmp_->path() / "trace_report.json";

@@ -43,7 +43,8 @@ void visit_loader_flags(L& o, V&& v) {
             o.max_image_mb, std::int64_t{1}, data_pipeline::kMaxImageMbCeiling);
   v.choice({"decode", kExperimentsGroup,
             "gpu: JPEGs decoded by the GPU's hardware engines (nvJPEG), the CPU path taking "
-            "what they cannot (CUDA builds with nvJPEG)"},
+            "what they cannot (CUDA builds with nvJPEG); sets CUDA_DEVICE_MAX_CONNECTIONS=32 "
+            "unless the environment has it"},
            o.decode);
   v.choice({"host-dtype", kExperimentsGroup, "uint8 batches are normalised on the device"},
            o.transform.dtype);

@@ -58,6 +58,10 @@ class ProfilerCapture {
   bool stopped_ = false;
 };
 
+/// The hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS) a --decode gpu run wants: CUDA's
+/// maximum, so that as few of nvJPEG's streams as can be share the step's queue.
+inline constexpr int kGpuDecodeCudaConnections = 32;
+
 /// Sets CUDA_DEVICE_MAX_CONNECTIONS (the number of hardware work queues the process's streams
 /// share) to `connections` unless the environment already has it; `connections` <= 0 does nothing.
 /// The CUDA driver reads the variable once, when it initialises: call this before any CUDA call,

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "lib/cuda_device.h"
 #include "lib/distributed.h"
 #include "lib/gpu_decode_input.h"
 #include "lib/host_loader_input.h"
@@ -41,7 +42,9 @@ bool input_wants_priority_stream(const TrainConfig& config) {
 }
 
 int input_cuda_connections(const TrainConfig& config) {
-  return config.device == Device::kCuda && config.loader.decode == dp::DecodeDevice::kGpu ? 32 : 0;
+  return config.device == Device::kCuda && config.loader.decode == dp::DecodeDevice::kGpu
+             ? kGpuDecodeCudaConnections
+             : 0;
 }
 
 std::string cuda_connections_notice(const TrainConfig& config, const char* found) {

@@ -96,9 +96,9 @@ bool input_wants_priority_stream(const TrainConfig& config);
 /// The CUDA_DEVICE_MAX_CONNECTIONS `config`'s source wants, 0 when CUDA's default (8) will do: 32
 /// for --decode gpu on a CUDA device. nvJPEG's hardware decode runs on streams of its own (28 of
 /// them) whose work waits for the JPEG engines; with 8 hardware queues for all of the process's
-/// streams the step's stream shares one with some of them, and its kernels can queue behind those
-/// waits (measured in docs/BENCHMARKS.md: with 32 the eager fp32 step fed by the stage went from
-/// 0.966 to 0.987 of its ceiling).
+/// streams the step's stream shares one with some of them, and its kernels queue behind those
+/// waits (measured in docs/BENCHMARKS.md: with 32 the eager bf16 step fed by the stage went from
+/// 0.95 to 0.977 of its ceiling, and with 1 it fell to 0.58).
 int input_cuda_connections(const TrainConfig& config);
 
 /// The notice for a run whose source wants more hardware queues than `found` (the environment's

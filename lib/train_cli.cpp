@@ -33,7 +33,7 @@ int cuda_connections_for_args(int argc, const char* const* argv) {
       decode = arg.substr(flag.size() + 1);
     }
   }
-  return decode == "gpu" ? 32 : 0;
+  return decode == "gpu" ? kGpuDecodeCudaConnections : 0;
 }
 
 ParsedArgs parse_train_args(int argc, const char* const* argv) {

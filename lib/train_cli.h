@@ -24,9 +24,10 @@ TrainConfig default_train_config();
 
 /// The CUDA_DEVICE_MAX_CONNECTIONS this command line wants before CUDA starts:
 /// kGpuDecodeCudaConnections (32, lib/cuda_device.h) when it asks for the GPU decode stage
-/// (`--decode gpu` or `--decode=gpu`, the last one given), else 0 (CUDA's default). nvJPEG's streams hold work that waits for the JPEG engines, and a step stream that
-/// shares their hardware queue waits with it. Reads argv without parsing it: parsing starts CUDA
-/// (the device default), after which the variable has no effect.
+/// (`--decode gpu` or `--decode=gpu`, the last one given), else 0 (CUDA's default). nvJPEG's
+/// streams hold work that waits for the JPEG engines, and a step stream that shares their hardware
+/// queue waits with it. Reads argv without parsing it: parsing starts CUDA (the device default),
+/// after which the variable has no effect.
 int cuda_connections_for_args(int argc, const char* const* argv);
 
 /// Parses and validates argv against the table of lib/train_flags.h. Booleans accept --flag,

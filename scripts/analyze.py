@@ -7,7 +7,7 @@ usage: analyze.py EXPORT.sqlite --out DIR [--report run.json] [--expected-steps 
                   [--rank-out DIR0 --rank-out DIR1 ...] [--expected-steps M] [--check] [--no-figures]
 
 Writes into DIR:
-  summary.json         numbers and checks (nsys_analysis.summary.compute_summary lists every key)
+  summary.json         numbers and checks (nsys_analysis.capture.summary.compute_summary lists every key)
   summary.md           idle gaps, host stalls, checks, phases, per-step input timing, GPU time per phase,
                        top kernels, kernel time by family (scripts/kernel_families.py compares runs),
                        memory operations, CUDA API calls, other NVTX domains
@@ -19,13 +19,13 @@ Writes into DIR:
   fig6_gpu_phases.png  per step, the GPU time of the work launched in each phase, stacked (the device-side
                        counterpart of figure 1: backward's kernels, launched from autograd's thread, count
                        under backward)
-(Figure 4 compares configurations; scripts/sweep.py draws it with nsys_analysis.figures.plot_sweep().)
+(Figure 4 compares configurations; scripts/sweep.py draws it with nsys_analysis.sweep.figures.plot_sweep().)
 
 Several exports (or any --rank-out) are the ranks of one data-parallel run, one nsys export per rank
 (scripts/profile.sh --nproc N writes PREFIX.rank<r>.sqlite). A rank is the `.rank<r>` in its export's
 file name, else its position on the command line; --report, when given, is given once per export, in
 the same order (a report's dist.rank must match). Each rank gets what one export gets, in DIR/rank<r>/
-(or the i-th --rank-out), and DIR holds the comparison (nsys_analysis.ranks.compute_ranks() lists
+(or the i-th --rank-out), and DIR holds the comparison (nsys_analysis.capture.ranks.compute_ranks() lists
 every key):
   ranks.json           per rank: NCCL kernels per step, exposed communication, data_load end offsets;
                        per step: the straggler and how long the others' all-reduces waited for it;
@@ -41,9 +41,16 @@ live in NVTX's default domain (domainId 0 or NULL); ranges of other domains (the
 `data_pipeline`: load_batch, load_sample, reuse_fence) are listed separately and never counted as
 steps or phases.
 
-Exit status: 0 done; 2 unusable input (missing file, not SQLite, no NVTX_EVENTS, bad report; with
-several exports also two of one rank, or a report of another rank) or a bad command line; 3 with
---check when any check is false or not evaluable.
+Every export and --report is checked before any work (a missing file, a directory, an unreadable file),
+and so is every output: --out (and each --rank-out) must be a directory or creatable, and no file the
+analysis writes there may be a directory, FIFO or socket. Outputs are written atomically (a staging file
+beside each, renamed over it); a symlink is followed, a character device such as /dev/null written in place.
+
+Exit status (nsys_analysis.common.exit_status): 0 done; 1 an output could not be written when its turn
+came, or matplotlib is missing for the figures; 2 unusable input (missing file, a directory, unreadable,
+not SQLite, no NVTX_EVENTS, bad report; with several exports also two of one rank, or a report of another
+rank), an output path that cannot be written, or a bad command line; 3 with --check when any check is false
+or not evaluable.
 """
 
 import argparse
@@ -52,14 +59,17 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The analysis itself lives in the nsys_analysis package beside this script.
-from nsys_analysis.checks import failed_checks  # noqa: E402
-from nsys_analysis.export import AnalysisError  # noqa: E402
-from nsys_analysis.figures import require_matplotlib  # noqa: E402
-from nsys_analysis.formatting import fmt  # noqa: E402
-from nsys_analysis.pipeline import analyze, analyze_ranks  # noqa: E402
+from nsys_analysis.capture.checks import failed_checks  # noqa: E402
+from nsys_analysis.capture.export import AnalysisError  # noqa: E402
+from nsys_analysis.capture.pipeline import (analyze, analyze_ranks, capture_outputs, check_outputs,  # noqa: E402
+                                            ranks_outputs)
+from nsys_analysis.common.exit_status import CHECKS_FAILED, FAILURE, OK, USAGE  # noqa: E402
+from nsys_analysis.common.files import OutputError, UsageError, check_input_file  # noqa: E402
+from nsys_analysis.common.formatting import fmt  # noqa: E402
+from nsys_analysis.common.plotting import require_matplotlib  # noqa: E402
 
 
-def main(argv=None):
+def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n".join(__doc__.split("\n")[2:]))
@@ -86,21 +96,33 @@ def main(argv=None):
         p.error("expected one --report per export (%d), got %d" % (n, len(a.report)))
     if a.rank_out and len(a.rank_out) != n:
         p.error("expected one --rank-out per export (%d), got %d" % (n, len(a.rank_out)))
-    if not a.no_figures:
-        require_matplotlib()
-    ranks_mode = n > 1 or bool(a.rank_out)
-    try:
-        if not ranks_mode:
-            s = analyze(a.export[0], a.out, a.report[0] if a.report else None, a.expected_steps,
-                        figures=not a.no_figures)
-            summaries, rank_dirs = [s], [a.out]
-        else:
-            summaries, s = analyze_ranks(a.export, a.out, a.report, a.expected_steps, figures=not a.no_figures,
-                                         rank_dirs=a.rank_out)
-            rank_dirs = a.rank_out or [os.path.join(a.out, "rank%d" % r) for r in s["ranks"]]
-    except AnalysisError as e:
-        print("error: %s" % e, file=sys.stderr)
-        return 2
+    return a
+
+
+def check_paths(a, ranks_mode):
+    """Every input readable and every output writable, before any work; raises UsageError naming the
+    argument. (Each rank's own directory is checked by analyze_ranks(), which knows the ranks.)"""
+    for path in a.export:
+        check_input_file("export", path, "an nsys SQLite export file (nsys export --type=sqlite)")
+    for path in a.report or ():
+        check_input_file("--report", path, "a run report file", streams=True)
+    figures = not a.no_figures
+    check_outputs("--out", a.out, ranks_outputs(figures) if ranks_mode else capture_outputs(figures))
+
+
+def run(a, ranks_mode):
+    """The analysis: (summaries, the summary or ranks dict whose checks decide, each rank's directory)."""
+    if not ranks_mode:
+        s = analyze(a.export[0], a.out, a.report[0] if a.report else None, a.expected_steps,
+                    figures=not a.no_figures)
+        return [s], s, [a.out]
+    summaries, s = analyze_ranks(a.export, a.out, a.report, a.expected_steps, figures=not a.no_figures,
+                                 rank_dirs=a.rank_out)
+    return summaries, s, a.rank_out or [os.path.join(a.out, "rank%d" % r) for r in s["ranks"]]
+
+
+def report(a, ranks_mode, summaries, s, rank_dirs):
+    """The lines on stdout, and the checks that did not pass on stderr; returns the exit status."""
     for path, rs, out in zip(a.export, summaries, rank_dirs):
         print("%s: %d steps, window %s ms, %s%% no device activity, %s H2D copies -> %s" % (
             path, rs["steps"], fmt(rs["capture_window_ms"]), fmt(rs["no_activity_pct"], 2),
@@ -116,8 +138,25 @@ def main(argv=None):
               file=sys.stderr)
     if a.check and fails:
         print("error: %d check(s) did not pass: %s" % (len(fails), ", ".join(n for n, _ in fails)), file=sys.stderr)
-        return 3
-    return 0
+        return CHECKS_FAILED
+    return OK
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    ranks_mode = len(a.export) > 1 or bool(a.rank_out)
+    try:
+        check_paths(a, ranks_mode)
+        if not a.no_figures:
+            require_matplotlib()
+        summaries, s, rank_dirs = run(a, ranks_mode)
+    except (AnalysisError, UsageError) as e:
+        print("error: %s" % e, file=sys.stderr)
+        return USAGE
+    except OutputError as e:
+        print("error: %s" % e, file=sys.stderr)
+        return FAILURE
+    return report(a, ranks_mode, summaries, s, rank_dirs)
 
 
 if __name__ == "__main__":

@@ -31,22 +31,32 @@ ncu      Nsight Compute (ncu, clocks left alone) on every kernel of one GPU-boun
          duration, DRAM bytes and the speed-of-light percentages, grouped by kernel kind.
 table    reads DIR/*.json written by the other commands and prints Markdown tables.
 
-Every command writes DIR/<command>.json; runs live in DIR/<command>/. Exit status 0, or 1 when a run
-failed (checks: when a check failed), 2 for usage errors.
+Every command writes DIR/<command>.json; runs live in DIR/<command>/. Before a command runs, --out, its
+<command>.json and <command>/ are checked (--out a directory or creatable; no directory, FIFO or socket
+where the file goes); results are written atomically, a symlink followed.
+
+Exit status (nsys_analysis.common.exit_status): 0 done; 1 when a run failed (checks: when a check failed),
+a program or tool is missing, a result file of DIR cannot be read (table), or an output could not be
+written; 2 for usage errors (a flag's value, an --out that cannot be written, table's --out not a
+directory).
 """
 
 import argparse
+import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The commands themselves live in the nsys_analysis package beside this script.
-from nsys_analysis.bench_commands import COMMANDS, BenchSettings  # noqa: E402
-from nsys_analysis.bench_runs import BenchmarkError  # noqa: E402
-from nsys_analysis.bench_tables import render_tables  # noqa: E402
+from nsys_analysis.bench.commands import COMMANDS, BenchSettings, check_outputs  # noqa: E402
+from nsys_analysis.bench.runs import BenchmarkError  # noqa: E402
+from nsys_analysis.bench.tables import render_tables  # noqa: E402
+from nsys_analysis.common.exit_status import FAILURE, OK, USAGE  # noqa: E402
+from nsys_analysis.common.files import OutputError, UsageError  # noqa: E402
 
 
-def main(argv=None):
+def parse_args(argv):
+    """(parsed flags, the arguments after `--`)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=list(COMMANDS) + ["table"])
@@ -72,18 +82,39 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.command not in ("table", "ncu") and not args.data:
         p.error("--data is required for %s" % args.command)
-    if args.command == "table":
-        sys.stdout.write(render_tables(args.out))
-        return 0
-    opts = BenchSettings(
-        out=args.out, data=args.data, binary=args.binary, python_ref=args.python_ref, steps=args.steps,
-        repeats=args.repeats, rounds=args.rounds, timeout=args.timeout, ncu_skip=args.ncu_skip,
-        ncu_count=args.ncu_count, workers=args.workers, prefetch=args.prefetch, units=args.units, extra=extra)
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):
+        p.error("expected --timeout > 0 seconds, got %g" % args.timeout)
+    return args, extra
+
+
+def table(out):
+    """`table`: the tables of the JSON files in out on stdout."""
+    if not os.path.isdir(out):
+        print("benchmarks.py: error: --out %s: %s, expected the directory of the other commands' JSON "
+              "files" % (out, "no such directory" if not os.path.exists(out) else "not a directory"),
+              file=sys.stderr)
+        return USAGE
+    sys.stdout.write(render_tables(out))
+    return OK
+
+
+def main(argv=None):
+    args, extra = parse_args(argv)
     try:
+        if args.command == "table":
+            return table(args.out)
+        check_outputs(args.command, args.out)
+        opts = BenchSettings(
+            out=args.out, data=args.data, binary=args.binary, python_ref=args.python_ref, steps=args.steps,
+            repeats=args.repeats, rounds=args.rounds, timeout=args.timeout, ncu_skip=args.ncu_skip,
+            ncu_count=args.ncu_count, workers=args.workers, prefetch=args.prefetch, units=args.units, extra=extra)
         return COMMANDS[args.command](opts)
-    except BenchmarkError as e:
+    except UsageError as e:
         print("benchmarks.py: error: %s" % e, file=sys.stderr)
-        return 1
+        return USAGE
+    except (BenchmarkError, OutputError) as e:
+        print("benchmarks.py: error: %s" % e, file=sys.stderr)
+        return FAILURE
 
 
 if __name__ == "__main__":

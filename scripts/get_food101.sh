@@ -21,9 +21,16 @@
 # does nothing and writes nothing (DIR may be read-only). The archive is kept: delete it to save the
 # space.
 #
+# Symlinks are followed: a DIR/food-101.tar.gz or DIR/food-101 that is a link has its target written
+# (the .part file, the staging and old trees beside the target, not beside the link; the link stays).
+# What is neither a regular file nor a directory there (a FIFO, a device) is never replaced: the
+# archive's or the tree's path holding one is a usage error. A .part that is a device is written in place
+# (curl's errors say so), but never renamed into the archive.
+#
 # Exit status: 0 when DIR/food-101 is complete (fetched now, or already there); 1 when the download,
 # the MD5 check, the extraction or the layout check fails, or a tool is missing (curl or wget,
-# md5sum, tar, gzip); 2 for usage errors; 130 or 143 when interrupted (SIGINT, SIGTERM).
+# md5sum, tar, gzip); 2 for usage errors (flags; an archive or tree path holding what is never replaced);
+# 130 or 143 when interrupted (SIGINT, SIGTERM).
 set -euo pipefail
 
 readonly NAME=get_food101.sh
@@ -83,9 +90,15 @@ done
 
 mkdir -p -- "$out" || die "--out: cannot create the directory '$out'"
 archive=$out/food-101.tar.gz
-part=$archive.part
 tree=$out/food-101
 marker=$tree/.complete
+# A symlink at either path is followed: what is written is its target, and everything staged goes beside it.
+archive_target=$archive
+[ ! -L "$archive" ] || archive_target=$(readlink -m -- "$archive")
+tree_target=$tree
+[ ! -L "$tree" ] || tree_target=$(readlink -m -- "$tree")
+tree_dir=$(dirname -- "$tree_target")
+part=$archive_target.part
 stage=""
 old=""
 
@@ -125,16 +138,30 @@ elif [ -e "$tree" ] || [ -L "$tree" ]; then
   say "$tree exists without the completion marker $marker (an interrupted extraction?): it will be replaced once the archive is verified and extracted"
 fi
 
+# Only a regular file (or nothing) is ever renamed over, or moved aside: anything else there is refused.
+for path in "$archive" "$tree"; do
+  if [ -e "$path" ] && [ ! -f "$path" ] && [ ! -d "$path" ]; then
+    kind="not a regular file or a directory"
+    [ -p "$path" ] && kind="a FIFO"
+    [ -c "$path" ] && kind="a character device"
+    die_usage "$path is $kind: expected the Food-101 archive or tree, or nothing (it is never replaced)"
+  fi
+done
+[ ! -d "$archive" ] || die_usage "$archive is a directory, expected the Food-101 archive or nothing"
+
 # One run at a time per DIR: two curls appending to one .part would corrupt it. With the lock held,
 # staging directories left by a killed run are ours to remove.
 if command -v flock >/dev/null 2>&1; then
   lock=$out/.get_food101.lock
-  { exec 9>"$lock"; } 2>/dev/null || {
+  # A FIFO would block the open below; appending never truncates what a symlink points to.
+  [ ! -e "$lock" ] || [ -f "$lock" ] ||
+    die "cannot create the lock file $lock: $( [ -d "$lock" ] && echo "it is a directory" || echo "it is not a regular file")"
+  { exec 9>>"$lock"; } 2>/dev/null || {
     [ -w "$out" ] && die "cannot create the lock file $lock (is it a directory?)"
     die "cannot write in $out (creating the lock file $lock failed): choose another --out, or make it writable"
   }
   flock -n 9 || die "another get_food101.sh is working in $out (lock: $lock)"
-  rm -rf -- "$out"/.food-101.extract.* "$out"/.food-101.old.*
+  rm -rf -- "$out"/.food-101.extract.* "$out"/.food-101.old.* "$tree_dir"/.food-101.extract.* "$tree_dir"/.food-101.old.*
 fi
 
 # Downloads $1 to $2, resuming what $2 already holds.
@@ -179,7 +206,10 @@ else
   status=0
   download "$url" "$part" || status=$?
   ((status == 0)) || download_failed "$status"
-  mv -f -- "$part" "$archive"
+  # A .part that is a device (written in place) never becomes the archive.
+  [ -f "$part" ] || die "$part is not a regular file: the download cannot become $archive (remove it and run again)"
+  mv -f -- "$(readlink -f -- "$part")" "$archive_target"
+  [ ! -L "$part" ] || rm -f -- "$part"
 fi
 
 say "checking the MD5 of $archive"
@@ -188,8 +218,8 @@ found=${found%% *}
 [ "$found" = "$md5" ] ||
   die "MD5 mismatch for $archive: expected $md5, found $found (a corrupt or different file: delete it to download again, or give the right --md5)"
 
-stage=$(mktemp -d "$out/.food-101.extract.XXXXXX") ||
-  die "cannot create a temporary directory in $out"
+stage=$(mktemp -d "$tree_dir/.food-101.extract.XXXXXX") ||
+  die "cannot create a temporary directory in $tree_dir"
 say "extracting $archive"
 tar --no-same-owner -xzf "$archive" -C "$stage" ||
   die "cannot extract $archive: tar failed (a truncated or corrupt archive, or a full disk?); nothing was installed in $tree"
@@ -200,11 +230,11 @@ mapfile -t missing < <(layout_missing "$stage/food-101")
 # The marker goes in last, then the whole tree appears under its name in one rename(2): a
 # DIR/food-101 is either complete with its marker, or has none.
 printf '%s\n' "$md5" >"$stage/food-101/.complete"
-if [ -e "$tree" ] || [ -L "$tree" ]; then
-  old=$(mktemp -d "$out/.food-101.old.XXXXXX")
-  mv -- "$tree" "$old/"
+if [ -e "$tree_target" ] || [ -L "$tree_target" ]; then
+  old=$(mktemp -d "$tree_dir/.food-101.old.XXXXXX")
+  mv -- "$tree_target" "$old/"
 fi
-mv -- "$stage/food-101" "$tree"
+mv -- "$stage/food-101" "$tree_target"
 
 classes=$(wc -l <"$tree/meta/classes.txt")
 train=$(wc -l <"$tree/meta/train.txt")

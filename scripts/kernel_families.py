@@ -4,7 +4,7 @@
 usage: kernel_families.py SUMMARY.json [SUMMARY.json ...] [--names NAME ...] [--out FILE.md]
 
 Each SUMMARY.json is analyze.py's summary of one capture (its `kernel_families`, computed over every
-kernel of the export: nsys_analysis.kernels.kernel_family_table). Prints a Markdown table, one row per
+kernel of the export: nsys_analysis.capture.kernels.kernel_family_table). Prints a Markdown table, one row per
 family (batch norm, the fused BN+ReLU and BN+add+ReLU, ReLU, add, convolution, GEMM, optimizer,
 pooling, copies and casts, other) and, per run, its share of the kernel time and its milliseconds per
 step, then the kernel time per step and the run's images/s; below it, per run, the largest kernels
@@ -16,8 +16,13 @@ Example, eager against --fused-bn at bf16:
   scripts/kernel_families.py out/e16_analysis/summary.json out/e16f_analysis/summary.json \\
       --names eager fused
 
-Exit status: 0 done; 2 a file missing, not JSON, or without kernel_families (an export without
-device data, or an analyze.py older than the families), or --names of another length.
+--out FILE is checked before anything is read (a directory, FIFO or socket there is refused) and written
+atomically; a symlink is followed, a character device such as /dev/null written in place.
+
+Exit status (nsys_analysis.common.exit_status): 0 done; 1 --out could not be written when its turn came;
+2 a file missing, not JSON, or without kernel_families (an export without device data, or an analyze.py
+older than the families) or with families of another form, --names of another length, or an --out that
+cannot be written.
 """
 
 import argparse
@@ -26,13 +31,30 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nsys_analysis.formatting import fmt  # noqa: E402
-from nsys_analysis.kernels import KERNEL_FAMILIES  # noqa: E402
-from nsys_analysis.markdown import table  # noqa: E402
+from nsys_analysis.capture.kernels import KERNEL_FAMILIES  # noqa: E402
+from nsys_analysis.common.exit_status import FAILURE, OK, USAGE  # noqa: E402
+from nsys_analysis.common.files import OutputError, UsageError, check_output_file, write_text  # noqa: E402
+from nsys_analysis.common.formatting import fmt, table  # noqa: E402
 
 
-class UsageError(Exception):
-    pass
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _valid_families(families):
+    """True when families is a list of rows as kernel_family_table() writes them: a family name, numbers
+    for total_ms (and pct, ms_per_step when present), and parts each with a label and numbers."""
+    if not isinstance(families, list):
+        return False
+    for r in families:
+        if not (isinstance(r, dict) and isinstance(r.get("family"), str) and _number(r.get("total_ms"))
+                and all(_number(r[k]) for k in ("pct", "ms_per_step") if r.get(k) is not None)):
+            return False
+        parts = r.get("parts") or []
+        if not (isinstance(parts, list) and all(isinstance(p, dict) and "label" in p and _number(p.get("total_ms"))
+                                                and _number(p.get("pct")) for p in parts)):
+            return False
+    return True
 
 
 def load(path):
@@ -47,6 +69,10 @@ def load(path):
     if not isinstance(s, dict) or not s.get("kernel_families"):
         raise UsageError("%s: no kernel_families (an export without kernels, or a summary written by an "
                          "older analyze.py: run scripts/analyze.py on the export again)" % path)
+    if not _valid_families(s["kernel_families"]):
+        raise UsageError("%s: kernel_families is not a list of families as analyze.py writes them" % path)
+    if not (s.get("steps") is None or _number(s["steps"])):
+        raise UsageError("%s: steps is %r, expected a number" % (path, s["steps"]))
     return s
 
 
@@ -91,17 +117,22 @@ def main(argv=None):
         if args.names and len(args.names) != len(args.summaries):
             raise UsageError("--names: expected %d names (one per summary), got %d"
                              % (len(args.summaries), len(args.names)))
+        if args.out is not None:
+            check_output_file("--out", args.out)
         summaries = [load(p) for p in args.summaries]
     except UsageError as e:
         print("kernel_families.py: error: %s" % e, file=sys.stderr)
-        return 2
+        return USAGE
     names = args.names or [os.path.basename(os.path.dirname(os.path.abspath(p))) for p in args.summaries]
     text = "\n".join(family_table(summaries, names)) + "\n"
     sys.stdout.write(text)
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-    return 0
+        try:
+            write_text(args.out, text)
+        except OutputError as e:
+            print("kernel_families.py: error: %s" % e, file=sys.stderr)
+            return FAILURE
+    return OK
 
 
 if __name__ == "__main__":

@@ -16,15 +16,19 @@
 # rendezvous that cannot complete ends within --dist-timeout-s): this script waits for them. Once
 # a rank has exited nonzero, those still running S seconds later get SIGTERM and, S seconds after
 # that, SIGKILL, as torchrun's SIGTERM and SIGKILL (a frozen rank takes nothing else).
+# Each rank's log (--log-dir) is written in place by tee, a symlink followed; a directory, FIFO or socket
+# where a log goes is a usage error (scripts/output_files.sh).
 # Exit status: 0 when every rank exited 0, else the first nonzero status by rank order (a rank
-# killed by a signal counts as 128 + the signal); 2 for usage errors and for a PROGRAM that is not
-# an executable file (nothing is launched then).
+# killed by a signal counts as 128 + the signal); 2 for usage errors, for a PROGRAM that is not
+# an executable file and for a --log-dir whose logs cannot be written (nothing is launched then).
 set -uo pipefail
 # Job control: each rank in its own process group, with SIGINT not ignored (a plain background job
 # would ignore it); signals reach the ranks only through forward() below, as under torchrun.
 set -m
 
 usage() { sed -n '7,12s/^# \{0,1\}//p' "$0"; }
+# shellcheck source=scripts/output_files.sh
+source "$(dirname "${BASH_SOURCE[0]}")/output_files.sh"
 die_usage() { echo "launch_local.sh: error: $1" >&2; usage >&2; exit 2; }
 
 [ $# -ge 1 ] || die_usage "expected the number of ranks"
@@ -78,7 +82,12 @@ if ! [[ $grace =~ ^[0-9]+$ && ${g:-0} =~ ^[0-9]{1,4}$ ]]; then
   die_usage "--grace: expected seconds, 0..9999, got '$grace'"
 fi
 grace=${g:-0}
-[ -n "$log_dir" ] && { mkdir -p "$log_dir" || die_usage "--log-dir: cannot create '$log_dir'"; }
+if [ -n "$log_dir" ]; then
+  mkdir -p "$log_dir" || die_usage "--log-dir: cannot create '$log_dir'"
+  for ((r = 0; r < n; r++)); do
+    why=$(output_problem "$log_dir/rank$r.log") || die_usage "--log-dir: $log_dir/rank$r.log: $why"
+  done
+fi
 
 pids=()
 rcs=()  # each rank's exit status once it has ended

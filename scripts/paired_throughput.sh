@@ -15,35 +15,56 @@
 #   --steps N       captured steps per run, after 3 warm-up (default 48)
 #   --out DIR       run reports and logs (default out/paired)
 #
-# This tree's binary is build/bin/train_resnet50 (BUILD_DIR to change). Exit status: 0 when every run
-# succeeded, 1 otherwise, 2 for usage errors.
+# This tree's binary is build/bin/train_resnet50 (BUILD_DIR to change). The logs in --out are checked
+# before anything is built (a directory, FIFO or socket where a log goes is a usage error; symlinks are
+# followed). Exit status: 0 when every run succeeded, 1 otherwise (or the old tree did not build), 2 for
+# usage errors (a flag without its value, a bad --old-tree, --rounds or --steps, an --out that cannot be
+# written, this tree's binary or python3 missing).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 # shellcheck source=scripts/find_python.sh
 source scripts/find_python.sh
+# shellcheck source=scripts/output_files.sh
+source scripts/output_files.sh
 
 usage() { sed -n '7,17s/^# \{0,1\}//p' "$0"; }
+die_usage() { echo "paired_throughput.sh: error: $1" >&2; exit 2; }
 old_tree="" data=data/synthetic rounds=2 steps=48 out=out/paired extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --old-tree) old_tree=${2:-}; shift 2 ;;
-    --data) data=${2:-}; shift 2 ;;
-    --rounds) rounds=${2:-}; shift 2 ;;
-    --steps) steps=${2:-}; shift 2 ;;
-    --out) out=${2:-}; shift 2 ;;
+    --old-tree | --data | --rounds | --steps | --out)
+      # A flag without its value once looped forever here (shift 2 with one argument left shifts none).
+      [ $# -ge 2 ] || die_usage "$1: expected a value"
+      case "$1" in
+        --old-tree) old_tree=$2 ;;
+        --data) data=$2 ;;
+        --rounds) rounds=$2 ;;
+        --steps) steps=$2 ;;
+        --out) out=$2 ;;
+      esac
+      shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) usage; exit 0 ;;
     *) echo "paired_throughput.sh: error: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
 done
-[ -n "$old_tree" ] && [ -f "$old_tree/CMakeLists.txt" ] ||
-  { echo "paired_throughput.sh: error: --old-tree: expected a source tree, got '$old_tree'" >&2; exit 2; }
-[[ $rounds =~ ^[1-9][0-9]*$ && $steps =~ ^[1-9][0-9]*$ ]] ||
+if [ -z "$old_tree" ] || [ ! -f "$old_tree/CMakeLists.txt" ]; then
+  die_usage "--old-tree: expected a source tree, got '$old_tree'"
+fi
+[[ $rounds =~ ^[1-9][0-9]{0,5}$ && $steps =~ ^[1-9][0-9]{0,8}$ ]] ||
   { echo "paired_throughput.sh: error: --rounds and --steps: expected positive integers" >&2; exit 2; }
+[ -n "$out" ] || die_usage "--out: expected a value, got ''"
+logs=("$out/old_build.log")
+for ((round = 1; round <= rounds; round++)); do
+  for name in {new,old}_{ceiling,loader}_$round; do logs+=("$out/$name.log" "$out/$name.json"); done
+done
+for path in "${logs[@]}"; do
+  why=$(output_problem "$path") || die_usage "--out $out: $path: $why"
+done
 new_bin=${BUILD_DIR:-build}/bin/train_resnet50
 [ -x "$new_bin" ] || { echo "paired_throughput.sh: error: $new_bin not built (scripts/run.sh builds it)" >&2; exit 2; }
 py=$(find_python json) || { echo "paired_throughput.sh: error: no python3" >&2; exit 2; }
-mkdir -p "$out"
+mkdir -p -- "$out" || die_usage "--out: cannot create '$out'"
 
 echo "paired_throughput.sh: building $old_tree's train_resnet50 (log: $out/old_build.log)"
 if ! { cmake -S "$old_tree" -B "$old_tree/build-paired" -G Ninja -DCMAKE_BUILD_TYPE=Release \

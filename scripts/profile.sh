@@ -33,9 +33,16 @@
 # for other commands the last stdout line that is a JSON object becomes PREFIX.json (not with --nproc:
 # the ranks' output is interleaved in PREFIX.log).
 #
+# The binary is checked first, --dry-run included: a path must be an executable file, a bare name a
+# program on PATH. Before a capture, every output (PREFIX.nsys-rep, .sqlite, .json, .log, the CSVs; per
+# rank with --nproc) is checked: a directory, FIFO or socket there stops the run (symlinks are followed,
+# /dev/null is fine). Stale outputs of an earlier run are removed first (a symlink's target, the link kept;
+# never a device or FIFO); PREFIX.json is written atomically (scripts/output_files.sh).
+#
 # Exit status: the program's when it fails (with --nproc, the launcher's); 2 usage errors, nsys, the
-# launcher, the binary or a Python to read its configuration missing, flags the binary refuses; 1 no
-# capture (.nsys-rep, of any rank) produced, or export / stats failed.
+# launcher, the binary (missing, a directory, not executable) or a Python to read its configuration
+# missing, flags the binary refuses, an output path that cannot be written; 1 no capture (.nsys-rep, of
+# any rank) produced, export / stats / analyze.py failed, or PREFIX.json could not be written.
 set -uo pipefail
 
 # shellcheck disable=SC2054  # the commas belong to --trace's value
@@ -47,6 +54,8 @@ script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_root=$(dirname "$script_dir")
 # shellcheck source=scripts/find_python.sh
 source "$script_dir/find_python.sh"
+# shellcheck source=scripts/output_files.sh
+source "$script_dir/output_files.sh"
 
 # run_profiled WHERE CMD...: runs the capture with its output in $prefix.log as well; exits with the
 # program's status when it failed (WHERE adds "from <launcher>" to the message).
@@ -121,9 +130,53 @@ if ((${#command[@]})); then
   ((${#prog_args[@]} == 0)) || usage_error "arguments before -- (${prog_args[*]}) apply only to the training binary, got a command after --: ${command[*]}"
   ((binary_flag == 0)) || usage_error "--binary conflicts with the command after --: ${command[*]}"
 else
-  [[ -n $binary ]] || binary="$repo_root/build/bin/train_resnet50"
+  if ((binary_flag)); then
+    binary_source=--binary
+  elif [[ -n $binary ]]; then
+    binary_source=TRAIN_BIN
+  else
+    binary_source="the default binary"
+    binary="$repo_root/build/bin/train_resnet50"
+  fi
   command=("$binary" "${prog_args[@]}")
 fi
+
+# check_binary: the training binary can run (a path: an executable file; a bare name: a program on PATH),
+# else exit 2 naming where it came from ($binary_source). Dry runs too: a command that cannot run is no plan.
+check_binary() {
+  if [[ $binary == */* ]]; then
+    if [[ -d $binary ]]; then
+      die "$binary_source $binary: is a directory, expected the train_resnet50 executable" 2
+    elif [[ ! -e $binary ]]; then
+      die "$binary_source $binary: no such file: expected an executable train_resnet50 at $binary (build it, or pass --binary PATH / TRAIN_BIN)" 2
+    elif [[ ! -f $binary || ! -x $binary ]]; then
+      die "$binary_source $binary: is not an executable file" 2
+    fi
+  else
+    type -P -- "$binary" >/dev/null ||
+      die "$binary_source $binary: expected $binary on PATH, found none (pass --binary PATH / TRAIN_BIN)" 2
+  fi
+}
+[[ -z ${binary_source:-} ]] || check_binary
+
+# check_outputs ANALYSIS_DIR PFX...: each capture PFX's files, the one PREFIX.log and (--analyze) the
+# analysis directory can be written, else exit 2 naming --prefix and the path, before anything runs.
+check_outputs() {
+  local analysis_dir=$1 pfx rep path why files=("$prefix.log")
+  shift
+  for pfx in "$@"; do
+    files+=("$pfx.nsys-rep" "$pfx.sqlite" "$pfx.json")
+    for rep in ${STATS_REPORTS//,/ }; do files+=("${pfx}_$rep.csv"); done
+    ((analyze)) && [[ -e ${pfx}_analysis && ! -d ${pfx}_analysis ]] &&
+      die "--prefix $prefix: ${pfx}_analysis: is not a directory (--analyze writes there)" 2
+  done
+  for path in "${files[@]}"; do
+    why=$(output_problem "$path") || die "--prefix $prefix: $path: $why" 2
+  done
+  ((analyze)) && [[ -e $analysis_dir && ! -d $analysis_dir ]] &&
+    die "--prefix $prefix: $analysis_dir: is not a directory (--analyze writes there)" 2
+  return 0
+}
 
 # read_train_config: the run's resolved configuration, asked of train_resnet50 itself (`--print-config`:
 # its flags parsed and validated as a run would, then the report's `config` object on stdout), so that
@@ -184,7 +237,7 @@ set_export_cmd "$prefix"
 set_stats_cmd "$prefix"
 
 # rank_path PATH R: PATH with .rank<R> before its extension, as train_resnet50 names each rank's report
-# (lib/dist_env.cpp, rank_report_path: out/run.json -> out/run.rank0.json, out/run -> out/run.rank0).
+# (lib/dist/dist_env.cpp, rank_report_path: out/run.json -> out/run.rank0.json, out/run -> out/run.rank0).
 rank_path() {
   local dir="" base=$1 stem
   if [[ $1 == */* ]]; then dir=${1%/*}/; base=${1##*/}; fi
@@ -228,12 +281,14 @@ profile_ranks() {
       die "torchrun is not on PATH (PROFILE_LAUNCHER=torchrun); unset PROFILE_LAUNCHER to use scripts/launch_local.sh" 2
   fi
 
+  local pfxs=()
+  for ((r = 0; r < n; r++)); do pfxs+=("$prefix.rank$r"); done
+  check_outputs "${prefix}_ranks_analysis" "${pfxs[@]}"
   mkdir -p -- "$(dirname -- "$prefix")" || die "cannot create the directory of $prefix" 1
-  # Stale outputs would hide a rank whose capture never started.
-  rm -f -- "$prefix.log"
+  # Stale outputs would hide a rank whose capture never started. (PREFIX.log is truncated by tee.)
   for ((r = 0; r < n; r++)); do
-    rm -f -- "$prefix.rank$r.nsys-rep" "$prefix.rank$r.sqlite"
-    ((is_train)) && [[ -z $given_report ]] && rm -f -- "$prefix.rank$r.json"
+    remove_stale "$prefix.rank$r.nsys-rep" "$prefix.rank$r.sqlite"
+    ((is_train)) && [[ -z $given_report ]] && remove_stale "$prefix.rank$r.json"
   done
 
   run_profiled "from $launcher" "${launch_cmd[@]}"
@@ -251,7 +306,7 @@ profile_ranks() {
     if [[ -n $given_report ]]; then
       src=$(rank_path "$given_report" "$r")
       if [[ -f $src ]]; then
-        [[ $src -ef $rp ]] || cp -- "$src" "$rp"
+        [[ $src -ef $rp ]] || write_file "$rp" <"$src" || die "cannot copy $src to $rp" 1
       else
         echo "profile.sh: warning: rank $r wrote no report at $src" >&2
       fi
@@ -310,10 +365,11 @@ fi
 command -v nsys >/dev/null 2>&1 ||
   die "nsys (Nsight Systems CLI) is not on PATH; install Nsight Systems or add its bin/ directory to PATH" 2
 
+check_outputs "${prefix}_analysis" "$prefix"
 mkdir -p -- "$(dirname -- "$prefix")" || die "cannot create the directory of $prefix" 1
-# Stale outputs would hide a capture that never started.
-rm -f -- "$prefix.nsys-rep" "$prefix.sqlite" "$prefix.log"
-((is_train)) && [[ -z $given_report ]] && rm -f -- "$report"
+# Stale outputs would hide a capture that never started. (PREFIX.log is truncated by tee.)
+remove_stale "$prefix.nsys-rep" "$prefix.sqlite"
+((is_train)) && [[ -z $given_report ]] && remove_stale "$report"
 
 run_profiled "" "${profile_cmd[@]}"
 [[ -f $prefix.nsys-rep ]] ||
@@ -321,7 +377,7 @@ run_profiled "" "${profile_cmd[@]}"
 
 if [[ -n $given_report ]]; then
   if [[ -f $given_report ]]; then
-    [[ $given_report -ef $report ]] || cp -- "$given_report" "$report"
+    [[ $given_report -ef $report ]] || write_file "$report" <"$given_report" || die "cannot copy $given_report to $report" 1
   else
     echo "profile.sh: warning: the program wrote no report at $given_report" >&2
   fi
@@ -329,7 +385,7 @@ elif ((!is_train)); then
   # A wrapped command (the Python reference) prints its report as one JSON line.
   line=$(grep -E '^[[:space:]]*\{.*\}[[:space:]]*$' "$prefix.log" | tail -n 1)
   if [[ -n $line ]]; then
-    printf '%s\n' "$line" >"$report"
+    printf '%s\n' "$line" | write_file "$report" || die "cannot write the run report $report" 1
   else
     echo "profile.sh: warning: no JSON report line in the program's output; no $report" >&2
   fi

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Run the Python tests of scripts/ (tests/python) with an interpreter that has matplotlib, installing
-# Debian's python3-matplotlib (and python3-pytest) first when no interpreter has it. CTest runs this.
+# Run the Python tests of scripts/ (tests/scripts, laid out as scripts/ is) with an interpreter that has
+# matplotlib, installing Debian's python3-matplotlib (and python3-pytest) first when no interpreter has
+# it. CTest runs this from the repository root.
 #
 # usage: scripts/python_tests.sh [--no-install] [PYTEST OR UNITTEST ARGS...]
 #
 # Interpreter: $PYTHON, then python3, then /usr/bin/python3, the first that imports matplotlib. Runs
-# pytest when that interpreter has it, else unittest discovery. Exit status: the tests'; 1 when no
-# interpreter with matplotlib is available and none could be installed.
+# pytest when that interpreter has it, else unittest discovery. Both import the tests as the package
+# `scripts` under tests/ (tests/scripts/__init__.py; its sub-folders are packages too, which discovery
+# needs to descend into them), so that tests/scripts/nsys_analysis/ never shadows scripts/nsys_analysis/.
+# Exit status: the tests' (pytest's or unittest's: 0 all passed, else nonzero); 1 when no interpreter
+# with matplotlib is available and none could be installed.
 set -uo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,7 +23,6 @@ if [[ ${1:-} == --no-install ]]; then
   install=0
   shift
 fi
-
 
 if ! py=$(find_python matplotlib); then
   if ((install)) && command -v apt-get >/dev/null 2>&1 && [[ $(id -u) == 0 ]]; then
@@ -36,6 +39,6 @@ fi
 
 echo "python_tests.sh: $py ($("$py" -c 'import sys; print(sys.version.split()[0])'))" >&2
 if "$py" -c "import pytest" >/dev/null 2>&1; then
-  exec "$py" -m pytest -q -p no:cacheprovider tests/python "$@"
+  exec "$py" -m pytest -q -p no:cacheprovider tests/scripts "$@"
 fi
-exec "$py" -m unittest discover -s tests/python "$@"
+exec "$py" -m unittest discover -s tests/scripts -t tests "$@"

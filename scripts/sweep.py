@@ -17,23 +17,32 @@ prefetch_factor, pin_memory, reuse_iterator, ...). --configs FILE replaces the d
 {"name": {flag: value, ...}, ...}; flags a configuration does not give keep the baseline's. A flag also
 given after `--` overrides the configuration's (e.g. -- --device cpu --batch-size 4 --steps 2).
 
-Exit status: 0 every run aggregated; 1 some run failed, timed out twice or failed a check; 2 usage;
-4 --deadline reached (rerun with --resume to finish).
+--configs, --out and every file the sweep writes at the top of OUT are checked before any run (--out must
+be a directory or creatable; nothing there may be a directory, FIFO or socket where a file goes). Outputs
+are written atomically; a symlink is followed, a character device such as /dev/null written in place. With
+--resume, a run's result.json that cannot be read is reported and the run made again.
+
+Exit status: 0 every run aggregated; 1 some run failed, timed out twice or failed a check, or an output
+could not be written; 2 usage (a flag's value, an unreadable --configs, an --out that cannot be written);
+4 --deadline reached (rerun with --resume to finish). The names: nsys_analysis.common.exit_status.
 """
 
 import argparse
+import math
 import os
 import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The sweep itself lives in the nsys_analysis package beside this script.
-from nsys_analysis.figures import require_matplotlib  # noqa: E402
-from nsys_analysis.paths import default_train_binary  # noqa: E402
-from nsys_analysis.sweep_plan import (DEFAULT_CONFIGS, DEFAULT_SEEDS, ConfigError, expected_steps,  # noqa: E402
+from nsys_analysis.common.exit_status import DEADLINE, FAILURE, OK, USAGE  # noqa: E402
+from nsys_analysis.common.files import OutputError, UsageError, check_input_file  # noqa: E402
+from nsys_analysis.common.paths import default_train_binary  # noqa: E402
+from nsys_analysis.common.plotting import require_matplotlib  # noqa: E402
+from nsys_analysis.sweep.plan import (DEFAULT_CONFIGS, DEFAULT_SEEDS, ConfigError, expected_steps,  # noqa: E402
                                       load_configs, make_plan, run_args, select_configs)
-from nsys_analysis.sweep_runs import DeadlineReached, SweepSettings, run_sweep  # noqa: E402
-from nsys_analysis.sweep_tables import write_outputs  # noqa: E402
+from nsys_analysis.sweep.runs import DeadlineReached, SweepSettings, check_run_outputs, run_sweep  # noqa: E402
+from nsys_analysis.sweep.tables import check_outputs, write_outputs  # noqa: E402
 
 
 def parse_args(argv):
@@ -70,53 +79,75 @@ def parse_args(argv):
     p.add_argument("--fig5-right", nargs="+", default=["reuse_64"], metavar="NAME",
                    help="configurations in figure 5's right panel (default reuse_64)")
     a = p.parse_args(argv)
-    if a.timeout <= 0:
-        p.error("expected --timeout > 0, got %g" % a.timeout)
+    if not (a.timeout > 0 and math.isfinite(a.timeout)):
+        p.error("expected --timeout > 0 seconds, got %g" % a.timeout)
+    if not (a.deadline >= 0 and math.isfinite(a.deadline)):
+        p.error("expected --deadline >= 0 seconds (0: none), got %g" % a.deadline)
     if len(set(a.seeds)) != len(a.seeds):
         p.error("expected distinct --seeds, got %s" % " ".join(map(str, a.seeds)))
     a.timeout = int(a.timeout) if float(a.timeout).is_integer() else a.timeout
     return a, extra
 
 
+def plan_runs(a, extra):
+    """(configurations, shuffled plan); raises ConfigError or UsageError for a flag that cannot be used."""
+    if a.configs:
+        check_input_file("--configs", a.configs, "a JSON file of configurations")
+    configs = select_configs(load_configs(a.configs) if a.configs else DEFAULT_CONFIGS, a.only)
+    for cfg in configs.values():
+        expected_steps(cfg, extra)
+    return configs, make_plan(configs, a.seeds, a.order_seed)
+
+
+def check_environment(a, settings, plan):
+    """The binary, nsys, matplotlib and every output path, before any run; returns an error message or None."""
+    if not (os.path.isfile(a.binary) and os.access(a.binary, os.X_OK)):
+        return ("expected an executable --binary, got %s (build train_resnet50 or pass --binary)" % a.binary)
+    if not a.no_nsys and shutil.which("nsys") is None:
+        return ("nsys (Nsight Systems CLI) is not on PATH; add it, or pass --no-nsys to use the run reports "
+                "alone")
+    check_outputs(settings, figures=not a.no_figures)
+    check_run_outputs(plan, settings)
+    if not a.no_figures or a.run_figures:
+        require_matplotlib()
+    return None
+
+
 def main(argv=None):
     a, extra = parse_args(argv)
     try:
-        configs = select_configs(load_configs(a.configs) if a.configs else DEFAULT_CONFIGS, a.only)
-        for cfg in configs.values():
-            expected_steps(cfg, extra)
-    except ConfigError as e:
+        configs, plan = plan_runs(a, extra)
+    except (ConfigError, UsageError) as e:
         print("sweep: error: %s" % e, file=sys.stderr)
-        return 2
-    plan = make_plan(configs, a.seeds, a.order_seed)
+        return USAGE
     if a.dry_run:
         for i, (name, seed) in enumerate(plan, 1):
             print("%2d. %s seed %d: %s" % (i, name, seed, " ".join(run_args(configs[name], seed, a.data, extra))))
-        return 0
-    if not (os.path.isfile(a.binary) and os.access(a.binary, os.X_OK)):
-        print("sweep: error: expected an executable --binary, got %s (build train_resnet50 or pass --binary)"
-              % a.binary, file=sys.stderr)
-        return 2
-    if not a.no_nsys and shutil.which("nsys") is None:
-        print("sweep: error: nsys (Nsight Systems CLI) is not on PATH; add it, or pass --no-nsys to use the "
-              "run reports alone", file=sys.stderr)
-        return 2
-    if not a.no_figures or a.run_figures:
-        require_matplotlib()
-    os.makedirs(a.out, exist_ok=True)
+        return OK
     settings = SweepSettings(
         out=a.out, binary=a.binary, data=a.data, extra=extra, seeds=a.seeds, order_seed=a.order_seed,
         timeout=a.timeout, no_nsys=a.no_nsys, run_figures=a.run_figures, resume=a.resume, deadline=a.deadline,
         fig5_left=a.fig5_left, fig5_right=a.fig5_right, profile_script=a.profile_script)
     try:
+        error = check_environment(a, settings, plan)
+    except UsageError as e:
+        error = str(e)
+    if error:
+        print("sweep: error: %s" % error, file=sys.stderr)
+        return USAGE
+    try:
         results = run_sweep(plan, configs, settings)
+        write_outputs(configs, results, settings, figures=not a.no_figures)
     except DeadlineReached as e:
         print("sweep: %s" % e, file=sys.stderr)
-        return 4
-    write_outputs(configs, results, settings, figures=not a.no_figures)
+        return DEADLINE
+    except OutputError as e:
+        print("sweep: error: %s" % e, file=sys.stderr)
+        return FAILURE
     excluded = [r for r in results if not r.aggregated]
     print("sweep: %d of %d runs aggregated; table in %s" % (
         len(results) - len(excluded), len(results), os.path.join(a.out, "sweep.md")))
-    return 1 if excluded else 0
+    return FAILURE if excluded else OK
 
 
 if __name__ == "__main__":

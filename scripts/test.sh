@@ -16,7 +16,7 @@
 # missing). Besides the Release build (build/), it
 # builds and runs, as CI does:
 #   build-asan/  the data_pipeline tests and the loader stress test under ASan + UBSan
-#   build-tsan/  the same under ThreadSanitizer (suppressions: tests/sanitizers/tsan.supp)
+#   build-tsan/  the same under ThreadSanitizer (suppressions: tests/support/sanitizers/tsan.supp)
 #   build-fuzz/  the libFuzzer target on the JPEG decode + augment path (clang), FUZZ_SECONDS long,
 #                on a seed corpus of every JPEG kind
 # LibTorch itself is not instrumented; the sanitizer trees build only what they test.

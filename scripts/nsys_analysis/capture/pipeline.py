@@ -1,0 +1,118 @@
+"""One capture end to end: load the export, summarise, cross-check, write summary.json, summary.md and
+the figures (analyze()); several ranks' captures of one run, each so, then compared (analyze_ranks()).
+Outputs are written by common.files' rules; check_outputs() checks an output directory before any work."""
+
+import json
+import os
+
+from ..common.files import check_output_dir, check_output_file, make_dirs, write_text
+from .checks import crosscheck_stats
+from .export import AnalysisError, load_export, open_export
+from .figures import (plot_batch_wait, plot_gpu_phases, plot_phase_totals, plot_ranks, plot_timeline,
+                      plot_top_kernels)
+from .markdown import render_markdown, render_ranks_markdown
+from .ranks import compute_ranks, rank_comm, rank_label
+from .report import load_report
+from .summary import compute_summary
+
+# What one capture's analysis writes into its directory: the tables, then (figures) each figure and how
+# it is drawn from the summary s and the export ex.
+SUMMARY_FILES = ("summary.json", "summary.md")
+CAPTURE_FIGURES = (("fig1_phases.png", lambda s, ex, path: plot_phase_totals(s, path)),
+                   ("fig2_top_kernels.png", lambda s, ex, path: plot_top_kernels(s, path)),
+                   ("fig3_timeline.png", plot_timeline),
+                   ("fig5_batch_wait.png", lambda s, ex, path: plot_batch_wait(s, path)),
+                   ("fig6_gpu_phases.png", lambda s, ex, path: plot_gpu_phases(s, path)))
+# What the comparison of several ranks writes into its directory.
+RANKS_FILES = ("ranks.json", "ranks.md")
+RANKS_FIGURE = "fig_ranks.png"
+
+
+def capture_outputs(figures=True):
+    """The names of the files analyze() writes into its directory."""
+    return SUMMARY_FILES + (tuple(name for name, _ in CAPTURE_FIGURES) if figures else ())
+
+
+def ranks_outputs(figures=True):
+    """The names of the files analyze_ranks() writes into its own directory (each rank's go in theirs)."""
+    return RANKS_FILES + ((RANKS_FIGURE,) if figures else ())
+
+
+def check_outputs(flag, out_dir, names):
+    """Before any work: raises files.UsageError naming flag unless out_dir can be made and every file
+    of names written in it."""
+    check_output_dir(flag, out_dir)
+    for name in names:
+        check_output_file(flag, os.path.join(out_dir, name), create_dirs=True)
+
+
+def _write_json_and_markdown(out_dir, name, obj, markdown):
+    """out_dir/<name>.json (obj, indented) and out_dir/<name>.md (the markdown text)."""
+    make_dirs(out_dir)
+    write_text(os.path.join(out_dir, name + ".json"), json.dumps(obj, indent=2) + "\n")
+    write_text(os.path.join(out_dir, name + ".md"), markdown)
+
+
+def write_outputs(s, ex, out_dir, figures=True):
+    """Write summary.json, summary.md and (unless figures is False) figures 1, 2, 3, 5 and 6 into out_dir;
+    returns the figures' paths. Raises files.OutputError for a file that cannot be written."""
+    _write_json_and_markdown(out_dir, "summary", s, render_markdown(s))
+    if not figures:
+        return []
+    return [plot(s, ex, os.path.join(out_dir, name)) for name, plot in CAPTURE_FIGURES]
+
+
+def analyze(export_path, out_dir, report_path=None, expected_steps=None, figures=True):
+    """Load, compute and write; returns the summary dict."""
+    ex = load_export(export_path)
+    report = load_report(report_path) if report_path else None
+    return _analyze_loaded(ex, report, export_path, out_dir, report_path, expected_steps, figures)
+
+
+def _analyze_loaded(ex, report, export_path, out_dir, report_path, expected_steps, figures):
+    """analyze() from the export and report already read."""
+    s = compute_summary(ex, report, expected_steps)
+    if report_path:
+        s["report_path"] = report_path
+    base = export_path[:-7] if export_path.endswith(".sqlite") else export_path
+    check = crosscheck_stats(ex, base)
+    if check:
+        s["stats_crosscheck"] = check
+    write_outputs(s, ex, out_dir, figures)
+    return s
+
+
+def analyze_ranks(export_paths, out_dir, report_paths=None, expected_steps=None, figures=True, rank_dirs=None):
+    """Several ranks' exports of one data-parallel run. Each rank is analysed as analyze() does, into
+    rank_dirs[i] (default out_dir/rank<r>); then ranks.json, ranks.md and (unless figures is False)
+    fig_ranks.png go into out_dir. report_paths and rank_dirs, when given, follow export_paths. A rank is
+    the `.rank<r>` in its export's name, else its position (ranks.rank_label()). Returns (summaries,
+    ranks dict); raises AnalysisError for an unusable input or two exports of one rank, files.UsageError
+    (naming --rank-out, or --out for the default directories) for a rank's directory that cannot be
+    written, both before any output is written."""
+    for path in export_paths:  # every export usable before any output is written
+        open_export(path).close()
+    report_paths = report_paths or [None] * len(export_paths)
+    reports = [load_report(p) if p else None for p in report_paths]
+    labels = [rank_label(p, rep, i) for i, (p, rep) in enumerate(zip(export_paths, reports))]
+    if len(set(labels)) != len(labels):
+        raise AnalysisError("expected one export per rank, got ranks %s (from %s)" % (
+            ", ".join(map(str, labels)), ", ".join(export_paths)))
+    flag = "--rank-out" if rank_dirs else "--out"
+    rank_dirs = rank_dirs or [os.path.join(out_dir, "rank%d" % r) for r in labels]
+    for rank_dir in rank_dirs:
+        check_outputs(flag, rank_dir, capture_outputs(figures))
+    summaries, comms = [], []
+    for label, path, report, report_path, rank_dir in zip(labels, export_paths, reports, report_paths, rank_dirs):
+        # One export in memory at a time: each rank keeps only its RankComm for the comparison.
+        ex = load_export(path)
+        summaries.append(_analyze_loaded(ex, report, path, rank_dir, report_path, expected_steps, figures))
+        comms.append(rank_comm(label, ex))
+        del ex
+    r = compute_ranks(comms, summaries, reports)
+    r["reports"] = list(report_paths)
+    r["analysis_dirs"] = [os.path.relpath(d, out_dir) for d in rank_dirs]
+    _write_json_and_markdown(out_dir, "ranks", r, render_ranks_markdown(r))
+    if figures:
+        plot_ranks(r, os.path.join(out_dir, RANKS_FIGURE))
+    return summaries, r

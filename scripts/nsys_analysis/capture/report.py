@@ -1,0 +1,114 @@
+"""Run reports: train_resnet50's JSON document or seed_workload.py's JSON line, normalised."""
+
+import json
+import math
+import os
+
+from .export import AnalysisError
+
+
+def load_report(path):
+    """Read a run report: train_resnet50's JSON document, or seed_workload.py's one JSON line (the last
+    line of a log that parses as a JSON object)."""
+    if not os.path.exists(path):
+        raise AnalysisError("no such report: %s" % path)
+    if os.path.isdir(path):
+        raise AnalysisError("report %s is a directory, expected a run report file" % path)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError as e:
+        raise AnalysisError("cannot read report %s: %s" % (path, e.strerror or e))
+    try:
+        doc = json.loads(text)
+        if isinstance(doc, dict):
+            return doc
+    except ValueError:
+        pass
+    doc = last_json_object(text.splitlines())
+    if doc is None:
+        raise AnalysisError("expected a JSON object in report %s, found none" % path)
+    return doc
+
+
+def last_json_object(lines):
+    """The last of lines that parses as a JSON object, else None."""
+    for line in reversed(lines):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(doc, dict):
+                return doc
+    return None
+
+
+def _num(value):
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _count(value):
+    """A report's step count: a finite number, else None (JSON's NaN and Infinity count no steps)."""
+    value = _num(value)
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _dict(value):
+    """A report section that must be an object: value, or {} when it is anything else."""
+    return value if isinstance(value, dict) else {}
+
+
+def report_metrics(report):
+    """Normalise either report form to: format, images_per_s, steps, elapsed_s, interrupted, and the
+    host-timed input numbers (per-step lists only in train_resnet50's form; ms)."""
+    if report is None:
+        return None
+    if isinstance(report.get("capture"), dict) or isinstance(report.get("steps"), list):
+        cap = _dict(report.get("capture"))
+        steps = report.get("steps")
+        steps = [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else []
+        waits = [_num(s.get("batch_wait_ms")) for s in steps]
+        subs = [_num(s.get("h2d_submit_ms")) for s in steps]
+        summ = _dict(report.get("summary"))
+        out = {
+            "format": "train_resnet50",
+            "images_per_s": _num(cap.get("images_per_s")),
+            "steps": _count(cap.get("steps")),
+            "step_records": len(steps),
+            "elapsed_s": _num(cap.get("elapsed_s")),
+            "interrupted": bool(report.get("interrupted", False)),
+            "batch_wait_ms": waits if steps and None not in waits else None,
+            "h2d_submit_ms": subs if steps and None not in subs else None,
+            "batch_wait_total_ms": _num(summ.get("batch_wait_total_ms")),
+            "h2d_submit_total_ms": _num(summ.get("h2d_submit_total_ms")),
+            "batch_wait_max_ms": _num(summ.get("batch_wait_max_ms")),
+            "batch_wait_max_step": _num(summ.get("batch_wait_max_step")),
+        }
+        if out["batch_wait_ms"]:
+            w = out["batch_wait_ms"]
+            if out["batch_wait_total_ms"] is None:
+                out["batch_wait_total_ms"] = sum(w)
+            if out["batch_wait_max_ms"] is None:
+                out["batch_wait_max_ms"] = max(w)
+                out["batch_wait_max_step"] = w.index(max(w))
+        if out["h2d_submit_ms"] and out["h2d_submit_total_ms"] is None:
+            out["h2d_submit_total_ms"] = sum(out["h2d_submit_ms"])
+        return out
+    # seed_workload.py's line: totals in seconds, the longest wait in ms, no per-step list.
+    wait_s, sub_s = _num(report.get("batch_wait_s")), _num(report.get("h2d_submit_s"))
+    return {
+        "format": "seed_workload",
+        "images_per_s": _num(report.get("images_per_s")),
+        "steps": _count(report.get("steps")),
+        "step_records": None,
+        "elapsed_s": None,
+        "interrupted": False,
+        "batch_wait_ms": None,
+        "h2d_submit_ms": None,
+        "batch_wait_total_ms": None if wait_s is None else wait_s * 1e3,
+        "h2d_submit_total_ms": None if sub_s is None else sub_s * 1e3,
+        "batch_wait_max_ms": _num(report.get("max_wait_ms")),
+        "batch_wait_max_step": None,
+    }

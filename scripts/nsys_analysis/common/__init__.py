@@ -1,0 +1,3 @@
+"""What every script of scripts/ shares and no analysis: exit statuses, the rules for reading and writing
+files, the table formatter, matplotlib's setup, where the programs are, and the time-limited runner.
+Imports nothing from the other sub-packages."""

@@ -1,0 +1,27 @@
+"""The exit statuses of the Python scripts (analyze.py, sweep.py, benchmarks.py, kernel_families.py), one
+name each. The project's table of every program's and script's statuses is lib/core/exit_status.h's, and
+the README's; a test checks these values against the README's table.
+
+Each script uses the subset its docstring lists.
+"""
+
+OK = 0
+"""Done: every output written (analyze.py: checks reported; sweep.py: every run aggregated)."""
+
+FAILURE = 1
+"""Bad data or a failed run: a run that failed or failed a check (sweep.py, benchmarks.py), a tool or
+program missing (benchmarks.py), an unreadable result file, an output that could not be written, or
+matplotlib missing for the figures."""
+
+USAGE = 2
+"""A bad command line or input named by it: a flag's value, a missing, unreadable or unusable input
+file (analyze.py: also an export or report it cannot use), an output path that cannot be written."""
+
+CHECKS_FAILED = 3
+"""analyze.py --check: a capture check failed or could not be evaluated."""
+
+DEADLINE = 4
+"""sweep.py --deadline: the time ran out before every run; rerun with --resume to finish."""
+
+# Every status above by name, for tests and tables.
+ALL = {"OK": OK, "FAILURE": FAILURE, "USAGE": USAGE, "CHECKS_FAILED": CHECKS_FAILED, "DEADLINE": DEADLINE}

@@ -1,0 +1,1 @@
+"""Tests of scripts/nsys_analysis/bench/, one file per module."""

@@ -1,0 +1,1 @@
+"""Tests of scripts/nsys_analysis/capture/, one file per module."""

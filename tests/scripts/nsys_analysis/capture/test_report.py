@@ -1,0 +1,58 @@
+"""Tests for scripts/nsys_analysis/capture/report.py: train_resnet50's report, seed_workload.py's line in a log,
+and a file with neither.
+
+Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_report.py
+"""
+
+import json
+import os
+import unittest
+
+from scripts.support.nsys_exports import TempDirCase, basic_export
+from nsys_analysis.capture.export import AnalysisError
+from nsys_analysis.capture.report import last_json_object, load_report, report_metrics
+
+
+class ReportTest(TempDirCase):
+    def test_last_json_object(self):
+        self.assertEqual(last_json_object(["noise", '{"a": 1}', "{not json", "[1]", "done"]), {"a": 1})
+        self.assertIsNone(last_json_object(["noise", "[1]"]))
+
+    def test_cpp_report(self):
+        path = os.path.join(self.tmp, "run.json")
+        with open(path, "w") as f:
+            json.dump({"config": {"steps": 2}, "capture": {"warmup_steps": 3, "steps": 2, "images_per_s": 100.5,
+                                                           "elapsed_s": 2.5},
+                       "steps": [{"index": 0, "batch_wait_ms": 1.0, "h2d_submit_ms": 0.25},
+                                 {"index": 1, "batch_wait_ms": 3.0, "h2d_submit_ms": 0.5}],
+                       "interrupted": False}, f)
+        m = report_metrics(load_report(path))
+        self.assertEqual((m["format"], m["images_per_s"], m["steps"], m["step_records"]), ("train_resnet50", 100.5, 2, 2))
+        self.assertEqual((m["batch_wait_total_ms"], m["batch_wait_max_ms"], m["batch_wait_max_step"],
+                          m["h2d_submit_total_ms"]), (4.0, 3.0, 1, 0.75))
+
+    def test_python_report_line_in_a_log(self):
+        path = os.path.join(self.tmp, "py.log")
+        with open(path, "w") as f:
+            f.write("Collecting data...\n{not json}\n")
+            f.write('{"workers": 8, "steps": 8, "images_per_s": 4236.5, "batch_wait_s": 0.0394, '
+                    '"max_wait_ms": 3.7, "h2d_submit_s": 0.0303}\n')
+            f.write("Generating '/tmp/nsys-report.qdstrm'\n")
+        m = report_metrics(load_report(path))
+        self.assertEqual((m["format"], m["images_per_s"], m["steps"], m["batch_wait_max_ms"]),
+                         ("seed_workload", 4236.5, 8, 3.7))
+        self.assertAlmostEqual(m["batch_wait_total_ms"], 39.4, places=9)
+        s = self.summarize(basic_export(), report=load_report(path))
+        self.assertEqual(s["images_per_s"], 4236.5)
+        self.assertEqual(s["expected_steps"], 8)
+
+    def test_bad_report(self):
+        path = os.path.join(self.tmp, "bad.json")
+        with open(path, "w") as f:
+            f.write("no json here\n")
+        with self.assertRaises(AnalysisError):
+            load_report(path)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,1 @@
+"""Tests of scripts/nsys_analysis/common/, one file per module."""

@@ -1,0 +1,1 @@
+"""Tests of scripts/nsys_analysis/sweep/, one file per module."""

@@ -1,0 +1,546 @@
+"""Tests for scripts/profile.sh without Nsight Systems: argument handling, the error when nsys is not on
+PATH, and the exact nsys commands, recorded by a fake `nsys` placed first on PATH; the run's configuration
+asked of the (fake) train_resnet50 with --print-config (graph tracing, a given --report, refused flags);
+with --nproc, the launcher (a fake `torchrun`, or the real scripts/launch_local.sh) and every rank's outputs;
+a --binary that cannot run (dry runs too) and outputs that cannot be written stop it before nsys; outputs
+are written through symlinks, /dev/null kept.
+
+Run: /usr/bin/python3 -m pytest -q tests/scripts/test_profile_sh.py   (all tests: scripts/python_tests.sh)
+"""
+
+import importlib.util
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import unittest
+
+from scripts.support.testutil import ANSWER_PRINT_CONFIG, REPO, ScratchCase
+# Synthetic exports stand in for real nsys exports.
+from scripts.support.nsys_exports import rank_export
+
+SCRIPT = os.path.join(REPO, "scripts", "profile.sh")
+LAUNCH_LOCAL = os.path.join(REPO, "scripts", "launch_local.sh")
+BASH = shutil.which("bash") or "/bin/bash"
+PROFILE_OPTS = ["--trace=cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--capture-range=cudaProfilerApi",
+                "--capture-range-end=stop", "--force-overwrite=true"]
+STATS = "--report=nvtx_sum,cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,cuda_api_sum"
+STATS_CSVS = ("_nvtx_sum.csv", "_cuda_gpu_kern_sum.csv", "_cuda_gpu_mem_time_sum.csv", "_cuda_api_sum.csv")
+HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
+# Variables of a launcher around the test run that would make the fake programs act as one rank.
+RANK_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PROFILE_LAUNCHER")
+
+# Records each call's argv (one JSON line in $FAKE_NSYS_LOG) and leaves the files real nsys would:
+# `profile` runs the wrapped command and writes its --output (with %q{VAR} expanded from the environment,
+# as nsys does) + .nsys-rep (not when $FAKE_NSYS_NO_REP is set, or $FAKE_NSYS_NO_REP_RANK is this $RANK,
+# as when the program never calls cudaProfilerStart) and returns the command's status. `export` copies
+# $FAKE_NSYS_SQLITE_DIR/rank<r>.sqlite for an output named *.rank<r>.sqlite when that is set.
+FAKE_NSYS = r'''
+import json, os, re, shutil, subprocess, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_NSYS_LOG"], "a") as f:
+    f.write(json.dumps(args) + "\n")
+opt = lambda name: next(a.split("=", 1)[1] for a in args if a.startswith(name + "="))
+if args[0] == "profile":
+    i = 1
+    while args[i].startswith("--"):
+        i += 1
+    rc = subprocess.call(args[i:])
+    print("Generating '/tmp/nsys-report-1234.qdstrm'")
+    output = re.sub(r"%q\{(\w+)\}", lambda m: os.environ.get(m.group(1), ""), opt("--output"))
+    no_rep_here = os.environ.get("RANK") == os.environ.get("FAKE_NSYS_NO_REP_RANK", "-")
+    if not os.environ.get("FAKE_NSYS_NO_REP") and not no_rep_here:
+        open(output + ".nsys-rep", "w").write("rep")
+    sys.exit(rc)
+if args[0] == "export":
+    m = re.search(r"\.rank(\d+)\.sqlite$", opt("--output"))
+    if os.environ.get("FAKE_NSYS_SQLITE_DIR") and m:
+        shutil.copy(os.path.join(os.environ["FAKE_NSYS_SQLITE_DIR"], "rank%s.sqlite" % m.group(1)), opt("--output"))
+    else:
+        open(opt("--output"), "w").write("sqlite")
+if args[0] == "stats":
+    for report in opt("--report").split(","):
+        open("%s_%s.csv" % (opt("--output"), report), "w").write("csv")
+'''
+
+# torchrun --standalone --nproc-per-node N --no-python CMD...: records its argv in $FAKE_TORCHRUN_LOG, runs N
+# copies of CMD at once with torchrun's variables, exits 1 when any fails (torchrun's ChildFailedError).
+FAKE_TORCHRUN = r'''
+import json, os, subprocess, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_TORCHRUN_LOG"], "a") as f:
+    f.write(json.dumps(args) + "\n")
+assert args[:2] == ["--standalone", "--nproc-per-node"] and args[3] == "--no-python", args
+n = int(args[2])
+procs = [subprocess.Popen(args[4:], env=dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(n),
+                                              LOCAL_WORLD_SIZE=str(n), MASTER_ADDR="localhost", MASTER_PORT="29500"))
+         for r in range(n)]
+sys.exit(1 if [p.wait() for p in procs] != [0] * n else 0)
+'''
+
+# A stand-in for train_resnet50 (answers --print-config: testutil.ANSWER_PRINT_CONFIG; writes its --report;
+# as rank $RANK, REPORT.rank<r>.json with a dist section) and for the Python reference (prints a JSON line).
+FAKE_TRAIN = ANSWER_PRINT_CONFIG + r'''
+import json, os, sys
+args = sys.argv[1:]
+if "--fail" in args:
+    sys.exit(3)
+path = [a.split("=", 1)[1] if a.startswith("--report=") else args[i + 1]
+        for i, a in enumerate(args) if a == "--report" or a.startswith("--report=")][-1]
+report = {"capture": {"steps": int(args[args.index("--steps") + 1]) if "--steps" in args else 8,
+                      "images_per_s": 123.0}, "argv": args}
+if "RANK" in os.environ:
+    root, ext = os.path.splitext(path)
+    path = "%s.rank%s%s" % (root, os.environ["RANK"], ext)
+    report["dist"] = {"rank": int(os.environ["RANK"]), "world_size": int(os.environ["WORLD_SIZE"])}
+json.dump(report, open(path, "w"))
+'''
+FAKE_PY = r'''
+import json, sys
+print("loading...")
+print(json.dumps({"workers": 8, "steps": 8, "images_per_s": 4236.5, "argv": sys.argv[1:]}))
+print("done")
+'''
+
+
+class ProfileShCase(ScratchCase):
+    """A temporary directory with the fake nsys first on PATH, the fake programs, and profile.sh's runner."""
+
+    tmp_prefix = "profile_sh_test_"
+
+    def setUp(self):
+        super().setUp()
+        self.fake("nsys", FAKE_NSYS)
+        self.train = self.fake("train_resnet50", FAKE_TRAIN, self.tmp)
+        self.py = self.fake("seed_workload.py", FAKE_PY, self.tmp)
+        self.log = os.path.join(self.tmp, "nsys_calls.jsonl")
+        self.config_log = os.path.join(self.tmp, "print_config_calls.jsonl")
+        self.torchrun_log = os.path.join(self.tmp, "torchrun_calls.jsonl")
+        self.prefix = os.path.join(self.tmp, "out", "run1")
+
+    def run_sh(self, *args, path=None, **env):
+        e = dict(os.environ, FAKE_NSYS_LOG=self.log, PATH=path or self.bin + os.pathsep + os.environ["PATH"],
+                 FAKE_TORCHRUN_LOG=self.torchrun_log, FAKE_CONFIG_LOG=self.config_log,
+                 PYTHON=sys.executable)  # the interpreter that reads --print-config's JSON, without a search
+        for name in ("TRAIN_BIN", "FAKE_PRINT_CONFIG") + RANK_ENV:
+            e.pop(name, None)
+        e.update(env)
+        return subprocess.run([BASH, SCRIPT] + list(args), capture_output=True, text=True, timeout=60, env=e)
+
+    def calls(self, log=None):
+        with open(log or self.log) as f:
+            return [json.loads(line) for line in f]
+
+
+class ProfileShTest(ProfileShCase):
+    def test_help_and_usage_errors(self):
+        r = self.run_sh("--help")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("usage: scripts/profile.sh --prefix PREFIX", r.stdout)
+        r = self.run_sh("--workers", "8")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("expected --prefix PREFIX", r.stderr)
+        r = self.run_sh("--prefix")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("expected a value after --prefix", r.stderr)
+        r = self.run_sh("--prefix", self.prefix, "--workers", "8", "--", "python3", "x.py")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("apply only to the training binary", r.stderr)
+        self.assertFalse(os.path.exists(self.log))
+
+    def test_nsys_not_on_path(self):
+        # A PATH holding only the tools the script needs before it looks for nsys.
+        tools = os.path.join(self.tmp, "tools")
+        os.mkdir(tools)
+        for tool in ("dirname", "basename", "mkdir", "rm"):
+            os.symlink(shutil.which(tool), os.path.join(tools, tool))
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, path=tools)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("nsys (Nsight Systems CLI) is not on PATH", r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1)
+
+    def test_commands_for_the_training_binary(self):
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--workers", "8", "--",
+                        "--steps", "8", "--pin-memory=false")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        p = self.prefix
+        self.assertEqual(self.calls(), [
+            ["profile"] + PROFILE_OPTS + ["--output=" + p, self.train, "--workers", "8", "--steps", "8",
+                                          "--pin-memory=false", "--report", p + ".json"],
+            ["export", "--type=sqlite", "--force-overwrite=true", "--output=" + p + ".sqlite", p + ".nsys-rep"],
+            ["stats", STATS, "--format=csv", "--force-overwrite=true", "--output=" + p, p + ".sqlite"],
+        ])
+        with open(p + ".json") as f:
+            self.assertEqual(json.load(f)["capture"]["images_per_s"], 123.0)
+        for suffix in (".nsys-rep", ".sqlite", "_nvtx_sum.csv", "_cuda_gpu_kern_sum.csv",
+                       "_cuda_gpu_mem_time_sum.csv", "_cuda_api_sum.csv", ".log"):
+            self.assertTrue(os.path.isfile(p + suffix), suffix)
+            self.assertIn(p + suffix, r.stdout)
+        self.assertIn("run report:  " + p + ".json", r.stdout)
+
+    def test_train_bin_env_and_given_report(self):
+        other = os.path.join(self.tmp, "elsewhere.json")
+        r = self.run_sh("--prefix", self.prefix, "--report", other, TRAIN_BIN=self.train)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        argv = self.calls()[0]
+        self.assertEqual(argv[len(PROFILE_OPTS) + 2:], [self.train, "--report", other])  # not appended twice
+        self.assertTrue(os.path.isfile(self.prefix + ".json"))  # copied next to the capture
+
+    def test_wrapped_python_command(self):
+        r = self.run_sh("--prefix", self.prefix, "--", sys.executable, self.py, "/data", "--steps", "8")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.calls()[0], ["profile"] + PROFILE_OPTS + ["--output=" + self.prefix, sys.executable,
+                                                                        self.py, "/data", "--steps", "8"])
+        with open(self.prefix + ".json") as f:
+            report = json.load(f)
+        self.assertEqual((report["images_per_s"], report["argv"]), (4236.5, ["/data", "--steps", "8"]))
+
+    def test_program_failure_status(self):
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--fail")
+        self.assertEqual(r.returncode, 3)
+        self.assertIn("the profiled program failed (exit 3)", r.stderr)
+        self.assertEqual(len(self.calls()), 1)  # no export or stats after a failed run
+
+    def test_capture_never_started(self):
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, FAKE_NSYS_NO_REP="1")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("capture range never started", r.stderr)
+        self.assertEqual(len(self.calls()), 1)
+
+    def test_missing_binary(self):
+        for dry in ((), ("--dry-run",)):
+            r = self.run_sh("--prefix", self.prefix, *dry, "--binary", os.path.join(self.tmp, "build", "train_resnet50"))
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("expected an executable train_resnet50 at %s" % os.path.join(self.tmp, "build"), r.stderr)
+        r = self.run_sh("--prefix", self.prefix, "--binary", "train_resnet50_nowhere")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("expected train_resnet50_nowhere on PATH", r.stderr)
+        self.assertFalse(os.path.exists(self.log))
+
+    def test_dry_run_prints_commands(self):
+        r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", self.train, "--steps", "8")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines(), [
+            "nsys profile " + " ".join(PROFILE_OPTS) + " --output=out/x %s --steps 8 --report out/x.json" % self.train,
+            "nsys export --type=sqlite --force-overwrite=true --output=out/x.sqlite out/x.nsys-rep",
+            "nsys stats " + STATS + " --format=csv --force-overwrite=true --output=out/x out/x.sqlite"])
+        # Even a dry run asks the binary for the configuration, with the run's flags.
+        self.assertEqual(self.calls(self.config_log), [["--steps", "8", "--print-config"]])
+
+    def test_the_configuration_comes_from_the_binary(self):
+        """profile.sh asks train_resnet50 --print-config, once, with exactly the run's flags, and the run
+        itself does not get --print-config."""
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--workers", "8", "--", "--cuda-graph",
+                        "--steps", "3")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.calls(self.config_log), [["--workers", "8", "--cuda-graph", "--steps", "3",
+                                                         "--print-config"]])
+        profile = self.calls()[0]
+        self.assertNotIn("--print-config", profile)
+        self.assertIn("--cuda-graph-trace=node", profile[:profile.index(self.train)])
+        self.assertEqual(profile[profile.index(self.train):],
+                         [self.train, "--workers", "8", "--cuda-graph", "--steps", "3", "--report", self.prefix + ".json"])
+
+    def test_cuda_graph_runs_trace_graph_nodes(self):
+        """A run whose configuration has cuda_graph (--cuda-graph, the last one given winning) adds nsys
+        --cuda-graph-trace=node, for one process and for every rank's nsys; nothing else does."""
+        node = "--cuda-graph-trace=node"
+        cases = ((("--cuda-graph",), True), (("--cuda-graph=true",), True), (("--cuda-graph=false",), False),
+                 (("--cuda-graph", "--cuda-graph=0"), False), (("--cuda-graph=no", "--cuda-graph"), True),
+                 (("--synthetic",), False), ((), False))
+        for flags, traced in cases:
+            for extra in ((), ("--nproc", "2")):
+                r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", self.train, *(extra + flags),
+                                PROFILE_LAUNCHER="local")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                profile = r.stdout.splitlines()[0].split()
+                self.assertEqual(node in profile, traced, (flags, extra, profile))
+                if traced:  # an nsys option, before the program
+                    self.assertLess(profile.index(node), profile.index(self.train))
+        # What the binary answers decides, not the flags' spelling.
+        r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", self.train, "--steps", "2",
+                        FAKE_PRINT_CONFIG=json.dumps({"cuda_graph": True, "report": ""}))
+        self.assertIn(node, r.stdout.splitlines()[0].split())
+        # A wrapped command is not train_resnet50: its flags are its own, and it is not asked.
+        os.remove(self.config_log)
+        r = self.run_sh("--prefix", "out/x", "--dry-run", "--", "python3", "w.py", "--cuda-graph")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(node, r.stdout)
+        self.assertFalse(os.path.exists(self.config_log))
+
+    def test_a_given_report_is_honoured(self):
+        other = os.path.join(self.tmp, "elsewhere.json")
+        for flags in (("--report", other), ("--report=" + other), ("--report", "x.json", "--report=" + other)):
+            flags = (flags,) if isinstance(flags, str) else flags
+            with self.subTest(flags=flags):
+                r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", self.train, *flags)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertTrue(r.stdout.splitlines()[0].endswith("%s %s" % (self.train, " ".join(flags))),
+                                r.stdout)  # not appended again
+        # A real run with --report=PATH: the program writes PATH, copied beside the capture.
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--steps", "2", "--report=" + other)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.calls()[0][-4:], [self.train, "--steps", "2", "--report=" + other])
+        with open(self.prefix + ".json") as f:
+            self.assertEqual(json.load(f)["capture"]["steps"], 2)
+        self.assertTrue(os.path.isfile(other))
+
+    def test_refused_flags_stop_before_nsys(self):
+        for extra in ((), ("--dry-run",), ("--nproc", "2")):
+            with self.subTest(extra=extra):
+                r = self.run_sh("--prefix", self.prefix, "--binary", self.train, *extra, "--cuda-graph=maybe",
+                                PROFILE_LAUNCHER="local")
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                # The binary's own message, then profile.sh's.
+                self.assertEqual(r.stderr.splitlines()[0],
+                                 "train_resnet50: error: --cuda-graph: expected true or false, got 'maybe'")
+                self.assertIn("profile.sh: error: %s --cuda-graph=maybe --print-config failed (exit 2)" % self.train,
+                              r.stderr)
+                self.assertEqual(r.stdout, "")
+                self.assertFalse(os.path.exists(self.log))  # nsys never ran
+                self.assertFalse(os.path.exists(self.prefix + ".log"))
+
+    def test_an_answer_that_is_not_the_configuration(self):
+        for answer, why in (("loading...", "got not JSON"), ("[1, 2]", "got not an object"),
+                            ('{"cuda_graph": "yes", "report": ""}', "got no boolean cuda_graph and string report"),
+                            ('{"steps": 8}', "got no boolean cuda_graph and string report")):
+            with self.subTest(answer=answer):
+                r = self.run_sh("--prefix", self.prefix, "--binary", self.train, FAKE_PRINT_CONFIG=answer)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("profile.sh: error: expected %s --print-config to print the run's configuration as "
+                              "one JSON object, %s" % (self.train, why), r.stderr)
+                self.assertIn(answer, r.stderr)
+                self.assertFalse(os.path.exists(self.log))
+
+
+    def test_a_binary_that_cannot_run_stops_even_a_dry_run(self):
+        plain = os.path.join(self.tmp, "plain")
+        with open(plain, "w") as f:
+            f.write("not a program\n")
+        missing = os.path.join(self.tmp, "nowhere", "trainer")
+        cases = [(("--binary", missing), "--binary %s: no such file: expected an executable train_resnet50 at %s"
+                  % (missing, missing)),
+                 (("--binary", self.tmp), "--binary %s: is a directory, expected the train_resnet50 executable"
+                  % self.tmp),
+                 (("--binary=" + plain,), "--binary %s: is not an executable file" % plain),
+                 (("--binary", "no_such_trainer"), "--binary no_such_trainer: expected no_such_trainer on PATH")]
+        for flags, message in cases:
+            for dry in ((), ("--dry-run",)):
+                with self.subTest(flags=flags, dry=dry):
+                    r = self.run_sh("--prefix", self.prefix, *dry, *flags, "--steps", "2")
+                    self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                    self.assertTrue(r.stderr.startswith("profile.sh: error: " + message), r.stderr)
+                    self.assertEqual(len(r.stderr.splitlines()), 1)
+                    self.assertEqual(r.stdout, "")
+        r = self.run_sh("--prefix", self.prefix, "--dry-run", TRAIN_BIN=self.tmp)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("profile.sh: error: TRAIN_BIN %s: is a directory" % self.tmp, r.stderr)
+        r = self.run_sh("--prefix", self.prefix, "--dry-run", "--nproc", "2", "--binary", self.tmp)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--binary %s: is a directory" % self.tmp, r.stderr)
+        self.assertFalse(os.path.exists(self.log))
+        self.assertFalse(os.path.exists(self.config_log))
+
+    def test_outputs_that_cannot_be_written_stop_before_nsys(self):
+        os.makedirs(os.path.dirname(self.prefix))
+        fifo = self.prefix + ".log"
+        os.mkfifo(fifo)
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("profile.sh: error: --prefix %s: %s: is a FIFO" % (self.prefix, fifo), r.stderr)
+        self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
+        os.remove(fifo)
+        os.mkdir(self.prefix + ".sqlite")
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--prefix %s: %s.sqlite: is a directory" % (self.prefix, self.prefix), r.stderr)
+        os.rmdir(self.prefix + ".sqlite")
+        with open(self.prefix + "_analysis", "w") as f:
+            f.write("x")
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--analyze")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("%s_analysis: is not a directory" % self.prefix, r.stderr)
+        r = self.run_sh("--prefix", os.path.join(self.prefix + "_analysis", "x"), "--binary", self.train)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("%s_analysis is not a directory" % self.prefix, r.stderr)
+        self.assertFalse(os.path.exists(self.log))  # nsys never ran
+        self.assertFalse(os.path.exists(self.prefix + ".log"))
+
+    def test_outputs_follow_symlinks_and_keep_dev_null(self):
+        elsewhere = os.path.join(self.tmp, "elsewhere")
+        os.makedirs(elsewhere)
+        os.makedirs(os.path.dirname(self.prefix))
+        for suffix in (".json", ".nsys-rep", ".log"):
+            os.symlink(os.path.join(elsewhere, "run1" + suffix), self.prefix + suffix)
+        with open(os.path.join(elsewhere, "run1.nsys-rep"), "w") as f:
+            f.write("stale")
+        os.symlink(os.devnull, self.prefix + "_nvtx_sum.csv")
+        # A wrapped command's JSON line is the report profile.sh writes itself.
+        r = self.run_sh("--prefix", self.prefix, "--", sys.executable, self.py, "/data")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for suffix in (".json", ".nsys-rep", ".log", "_nvtx_sum.csv"):
+            self.assertTrue(os.path.islink(self.prefix + suffix), suffix)
+        with open(os.path.join(elsewhere, "run1.json")) as f:
+            self.assertEqual(json.load(f)["images_per_s"], 4236.5)
+        with open(os.path.join(elsewhere, "run1.nsys-rep")) as f:
+            self.assertEqual(f.read(), "rep")  # the stale target removed, the new capture written through the link
+        with open(os.path.join(elsewhere, "run1.log")) as f:
+            self.assertIn("loading...", f.read())
+        self.assertEqual(sorted(os.listdir(elsewhere)), ["run1.json", "run1.log", "run1.nsys-rep"])  # no staging
+        self.assertTrue(stat.S_ISCHR(os.stat(os.devnull).st_mode))
+        # A FIFO where a stale capture would be is neither removed nor replaced: refused.
+        os.remove(self.prefix + ".nsys-rep")
+        os.mkfifo(self.prefix + ".nsys-rep")
+        r = self.run_sh("--prefix", self.prefix, "--", sys.executable, self.py, "/data")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertTrue(stat.S_ISFIFO(os.lstat(self.prefix + ".nsys-rep").st_mode))
+
+class ProfileShRanksTest(ProfileShCase):
+    """--nproc: one nsys per rank under torchrun (a fake one) or scripts/launch_local.sh."""
+
+    def add_torchrun(self):
+        self.fake("torchrun", FAKE_TORCHRUN)
+
+    def path_without_torchrun(self):
+        """PATH with the fake nsys first and no directory that holds a torchrun."""
+        dirs = [d for d in os.environ["PATH"].split(os.pathsep)
+                if d and not os.access(os.path.join(d, "torchrun"), os.X_OK)]
+        return os.pathsep.join([self.bin] + dirs)
+
+    def post_commands(self, prefix, n=2):
+        out = []
+        for r in range(n):
+            p = "%s.rank%d" % (prefix, r)
+            out += [["export", "--type=sqlite", "--force-overwrite=true", "--output=" + p + ".sqlite", p + ".nsys-rep"],
+                    ["stats", STATS, "--format=csv", "--force-overwrite=true", "--output=" + p, p + ".sqlite"]]
+        return out
+
+    def test_nproc_usage_errors(self):
+        for value in ("0", "-1", "two", "1.5", ""):
+            r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", value)
+            self.assertEqual(r.returncode, 2, value)
+            self.assertIn("expected --nproc to be a positive integer (ranks on this machine), got '%s'" % value,
+                          r.stderr)
+        r = self.run_sh("--prefix", self.prefix, "--nproc")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("expected a value after --nproc", r.stderr)
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc=2", PROFILE_LAUNCHER="mpirun")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("expected PROFILE_LAUNCHER to be torchrun, local or auto, got 'mpirun'", r.stderr)
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc=2", PROFILE_LAUNCHER="torchrun",
+                        path=self.path_without_torchrun())
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("torchrun is not on PATH (PROFILE_LAUNCHER=torchrun)", r.stderr)
+        self.assertFalse(os.path.exists(self.log))
+
+    def test_nproc_dry_run_picks_the_launcher(self):
+        args = ("--prefix", "out/x", "--nproc", "2", "--dry-run", "--binary", self.train, "--steps", "8")
+        nsys = ("nsys profile " + " ".join(PROFILE_OPTS)
+                + " --output=out/x.rank%%q{RANK} %s --steps 8 --report out/x.json" % self.train)
+        post = [" ".join(["nsys"] + c) for c in self.post_commands("out/x")]
+        local = [LAUNCH_LOCAL + " 2 -- " + nsys] + post
+        torchrun = ["torchrun --standalone --nproc-per-node 2 --no-python " + nsys] + post
+        r = self.run_sh(*args, path=self.path_without_torchrun())
+        self.assertEqual((r.returncode, r.stdout.splitlines()), (0, local), r.stderr)
+        self.add_torchrun()
+        r = self.run_sh(*args)
+        self.assertEqual((r.returncode, r.stdout.splitlines()), (0, torchrun), r.stderr)
+        r = self.run_sh(*args, PROFILE_LAUNCHER="local")
+        self.assertEqual(r.stdout.splitlines(), local)
+        self.assertFalse(os.path.exists(self.log))
+
+    def check_ranks_run(self, r, launcher_calls):
+        """The outputs and nsys calls of a two-rank run of the fake train_resnet50 with --steps 3."""
+        self.assertEqual(r.returncode, 0, r.stderr)
+        p = self.prefix
+        profile = ["profile"] + PROFILE_OPTS + ["--output=" + p + ".rank%q{RANK}", self.train, "--steps", "3",
+                                                "--report", p + ".json"]
+        calls = self.calls()
+        self.assertEqual(calls[:2], [profile, profile])
+        self.assertEqual(calls[2:], self.post_commands(p))
+        self.assertEqual(launcher_calls, [["--standalone", "--nproc-per-node", "2", "--no-python", "nsys"] + profile]
+                         if launcher_calls else [])
+        for rank in (0, 1):
+            rp = "%s.rank%d" % (p, rank)
+            for suffix in (".nsys-rep", ".sqlite", ".json") + STATS_CSVS:
+                self.assertTrue(os.path.isfile(rp + suffix), rp + suffix)
+                self.assertIn(rp + suffix, r.stdout)
+            with open(rp + ".json") as f:
+                self.assertEqual(json.load(f)["dist"], {"rank": rank, "world_size": 2})
+        self.assertIn("log:         " + p + ".log", r.stdout)
+        for absent in (".nsys-rep", ".sqlite", ".json", ".rank2.nsys-rep"):
+            self.assertFalse(os.path.exists(p + absent), absent)
+
+    def test_nproc_under_torchrun(self):
+        self.add_torchrun()
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--steps", "3")
+        self.check_ranks_run(r, self.calls(self.torchrun_log))
+        self.assertIn("profile.sh: torchrun --standalone --nproc-per-node 2 --no-python nsys profile", r.stderr)
+
+    def test_nproc_without_torchrun_uses_launch_local(self):
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--steps", "3",
+                        path=self.path_without_torchrun())
+        self.check_ranks_run(r, [])
+        self.assertIn("profile.sh: %s 2 -- nsys profile" % LAUNCH_LOCAL, r.stderr)
+        self.assertFalse(os.path.exists(self.torchrun_log))
+        # PROFILE_LAUNCHER=local even where torchrun is on PATH.
+        self.add_torchrun()
+        os.remove(self.log)
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--steps", "3",
+                        PROFILE_LAUNCHER="local")
+        self.check_ranks_run(r, [])
+
+    def test_nproc_given_report_copied_per_rank(self):
+        self.add_torchrun()
+        other = os.path.join(self.tmp, "elsewhere.json")
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--report", other)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.calls()[0][-2:], ["--report", other])  # not appended twice
+        for rank in (0, 1):
+            with open("%s.rank%d.json" % (self.prefix, rank)) as f:
+                self.assertEqual(json.load(f)["dist"]["rank"], rank)
+            self.assertTrue(os.path.isfile(os.path.join(self.tmp, "elsewhere.rank%d.json" % rank)))
+
+    def test_nproc_failures(self):
+        self.add_torchrun()
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", FAKE_NSYS_NO_REP_RANK="1")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("nsys produced no %s.rank1.nsys-rep: the capture range never started" % self.prefix, r.stderr)
+        self.assertEqual(len(self.calls()), 2)  # no export or stats
+        os.remove(self.log)
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--fail")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("the profiled program failed (exit 1 from torchrun)", r.stderr)
+        os.remove(self.log)
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--fail",
+                        PROFILE_LAUNCHER="local")
+        self.assertEqual(r.returncode, 3)  # launch_local.sh passes the first failing rank's status on
+        self.assertIn("the profiled program failed (exit 3 from local)", r.stderr)
+
+    @unittest.skipUnless(HAVE_MPL, "matplotlib not installed for %s" % sys.executable)
+    def test_nproc_analyze(self):
+        exports = os.path.join(self.tmp, "exports")
+        os.mkdir(exports)
+        for rank in (0, 1):
+            rank_export(rank).write(os.path.join(exports, "rank%d.sqlite" % rank))
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--steps", "3", "--analyze",
+                        path=self.path_without_torchrun(), FAKE_NSYS_SQLITE_DIR=exports, PYTHON=sys.executable)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        p = self.prefix
+        with open(p + "_ranks_analysis/ranks.json") as f:
+            ranks = json.load(f)
+        self.assertEqual(ranks["analysis_dirs"], ["../run1.rank0_analysis", "../run1.rank1_analysis"])
+        self.assertEqual(ranks["reports"], [p + ".rank0.json", p + ".rank1.json"])
+        self.assertEqual(ranks["stragglers"][2]["straggler"], 1)
+        self.assertTrue(ranks["all_checks_pass"], ranks["check_details"])
+        for rank in (0, 1):
+            self.assertTrue(os.path.isfile("%s.rank%d_analysis/fig3_timeline.png" % (p, rank)))
+            self.assertIn("analysis:    %s.rank%d_analysis/summary.md" % (p, rank), r.stdout)
+        self.assertIn("ranks:       %s_ranks_analysis/ranks.md" % p, r.stdout)
+        self.assertFalse(os.path.exists(p + "_analysis"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -4,7 +4,8 @@
 #include <thread>
 
 #include "data_pipeline/synthetic/synthetic_food.h"
-#include "lib/cli.h"
+#include "lib/config/cli.h"
+#include "lib/core/exit_status.h"
 
 int main(int argc, char** argv) {
   return workload::run_main("food101_synth", [&] {
@@ -23,10 +24,11 @@ int main(int argc, char** argv) {
          cxxopts::value<std::string>()->default_value("0.25"))
         ("threads", "encoder threads (0 = all hardware threads)",
          cxxopts::value<std::string>()->default_value("0"))
-        ("h,help", "print this help");
+        ("h,help", "print this help",
+         cxxopts::value<std::string>()->default_value("false")->implicit_value("true"));
     // clang-format on
-    const auto result = options.parse(argc, argv);
-    if (result.count("help")) {
+    const auto result = workload::parse_command_line(options, argc, argv);
+    if (workload::given_boolean(result, "help")) {
       std::cout << options.help() << std::endl;
       return 0;
     }

@@ -1,4 +1,4 @@
-# FindCUDNN: cuDNN's headers and library, for lib/cudnn_bn (--fused-bn).
+# FindCUDNN: cuDNN's headers and library, for lib/model/cudnn_bn (--fused-bn).
 #
 # Looks first beside the LibTorch found (a PyTorch wheel's site-packages/nvidia/cudnn, the cuDNN it
 # loads), then in CUDNN_ROOT / $ENV{CUDNN_ROOT}, the CUDA toolkit and the system. The header must be

@@ -1,0 +1,123 @@
+// A TrainConfig validated: its flags' ranges, combinations, machine, build and paths.
+#include "lib/config/train_config.h"
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include "lib/config/train_flags.h"
+#include "lib/core/build_features.h"
+#include "lib/core/output_file.h"
+#include "lib/device/cuda_device.h"
+
+namespace workload {
+
+InjectedStall parse_list_item(const std::string& text, InjectedStall*) {
+  const auto at = text.find('@');
+  const auto colon = text.find(':', at == std::string::npos ? 0 : at);
+  if (at == std::string::npos || colon == std::string::npos || at == 0) {
+    throw std::invalid_argument("expected PHASE@STEP:MS (e.g. forward@3:50)");
+  }
+  InjectedStall s;
+  s.phase = text.substr(0, at);
+  const std::string step = text.substr(at + 1, colon - at - 1);
+  const std::string ms = text.substr(colon + 1);
+  std::size_t used = 0;
+  try {
+    const long v = std::stol(step, &used);
+    if (used != step.size() || v < 0 || v > 1000000) throw std::out_of_range(step);
+    s.step = static_cast<int>(v);
+  } catch (const std::logic_error&) {
+    throw std::invalid_argument("STEP must be an integer >= 0, got '" + step + "'");
+  }
+  try {
+    s.ms = std::stod(ms, &used);
+    if (used != ms.size() || !(s.ms > 0) || s.ms > kMaxInjectedStallMs) {
+      throw std::out_of_range(ms);
+    }
+  } catch (const std::logic_error&) {
+    throw std::invalid_argument("MS must be a number in (0, " +
+                                std::to_string(static_cast<int>(kMaxInjectedStallMs)) + "], got '" +
+                                ms + "'");
+  }
+  return s;
+}
+
+std::string to_string(const InjectedStall& s) {
+  std::ostringstream out;
+  out << s.phase << '@' << s.step << ':' << s.ms;
+  return out.str();
+}
+
+void validate(const TrainConfig& c) {
+  visit_train_flags(c, CheckFlagRanges{});
+  if (c.data.empty() && !c.synthetic) {
+    throw UsageError("--data: required (a Food-101 root), unless --synthetic is given");
+  }
+  if (c.precision == Precision::kBf16 && c.device == Device::kCpu) {
+    throw UsageError(
+        "--precision bf16: bf16 autocast is implemented for CUDA only; use --precision fp32 with "
+        "--device cpu");
+  }
+  if (c.forward_bn != ForwardBn::kEval && c.mode != RunMode::kForward) {
+    throw UsageError("--forward-bn: only meaningful with --mode forward");
+  }
+  if (c.cuda_graph_memsets != GraphMemsets::kKernels && !c.cuda_graph) {
+    throw UsageError("--cuda-graph-memsets: only meaningful with --cuda-graph");
+  }
+  if (c.cuda_graph) {
+    if (c.nvtx_detail == NvtxDetail::kLayers) {
+      throw UsageError(
+          "--cuda-graph: --nvtx-detail layers marks the host's kernel launches, and a replayed "
+          "graph makes none; use --nvtx-detail steps (nsys --cuda-graph-trace=node shows the "
+          "graph's kernels)");
+    }
+    if (c.warmup < 1) {
+      throw UsageError(
+          "--cuda-graph: needs --warmup 1 or more (eager warm-up steps create the optimizer's "
+          "momentum buffers and settle cuDNN and cuBLAS before the capture)");
+    }
+    if (c.device == Device::kCpu) {
+      throw UsageError("--cuda-graph: CUDA graphs need --device cuda");
+    }
+  }
+  if (c.fused_bn) {
+    // First: without the kernels no other setting helps.
+    require_built(Feature::kFusedBn, "--fused-bn", "fused batch norm");
+    if (c.device == Device::kCpu) {
+      throw UsageError("--fused-bn: cuDNN's fused batch norm needs --device cuda");
+    }
+    if (c.loader.transform.layout != data_pipeline::ImageLayout::kChannelsLast) {
+      throw UsageError(
+          std::string("--fused-bn: cuDNN's fused batch norm runs on NHWC tensors; needs "
+                      "--memory-format channels_last, got ") +
+          to_string(c.loader.transform.layout));
+    }
+  }
+  if (c.device == Device::kCuda && !cuda_available()) {
+    throw UsageError(
+        "--device cuda: no CUDA device is available (this LibTorch build has no CUDA, or no GPU "
+        "is visible); use --device cpu");
+  }
+  if (c.loader.decode == data_pipeline::DecodeDevice::kGpu) {
+    if (c.synthetic) {
+      throw UsageError("--decode gpu: --synthetic reads no images; drop one of the two");
+    }
+    if (c.device == Device::kCpu) {
+      throw UsageError("--decode gpu: decodes on the GPU the model runs on; needs --device cuda");
+    }
+    require_built(Feature::kGpuDecode, "--decode gpu", "GPU decode stage", "; use --decode cpu");
+  }
+  if (!c.report.empty()) check_output_file("--report", c.report);
+  if (!c.torch_profiler_trace.empty()) {
+    check_output_file("--torch-profiler-trace", c.torch_profiler_trace);
+    if (!c.report.empty() && same_output_file(c.report, c.torch_profiler_trace)) {
+      throw UsageError("--torch-profiler-trace " + c.torch_profiler_trace +
+                       ": the same file as --report " + c.report +
+                       " (the trace would be lost); give each its own path");
+    }
+  }
+}
+
+}  // namespace workload

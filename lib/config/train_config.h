@@ -1,0 +1,168 @@
+// Every setting of a training run as typed values, the name tables of its choices, and the one
+// place they are validated. Light: no LibTorch, OpenCV or cxxopts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data_pipeline/food101_index.h"
+#include "data_pipeline/loader_options.h"
+#include "data_pipeline/named_enum.h"
+#include "lib/core/usage_error.h"
+
+namespace workload {
+
+using data_pipeline::enum_choices;
+using data_pipeline::EnumName;
+using data_pipeline::parse_enum;
+using data_pipeline::to_string;
+
+/// Where the model runs.
+enum class Device { kCuda, kCpu };
+inline constexpr EnumName<Device> kDeviceNames[] = {{Device::kCuda, "cuda"}, {Device::kCpu, "cpu"}};
+constexpr const auto& enum_names(Device) { return kDeviceNames; }
+
+/// Arithmetic of forward and loss.
+enum class Precision {
+  kFp32,  ///< float32 (TF32 convolutions on Ampere and later, PyTorch's default).
+  kBf16,  ///< CUDA autocast to bfloat16.
+};
+inline constexpr EnumName<Precision> kPrecisionNames[] = {{Precision::kFp32, "fp32"},
+                                                          {Precision::kBf16, "bf16"}};
+constexpr const auto& enum_names(Precision) { return kPrecisionNames; }
+
+/// What a step does.
+enum class RunMode {
+  kTrain,    ///< forward, zero_grad, backward, optimizer_step.
+  kForward,  ///< forward only, without autograd: the inference baseline.
+};
+inline constexpr EnumName<RunMode> kRunModeNames[] = {{RunMode::kTrain, "train"},
+                                                      {RunMode::kForward, "forward"}};
+constexpr const auto& enum_names(RunMode) { return kRunModeNames; }
+
+/// NVTX ranges beyond the step tree.
+enum class NvtxDetail {
+  kSteps,   ///< The step tree only.
+  kLayers,  ///< Also a range per stage and per block inside forward.
+};
+inline constexpr EnumName<NvtxDetail> kNvtxDetailNames[] = {{NvtxDetail::kSteps, "steps"},
+                                                            {NvtxDetail::kLayers, "layers"}};
+constexpr const auto& enum_names(NvtxDetail) { return kNvtxDetailNames; }
+
+/// BatchNorm statistics in RunMode::kForward.
+enum class ForwardBn {
+  kEval,   ///< Running statistics (model.eval()).
+  kTrain,  ///< Batch statistics, updating the running ones (model.train()).
+};
+inline constexpr EnumName<ForwardBn> kForwardBnNames[] = {{ForwardBn::kEval, "eval"},
+                                                          {ForwardBn::kTrain, "train"}};
+constexpr const auto& enum_names(ForwardBn) { return kForwardBnNames; }
+
+/// --cuda-graph: what becomes of the memset nodes the capture records (cuDNN zeroes small counters
+/// before its BatchNorm and convolution kernels, some 200 a ResNet-50 training step).
+enum class GraphMemsets {
+  kKernels,  ///< Those of up to 64 KiB rewritten into kernel nodes
+             ///< (lib/step/graph/memset_rewrite.h).
+  kNodes,    ///< Replayed as captured.
+};
+inline constexpr EnumName<GraphMemsets> kGraphMemsetsNames[] = {{GraphMemsets::kKernels, "kernels"},
+                                                                {GraphMemsets::kNodes, "nodes"}};
+constexpr const auto& enum_names(GraphMemsets) { return kGraphMemsetsNames; }
+
+/// The collective backends of c10d a data-parallel run can use (lib/dist/).
+enum class DistBackend {
+  kNccl,  ///< GPUs (ProcessGroupNCCL).
+  kGloo,  ///< CPUs (ProcessGroupGloo).
+};
+inline constexpr EnumName<DistBackend> kDistBackendNames[] = {{DistBackend::kNccl, "nccl"},
+                                                              {DistBackend::kGloo, "gloo"}};
+constexpr const auto& enum_names(DistBackend) { return kDistBackendNames; }
+
+/// A known host stall (--inject-stall PHASE@STEP:MS): the main thread sleeps `ms` inside the
+/// `phase` range of captured step `step`, turning the workload into a known-answer test for
+/// profiling tools.
+struct InjectedStall {
+  std::string phase;  ///< One of the step's ranges (lib/device/nvtx.h), e.g. "forward".
+  int step = 0;       ///< 0-based captured step.
+  double ms = 0;      ///< Milliseconds, > 0.
+  friend bool operator==(const InjectedStall& a, const InjectedStall& b) {
+    return a.phase == b.phase && a.step == b.step && a.ms == b.ms;
+  }
+};
+/// Parses "forward@3:50" (PHASE@STEP:MS; STEP an integer >= 0, MS a number > 0 and at most
+/// kMaxInjectedStallMs). Whether PHASE and STEP exist in a run's step is check_stalls()'s business
+/// (lib/run/stall_injector.h).
+/// \throws std::invalid_argument saying what is wrong.
+InjectedStall parse_list_item(const std::string& text, InjectedStall* /*tag*/);
+/// "forward@3:50".
+std::string to_string(const InjectedStall& stall);
+inline constexpr double kMaxInjectedStallMs = 60000;
+
+/// The smallest crop ResNet-50's five stride-2 stages accept (32 / 2^5 = 1 pixel at the end).
+inline constexpr int kMinTrainImageSize = 32;
+
+/// The effective configuration of one run. Defaults are the article's settings; the command line
+/// (lib/run/train_cli.cpp) declares, parses and reports every field from one table.
+struct TrainConfig {
+  std::string data;  ///< Food-101 root; empty only with synthetic.
+  data_pipeline::Split split = data_pipeline::Split::kTrain;
+  /// Batch size, workers, prefetch, pinning, work unit, seed (which also seeds the model), crop
+  /// size, host dtype and bad-image policy.
+  data_pipeline::LoaderOptions loader;
+  int warmup = 3;
+  int steps = 8;
+  bool reuse_iterator = true;
+  Device device = Device::kCuda;
+  bool cudnn_benchmark = false;
+  int intra_op_threads = 1;
+  double lr = 0.1;
+  double momentum = 0.9;
+  double weight_decay = 1e-4;
+  bool synthetic = false;   ///< Random batches made once on the device; no loader.
+  std::string report;       ///< JSON report path; empty for none.
+  bool copy_stream = true;  ///< H2D copies on a side stream (false: the step's stream).
+  bool nvtx = true;         ///< Emit NVTX ranges and thread names (false measures their cost). The
+                            ///< switch is process-wide: the Trainer sets it when it is constructed.
+  bool quiet = false;       ///< No per-step progress lines.
+
+  // Experiments beyond the article; the defaults keep its behaviour.
+  Precision precision = Precision::kFp32;
+  NvtxDetail nvtx_detail = NvtxDetail::kSteps;
+  std::string torch_profiler_trace;  ///< Chrome trace of the capture window (LibTorch profiler).
+  RunMode mode = RunMode::kTrain;
+  ForwardBn forward_bn = ForwardBn::kEval;  ///< Only meaningful with RunMode::kForward.
+  bool sync_every_step = false;             ///< Read the loss on the host every step.
+  std::vector<InjectedStall> inject_stall;  ///< Known host stalls in the captured steps.
+  /// Capture the step's device work (normalize, forward, loss, backward, optimizer step) into a
+  /// CUDA graph once after the warm-up, and replay it every captured step.
+  bool cuda_graph = false;
+  /// With cuda_graph: rewrite the graph's small memset nodes into kernel nodes before instantiating
+  /// it (where this build can), or replay it as captured.
+  GraphMemsets cuda_graph_memsets = GraphMemsets::kKernels;
+  /// Every BatchNorm on cuDNN's NHWC kernels with what follows it fused: BN+ReLU and
+  /// BN+add+ReLU in one forward and one backward kernel each (lib/model/norm_activation.h).
+  bool fused_bn = false;
+
+  // Data parallelism, when a launcher (torchrun) put this process in a distributed run; ignored
+  // by a single process. Every other setting then means what it means per rank.
+  DistBackend dist_backend = DistBackend::kNccl;  ///< The parser's default follows --device.
+  int dist_timeout_s = 300;  ///< Every collective and store wait, and the rendezvous.
+  /// A peer rank whose heartbeat (one a second, from a thread of its own) has not moved for this
+  /// long, or a store that has not answered for this long, is missing: the run stops (exit 3).
+  int dist_peer_timeout_s = 5;
+  int bucket_mb = 25;  ///< Gradient buckets after the first (1 MiB), as DDP's bucket_cap_mb.
+  bool broadcast_buffers = true;  ///< Rank 0's BatchNorm buffers before each forward, as DDP.
+  /// DDP's gradient_as_bucket_view: each gradient becomes a view of its bucket once copied in, so
+  /// the all-reduced bucket is the gradient (no copy back). Off by default, as DDP.
+  bool grad_bucket_view = false;
+};
+
+/// Checks what the flags' own ranges cannot: combinations, the machine (a CUDA device for
+/// Device::kCuda), the parts this build has (lib/core/build_features.h) and output paths
+/// (check_output_file). What needs the step's plan (--inject-stall's phases) is checked above this
+/// layer: validate_run() (lib/run/train_cli.h) calls both, for the parser and the Trainer alike.
+/// \throws UsageError naming the flag.
+void validate(const TrainConfig& config);
+
+}  // namespace workload

@@ -1,0 +1,62 @@
+// A training-step phase: its NVTX range, a LibTorch profiler scope of the same name (so the Chrome
+// trace and the Nsight timeline use one vocabulary), the record of which phase is running, and
+// the hook that runs at its start (--inject-stall).
+#pragma once
+
+#include <ATen/record_function.h>
+
+#include <exception>
+#include <functional>
+
+#include "lib/device/nvtx.h"
+
+namespace workload {
+
+/// Which phase of a step is running (or failed), for error messages, and what runs at the start of
+/// each phase. One thread: the one that opens the phases.
+struct PhaseTracker {
+  const char* current = "";  ///< the innermost phase open, or the one an exception went through
+  /// Called with the phase's name just after its range opened (may be empty). What it throws
+  /// leaves the phase as an exception inside it would.
+  std::function<void(const char*)> on_enter;
+};
+
+/// Opens the NVTX range `name` (default domain) and a RecordFunction user scope `name` (only
+/// active while torch::autograd::profiler records; otherwise a flag check), makes
+/// `tracker->current` (when given) name this phase while it runs, and then calls the tracker's
+/// `on_enter` hook.
+///
+/// On a normal exit `current` goes back to the enclosing phase. When the scope is left by an
+/// exception it keeps naming the innermost phase the exception went through, so the handler that
+/// catches it outside every phase still learns where it happened. `name` must outlive the scope
+/// (the vocabulary in lib/device/nvtx.h does). Neither copyable nor movable; one thread.
+class Phase {
+ public:
+  explicit Phase(const char* name, PhaseTracker* tracker = nullptr)
+      : range_(name),
+        scope_(at::RecordScope::USER_SCOPE),
+        tracker_(tracker),
+        previous_(tracker ? tracker->current : nullptr),
+        exceptions_(std::uncaught_exceptions()) {
+    if (scope_.isActive()) scope_.before(name);
+    if (!tracker_) return;
+    tracker_->current = name;
+    if (tracker_->on_enter) tracker_->on_enter(name);
+  }
+  ~Phase() {
+    if (tracker_ && std::uncaught_exceptions() == exceptions_) tracker_->current = previous_;
+  }
+  Phase(const Phase&) = delete;
+  Phase& operator=(const Phase&) = delete;
+  Phase(Phase&&) = delete;
+  Phase& operator=(Phase&&) = delete;
+
+ private:
+  nvtx::Range range_;  // opened first, closed last
+  at::RecordFunction scope_;
+  PhaseTracker* tracker_;
+  const char* previous_;
+  int exceptions_;
+};
+
+}  // namespace workload

@@ -1,0 +1,46 @@
+// How the model applies each BatchNorm and what follows it: LibTorch's modules (the default) or
+// cuDNN's fused batch-norm kernels (--fused-bn).
+#pragma once
+
+#include <c10/util/C++17.h>  // before FunctionRef.h, which uses it without including it (1.13)
+#include <c10/util/FunctionRef.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/types.h>
+
+#include <memory>
+
+namespace workload {
+
+/// The three places a ResNet-50 normalises: BN then ReLU (the stem and each bottleneck's first two
+/// convolutions), BN then the residual add then ReLU (each bottleneck's last), and BN alone (the
+/// projection shortcut). An implementation computes what the comment of each method says, with
+/// `bn`'s parameters, buffers and mode (training: batch statistics, updating the running ones and
+/// num_batches_tracked as the module's forward does). Implementations hold no state of their own:
+/// one instance serves any number of modules, from any thread.
+class NormActivation {
+ public:
+  virtual ~NormActivation() = default;
+  /// relu(bn(x)).
+  virtual torch::Tensor bn_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) const = 0;
+  /// relu(bn(x) + residual()). `residual` is called once, after bn(x) has been issued where the
+  /// implementation issues it separately (the modules' launch order is the step's today).
+  virtual torch::Tensor bn_add_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
+                                    c10::function_ref<torch::Tensor()> residual) const = 0;
+  /// bn(x).
+  virtual torch::Tensor bn(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) const = 0;
+};
+
+/// The modules as LibTorch runs them: BatchNorm2d's forward (cuDNN at fp32, ATen's kernels under
+/// bf16 autocast), torch::relu, an in-place add. What every run does without --fused-bn.
+std::shared_ptr<const NormActivation> module_norm_activation();
+
+/// cuDNN's NHWC batch norm with its fused operations (lib/model/cudnn_bn): BN+ReLU and BN+add+ReLU
+/// in one forward and one backward kernel each, BN alone through the same kernels. A module in eval
+/// mode, or an input it does not take (not CUDA, not 4-D, other than float/half/bfloat16, C not a
+/// multiple of 4 for the add), runs as module_norm_activation() does.
+/// \throws UsageError "--fused-bn: this build has no fused batch norm (<why>)" in a build without
+///         lib/model/cudnn_bn (a CPU LibTorch, no cuDNN found, or a cuDNN without the legacy Ex
+///         API; lib/core/build_features.h).
+std::shared_ptr<const NormActivation> fused_norm_activation();
+
+}  // namespace workload

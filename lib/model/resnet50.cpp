@@ -1,0 +1,140 @@
+// ResNet-50 v1.5 as torchvision builds it, in LibTorch's module-holder style.
+#include "lib/model/resnet50.h"
+
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/init.h>
+#include <torch/types.h>
+
+#include <utility>
+
+namespace workload {
+
+namespace {
+torch::nn::Conv2d conv(std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t stride,
+                       std::int64_t padding) {
+  return torch::nn::Conv2d(
+      torch::nn::Conv2dOptions(in, out, k).stride(stride).padding(padding).bias(false));
+}
+}  // namespace
+
+BottleneckImpl::BottleneckImpl(std::int64_t in_planes, std::int64_t planes, std::int64_t stride) {
+  conv1_ = register_module("conv1", conv(in_planes, planes, 1, 1, 0));
+  bn1_ = register_module("bn1", torch::nn::BatchNorm2d(planes));
+  conv2_ = register_module("conv2", conv(planes, planes, 3, stride, 1));
+  bn2_ = register_module("bn2", torch::nn::BatchNorm2d(planes));
+  conv3_ = register_module("conv3", conv(planes, planes * kExpansion, 1, 1, 0));
+  bn3_ = register_module("bn3", torch::nn::BatchNorm2d(planes * kExpansion));
+  if (stride != 1 || in_planes != planes * kExpansion) {
+    downsample_conv_ = conv(in_planes, planes * kExpansion, 1, stride, 0);
+    downsample_bn_ = torch::nn::BatchNorm2d(planes * kExpansion);
+    downsample_ =
+        register_module("downsample", torch::nn::Sequential(downsample_conv_, downsample_bn_));
+  }
+}
+
+void BottleneckImpl::set_norm_activation(std::shared_ptr<const NormActivation> norm) {
+  TORCH_CHECK(norm != nullptr, "Bottleneck: expected a NormActivation, got nullptr");
+  norm_ = std::move(norm);
+}
+
+torch::Tensor BottleneckImpl::forward(const torch::Tensor& x) {
+  torch::Tensor out = norm_->bn_relu(*bn1_, conv1_(x));
+  out = norm_->bn_relu(*bn2_, conv2_(out));
+  return norm_->bn_add_relu(*bn3_, conv3_(out), [&] {
+    return downsample_ ? norm_->bn(*downsample_bn_, downsample_conv_(x)) : x;
+  });
+}
+
+ResNet50Impl::ResNet50Impl(std::int64_t num_classes) : num_classes_(num_classes) {
+  TORCH_CHECK(num_classes >= 1, "ResNet50: expected num_classes >= 1, got ", num_classes);
+  conv1_ = register_module("conv1", conv(3, 64, 7, 2, 3));
+  bn1_ = register_module("bn1", torch::nn::BatchNorm2d(64));
+  maxpool_ = register_module(
+      "maxpool", torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(3).stride(2).padding(1)));
+  layer1_ = register_module("layer1", make_layer(64, 3, 1));
+  layer2_ = register_module("layer2", make_layer(128, 4, 2));
+  layer3_ = register_module("layer3", make_layer(256, 6, 2));
+  layer4_ = register_module("layer4", make_layer(512, 3, 2));
+  avgpool_ = register_module("avgpool", torch::nn::AdaptiveAvgPool2d(1));
+  fc_ = register_module("fc", torch::nn::Linear(512 * BottleneckImpl::kExpansion, num_classes));
+
+  // torchvision's initialisation; Linear keeps LibTorch's default, which is PyTorch's.
+  torch::NoGradGuard no_grad;
+  for (auto& m : modules(/*include_self=*/false)) {
+    if (auto* c = m->as<torch::nn::Conv2d>()) {
+      torch::nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
+    } else if (auto* b = m->as<torch::nn::BatchNorm2d>()) {
+      torch::nn::init::ones_(b->weight);
+      torch::nn::init::zeros_(b->bias);
+    }
+  }
+}
+
+torch::nn::Sequential ResNet50Impl::make_layer(std::int64_t planes, std::int64_t blocks,
+                                               std::int64_t stride) {
+  torch::nn::Sequential layer;
+  layer->push_back(Bottleneck(in_planes_, planes, stride));
+  in_planes_ = planes * BottleneckImpl::kExpansion;
+  for (std::int64_t i = 1; i < blocks; ++i) layer->push_back(Bottleneck(in_planes_, planes, 1));
+  return layer;
+}
+
+void ResNet50Impl::set_norm_activation(const std::shared_ptr<const NormActivation>& norm) {
+  TORCH_CHECK(norm != nullptr, "ResNet50: expected a NormActivation, got nullptr");
+  norm_ = norm;
+  for (auto* layer : {&layer1_, &layer2_, &layer3_, &layer4_}) {
+    for (auto& block : **layer) block.get<BottleneckImpl>().set_norm_activation(norm);
+  }
+}
+
+torch::Tensor ResNet50Impl::forward(const torch::Tensor& x) {
+  torch::Tensor y = maxpool_(norm_->bn_relu(*bn1_, conv1_(x)));
+  y = layer4_->forward(layer3_->forward(layer2_->forward(layer1_->forward(y))));
+  return fc_(torch::flatten(avgpool_(y), 1));
+}
+
+torch::Tensor ResNet50Impl::forward_with_hook(const torch::Tensor& x, const ForwardHook& hook) {
+  hook("stem", true);
+  torch::Tensor y = maxpool_(norm_->bn_relu(*bn1_, conv1_(x)));
+  hook("stem", false);
+  static const char* const kBlockNames[4][6] = {
+      {"layer1.0", "layer1.1", "layer1.2"},
+      {"layer2.0", "layer2.1", "layer2.2", "layer2.3"},
+      {"layer3.0", "layer3.1", "layer3.2", "layer3.3", "layer3.4", "layer3.5"},
+      {"layer4.0", "layer4.1", "layer4.2"}};
+  static const char* const kLayerNames[4] = {"layer1", "layer2", "layer3", "layer4"};
+  torch::nn::Sequential* layers[4] = {&layer1_, &layer2_, &layer3_, &layer4_};
+  for (int l = 0; l < 4; ++l) {
+    hook(kLayerNames[l], true);
+    int b = 0;
+    for (auto& block : **layers[l]) {
+      hook(kBlockNames[l][b], true);
+      y = block.forward(y);
+      hook(kBlockNames[l][b], false);
+      ++b;
+    }
+    hook(kLayerNames[l], false);
+  }
+  hook("fc", true);
+  y = fc_(torch::flatten(avgpool_(y), 1));
+  hook("fc", false);
+  return y;
+}
+
+std::int64_t count_parameters(const torch::nn::Module& module) {
+  std::int64_t n = 0;
+  for (const auto& p : module.parameters()) n += p.numel();
+  return n;
+}
+
+void to_channels_last(torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : module.parameters()) {
+    if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
+  }
+  for (auto& b : module.buffers()) {
+    if (b.dim() == 4) b.set_data(b.data().contiguous(torch::MemoryFormat::ChannelsLast));
+  }
+}
+
+}  // namespace workload

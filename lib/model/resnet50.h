@@ -1,0 +1,83 @@
+// ResNet-50 v1.5 as torchvision builds it, in LibTorch's module-holder style.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/pooling.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "lib/model/norm_activation.h"
+
+namespace workload {
+
+/// torchvision's Bottleneck (expansion 4) with the stride on the 3x3 convolution (v1.5).
+class BottleneckImpl : public torch::nn::Module {
+ public:
+  static constexpr std::int64_t kExpansion = 4;
+  BottleneckImpl(std::int64_t in_planes, std::int64_t planes, std::int64_t stride);
+  torch::Tensor forward(const torch::Tensor& x);
+  /// How the block's BatchNorms and what follows them run (module_norm_activation() until set).
+  /// \throws c10::Error for nullptr.
+  void set_norm_activation(std::shared_ptr<const NormActivation> norm);
+
+ private:
+  torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
+  torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
+  torch::nn::Sequential downsample_{nullptr};  // 1x1 conv + BN when shape changes
+  // downsample_'s two modules (registered there, as downsample.0 and downsample.1).
+  torch::nn::Conv2d downsample_conv_{nullptr};
+  torch::nn::BatchNorm2d downsample_bn_{nullptr};
+  std::shared_ptr<const NormActivation> norm_ = module_norm_activation();
+};
+TORCH_MODULE(Bottleneck);
+
+/// Hook called around named parts of the forward pass ("stem", "layer1", "layer1.0", ...,
+/// "fc"): `enter` true before the part, false after. Used for per-block NVTX ranges.
+using ForwardHook = std::function<void(const char* name, bool enter)>;
+
+/// torchvision's `resnet50(weights=None, num_classes=K)`: bottleneck blocks [3, 4, 6, 3],
+/// BatchNorm, kaiming-normal (fan_out, relu) convolution weights, BN weight 1 / bias 0, a linear
+/// head to K classes. Submodule names match torchvision's state_dict keys (conv1, layer1.0.conv1,
+/// layer1.0.downsample.0, fc, ...). 23,714,981 parameters for K = 101.
+class ResNet50Impl : public torch::nn::Module {
+ public:
+  explicit ResNet50Impl(std::int64_t num_classes);
+  torch::Tensor forward(const torch::Tensor& x);
+  /// Same computation with `hook` called around the stem, each stage, each block and the head.
+  torch::Tensor forward_with_hook(const torch::Tensor& x, const ForwardHook& hook);
+  std::int64_t num_classes() const { return num_classes_; }
+  /// How every BatchNorm and what follows it run: module_norm_activation() (the default, LibTorch's
+  /// modules) or fused_norm_activation() (--fused-bn). The module tree, the parameters and the
+  /// buffers are the same either way.
+  void set_norm_activation(const std::shared_ptr<const NormActivation>& norm);
+
+ private:
+  torch::nn::Sequential make_layer(std::int64_t planes, std::int64_t blocks, std::int64_t stride);
+  std::int64_t num_classes_;
+  std::int64_t in_planes_ = 64;
+  torch::nn::Conv2d conv1_{nullptr};
+  torch::nn::BatchNorm2d bn1_{nullptr};
+  torch::nn::MaxPool2d maxpool_{nullptr};
+  torch::nn::Sequential layer1_{nullptr}, layer2_{nullptr}, layer3_{nullptr}, layer4_{nullptr};
+  torch::nn::AdaptiveAvgPool2d avgpool_{nullptr};
+  torch::nn::Linear fc_{nullptr};
+  std::shared_ptr<const NormActivation> norm_ = module_norm_activation();
+};
+TORCH_MODULE(ResNet50);
+
+/// Total number of elements of all parameters.
+std::int64_t count_parameters(const torch::nn::Module& module);
+
+/// Converts every 4-D parameter and buffer to channels_last memory, once, in place.
+void to_channels_last(torch::nn::Module& module);
+
+}  // namespace workload

@@ -1,0 +1,240 @@
+// The run's JSON report (lib/report/report.h).
+#include "lib/report/report.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "lib/config/train_flags.h"
+#include "lib/core/output_file.h"
+#include "lib/core/stop_request.h"
+#include "lib/core/version.h"
+#include "lib/dist/data_parallel.h"
+#include "lib/report/step_summary.h"
+
+namespace workload {
+
+namespace dp = data_pipeline;
+using Json = nlohmann::ordered_json;
+
+std::string hex64(std::uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+Json config_json(const TrainConfig& config) {
+  Json j = Json::object();
+  visit_train_flags(config, FlagsToJson(j));
+  return j;
+}
+
+namespace {
+
+template <typename T>
+Json or_null(const std::optional<T>& v) {
+  return v ? Json(*v) : Json(nullptr);
+}
+
+Json step_json(const StepRecord& r) {
+  Json j;
+  j["index"] = r.index;
+  j["batch_wait_ms"] = r.batch_wait_ms;
+  j["h2d_submit_ms"] = r.h2d_submit_ms;
+  j["step_ms"] = r.step_ms;
+  j["digest"] = hex64(r.digest);
+  j["epoch"] = r.epoch;
+  j["batch_in_epoch"] = r.batch_in_epoch;
+  if (r.loss) j["loss"] = *r.loss;
+  if (!r.injected_stalls.empty()) {
+    auto& list = j["injected_stalls"] = Json::array();
+    for (const auto& s : r.injected_stalls) list.push_back({{"phase", s.phase}, {"ms", s.ms}});
+  }
+  if (!r.skipped.empty()) {
+    auto& list = j["skipped"] = Json::array();
+    for (const auto& s : r.skipped) {
+      list.push_back({{"path", s.path}, {"reason", s.reason}, {"replacement", s.replacement}});
+    }
+  }
+  return j;
+}
+
+Json environment_json(const EnvironmentFacts& e) {
+  Json env;
+  env["libtorch"] = e.libtorch;
+  env["cuda_runtime"] = e.cuda_runtime;
+  env["cuda_driver"] = e.cuda_driver;
+  env["cudnn"] = e.cudnn;
+  env["device_name"] = e.device_name;
+  env["multiprocessors"] = e.multiprocessors;
+  env["device_memory_gib"] = e.device_memory_gib;
+  env["hardware_threads"] = e.hardware_threads;
+  env["cuda_device_max_connections"] = or_null(e.cuda_connections.value);
+  // "program": set by train_resnet50 itself for --decode gpu; "environment": the user's.
+  env["cuda_device_max_connections_from"] =
+      e.cuda_connections.value ? Json(e.cuda_connections.from) : Json(nullptr);
+  env["opencv"] = e.opencv;
+  env["libjpeg"] = e.libjpeg;
+  if (e.libjpeg_turbo) env["libjpeg_turbo"] = *e.libjpeg_turbo;
+  return env;
+}
+
+Json model_json(const ModelFacts& m, const TrainConfig& c) {
+  Json j;
+  j["name"] = "resnet50";
+  j["num_classes"] = m.num_classes;
+  j["parameters"] = m.parameters;
+  j["memory_format"] = to_string(c.loader.transform.layout);
+  return j;
+}
+
+Json loader_json(const LoaderFacts& l, const TrainConfig& c) {
+  Json j;
+  j["ring_slots"] = l.ring.slots;
+  j["ring_bytes"] = l.ring.bytes;
+  j["pinned"] = l.ring.pinned;
+  j["batches_per_epoch"] = l.ring.batches_per_epoch;
+  j["dataset_images"] = l.dataset_images;
+  j["images_skipped_total"] = l.ring.images_skipped;
+  j["decode"] = to_string(c.loader.decode);
+  return j;
+}
+
+Json gpu_decode_json(const GpuDecodeSummary& gpu) {
+  Json j;
+  j["hardware"] = gpu.info.hardware;
+  j["engines"] = gpu.info.engines;
+  j["cores_per_engine"] = gpu.info.cores_per_engine;
+  j["nvjpeg_version"] = gpu.info.nvjpeg_version;
+  j["notice"] = gpu.info.notice;
+  j["batches"] = gpu.stats.batches;
+  j["hardware_images"] = gpu.stats.hardware_images;
+  j["fallback_images"] = gpu.stats.fallback_images;
+  j["refused_images"] = gpu.stats.refused_images;
+  j["failed_batches"] = gpu.stats.failed_batches;
+  j["fallback_reasons"] = gpu.stats.fallback_reasons;
+  j["consumer_wait_ms"] =
+      std::chrono::duration<double, std::milli>(gpu.stats.consumer_wait).count();
+  return j;
+}
+
+Json capture_json(const TrainConfig& c, const RunResult& result) {
+  Json cap;
+  cap["warmup_steps"] = static_cast<int>(result.warmup_steps.size());
+  cap["steps"] = static_cast<int>(result.steps.size());
+  cap["batch_size"] = c.loader.batch_size;
+  cap["elapsed_s"] = result.elapsed_s;
+  cap["images_per_s"] = result.images_per_s;
+  cap["reuse_iterator"] = c.reuse_iterator;
+  cap["iterator_reset_ms"] = result.iterator_reset_ms;
+  cap["capture_drain_ms"] = result.capture_drain_ms;
+  cap["profiler_stop_ms"] = result.profiler_stop_ms;
+  cap["profiler_api"] = result.capture_started;
+  if (result.graph_capture_ms) {
+    cap["graph_capture_ms"] = *result.graph_capture_ms;
+    // -1 where the build could not read the graph (lib/report/run_result.h).
+    cap["graph_memset_kernels"] = result.graph_memset_kernels;
+    cap["graph_memset_nodes"] = result.graph_memset_nodes;
+  }
+  if (!result.torch_trace.empty()) cap["torch_profiler_trace"] = result.torch_trace;
+  return cap;
+}
+
+Json summary_json(const RunResult& result) {
+  const StepSummary s = summarize(result);
+  Json sum;
+  sum["step_ms_p50"] = s.step_ms_p50;
+  sum["step_ms_p95"] = s.step_ms_p95;
+  sum["batch_wait_total_ms"] = s.batch_wait_total_ms;
+  sum["batch_wait_max_ms"] = s.batch_wait_max_ms;
+  sum["batch_wait_max_step"] = s.batch_wait_max_step;
+  sum["h2d_submit_total_ms"] = s.h2d_submit_total_ms;
+  sum["images_skipped"] = s.images_skipped;
+  sum["images_skipped_all_steps"] = s.images_skipped_all_steps;
+  return sum;
+}
+
+// Every image replaced under --on-bad-image=skip, warm-up included.
+Json skipped_images_json(const RunResult& result) {
+  Json skipped = Json::array();
+  for (const auto* steps_of : {&result.warmup_steps, &result.steps}) {
+    for (const auto& r : *steps_of) {
+      for (const auto& s : r.skipped) {
+        skipped.push_back({{"path", s.path},
+                           {"reason", s.reason},
+                           {"replacement", s.replacement},
+                           {"epoch", s.epoch},
+                           {"step", r.index},
+                           {"warmup", r.warmup}});
+      }
+    }
+  }
+  return skipped;
+}
+
+Json dist_json(const DistFacts& dist, const RunFacts& facts) {
+  const DistEnv& env = dist.env;
+  const TrainConfig& c = facts.config;
+  const RunResult& result = facts.result;
+  Json d;
+  d["backend"] = to_string(dist.backend);
+  d["world_size"] = env.world_size;
+  d["rank"] = env.rank;
+  d["local_rank"] = env.local_rank;
+  d["local_world_size"] = env.local_world_size;
+  d["master"] = env.master_addr + ":" + std::to_string(env.master_port);
+  d["agent_store"] = env.agent_store;
+  d["timeout_s"] = c.dist_timeout_s;
+  d["peer_timeout_s"] = c.dist_peer_timeout_s;
+  d["bucket_mb"] = c.bucket_mb;
+  d["first_bucket_mb"] = kFirstBucketBytes >> 20;
+  d["broadcast_buffers"] = c.broadcast_buffers;
+  d["grad_bucket_view"] = c.grad_bucket_view;
+  d["nccl_version"] = dist.nccl_version;
+  d["nccl_nvls_enable"] = or_null(facts.environment.nccl_nvls_enable);
+  d["parameter_digest"] = result.parameter_digest ? hex64(*result.parameter_digest) : std::string();
+  d["stop_agreed_by"] = result.stop_agreed_by;
+  d["aborted"] = result.aborted;
+  d["lost_rank"] = result.lost_rank >= 0 ? Json(result.lost_rank) : Json();
+  return d;
+}
+
+// The sections of what the steps produced (none in a partial record).
+void add_run(Json& j, const RunFacts& facts) {
+  const RunResult& result = facts.result;
+  j["capture"] = capture_json(facts.config, result);
+  auto& steps = j["steps"] = Json::array();
+  for (const auto& r : result.steps) steps.push_back(step_json(r));
+  auto& warm = j["warmup"] = Json::array();
+  for (const auto& r : result.warmup_steps) warm.push_back(step_json(r));
+  j["summary"] = summary_json(result);
+  j["skipped_images"] = skipped_images_json(result);
+  j["loss_after_drain"] = or_null(result.loss_after_drain);
+}
+
+}  // namespace
+
+Json report_json(const RunFacts& facts) {
+  Json j;
+  j["program"] = "train_resnet50";
+  j["version"] = kWorkloadVersion;
+  j["config"] = config_json(facts.config);
+  j["environment"] = environment_json(facts.environment);
+  if (facts.partial) {
+    j["partial"] = facts.partial->why;
+    j["steps_completed"] = facts.partial->steps_completed;
+  }
+  if (facts.model) j["model"] = model_json(*facts.model, facts.config);
+  if (facts.loader) j["loader"] = loader_json(*facts.loader, facts.config);
+  if (facts.gpu_decode) j["gpu_decode"] = gpu_decode_json(*facts.gpu_decode);
+  if (!facts.partial) add_run(j, facts);
+  j["interrupted"] = facts.result.interrupted;
+  if (facts.result.interrupted) j["interrupt_signal"] = facts.result.interrupt_signal;
+  if (facts.dist) j["dist"] = dist_json(*facts.dist, facts);
+  return j;
+}
+
+void write_report(const std::string& path, const Json& report) {
+  write_output_file("--report", path, report.dump(2) + "\n");
+}
+
+}  // namespace workload

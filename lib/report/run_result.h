@@ -1,0 +1,64 @@
+// What a training run produces: a host-side record per step and the run's totals.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data_pipeline/loader.h"
+#include "lib/config/train_config.h"
+
+namespace workload {
+
+/// Host-side facts of one training step (no device values: nothing here synchronizes).
+struct StepRecord {
+  int index = 0;  ///< 0-based within its phase (warm-up or capture)
+  bool warmup = false;
+  double batch_wait_ms = 0;  ///< inside batch_wait: blocked on the loader
+  double h2d_submit_ms = 0;  ///< inside h2d_submit: issuing the copies
+  double step_ms = 0;        ///< the whole torch_step range
+  std::uint64_t digest = 0;  ///< digest of the batch's host label and image bytes
+  std::int64_t epoch = 0;
+  std::int64_t batch_in_epoch = 0;
+  std::vector<data_pipeline::SkippedImage> skipped;
+  std::optional<double> loss;                  ///< read every step only with --sync-every-step
+  std::vector<InjectedStall> injected_stalls;  ///< --inject-stall sleeps made in this step
+};
+
+/// What a run produced.
+struct RunResult {
+  std::vector<StepRecord> warmup_steps;
+  std::vector<StepRecord> steps;  ///< captured steps
+  double elapsed_s = 0;           ///< capture_window start through the end of capture_drain
+  double images_per_s = 0;
+  double iterator_reset_ms = 0;
+  double capture_drain_ms = 0;
+  double profiler_stop_ms = 0;  ///< inside cudaProfilerStop: under nsys, the capture's hand-over
+  /// --cuda-graph: the capture after the warm-up (recording, rewriting, instantiating and uploading
+  /// the graph; it runs nothing of the step on the device), outside the capture window.
+  std::optional<double> graph_capture_ms;
+  /// --cuda-graph: the captured memset nodes rewritten into kernel nodes (--cuda-graph-memsets
+  /// kernels), and those replayed as memset nodes; both -1 where this build cannot read the graph
+  /// before instantiating it (no CUDA compiler, or LibTorch before 2.8).
+  int graph_memset_kernels = -1;
+  int graph_memset_nodes = -1;
+  std::optional<double> loss_after_drain;
+  bool capture_started = false;
+  std::string torch_trace;  ///< the Chrome trace written, if one was asked for
+  bool interrupted = false;
+  std::string interrupt_signal;  ///< With `interrupted`: signal_name() of the stop's signal.
+  /// Distributed runs: who asked the ranks to stop and why ("rank 1: SIGTERM"), when they did.
+  std::string stop_agreed_by;
+  /// Distributed runs: why the watchdog aborted the process group and ended the run here, without
+  /// the ranks' agreement ("rank 1 missing: no heartbeat for 5.0 s"); empty when it did not.
+  std::string aborted;
+  /// With `aborted`: the rank that was lost (dead, frozen, failed, or serving a store that is
+  /// gone), or -1 (a stop this rank could not agree on with the others, or torchrun's store).
+  int lost_rank = -1;
+  /// Distributed runs: digest of every parameter after the drain (equal on every rank when the
+  /// replicas are in sync).
+  std::optional<std::uint64_t> parameter_digest;
+};
+
+}  // namespace workload

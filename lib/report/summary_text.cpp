@@ -1,0 +1,149 @@
+// What train_resnet50 prints (lib/report/summary_text.h).
+#include "lib/report/summary_text.h"
+
+#include <cstdio>
+
+#include "lib/core/version.h"
+#include "lib/report/report.h"
+#include "lib/report/step_summary.h"
+
+namespace workload {
+
+namespace {
+
+std::string printed(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+// "workers 8, prefetch 2, pinned yes, batch unit, iterator reused, decode cpu".
+std::string input_line(const RunFacts& f) {
+  const TrainConfig& c = f.config;
+  const data_pipeline::LoaderOptions& lo = c.loader;
+  if (c.synthetic) return "synthetic batches (no loader)";
+  const bool pinned = f.loader && f.loader->ring.pinned;
+  return "workers " + std::to_string(lo.workers) + ", prefetch " +
+         std::to_string(lo.prefetch_factor) + ", pinned " + (pinned ? "yes" : "no") + ", " +
+         to_string(lo.work_unit) + " unit, iterator " + (c.reuse_iterator ? "reused" : "reset") +
+         ", decode " + to_string(lo.decode);
+}
+
+// The experiment line, or "" for the article's settings.
+std::string experiment_line(const TrainConfig& c) {
+  const TrainConfig article;
+  const auto& lo = c.loader;
+  if (c.precision == article.precision && lo.transform.dtype == article.loader.transform.dtype &&
+      c.mode == article.mode && c.nvtx_detail == article.nvtx_detail && !c.sync_every_step &&
+      !c.cuda_graph && !c.fused_bn && c.torch_profiler_trace.empty()) {
+    return {};
+  }
+  const std::string bn =
+      c.mode == RunMode::kForward ? std::string(" (BN ") + to_string(c.forward_bn) + ")" : "";
+  return std::string("experiment: precision ") + to_string(c.precision) + ", host dtype " +
+         to_string(lo.transform.dtype) + ", mode " + to_string(c.mode) + bn + ", nvtx detail " +
+         to_string(c.nvtx_detail) +
+         (c.fused_bn ? ", batch norm fused with ReLU and add (cuDNN)" : "") +
+         (c.cuda_graph ? ", step replayed from a CUDA graph" : "") +
+         (c.sync_every_step ? ", loss read every step" : "") +
+         (c.torch_profiler_trace.empty() ? ""
+                                         : ", torch profiler trace " + c.torch_profiler_trace) +
+         "\n";
+}
+
+std::string interruption(const RunResult& r) {
+  if (!r.aborted.empty()) return "yes (" + r.interrupt_signal + "; aborted: " + r.aborted + ")";
+  if (r.stop_agreed_by.empty()) return "yes (" + r.interrupt_signal + ")";
+  return "yes (" + r.interrupt_signal + "; the ranks stopped together for " + r.stop_agreed_by +
+         ")";
+}
+
+}  // namespace
+
+std::string format_banner(const RunFacts& f, const std::vector<std::string>& notices,
+                          const std::string& prefix) {
+  const TrainConfig& c = f.config;
+  const bool cuda = f.model && f.model->on_cuda;
+  std::string out = prefix + "train_resnet50 " + kWorkloadVersion + ": " + (cuda ? "cuda" : "cpu") +
+                    ", batch " + std::to_string(c.loader.batch_size) + ", " +
+                    std::to_string(c.loader.transform.image_size) + " px, " +
+                    std::to_string(c.warmup) + " warm-up + " + std::to_string(c.steps) +
+                    " captured steps, " + input_line(f) + "\n";
+  out += experiment_line(c);
+  if (f.dist) {
+    const DistEnv& e = f.dist->env;
+    out += prefix + "distributed: rank " + std::to_string(e.rank) + " of " +
+           std::to_string(e.world_size) + ", local rank " + std::to_string(e.local_rank) + ", " +
+           to_string(f.dist->backend) + ", store " + e.master_addr + ":" +
+           std::to_string(e.master_port) + ", batch " + std::to_string(c.loader.batch_size) +
+           " per rank\n";
+  }
+  for (const auto& n : notices) out += prefix + "note: " + n + "\n";
+  return out;
+}
+
+std::string format_step(const std::string& prefix, const StepRecord& r, int warmup_total,
+                        int steps_total) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "[%s %d/%d] batch_wait %8.2f ms | h2d_submit %6.2f ms | step %8.2f ms\n",
+                r.warmup ? "warmup" : "step  ", r.index + 1, r.warmup ? warmup_total : steps_total,
+                r.batch_wait_ms, r.h2d_submit_ms, r.step_ms);
+  return prefix + buf;
+}
+
+std::string format_summary(const RunFacts& f) {
+  const TrainConfig& c = f.config;
+  const RunResult& result = f.result;
+  const StepSummary s = summarize(result);
+  std::string out = "\n";
+  auto line = [&](const char* label, const std::string& value) {
+    char buf[512];
+    std::snprintf(buf, sizeof(buf), "  %-28s %s\n", label, value.c_str());
+    out += buf;
+  };
+  out += "summary (" + std::to_string(result.steps.size()) + " captured steps of batch " +
+         std::to_string(c.loader.batch_size) + ", after " +
+         std::to_string(result.warmup_steps.size()) + " warm-up)\n";
+  line("throughput", printed("%.1f images/s", result.images_per_s));
+  line("capture window", printed("%.1f ms", result.elapsed_s * 1000.0));
+  line("step time p50 / p95",
+       printed("%.2f", s.step_ms_p50) + printed(" / %.2f ms", s.step_ms_p95));
+  std::string max_wait = printed("%.2f ms", s.batch_wait_max_ms);
+  if (s.batch_wait_max_step >= 0) {
+    max_wait += " (step " + std::to_string(s.batch_wait_max_step) + ")";
+  }
+  line("batch_wait total", printed("%.2f ms", s.batch_wait_total_ms));
+  line("batch_wait max", max_wait);
+  line("h2d_submit total", printed("%.2f ms", s.h2d_submit_total_ms));
+  if (!c.reuse_iterator) line("iterator_reset", printed("%.2f ms", result.iterator_reset_ms));
+  line("capture_drain", printed("%.2f ms", result.capture_drain_ms));
+  if (result.graph_capture_ms) {
+    // Before the window: recording, rewriting, instantiating and uploading the step's graph.
+    line("graph capture", printed("%.1f ms", *result.graph_capture_ms));
+    if (result.graph_memset_kernels >= 0) {
+      line("graph memsets", std::to_string(result.graph_memset_kernels) + " as kernels, " +
+                                std::to_string(result.graph_memset_nodes) + " as memset nodes");
+    }
+  }
+  if (result.capture_started) {
+    // Outside the window: under nsys, cudaProfilerStop returns once the capture is handed over.
+    line("cudaProfilerStop", printed("%.1f ms", result.profiler_stop_ms));
+  }
+  if (s.images_skipped_all_steps > 0) {
+    line("images skipped", std::to_string(s.images_skipped_all_steps) +
+                               " (undecodable, replaced; see the report's skipped_images)");
+  }
+  line("loss after drain",
+       result.loss_after_drain ? printed("%.4f", *result.loss_after_drain) : std::string("n/a"));
+  if (result.interrupted) line("interrupted", interruption(result));
+  if (f.dist) {
+    line("rank", std::to_string(f.dist->env.rank) + " of " +
+                     std::to_string(f.dist->env.world_size) + " (" + to_string(f.dist->backend) +
+                     ")");
+    if (result.parameter_digest) line("parameter digest", hex64(*result.parameter_digest));
+  }
+  return out;
+}
+
+}  // namespace workload

@@ -1,0 +1,95 @@
+// SIGINT and SIGTERM for a run (lib/run/signals.h).
+#include "lib/run/signals.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "lib/core/exit_status.h"
+#include "lib/run/trainer.h"
+
+namespace workload {
+
+namespace {
+
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "g_signal is used in a signal handler");
+int g_wake[2] = {-1, -1};  // written by the handler, read by the watcher
+std::mutex g_trainer_mu;   // held while the watcher uses g_trainer
+Trainer* g_trainer = nullptr;
+
+extern "C" void on_stop_signal(int sig) {
+  const int saved_errno = errno;
+  int none = 0;
+  if (!g_signal.compare_exchange_strong(none, sig)) std::_Exit(exit_status(Ending::kStopped, sig));
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  const ssize_t written = ::write(g_wake[1], &byte, 1);
+  static_cast<void>(written);  // nothing to do about a failure inside a handler
+  errno = saved_errno;
+}
+
+void watch(sigset_t stop_signals, const std::shared_ptr<StopRequest>& stop) {
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  for (;;) {
+    unsigned char byte = 0;
+    const ssize_t n = ::read(g_wake[0], &byte, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != 1) break;
+    const int sig = byte;
+    std::fprintf(stderr, "%s: %s received: stopping (again to exit at once)\n",
+                 program_invocation_short_name, signal_name(sig).c_str());
+    stop->request(sig);
+    std::lock_guard<std::mutex> lock(g_trainer_mu);
+    if (g_trainer) g_trainer->request_stop(sig);
+  }
+  for (;;) pause();  // the pipe failed: stay, to take signals
+}
+
+}  // namespace
+
+SignalWatcher::SignalWatcher(std::shared_ptr<StopRequest> stop) {
+  if (::pipe2(g_wake, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("cannot create the signal pipe: ") + std::strerror(errno));
+  }
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  action.sa_mask = stop_signals;
+  action.sa_flags = SA_RESTART;
+  if (::sigaction(SIGINT, &action, nullptr) != 0 || ::sigaction(SIGTERM, &action, nullptr) != 0) {
+    throw std::runtime_error(std::string("cannot install the signal handlers: ") +
+                             std::strerror(errno));
+  }
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // inherited by every thread started later
+  // Also the thread of ours that takes a second signal (the handler then exits).
+  std::thread([stop_signals, stop = std::move(stop)] { watch(stop_signals, stop); }).detach();
+}
+
+SignalWatcher::Publication::Publication(Trainer& trainer) {
+  {
+    std::lock_guard<std::mutex> lock(g_trainer_mu);
+    g_trainer = &trainer;
+  }
+  if (const int sig = g_signal.load()) trainer.request_stop(sig);  // arrived while setting up
+}
+
+SignalWatcher::Publication::~Publication() {
+  std::lock_guard<std::mutex> lock(g_trainer_mu);
+  g_trainer = nullptr;
+}
+
+}  // namespace workload

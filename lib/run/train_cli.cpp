@@ -1,0 +1,86 @@
+// train_resnet50's command line: the flag table declared to cxxopts, parsed and validated.
+#include "lib/run/train_cli.h"
+
+#include <algorithm>
+#include <string>
+#include <thread>
+
+#include "lib/config/cli.h"
+#include "lib/config/train_flags.h"
+#include "lib/device/cuda_device.h"
+#include "lib/dist/data_parallel.h"
+#include "lib/run/stall_injector.h"
+
+namespace workload {
+
+namespace {
+
+DistBackend backend_for(Device device) {
+  return device == Device::kCuda ? DistBackend::kNccl : DistBackend::kGloo;
+}
+
+// --help, --version and --print-config: booleans like the table's (--flag=false is false).
+void declare_requests(cxxopts::Options& options) {
+  const auto boolean = [] {
+    return cxxopts::value<std::string>()->default_value("false")->implicit_value("true");
+  };
+  options.add_options(kOutputGroup)("h,help", "print this help", boolean())(
+      "version", "print the version", boolean())(
+      "print-config",
+      "validate the flags, print the resolved configuration as JSON (the report's `config` "
+      "object) and exit",
+      boolean());
+}
+
+}  // namespace
+
+TrainConfig default_train_config() {
+  TrainConfig c;
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  c.loader.workers = static_cast<int>(std::min(8u, hw));
+  c.device = cuda_available() ? Device::kCuda : Device::kCpu;
+  c.dist_backend = backend_for(c.device);
+  return c;
+}
+
+void validate_run(const TrainConfig& config) {
+  validate(config);
+  check_stalls(config);
+}
+
+ParsedArgs parse_train_args(int argc, const char* const* argv) {
+  cxxopts::Options options(
+      "train_resnet50",
+      "ResNet-50 (channels_last) trained on Food-101 with NVTX ranges around every phase of the "
+      "step and cudaProfilerStart/Stop around the captured steps. Run it under\n"
+      "  nsys profile --trace=cuda,nvtx,osrt --sample=none --cpuctxsw=none "
+      "--capture-range=cudaProfilerApi --capture-range-end=stop --output=NAME train_resnet50 ...\n"
+      "Booleans take --flag=false.");
+  options.set_width(100);
+  ParsedArgs out;
+  out.config = default_train_config();
+  visit_train_flags(out.config, DeclareFlags(options));
+  declare_requests(options);
+  const auto result = parse_command_line(options, argc, argv);
+
+  out.help_text =
+      options.help({kDataGroup, kRunGroup, kExperimentsGroup, kDistributedGroup, kOutputGroup});
+  out.help = given_boolean(result, "help");
+  out.version = !out.help && given_boolean(result, "version");
+  if (out.help || out.version) return out;
+  FlagReader(result).reject_unmatched();
+  ReadFlags reader(result);
+  visit_train_flags(out.config, reader);
+  // A graph's warm-up is long enough for a data-parallel capture (lib/dist/data_parallel.h),
+  // whatever the launcher: the same command then runs with one process or under torchrun.
+  if (out.config.cuda_graph && !reader.given().count("warmup")) {
+    out.config.warmup = kDdpGraphWarmup;
+  }
+  if (!reader.given().count("dist-backend"))
+    out.config.dist_backend = backend_for(out.config.device);
+  out.print_config = given_boolean(result, "print-config");
+  validate_run(out.config);
+  return out;
+}
+
+}  // namespace workload

@@ -1,0 +1,356 @@
+// The training workload: ResNet-50 steps with the article's NVTX ranges and a capture window.
+#include "lib/run/trainer.h"
+
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <stdexcept>
+#include <utility>
+
+#include "data_pipeline/data_error.h"
+#include "lib/core/output_file.h"
+#include "lib/device/nvtx.h"
+#include "lib/device/torch_trace.h"
+#include "lib/dist/data_parallel.h"
+#include "lib/dist/distributed.h"
+#include "lib/model/norm_activation.h"
+#include "lib/report/environment.h"
+#include "lib/report/report.h"
+#include "lib/run/train_cli.h"
+
+namespace workload {
+
+namespace dp = data_pipeline;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// A rank's own path of `flag`'s output, checked as the flag's path was.
+std::string rank_output(const std::string& flag, const std::string& path,
+                        const std::optional<DistEnv>& dist) {
+  if (path.empty() || !dist) return path;
+  const std::string mine = rank_output_path(path, dist->rank);
+  check_output_file(flag + " (rank " + std::to_string(dist->rank) + ")", mine);
+  return mine;
+}
+}  // namespace
+
+RunOutputs run_outputs(const TrainConfig& config, const std::optional<DistEnv>& dist) {
+  RunOutputs out;
+  out.report = rank_output("--report", config.report, dist);
+  out.torch_trace = rank_output("--torch-profiler-trace", config.torch_profiler_trace, dist);
+  return out;
+}
+
+Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_ptr<StopRequest> stop)
+    : config_(std::move(config)),
+      stop_request_(stop ? std::move(stop) : std::make_shared<StopRequest>()) {
+  validate_run(config_);
+  check_step_executor(config_, dist.has_value());
+  outputs_ = run_outputs(config_, dist);
+  // A rank of a distributed run uses GPU LOCAL_RANK (of those CUDA_VISIBLE_DEVICES shows).
+  const int gpu = dist ? dist->local_rank : 0;
+  if (config_.device == Device::kCuda) device_ = torch::Device(torch::kCUDA, gpu);
+  nvtx::set_enabled(config_.nvtx);  // before the source's threads start: they obey it too
+  at::set_num_threads(config_.intra_op_threads);
+  torch::manual_seed(config_.loader.seed);
+  if (!config_.synthetic) {
+    index_ = std::make_shared<const dp::Food101Index>(
+        dp::Food101Index::load(config_.data, to_string(config_.split)));
+    num_classes_ = index_->num_classes();
+  }
+  if (device_.is_cuda()) {
+    use_cuda_device(gpu, config_.cudnn_benchmark);
+    step_stream_.emplace(input_wants_priority_stream(config_) ||
+                         executor_wants_own_stream(config_));
+  }
+  if (dist) {
+    // The rendezvous, once the device is set (NCCL binds to it) and before the dataset's shard
+    // and the model's broadcast need it.
+    dist_ = std::make_unique<Distributed>(
+        *dist, config_.dist_backend, device_, std::chrono::seconds(config_.dist_timeout_s),
+        DistLiveness{std::chrono::seconds(config_.dist_peer_timeout_s), stop_request_});
+  }
+  stop_ = std::make_unique<StopControl>(dist_.get(), stop_request_);
+  if (dist_) install_last_resort();
+
+  model_ = ResNet50(num_classes_);
+  model_->to(device_);
+  if (config_.loader.transform.layout != dp::ImageLayout::kNchw) to_channels_last(*model_);
+  if (config_.fused_bn) model_->set_norm_activation(fused_norm_activation());
+  if (dist_) {
+    // After the device and the memory format (the buckets' views follow the gradients' layout).
+    // Collectives already: a peer lost here ends the setup with the watchdog's verdict.
+    try {
+      ddp_ = std::make_unique<DataParallel>(*dist_, *model_,
+                                            static_cast<std::int64_t>(config_.bucket_mb) << 20,
+                                            config_.broadcast_buffers, config_.grad_bucket_view);
+    } catch (const std::exception&) {
+      if (const std::optional<DistVerdict> verdict = dist_->await_verdict()) {
+        dist_->stand_down();
+        throw PeerLost(*verdict);
+      }
+      throw;
+    }
+  }
+  if (config_.mode == RunMode::kForward && config_.forward_bn == ForwardBn::kEval) {
+    model_->eval();
+  } else {
+    model_->train();
+  }
+  optimizer_ = std::make_unique<ForeachSgd>(model_->parameters(), config_.lr, config_.momentum,
+                                            config_.weight_decay);
+  input_ =
+      make_input_source({config_, index_, device_, num_classes_, dist_ ? dist_->world_size() : 1,
+                         dist_ ? dist_->rank() : 0, notices_});
+  executor_ = make_step_executor({config_, model_, *optimizer_, ddp_.get(), device_, notices_});
+  // A single process stops at once, even in batch_wait; ranks stop together
+  // (lib/run/stop_control.h).
+  stop_->add_cancel_hook([this] { input_->cancel(); });
+  stalls_ = std::make_unique<StallInjector>(config_.inject_stall, *stop_);
+  tracker_.on_enter = [this](const char* phase) { stalls_->at(phase); };
+  if (!device_.is_cuda()) {
+    notices_.push_back(std::string("CPU run: cudaProfilerStart/Stop skipped") +
+                       (config_.nvtx ? " (the NVTX ranges are still emitted)" : ""));
+  }
+}
+
+// The watchdog's last resort reads this trainer: stand it down before anything goes. Then stop the
+// source's threads before the model and streams go: one may be waiting on a fence that references a
+// CUDA event.
+Trainer::~Trainer() {
+  if (dist_) dist_->stand_down();
+  if (input_) input_->stop();
+}
+
+void Trainer::install_last_resort() {
+  // Copies of what the report needs, and the step counter (atomic): nothing the stuck thread might
+  // be changing. stand_down() in ~Trainer keeps the counter alive while this can run.
+  // Called before the model and the input exist (a verdict may come while DDP sets the model up):
+  // the report then holds the configuration, the machine and the ranks.
+  RunFacts known = facts();
+  dist_->set_give_up([known = std::move(known), path = outputs_.report, stop = stop_.get(),
+                      request = stop_request_](const DistVerdict& verdict) mutable {
+    std::string extra = " (in step " + std::to_string(stop->steps_started()) + ")";
+    const int signal = request->requested();
+    known.partial = PartialFacts{
+        "written by the distributed watchdog: the trainer's thread did not come back after the "
+        "abort, so the steps' records, the summary and the digest are missing",
+        stop->steps_started()};
+    known.result.interrupted = true;
+    known.result.interrupt_signal = signal_name(signal < 0 ? 0 : signal);
+    known.result.aborted = verdict.reason;
+    known.result.lost_rank = verdict.kind == DistVerdict::Kind::kPeerLost ? verdict.rank : -1;
+    if (!path.empty()) {
+      try {
+        write_report(path, report_json(known));
+        extra += "; partial report written to " + path;
+      } catch (const std::exception& e) {
+        extra += std::string("; no report: ") + e.what();
+      }
+    }
+    end_process_on_verdict(verdict, known.dist->env.rank, signal, extra);
+  });
+}
+
+RunFacts Trainer::facts(RunResult result) const {
+  RunFacts f;
+  f.config = config_;
+  f.environment = collect_environment(device_.is_cuda());
+  if (!model_.is_empty()) f.model = ModelFacts{num_classes_, parameters(), device_.is_cuda()};
+  if (input_) {
+    if (const std::optional<HostRingFacts> ring = input_->host_ring()) {
+      f.loader = LoaderFacts{*ring, dataset_images()};
+    }
+    f.gpu_decode = input_->gpu_decode();
+  }
+  f.result = std::move(result);
+  if (dist_) f.dist = DistFacts{dist_->env(), dist_->backend(), dist_->nccl_version()};
+  return f;
+}
+
+std::int64_t Trainer::parameters() const { return count_parameters(*model_); }
+
+StepInputs Trainer::load(StepRecord& rec) {
+  const auto t_wait = Clock::now();
+  {
+    Phase r(nvtx::kBatchWait, &tracker_);
+    input_->next();
+  }
+  rec.batch_wait_ms = ms_since(t_wait);
+  const auto t_submit = Clock::now();
+  StepInputs inputs;
+  {
+    Phase r(nvtx::kH2dSubmit, &tracker_);
+    const dp::BatchInfo& info = input_->info();
+    rec.digest = info.digest();
+    rec.epoch = info.epoch();
+    rec.batch_in_epoch = info.index_in_epoch();
+    rec.skipped = info.skipped();
+    inputs = input_->submit();
+    executor_->feed(inputs);
+  }
+  rec.h2d_submit_ms = ms_since(t_submit);
+  return inputs;
+}
+
+StepRecord Trainer::step(int index, bool warmup) {
+  StepRecord rec;
+  rec.index = index;
+  rec.warmup = warmup;
+  stalls_->begin_step(index, warmup, &rec.injected_stalls);
+  const StepPlan& plan = executor_->plan();
+  const auto t_step = Clock::now();
+  {
+    Phase step_range(nvtx::kTorchStep, &tracker_);
+    StepInputs inputs;
+    {
+      Phase data_range(nvtx::kDataLoad, &tracker_);
+      inputs = load(rec);
+      run_phases(*executor_, plan.load, inputs, &tracker_);
+    }
+    run_phases(*executor_, plan.device, inputs, &tracker_);
+    input_->release_after_step();
+    if (config_.sync_every_step) {
+      // The implicit-synchronization pitfall, on purpose: .item() waits for the device.
+      Phase r(nvtx::kLossItem, &tracker_);
+      rec.loss = executor_->loss().item<float>();
+    }
+  }
+  rec.step_ms = ms_since(t_step);
+  return rec;
+}
+
+bool Trainer::guarded_step(int i, bool warmup, std::vector<StepRecord>& into,
+                           const Progress& progress) {
+  const std::string where =
+      std::string(warmup ? "warm-up" : "captured") + " step " + std::to_string(i);
+  try {
+    into.push_back(step(i, warmup));
+    stop_->step_done();
+  } catch (const dp::Cancelled&) {
+    return false;
+  } catch (const dp::DataError&) {
+    throw;  // already names the file
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(std::string(tracker_.current) + " of " + where + ": " +
+                             e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string(tracker_.current) + " of " + where + ": " + e.what());
+  }
+  if (progress) progress(into.back());
+  return true;
+}
+
+void Trainer::capture_window(RunResult& result, const Progress& progress) {
+  ProfilerCapture capture(device_.is_cuda());
+  std::unique_ptr<TorchTrace> trace;
+  if (!outputs_.torch_trace.empty()) {
+    trace = std::make_unique<TorchTrace>(outputs_.torch_trace, device_.is_cuda());
+  }
+  if (stop_->at_boundary()) return;
+  capture.start();
+  result.capture_started = capture.started();
+  if (trace) trace->start();
+  const auto t_window = Clock::now();
+  {
+    Phase window(nvtx::kCaptureWindow);
+    if (!config_.reuse_iterator) {
+      const auto t = Clock::now();
+      Phase r(nvtx::kIteratorReset);
+      input_->reset();
+      result.iterator_reset_ms = ms_since(t);
+    }
+    for (int i = 0; i < config_.steps && !stop_->at_boundary(); ++i) {
+      if (!guarded_step(i, false, result.steps, progress)) break;
+    }
+    const auto t = Clock::now();
+    Phase r(nvtx::kCaptureDrain);
+    device_synchronize();
+    result.capture_drain_ms = ms_since(t);
+  }
+  result.elapsed_s = ms_since(t_window) / 1000.0;
+  if (trace) {
+    trace->stop_and_save();
+    result.torch_trace = trace->path();
+  }
+  const auto t_stop = Clock::now();
+  capture.stop();
+  result.profiler_stop_ms = capture.started() ? ms_since(t_stop) : 0.0;
+  if (result.elapsed_s > 0) {
+    result.images_per_s = static_cast<double>(result.steps.size()) *
+                          static_cast<double>(config_.loader.batch_size) / result.elapsed_s;
+  }
+}
+
+void Trainer::run_steps(RunResult& result, const Progress& progress) {
+  for (int i = 0; i < config_.warmup && !stop_->at_boundary(); ++i) {
+    if (!guarded_step(i, true, result.warmup_steps, progress)) break;
+  }
+  device_synchronize();
+  if (executor_->has_preparation() && !stop_->at_boundary()) {
+    const Preparation prepared = executor_->prepare();
+    result.graph_capture_ms = prepared.graph_capture_ms;
+    result.graph_memset_kernels = prepared.graph_memset_kernels;
+    result.graph_memset_nodes = prepared.graph_memset_nodes;
+  }
+  if (dist_ && !stop_->at_boundary()) {
+    // Every rank's capture window covers the same steps.
+    nvtx::DdpRange range(nvtx::kCaptureBarrier);
+    dist_->barrier();
+  }
+  capture_window(result, progress);
+}
+
+RunResult Trainer::run(const Progress& progress) {
+  RunResult result;
+  std::optional<DistVerdict> verdict;
+  try {
+    run_steps(result, progress);
+  } catch (const dp::DataError& e) {
+    if (dist_) dist_->announce_failure(e.what());  // this rank's own data: the others stop at once
+    throw;
+  } catch (const std::exception& e) {
+    if (!dist_) throw;
+    // A collective that failed on a connection a dead peer closed, or one the watchdog aborted:
+    // the run ends here when a peer was lost; otherwise the failure is this rank's own.
+    verdict = dist_->await_verdict();
+    if (!verdict) {
+      dist_->announce_failure(e.what());
+      throw;
+    }
+  }
+  // An abort can also end the run without a failure here: NCCL's waits are on the device, and a
+  // drain held by a lost peer simply returns once the communicators are aborted.
+  if (dist_ && !verdict) verdict = dist_->verdict();
+  if (verdict) {
+    // No loss or digest: the group is aborted, and on a GPU the device may hold work that waited
+    // for the lost peer.
+    dist_->stand_down();
+    result.interrupted = true;
+    result.interrupt_signal = signal_name(std::max(stop_->requested(), 0));
+    result.stop_agreed_by = stop_->agreed_by();
+    result.aborted = verdict->reason;
+    result.lost_rank = verdict->kind == DistVerdict::Kind::kPeerLost ? verdict->rank : -1;
+    return result;
+  }
+  // Read on the host only now, after the drain: inside the window this would synchronize.
+  if (const torch::Tensor loss = executor_->loss(); loss.defined()) {
+    result.loss_after_drain = loss.item<float>();
+  }
+  if (dist_) {
+    device_synchronize();  // the drain's, when the run stopped before the capture
+    result.parameter_digest = parameter_digest(*model_);
+    dist_->finish();  // the others may still be ending theirs: keep the store up for them
+  }
+  result.interrupted = stop_->signal() >= 0;
+  if (result.interrupted) result.interrupt_signal = signal_name(stop_->signal());
+  result.stop_agreed_by = stop_->agreed_by();
+  return result;
+}
+
+}  // namespace workload

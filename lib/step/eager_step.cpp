@@ -1,0 +1,82 @@
+// The eager training step (lib/step/eager_step.h).
+#include "lib/step/eager_step.h"
+
+#include <torch/nn/functional/loss.h>
+
+#include <optional>
+#include <stdexcept>
+
+#include "data_pipeline/augment.h"
+#include "lib/device/autocast_guard.h"
+#include "lib/device/nvtx.h"
+#include "lib/dist/data_parallel.h"
+
+namespace workload {
+
+namespace dp = data_pipeline;
+
+EagerStep::EagerStep(const StepContext& ctx)
+    : plan_(eager_plan(ctx.config)),
+      model_(ctx.model),
+      optimizer_(ctx.optimizer),
+      ddp_(ctx.ddp),
+      train_(ctx.config.mode == RunMode::kTrain),
+      bf16_(ctx.config.precision == Precision::kBf16),
+      layer_ranges_(ctx.config.nvtx_detail == NvtxDetail::kLayers) {
+  // (x / 255 - mean) / std as x * scale + bias, applied on the device for uint8 batches.
+  std::vector<float> scale(3), bias(3);
+  for (int c = 0; c < 3; ++c) {
+    scale[c] = 1.0f / (255.0f * dp::kImageNetStd[c]);
+    bias[c] = -dp::kImageNetMean[c] / dp::kImageNetStd[c];
+  }
+  norm_scale_ = torch::tensor(scale).view({1, 3, 1, 1}).to(ctx.device);
+  norm_bias_ = torch::tensor(bias).view({1, 3, 1, 1}).to(ctx.device);
+}
+
+void EagerStep::run(StepPhase phase, StepInputs& in) {
+  switch (phase) {
+    case StepPhase::kNormalize:
+      // Converts on the device; the NHWC strides are kept (memory format preserved).
+      in.images = in.images.to(torch::kFloat32).mul_(norm_scale_).add_(norm_bias_);
+      return;
+    case StepPhase::kForward:
+      loss_ = forward_and_loss(in.images, in.labels);
+      return;
+    case StepPhase::kZeroGrad:
+      // optimizer.zero_grad(set_to_none=True), written out: LibTorch 1.13's zero_grad() zeroes.
+      for (auto& p : model_->parameters()) p.mutable_grad().reset();
+      return;
+    case StepPhase::kBackward:
+      loss_.backward();
+      return;
+    case StepPhase::kOptimizerStep:
+      optimizer_.step();
+      return;
+    case StepPhase::kGraphReplay:
+      break;
+  }
+  throw std::logic_error(std::string("EagerStep: no phase ") + range_name(phase));
+}
+
+torch::Tensor EagerStep::forward_and_loss(const torch::Tensor& images,
+                                          const torch::Tensor& labels) {
+  AutocastGuard autocast(bf16_);
+  std::optional<torch::NoGradGuard> no_grad;
+  if (!train_) no_grad.emplace();
+  // Under DDP the buffers' broadcast and the reducer's bookkeeping belong to forward, as in
+  // PyTorch's DistributedDataParallel.forward.
+  if (ddp_) ddp_->before_forward();
+  const torch::Tensor output =
+      !layer_ranges_ ? model_->forward(images)
+                     : model_->forward_with_hook(images, [](const char* name, bool enter) {
+                         if (enter) {
+                           nvtx::push(name);
+                         } else {
+                           nvtx::pop();
+                         }
+                       });
+  if (ddp_ && train_) ddp_->before_backward();
+  return torch::nn::functional::cross_entropy(output, labels);
+}
+
+}  // namespace workload

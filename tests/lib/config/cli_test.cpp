@@ -1,0 +1,136 @@
+// Tests for the flag-table visitors of lib/config/cli.h on a small table: declaration and help,
+// reading only what was given, range and choice errors naming the flag, range checks of values set
+// in code, and the JSON form.
+#include "lib/config/cli.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "data_pipeline/loader_options.h"
+
+namespace workload {
+namespace {
+
+struct Settings {
+  std::string path;
+  int count = 3;
+  std::uint64_t seed = 7;
+  double rate = 0.1;
+  bool on = true;
+  data_pipeline::WorkUnit unit = data_pipeline::WorkUnit::kBatch;
+  bool hidden = false;
+};
+
+template <typename S, typename V>
+void visit_settings(S& s, V&& v) {
+  v.text({"path", "G", "a path"}, s.path);
+  v.integer({"count", "G", "how many"}, s.count, 1, 10);
+  v.integer({"seed", "G", "a seed"}, s.seed, std::uint64_t{0},
+            std::numeric_limits<std::uint64_t>::max());
+  v.real({"rate", "G", "a rate"}, s.rate, 0.0, 1.0);
+  v.boolean({"on", "G", "a switch"}, s.on);
+  v.choice({"unit", "G", "what a worker claims"}, s.unit);
+  v.boolean({"hidden", "G", "not in reports", /*reported=*/false}, s.hidden);
+}
+
+// Parses `args` against the table and returns the settings it read.
+Settings parse(std::vector<std::string> args, std::string* help = nullptr,
+               std::set<std::string>* given = nullptr) {
+  Settings s;
+  cxxopts::Options options("prog");
+  visit_settings(s, DeclareFlags(options));
+  args.insert(args.begin(), "prog");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  int argc = static_cast<int>(argv.size());
+  char** p = argv.data();
+  const auto result = options.parse(argc, p);
+  if (help) *help = options.help();
+  ReadFlags reader(result);
+  visit_settings(s, reader);
+  if (given) *given = reader.given();
+  return s;
+}
+
+void expect_usage_error(const std::vector<std::string>& args, const std::string& message) {
+  try {
+    parse(args);
+    FAIL() << "expected a usage error for " << ::testing::PrintToString(args);
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), message);
+  }
+}
+
+TEST(CliTest, UnsetFlagsKeepTheirValuesAndGivenOnesAreRead) {
+  std::set<std::string> given;
+  const Settings d = parse({}, nullptr, &given);
+  EXPECT_TRUE(given.empty());
+  EXPECT_EQ(d.count, 3);
+  EXPECT_EQ(d.rate, 0.1);  // not round-tripped through text
+  const Settings s = parse({"--path=/a b", "--count=10", "--seed=18446744073709551615",
+                            "--rate=0.25", "--on=false", "--unit", "sample", "--hidden"},
+                           nullptr, &given);
+  EXPECT_EQ(s.path, "/a b");
+  EXPECT_EQ(s.count, 10);
+  EXPECT_EQ(s.seed, std::numeric_limits<std::uint64_t>::max());
+  EXPECT_EQ(s.rate, 0.25);
+  EXPECT_FALSE(s.on);
+  EXPECT_EQ(s.unit, data_pipeline::WorkUnit::kSample);
+  EXPECT_TRUE(s.hidden);
+  EXPECT_EQ(given.size(), 7u);
+}
+
+TEST(CliTest, BadValuesNameTheirFlag) {
+  expect_usage_error({"--count=0"}, "--count: expected an integer in [1, 10], got 0");
+  expect_usage_error({"--count=x"}, "--count: expected an integer, got 'x'");
+  expect_usage_error({"--seed=-1"}, "--seed: expected a non-negative integer, got '-1'");
+  expect_usage_error({"--rate=2"}, "--rate: expected a number in [0, 1], got 2");
+  expect_usage_error({"--rate=inf"}, "--rate: expected a number, got 'inf'");
+  expect_usage_error({"--on=maybe"}, "--on: expected true or false, got 'maybe'");
+  expect_usage_error({"--unit=pixel"}, "--unit: expected batch|sample, got 'pixel'");
+  expect_usage_error({"--path="}, "--path: expected a value, got ''");
+}
+
+TEST(CliTest, HelpShowsChoicesAndDefaults) {
+  std::string help;
+  parse({}, &help);
+  EXPECT_NE(help.find("batch|sample: what a worker claims"), std::string::npos) << help;
+  EXPECT_NE(help.find("(default: 0.1)"), std::string::npos) << help;
+  EXPECT_NE(help.find("(default: 3)"), std::string::npos) << help;
+}
+
+TEST(CliTest, RangeCheckOfValuesSetInCode) {
+  Settings s;
+  EXPECT_NO_THROW(visit_settings(s, CheckFlagRanges{}));
+  s.count = 11;
+  try {
+    visit_settings(s, CheckFlagRanges{});
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--count: expected an integer in [1, 10], got 11");
+  }
+  s.count = 1;
+  s.rate = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW(visit_settings(s, CheckFlagRanges{}), UsageError);
+}
+
+TEST(CliTest, JsonHoldsEveryReportedFlagUnderItsKey) {
+  Settings s;
+  s.unit = data_pipeline::WorkUnit::kSample;
+  nlohmann::ordered_json j;
+  visit_settings(s, FlagsToJson(j));
+  EXPECT_EQ(j.dump(), R"({"path":"","count":3,"seed":7,"rate":0.1,"on":true,"unit":"sample"})");
+  EXPECT_EQ(FlagsToJson::key("batch-size"), "batch_size");
+}
+
+TEST(CliTest, ShortestTextReadsBack) {
+  for (double v : {0.1, 0.9, 1e-4, 1e6, 3.0, 0.1 + 0.2, 1.0 / 3.0}) {
+    EXPECT_EQ(std::strtod(shortest_text(v).c_str(), nullptr), v) << shortest_text(v);
+  }
+  EXPECT_EQ(shortest_text(0.0001), "0.0001");
+  EXPECT_EQ(shortest_text(0.1), "0.1");
+}
+
+}  // namespace
+}  // namespace workload

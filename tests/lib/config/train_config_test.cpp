@@ -1,0 +1,243 @@
+// Tests for TrainConfig's one validation (combinations, machine, paths, and the flag table's ranges
+// for values set in code) and for the report keys its flag table yields.
+#include "lib/config/train_config.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include "lib/config/cli.h"
+#include "lib/config/train_flags.h"
+#include "lib/core/build_features.h"
+#include "lib/core/output_file.h"
+#include "lib/device/cuda_device.h"
+#include "tests/support/test_util.h"
+
+namespace workload {
+namespace {
+
+TrainConfig cpu_config() {
+  TrainConfig c;
+  c.data = "/data";
+  c.device = Device::kCpu;
+  return c;
+}
+
+void expect_invalid(const TrainConfig& c, const std::string& fragment) {
+  try {
+    validate(c);
+    FAIL() << "expected a UsageError containing '" << fragment << "'";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(TrainConfigTest, TheArticlesSettingsAreValid) { EXPECT_NO_THROW(validate(cpu_config())); }
+
+TEST(TrainConfigTest, CombinationsThatCannotRunNameTheirFlag) {
+  TrainConfig c = cpu_config();
+  c.data.clear();
+  expect_invalid(c, "--data: required");
+  c.synthetic = true;
+  EXPECT_NO_THROW(validate(c));
+
+  c = cpu_config();
+  c.precision = Precision::kBf16;
+  expect_invalid(c, "--precision bf16");
+
+  c = cpu_config();
+  c.forward_bn = ForwardBn::kTrain;
+  expect_invalid(c, "--forward-bn: only meaningful with --mode forward");
+  c.mode = RunMode::kForward;
+  EXPECT_NO_THROW(validate(c));
+
+  c = cpu_config();
+  c.cuda_graph_memsets = GraphMemsets::kNodes;
+  expect_invalid(c, "--cuda-graph-memsets: only meaningful with --cuda-graph");
+
+  c = cpu_config();
+  c.device = Device::kCuda;
+  if (cuda_available()) {
+    EXPECT_NO_THROW(validate(c));
+  } else {
+    expect_invalid(c, "--device cuda: no CUDA device");
+  }
+}
+
+TEST(TrainConfigTest, ValuesSetInCodeAreCheckedAgainstTheFlagRanges) {
+  TrainConfig c = cpu_config();
+  c.steps = 0;
+  expect_invalid(c, "--steps: expected an integer in [1, 1000000], got 0");
+  c = cpu_config();
+  c.loader.transform.image_size = 16;
+  expect_invalid(c, "--image-size");
+  c = cpu_config();
+  c.loader.workers = -1;
+  expect_invalid(c, "--workers");
+  c = cpu_config();
+  c.momentum = 1.5;
+  expect_invalid(c, "--momentum");
+}
+
+TEST(TrainConfigTest, OutputPathsAreCheckedBeforeTheRun) {
+  test_util::TempDir tmp;
+  EXPECT_NO_THROW(check_output_file("--report", (tmp / "r.json").string()));
+  EXPECT_NO_THROW(check_output_file("--report", "relative.json"));
+  auto expect_bad = [](const std::string& path, const std::string& fragment) {
+    try {
+      check_output_file("--report", path);
+      FAIL() << path;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("--report: ", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  expect_bad("", "expected a file path");
+  expect_bad((tmp / "missing" / "r.json").string(), "does not exist");
+  expect_bad(tmp.path().string(), "is a directory");
+  if (::geteuid() != 0) {  // root writes anywhere
+    ::chmod(tmp.path().c_str(), 0500);
+    expect_bad((tmp / "r.json").string(), "is not writable");
+    ::chmod(tmp.path().c_str(), 0700);
+    test_util::write_text(tmp / "read_only.json", "{}");
+    ::chmod((tmp / "read_only.json").c_str(), 0400);
+    expect_bad((tmp / "read_only.json").string(), "read_only.json exists and is not writable");
+  }
+  // A named pipe would hold the finished run at the report's open; /dev/null is fine.
+  ASSERT_EQ(::mkfifo((tmp / "pipe").c_str(), 0600), 0);
+  expect_bad((tmp / "pipe").string(), "pipe is a named pipe; expected a regular file");
+  EXPECT_NO_THROW(check_output_file("--report", "/dev/null"));
+  test_util::write_text(tmp / "old.json", "{}");
+  EXPECT_NO_THROW(check_output_file("--report", (tmp / "old.json").string()));  // overwritten
+  TrainConfig c = cpu_config();
+  c.torch_profiler_trace = (tmp / "missing" / "t.json").string();
+  expect_invalid(c, "--torch-profiler-trace: directory");
+  c = cpu_config();
+  c.report = (tmp / "missing" / "r.json").string();
+  expect_invalid(c, "--report: directory");
+  // One file for both would lose the trace under the report, whichever way it is spelled.
+  c = cpu_config();
+  c.report = (tmp / "out.json").string();
+  c.torch_profiler_trace = (tmp / "." / "out.json").string();
+  expect_invalid(
+      c, "--torch-profiler-trace " + c.torch_profiler_trace + ": the same file as --report");
+  c.torch_profiler_trace = (tmp / "trace.json").string();
+  EXPECT_NO_THROW(validate(c));
+}
+
+TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticles) {
+  nlohmann::ordered_json j;
+  const TrainConfig defaults;
+  visit_train_flags(defaults, FlagsToJson(j));
+  std::set<std::string> keys;
+  for (const auto& [key, value] : j.items()) keys.insert(key);
+  // clang-format off
+  const std::set<std::string> expected = {
+      "data", "split", "batch_size", "warmup", "steps", "workers", "prefetch_factor",
+      "pin_memory", "work_unit", "reuse_iterator", "seed", "device", "image_size",
+      "cudnn_benchmark", "intra_op_threads", "lr", "momentum", "weight_decay", "synthetic",
+      "copy_stream", "nvtx", "on_bad_image", "report", "precision", "host_dtype", "nvtx_detail",
+      "torch_profiler_trace", "mode", "forward_bn", "sync_every_step",
+      // data parallelism (issue 12)
+      "dist_backend", "dist_timeout_s", "bucket_mb", "broadcast_buffers", "grad_bucket_view",
+      // GPU decode (issue 13)
+      "decode",
+      // known-answer stalls, the memory format and the CUDA-graph step (issue 14)
+      "inject_stall", "memory_format", "cuda_graph", "cuda_graph_memsets",
+      // the cap on an image file's size (issue 21)
+      "max_image_mb",
+      // dead and frozen peers (issue 22)
+      "dist_peer_timeout_s",
+      // cuDNN's fused batch norm (issue 24)
+      "fused_bn"};
+  // clang-format on
+  EXPECT_EQ(keys, expected);
+  EXPECT_EQ(j["batch_size"], 128);
+  EXPECT_EQ(j["max_image_mb"], 64);
+  EXPECT_EQ(j["workers"], 8);
+  EXPECT_EQ(j["prefetch_factor"], 2);
+  EXPECT_EQ(j["pin_memory"], true);
+  EXPECT_EQ(j["work_unit"], "batch");
+  EXPECT_EQ(j["seed"], 2026);
+  EXPECT_EQ(j["image_size"], 224);
+  EXPECT_EQ(j["warmup"], 3);
+  EXPECT_EQ(j["steps"], 8);
+  EXPECT_EQ(j["lr"], 0.1);
+  EXPECT_EQ(j["weight_decay"], 1e-4);
+  EXPECT_EQ(j["device"], "cuda");
+  EXPECT_EQ(j["split"], "train");
+  EXPECT_EQ(j["precision"], "fp32");
+  EXPECT_EQ(j["host_dtype"], "float32");
+  EXPECT_EQ(j["decode"], "cpu");
+  EXPECT_EQ(j["memory_format"], "channels_last");
+  EXPECT_EQ(j["cuda_graph"], false);
+  EXPECT_EQ(j["fused_bn"], false);
+}
+
+TEST(TrainConfigTest, InjectedStallsParseAndPrint) {
+  const InjectedStall s = parse_list_item("backward@7:12.5", static_cast<InjectedStall*>(nullptr));
+  EXPECT_EQ(s, (InjectedStall{"backward", 7, 12.5}));
+  EXPECT_EQ(to_string(s), "backward@7:12.5");
+  for (const char* bad : {"forward", "forward@3", "@3:5", "forward@x:5", "forward@-1:5",
+                          "forward@3:0", "forward@3:-2", "forward@3:5ms", "forward@3:1e9"}) {
+    EXPECT_THROW(parse_list_item(bad, static_cast<InjectedStall*>(nullptr)), std::invalid_argument)
+        << bad;
+  }
+}
+
+TEST(TrainConfigTest, CudaGraphNeedsAGpuAWarmupAndNoLayerRanges) {
+  TrainConfig c = cpu_config();
+  c.cuda_graph = true;
+  expect_invalid(c, "--cuda-graph: CUDA graphs need --device cuda");
+  c.warmup = 0;
+  expect_invalid(c, "--cuda-graph: needs --warmup 1 or more");
+  c.warmup = 1;
+  c.nvtx_detail = NvtxDetail::kLayers;
+  expect_invalid(c, "--cuda-graph: --nvtx-detail layers");
+  if (cuda_available()) {
+    c.device = Device::kCuda;
+    c.nvtx_detail = NvtxDetail::kSteps;
+    EXPECT_NO_THROW(validate(c));
+  }
+}
+
+TEST(TrainConfigTest, GpuDecodeNeedsImagesAGpuAndAStageInThisBuild) {
+  TrainConfig c = cpu_config();
+  c.loader.decode = data_pipeline::DecodeDevice::kGpu;
+  expect_invalid(c, "--decode gpu: decodes on the GPU the model runs on; needs --device cuda");
+  c.synthetic = true;
+  expect_invalid(c, "--decode gpu: --synthetic reads no images");
+  if (cuda_available() && !built(Feature::kGpuDecode)) {
+    c = cpu_config();
+    c.device = Device::kCuda;
+    c.loader.decode = data_pipeline::DecodeDevice::kGpu;
+    expect_invalid(c, "--decode gpu: this build has no GPU decode stage");
+  }
+}
+
+TEST(TrainConfigTest, FusedBnNeedsTheKernelsInThisBuildAGpuAndChannelsLast) {
+  TrainConfig c = cpu_config();
+  c.fused_bn = true;
+  if (!built(Feature::kFusedBn)) {
+    expect_invalid(c, "--fused-bn: this build has no fused batch norm (");
+    c.device = Device::kCuda;
+    expect_invalid(c, "--fused-bn: this build has no fused batch norm (");
+    return;
+  }
+  expect_invalid(c, "--fused-bn: cuDNN's fused batch norm needs --device cuda");
+  c.device = Device::kCuda;
+  c.loader.transform.layout = data_pipeline::ImageLayout::kNchw;
+  expect_invalid(c,
+                 "--fused-bn: cuDNN's fused batch norm runs on NHWC tensors; needs "
+                 "--memory-format channels_last, got nchw");
+  if (cuda_available()) {
+    c.loader.transform.layout = data_pipeline::ImageLayout::kChannelsLast;
+    EXPECT_NO_THROW(validate(c));
+    c.cuda_graph = true;
+    c.precision = Precision::kBf16;
+    EXPECT_NO_THROW(validate(c));
+  }
+}
+
+}  // namespace
+}  // namespace workload

@@ -1,0 +1,130 @@
+// Tests for the JSON report as a pure function of a run's record: the sections and their order,
+// what a partial record (the watchdog's last resort) holds and leaves out, the ranks' section
+// spelled once for both, and where the report is written.
+#include "lib/report/report.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/support/test_util.h"
+
+namespace workload {
+namespace {
+
+std::vector<std::string> keys(const nlohmann::ordered_json& j) {
+  std::vector<std::string> out;
+  for (const auto& item : j.items()) out.push_back(item.key());
+  return out;
+}
+
+// A finished run of two captured steps on one rank of two, with its loader.
+RunFacts finished_run() {
+  RunFacts f;
+  f.config.data = "/data/food";
+  f.config.steps = 2;
+  f.environment.libtorch = "9.9.9";
+  f.environment.device_name = "cpu";
+  f.environment.cuda_connections = {std::string("32"), "program"};
+  f.environment.nccl_nvls_enable = "0";
+  f.model = ModelFacts{101, 23715493, false};
+  f.loader = LoaderFacts{HostRingFacts{4, 1 << 20, false, 12, 0}, 3000};
+  f.result.warmup_steps.resize(1);
+  f.result.warmup_steps[0].warmup = true;
+  f.result.steps.resize(2);
+  f.result.steps[1].index = 1;
+  f.result.steps[1].digest = 0xabc;
+  f.result.steps[1].loss = 4.5f;
+  f.result.loss_after_drain = 4.25;
+  f.result.parameter_digest = 0x1234;
+  f.dist = DistFacts{DistEnv{1, 2, 1, 2, "127.0.0.1", 29500, false, 0}, DistBackend::kGloo, ""};
+  return f;
+}
+
+TEST(ReportTest, AFinishedRunHasEverySectionInOrder) {
+  const nlohmann::ordered_json j = report_json(finished_run());
+  EXPECT_EQ(keys(j), (std::vector<std::string>{"program", "version", "config", "environment",
+                                               "model", "loader", "capture", "steps", "warmup",
+                                               "summary", "skipped_images", "loss_after_drain",
+                                               "interrupted", "dist"}));
+  EXPECT_EQ(j["config"]["data"], "/data/food");
+  EXPECT_EQ(j["environment"]["libtorch"], "9.9.9");
+  EXPECT_EQ(j["environment"]["cuda_device_max_connections"], "32");
+  EXPECT_EQ(j["environment"]["cuda_device_max_connections_from"], "program");
+  EXPECT_EQ(j["model"]["num_classes"], 101);
+  EXPECT_EQ(j["loader"]["dataset_images"], 3000);
+  EXPECT_EQ(j["capture"]["steps"], 2);
+  EXPECT_EQ(j["steps"][1]["digest"], "0x0000000000000abc");
+  EXPECT_DOUBLE_EQ(j["steps"][1]["loss"].get<double>(), 4.5);
+  EXPECT_FALSE(j["steps"][0].contains("loss"));
+  EXPECT_DOUBLE_EQ(j["loss_after_drain"].get<double>(), 4.25);
+  EXPECT_EQ(j["dist"]["rank"], 1);
+  EXPECT_EQ(j["dist"]["backend"], "gloo");
+  EXPECT_EQ(j["dist"]["nccl_nvls_enable"], "0");
+  EXPECT_EQ(j["dist"]["parameter_digest"], "0x0000000000001234");
+  EXPECT_TRUE(j["dist"]["lost_rank"].is_null());
+}
+
+TEST(ReportTest, AnUnsetVariableAndNoLossAreNull) {
+  RunFacts f = finished_run();
+  f.environment.cuda_connections = {};
+  f.environment.nccl_nvls_enable.reset();
+  f.result.loss_after_drain.reset();
+  const nlohmann::ordered_json j = report_json(f);
+  EXPECT_TRUE(j["environment"]["cuda_device_max_connections"].is_null());
+  EXPECT_TRUE(j["environment"]["cuda_device_max_connections_from"].is_null());
+  EXPECT_TRUE(j["dist"]["nccl_nvls_enable"].is_null());
+  EXPECT_TRUE(j["loss_after_drain"].is_null());
+}
+
+// The watchdog's last resort: the same writer, without what only the trainer's thread knows.
+TEST(ReportTest, APartialRecordSaysSoAndSpellsTheSameRankSection) {
+  RunFacts f = finished_run();
+  const nlohmann::ordered_json full = report_json(f);
+  f.model.reset();
+  f.loader.reset();
+  f.result = RunResult{};
+  f.result.interrupted = true;
+  f.result.interrupt_signal = "none";
+  f.result.aborted = "rank 0 missing: no heartbeat for 5.0 s";
+  f.result.lost_rank = 0;
+  f.partial = PartialFacts{"written by the distributed watchdog", 7};
+  const nlohmann::ordered_json j = report_json(f);
+  EXPECT_EQ(keys(j), (std::vector<std::string>{"program", "version", "config", "environment",
+                                               "partial", "steps_completed", "interrupted",
+                                               "interrupt_signal", "dist"}));
+  EXPECT_EQ(j["partial"], "written by the distributed watchdog");
+  EXPECT_EQ(j["steps_completed"], 7);
+  EXPECT_EQ(j["config"], full["config"]);
+  EXPECT_EQ(j["environment"], full["environment"]);
+  EXPECT_EQ(keys(j["dist"]), keys(full["dist"]));
+  EXPECT_EQ(j["dist"]["aborted"], "rank 0 missing: no heartbeat for 5.0 s");
+  EXPECT_EQ(j["dist"]["lost_rank"], 0);
+  EXPECT_EQ(j["dist"]["parameter_digest"], "");
+}
+
+TEST(ReportTest, Hex64IsFixedWidth) {
+  EXPECT_EQ(hex64(0), "0x0000000000000000");
+  EXPECT_EQ(hex64(0xDEADBEEFULL), "0x00000000deadbeef");
+}
+
+TEST(ReportTest, WriteReportReplacesTheFileAndNamesBadPaths) {
+  test_util::TempDir tmp;
+  const std::string path = (tmp / "r.json").string();
+  write_report(path, {{"a", 1}});
+  write_report(path, {{"a", 2}});
+  std::ifstream in(path);
+  EXPECT_EQ(nlohmann::json::parse(in)["a"], 2);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(tmp.path()), {}), 1)
+      << "no staging file left beside it";
+  try {
+    write_report((tmp / "missing_dir" / "r.json").string(), {{"a", 1}});
+    FAIL();
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("--report"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("missing_dir"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace workload

@@ -1,0 +1,50 @@
+"""Tests for scripts/nsys_analysis/common/exit_status.py against the project's one table of exit
+statuses: the README's "Exit statuses" (which tests/lib/core/exit_status_test.cpp checks against
+lib/core/exit_status.cpp, row for row). Each constant the scripts return is a status of that table, for
+the scripts that return it."""
+
+import os
+import re
+import unittest
+
+from nsys_analysis.common import exit_status
+
+README = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "README.md")
+
+
+def readme_rows():
+    """{status: [who, ...]} of the README's table."""
+    with open(README) as f:
+        text = f.read()
+    section = text.split("\n## Exit statuses\n", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] not in ("status", "---"):
+            rows.setdefault(cells[0], []).append(cells[1])
+    return rows
+
+
+class ExitStatusTest(unittest.TestCase):
+    def test_every_constant_is_a_status_of_the_table(self):
+        rows = readme_rows()
+        for name, value in exit_status.ALL.items():
+            self.assertIn(str(value), rows, "%s = %d is not in the README's table" % (name, value))
+
+    def test_the_scripts_own_statuses_are_theirs_in_the_table(self):
+        rows = readme_rows()
+        self.assertTrue(any("analyze.py" in who for who in rows[str(exit_status.CHECKS_FAILED)]))
+        self.assertTrue(any("sweep.py" in who for who in rows[str(exit_status.DEADLINE)]))
+        for common in (exit_status.OK, exit_status.FAILURE, exit_status.USAGE):
+            self.assertIn("every program and script", rows[str(common)])
+
+    def test_the_scripts_return_names_not_numbers(self):
+        scripts = os.path.join(os.path.dirname(README), "scripts")
+        for name in ("analyze.py", "sweep.py", "benchmarks.py", "kernel_families.py"):
+            with open(os.path.join(scripts, name)) as f:
+                text = f.read()
+            self.assertEqual(re.findall(r"^\s*return [0-9]+\s*$", text, re.M), [], name)
+
+
+if __name__ == "__main__":
+    unittest.main()

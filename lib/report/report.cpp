@@ -35,12 +35,20 @@ Json or_null(const std::optional<T>& v) {
   return v ? Json(*v) : Json(nullptr);
 }
 
+// {"data_load": 1.2, "batch_wait": 0.3, ...}; a phase opened twice in a step counts once, summed.
+Json phase_ms_json(const std::vector<std::pair<std::string, double>>& phases) {
+  Json j = Json::object();
+  for (const auto& [name, ms] : phases) j[name] = j.value(name, 0.0) + ms;
+  return j;
+}
+
 Json step_json(const StepRecord& r) {
   Json j;
   j["index"] = r.index;
   j["batch_wait_ms"] = r.batch_wait_ms;
   j["h2d_submit_ms"] = r.h2d_submit_ms;
   j["step_ms"] = r.step_ms;
+  j["phase_ms"] = phase_ms_json(r.phase_ms);
   j["digest"] = hex64(r.digest);
   j["epoch"] = r.epoch;
   j["batch_in_epoch"] = r.batch_in_epoch;
@@ -150,6 +158,7 @@ Json summary_json(const RunResult& result) {
   sum["h2d_submit_total_ms"] = s.h2d_submit_total_ms;
   sum["images_skipped"] = s.images_skipped;
   sum["images_skipped_all_steps"] = s.images_skipped_all_steps;
+  sum["phase_ms_p50"] = phase_ms_json(s.phase_ms_p50);
   return sum;
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data_pipeline/loader.h"
@@ -18,6 +19,9 @@ struct StepRecord {
   double batch_wait_ms = 0;  ///< inside batch_wait: blocked on the loader
   double h2d_submit_ms = 0;  ///< inside h2d_submit: issuing the copies
   double step_ms = 0;        ///< the whole torch_step range
+  /// Every range the step opened inside torch_step (data_load, batch_wait, h2d_submit, forward,
+  /// ...), in the order they opened, with its host wall time in ms (lib/device/phase.h).
+  std::vector<std::pair<std::string, double>> phase_ms;
   std::uint64_t digest = 0;  ///< digest of the batch's host label and image bytes
   std::int64_t epoch = 0;
   std::int64_t batch_in_epoch = 0;

@@ -35,6 +35,17 @@ StepSummary summarize(const RunResult& result) {
       s.batch_wait_max_step = r.index;
     }
   }
+  std::vector<std::pair<std::string, std::vector<double>>> phases;
+  for (const auto& r : result.steps) {
+    for (const auto& [name, ms] : r.phase_ms) {
+      auto it = std::find_if(phases.begin(), phases.end(),
+                             [&name = name](const auto& p) { return p.first == name; });
+      if (it == phases.end()) it = phases.insert(phases.end(), {name, {}});
+      it->second.push_back(ms);
+    }
+  }
+  for (const auto& [name, values] : phases)
+    s.phase_ms_p50.emplace_back(name, percentile(values, 50));
   s.step_ms_p50 = percentile(times, 50);
   s.step_ms_p95 = percentile(times, 95);
   s.images_skipped = count_skipped(result.steps);

@@ -1,6 +1,8 @@
 // Aggregates of a run's captured steps, shared by the report and the printed summary.
 #pragma once
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/report/run_result.h"
@@ -21,6 +23,9 @@ struct StepSummary {
   double h2d_submit_total_ms = 0;
   int images_skipped = 0;            ///< Replaced images in the captured steps.
   int images_skipped_all_steps = 0;  ///< ... in warm-up and captured steps.
+  /// Each phase's host time, the median over the captured steps that opened it, in the order the
+  /// first step opened them.
+  std::vector<std::pair<std::string, double>> phase_ms_p50;
 };
 /// Aggregates of `result`'s captured steps (and its skipped images, warm-up included).
 StepSummary summarize(const RunResult& result);

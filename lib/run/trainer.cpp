@@ -205,8 +205,11 @@ StepRecord Trainer::step(int index, bool warmup) {
   stalls_->begin_step(index, warmup, &rec.injected_stalls);
   const StepPlan& plan = executor_->plan();
   const auto t_step = Clock::now();
+  PhaseTimes times;
+  times.reserve(16);
   {
     Phase step_range(nvtx::kTorchStep, &tracker_);
+    const PhaseTiming timing(tracker_, times);  // the ranges inside torch_step, not itself
     StepInputs inputs;
     {
       Phase data_range(nvtx::kDataLoad, &tracker_);
@@ -222,6 +225,7 @@ StepRecord Trainer::step(int index, bool warmup) {
     }
   }
   rec.step_ms = ms_since(t_step);
+  rec.phase_ms.assign(times.begin(), times.end());
   return rec;
 }
 

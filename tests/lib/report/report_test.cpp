@@ -35,6 +35,7 @@ RunFacts finished_run() {
   f.result.steps[1].index = 1;
   f.result.steps[1].digest = 0xabc;
   f.result.steps[1].loss = 4.5f;
+  f.result.steps[1].phase_ms = {{"data_load", 2.0}, {"batch_wait", 1.5}, {"forward", 7.0}};
   f.result.loss_after_drain = 4.25;
   f.result.parameter_digest = 0x1234;
   f.dist = DistFacts{DistEnv{1, 2, 1, 2, "127.0.0.1", 29500, false, 0}, DistBackend::kGloo, ""};
@@ -57,6 +58,10 @@ TEST(ReportTest, AFinishedRunHasEverySectionInOrder) {
   EXPECT_EQ(j["steps"][1]["digest"], "0x0000000000000abc");
   EXPECT_DOUBLE_EQ(j["steps"][1]["loss"].get<double>(), 4.5);
   EXPECT_FALSE(j["steps"][0].contains("loss"));
+  EXPECT_EQ(j["steps"][1]["phase_ms"],
+            nlohmann::ordered_json({{"data_load", 2.0}, {"batch_wait", 1.5}, {"forward", 7.0}}));
+  EXPECT_TRUE(j["steps"][0]["phase_ms"].is_object());
+  EXPECT_EQ(j["summary"]["phase_ms_p50"]["forward"], 7.0);
   EXPECT_DOUBLE_EQ(j["loss_after_drain"].get<double>(), 4.25);
   EXPECT_EQ(j["dist"]["rank"], 1);
   EXPECT_EQ(j["dist"]["backend"], "gloo");

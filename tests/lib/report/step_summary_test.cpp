@@ -42,5 +42,18 @@ TEST(StepSummaryTest, SummaryFindsTheLongestWaitAndTotals) {
   EXPECT_EQ(s.images_skipped_all_steps, 3);  // and the warm-up's
 }
 
+TEST(StepSummaryTest, EachPhasesMedianOverTheStepsThatOpenedIt) {
+  RunResult run;
+  run.steps.resize(3);
+  run.steps[0].phase_ms = {{"batch_wait", 1.0}, {"forward", 10.0}};
+  run.steps[1].phase_ms = {{"batch_wait", 3.0}, {"forward", 30.0}, {"loss_item", 5.0}};
+  run.steps[2].phase_ms = {{"batch_wait", 2.0}, {"forward", 20.0}};
+  run.warmup_steps.resize(1);
+  run.warmup_steps[0].phase_ms = {{"forward", 1000.0}};  // warm-up steps are not counted
+  const StepSummary s = summarize(run);
+  EXPECT_EQ(s.phase_ms_p50, (std::vector<std::pair<std::string, double>>{
+                                {"batch_wait", 2.0}, {"forward", 20.0}, {"loss_item", 5.0}}));
+}
+
 }  // namespace
 }  // namespace workload

@@ -181,7 +181,20 @@ TEST_F(TrainerTest, RunProducesTimingsThroughputAndLoss) {
   for (const auto& s : r.steps) {
     EXPECT_GE(s.step_ms, s.batch_wait_ms + s.h2d_submit_ms);
     EXPECT_EQ(s.warmup, false);
+    // Every range inside torch_step, in the order the step opened them, each within the step.
+    std::vector<std::string> names;
+    double device_phases = 0;
+    for (const auto& [name, ms] : s.phase_ms) {
+      names.push_back(name);
+      EXPECT_GE(ms, 0.0) << name;
+      if (name != "data_load" && name != "batch_wait" && name != "h2d_submit") device_phases += ms;
+    }
+    EXPECT_EQ(names, (std::vector<std::string>{"data_load", "batch_wait", "h2d_submit", "forward",
+                                               "zero_grad", "backward", "optimizer_step"}));
+    EXPECT_LE(s.phase_ms[0].second + device_phases, s.step_ms + 1e-6);
+    EXPECT_GE(s.phase_ms[0].second, s.phase_ms[1].second);  // data_load holds batch_wait
   }
+  EXPECT_FALSE(r.warmup_steps[0].phase_ms.empty());
   EXPECT_EQ(t.num_classes(), 3);
   EXPECT_FALSE(t.notices().empty());
 }
@@ -273,10 +286,12 @@ TEST_F(TrainerTest, ReportHasTheDocumentedSchema) {
     EXPECT_EQ(s["index"], i);
     EXPECT_EQ(s["digest"], hex64(r.steps[i].digest));
     EXPECT_EQ(s["digest"].get<std::string>().size(), 18u);
-    for (const char* key : {"batch_wait_ms", "h2d_submit_ms", "step_ms"}) {
+    for (const char* key : {"batch_wait_ms", "h2d_submit_ms", "step_ms", "phase_ms"}) {
       EXPECT_TRUE(s.contains(key)) << key;
     }
+    EXPECT_DOUBLE_EQ(s["phase_ms"]["forward"].get<double>(), r.steps[i].phase_ms[3].second);
   }
+  EXPECT_TRUE(j["summary"]["phase_ms_p50"].contains("backward"));
   EXPECT_EQ(j["interrupted"], false);
 }
 

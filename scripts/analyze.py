@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
 """Read an Nsight Systems SQLite export of the ResNet-50 workload: tables, checks and the article's figures.
 
-usage: analyze.py EXPORT.sqlite --out DIR [--report run.json] [--expected-steps M] [--check]
-                  [--no-figures]
+usage: analyze.py EXPORT.sqlite --out DIR [--report run.json] [--untraced UNTRACED.json ...]
+                  [--max-tracer-slowdown F] [--expected-steps M] [--check] [--no-figures]
        analyze.py RANK0.sqlite RANK1.sqlite ... --out DIR [--report RANK0.json --report RANK1.json ...]
-                  [--rank-out DIR0 --rank-out DIR1 ...] [--expected-steps M] [--check] [--no-figures]
+                  [--untraced U0.json --untraced U1.json ...] [--rank-out DIR0 --rank-out DIR1 ...]
+                  [--max-tracer-slowdown F] [--expected-steps M] [--check] [--no-figures]
+       analyze.py CAPTURE1.sqlite CAPTURE2.sqlite ... --repeats --out DIR --report R1.json --report R2.json ...
+                  [--untraced U1.json --untraced U2.json ...] [--repeat-out DIR1 --repeat-out DIR2 ...]
+                  [--repeats-json FILE] [--repeats-md FILE] [--max-tracer-slowdown F] [--expected-steps M]
+                  [--check] [--no-figures]
 
 Writes into DIR:
   summary.json         numbers and checks (nsys_analysis.capture.summary.compute_summary lists every key)
-  summary.md           idle gaps, host stalls, checks, phases, per-step input timing, GPU time per phase,
+  summary.md           (a tracer-bound capture: a warning paragraph first) capture cost, idle gaps, host
+                       stalls, checks, phases, per-step input timing, GPU time per phase,
                        top kernels, kernel time by family (scripts/kernel_families.py compares runs),
                        memory operations, CUDA API calls, other NVTX domains
   fig1_phases.png      total duration of each phase range, torch_step and capture_window excluded
@@ -20,6 +26,16 @@ Writes into DIR:
                        counterpart of figure 1: backward's kernels, launched from autograd's thread, count
                        under backward)
 (Figure 4 compares configurations; scripts/sweep.py draws it with nsys_analysis.sweep.figures.plot_sweep().)
+
+What the capture itself cost (summary.json's capture_cost, summary.md's "Capture cost";
+nsys_analysis.capture.cost says how each figure is made): --untraced names the report of a run of the same
+command without nsys (scripts/profile.sh makes one after each capture; repeatable: their median counts).
+The summary then compares the traced and untraced images/s and host time per phase, counts the CUDA
+runtime calls of each thread per step, charges nsys's own PROFILER_OVERHEAD to threads and phases, and
+estimates how much of the window's idle time the tracer explains; the check capture_cost (present only
+with --untraced) fails when traced / untraced images/s < 1 - F (--max-tracer-slowdown, default 0.10), and
+summary.md then opens with a paragraph saying the capture is tracer-bound: trust the untraced figures for
+throughput and the capture for order and overlap.
 
 Several exports (or any --rank-out) are the ranks of one data-parallel run, one nsys export per rank
 (scripts/profile.sh --nproc N writes PREFIX.rank<r>.sqlite). A rank is the `.rank<r>` in its export's
@@ -33,6 +49,17 @@ every key):
   ranks.md             those tables
   fig_ranks.png        data_load end and NCCL time per step and rank
 --expected-steps applies to every rank; --check needs every check of every rank and same_step_count.
+--untraced, when given, is given once per export too (each rank's untraced run).
+
+--repeats: the exports are N captures of one configuration (scripts/profile.sh --repeat N writes
+PREFIX.<k>.sqlite), each with its --report (required, in order). Each capture's summary (no figures), with
+every --untraced report, goes into DIR/capture<k>/ (or the k-th --repeat-out); the median capture by its
+report's images/s (the lower middle one of an even N) is analysed in full, figures too, into DIR; and
+--repeats-json / --repeats-md (default DIR/repeats.json, DIR/repeats.md) get the spread (min, median, max
+and each value) of the headline figures across the captures (traced and untraced images/s, their ratio,
+no-activity %, batch_wait and h2d_submit, CUDA calls per step per thread, profiler overhead, the idle the
+tracer explains) and each check's pass count (nsys_analysis.capture.repeats). --check needs every check of
+every capture.
 
 The export may come from any nsys 2023+ release: tables and columns are looked up by name, optional
 tables may be absent, enum ids are read from the ENUM_* tables when present. Range text comes from
@@ -48,9 +75,9 @@ beside each, renamed over it); a symlink is followed, a character device such as
 
 Exit status (nsys_analysis.common.exit_status): 0 done; 1 an output could not be written when its turn
 came, or matplotlib is missing for the figures; 2 unusable input (missing file, a directory, unreadable,
-not SQLite, no NVTX_EVENTS, bad report; with several exports also two of one rank, or a report of another
-rank), an output path that cannot be written, or a bad command line; 3 with --check when any check is false
-or not evaluable.
+not SQLite, no NVTX_EVENTS, bad report or --untraced report; with several exports also two of one rank, or
+a report of another rank; with --repeats a report without images/s), an output path that cannot be
+written, or a bad command line; 3 with --check when any check is false or not evaluable.
 """
 
 import argparse
@@ -61,10 +88,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The analysis itself lives in the nsys_analysis package beside this script.
 from nsys_analysis.capture.checks import failed_checks  # noqa: E402
 from nsys_analysis.capture.export import AnalysisError  # noqa: E402
-from nsys_analysis.capture.pipeline import (analyze, analyze_ranks, capture_outputs, check_outputs,  # noqa: E402
-                                            ranks_outputs)
+from nsys_analysis.capture.cost import DEFAULT_MAX_SLOWDOWN  # noqa: E402
+from nsys_analysis.capture.pipeline import (REPEATS_FILES, analyze, analyze_ranks, analyze_repeats,  # noqa: E402
+                                            capture_outputs, check_outputs, ranks_outputs)
 from nsys_analysis.common.exit_status import CHECKS_FAILED, FAILURE, OK, USAGE  # noqa: E402
-from nsys_analysis.common.files import OutputError, UsageError, check_input_file  # noqa: E402
+from nsys_analysis.common.files import (OutputError, UsageError, check_input_file,  # noqa: E402
+                                        check_output_file)
 from nsys_analysis.common.formatting import fmt  # noqa: E402
 from nsys_analysis.common.plotting import require_matplotlib  # noqa: E402
 
@@ -83,6 +112,21 @@ def parse_args(argv):
     p.add_argument("--rank-out", action="append", metavar="DIR",
                    help="where a rank's summary goes instead of OUT/rank<r> (once per export, in their order); "
                         "makes even one export a ranks analysis")
+    p.add_argument("--untraced", action="append", metavar="REPORT",
+                   help="run report of the same command run without nsys (repeatable; with several exports once "
+                        "per export, with --repeats any number, every capture gets all)")
+    p.add_argument("--max-tracer-slowdown", type=float, default=DEFAULT_MAX_SLOWDOWN, metavar="F",
+                   help="capture_cost fails when traced / untraced images/s < 1 - F (default %g)"
+                        % DEFAULT_MAX_SLOWDOWN)
+    p.add_argument("--repeats", action="store_true",
+                   help="the exports are captures of one configuration: each summarised, the median one in full, "
+                        "the spread in repeats.json / repeats.md")
+    p.add_argument("--repeat-out", action="append", metavar="DIR",
+                   help="with --repeats, where a capture's summary goes instead of OUT/capture<k> (once per export)")
+    p.add_argument("--repeats-json", metavar="FILE",
+                   help="with --repeats: the spread as JSON (default OUT/repeats.json)")
+    p.add_argument("--repeats-md", metavar="FILE",
+                   help="with --repeats: the spread as Markdown (default OUT/repeats.md)")
     p.add_argument("--expected-steps", type=int, metavar="M",
                    help="steps the capture must hold (default: the report's capture.steps)")
     p.add_argument("--check", "--strict", dest="check", action="store_true",
@@ -92,33 +136,85 @@ def parse_args(argv):
     if a.expected_steps is not None and a.expected_steps < 0:
         p.error("expected --expected-steps >= 0, got %d" % a.expected_steps)
     n = len(a.export)
-    if a.report and len(a.report) != n:
+    if a.report and len(a.report) != n and not a.repeats:  # --repeats says it its own way
         p.error("expected one --report per export (%d), got %d" % (n, len(a.report)))
     if a.rank_out and len(a.rank_out) != n:
         p.error("expected one --rank-out per export (%d), got %d" % (n, len(a.rank_out)))
+    if not (0 <= a.max_tracer_slowdown < 1):  # NaN fails too
+        p.error("expected --max-tracer-slowdown in [0, 1), got %g" % a.max_tracer_slowdown)
+    if a.repeats:
+        check_repeats_args(p, a, n)
+    else:
+        for flag, value in (("--repeat-out", a.repeat_out), ("--repeats-json", a.repeats_json),
+                            ("--repeats-md", a.repeats_md)):
+            if value:
+                p.error("%s needs --repeats" % flag)
+        if (n > 1 or a.rank_out) and a.untraced and len(a.untraced) != n:
+            p.error("expected one --untraced per export (%d), got %d (or none)" % (n, len(a.untraced)))
     return a
+
+
+def check_repeats_args(p, a, n):
+    """--repeats' own rules; p.error() (exit 2) naming the flag."""
+    if a.rank_out:
+        p.error("--rank-out conflicts with --repeats (the exports are captures of one process, not ranks)")
+    if not a.report or len(a.report) != n:
+        p.error("--repeats needs one --report per export (%d), got %d: the median capture is chosen by their "
+                "images/s" % (n, len(a.report or ())))
+    if a.repeat_out and len(a.repeat_out) != n:
+        p.error("expected one --repeat-out per export (%d), got %d" % (n, len(a.repeat_out)))
 
 
 def check_paths(a, ranks_mode):
     """Every input readable and every output writable, before any work; raises UsageError naming the
-    argument. (Each rank's own directory is checked by analyze_ranks(), which knows the ranks.)"""
+    argument. (Each rank's own directory is checked by analyze_ranks(), which knows the ranks, and each
+    capture's of --repeats by analyze_repeats().)"""
     for path in a.export:
         check_input_file("export", path, "an nsys SQLite export file (nsys export --type=sqlite)")
     for path in a.report or ():
         check_input_file("--report", path, "a run report file", streams=True)
+    for path in a.untraced or ():
+        check_input_file("--untraced", path, "an untraced run's report file", streams=True)
     figures = not a.no_figures
     check_outputs("--out", a.out, ranks_outputs(figures) if ranks_mode else capture_outputs(figures))
+    if a.repeats:
+        for flag, path, name in (("--repeats-json", a.repeats_json, REPEATS_FILES[0]),
+                                 ("--repeats-md", a.repeats_md, REPEATS_FILES[1])):
+            check_output_file(flag if path else "--out", path or os.path.join(a.out, name), create_dirs=True)
 
 
 def run(a, ranks_mode):
-    """The analysis: (summaries, the summary or ranks dict whose checks decide, each rank's directory)."""
+    """The analysis: (summaries, the summary, ranks dict or repeats' checks whose checks decide, each
+    summary's directory)."""
+    figures, slowdown = not a.no_figures, a.max_tracer_slowdown
+    if a.repeats:
+        summaries, r = analyze_repeats(a.export, a.out, a.report, a.untraced or (), a.repeat_out, a.repeats_json,
+                                       a.repeats_md, a.expected_steps, figures, slowdown)
+        dirs = r["analysis_dirs"]
+        checks, details = {}, {}
+        for k, s in enumerate(summaries, 1):
+            for name, value in s["checks"].items():
+                checks["capture%d.%s" % (k, name)] = value
+                details["capture%d.%s" % (k, name)] = s["check_details"][name]
+        return summaries, {"checks": checks, "check_details": details, "repeats": r}, dirs
     if not ranks_mode:
-        s = analyze(a.export[0], a.out, a.report[0] if a.report else None, a.expected_steps,
-                    figures=not a.no_figures)
+        s = analyze(a.export[0], a.out, a.report[0] if a.report else None, a.expected_steps, figures=figures,
+                    untraced_paths=a.untraced or (), max_slowdown=slowdown)
         return [s], s, [a.out]
-    summaries, s = analyze_ranks(a.export, a.out, a.report, a.expected_steps, figures=not a.no_figures,
-                                 rank_dirs=a.rank_out)
+    summaries, s = analyze_ranks(a.export, a.out, a.report, a.expected_steps, figures=figures,
+                                 rank_dirs=a.rank_out, untraced_paths=a.untraced, max_slowdown=slowdown)
     return summaries, s, a.rank_out or [os.path.join(a.out, "rank%d" % r) for r in s["ranks"]]
+
+
+def cost_line(s):
+    """The capture-cost line of one summary on stdout, None without untraced runs."""
+    t = s["capture_cost"]["throughput"]
+    if not t["untraced_runs"]:
+        return None
+    bound = s["capture_cost"]["tracer_bound"]
+    return "  capture cost: traced %s images/s, untraced %s (%s x)%s" % (
+        fmt(t["traced_images_per_s"], 1), fmt(t["untraced_images_per_s"], 1), fmt(t["traced_over_untraced"]),
+        ": TRACER-BOUND, trust the untraced figures for throughput" if bound else "")
 
 
 def report(a, ranks_mode, summaries, s, rank_dirs):
@@ -127,6 +223,13 @@ def report(a, ranks_mode, summaries, s, rank_dirs):
         print("%s: %d steps, window %s ms, %s%% no device activity, %s H2D copies -> %s" % (
             path, rs["steps"], fmt(rs["capture_window_ms"]), fmt(rs["no_activity_pct"], 2),
             fmt(rs["h2d_copies"]), out))
+        if cost_line(rs):
+            print(cost_line(rs))
+    if a.repeats:
+        r = s["repeats"]
+        print("repeats: %d captures, the median capture %d (%s) analysed in full -> %s; spread in %s" % (
+            r["captures"], r["median_capture"], r["exports"][r["median_capture"] - 1], a.out,
+            a.repeats_md or os.path.join(a.out, REPEATS_FILES[1])))
     if ranks_mode:
         print("ranks %s: NCCL %s ms, exposed %s%% of the window; a straggler in %d of %d steps -> %s" % (
             ", ".join(map(str, s["ranks"])), " / ".join(fmt(p["nccl_ms"]) for p in s["per_rank"]),
@@ -144,7 +247,7 @@ def report(a, ranks_mode, summaries, s, rank_dirs):
 
 def main(argv=None):
     a = parse_args(argv)
-    ranks_mode = len(a.export) > 1 or bool(a.rank_out)
+    ranks_mode = not a.repeats and (len(a.export) > 1 or bool(a.rank_out))
     try:
         check_paths(a, ranks_mode)
         if not a.no_figures:

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Capture train_resnet50 (or any command) under the article's Nsight Systems options, then export the
-# capture to SQLite and the four nsys stats CSV summaries.
+# Capture train_resnet50 (or any command) under the article's Nsight Systems options, run it again without
+# nsys (the untraced run), then export the capture to SQLite and the four nsys stats CSV summaries.
 #
-# usage: scripts/profile.sh --prefix PREFIX [--binary PATH] [--nproc N] [--analyze] [--dry-run]
+# usage: scripts/profile.sh --prefix PREFIX [--binary PATH] [--nproc N] [--repeat N] [--no-untraced]
+#                           [--analyze] [--dry-run]
 #                           [PROGRAM ARGS...] [-- PROGRAM ARGS... | -- COMMAND [ARGS...]]
 #
 #   --prefix PREFIX  names every output: PREFIX.nsys-rep, PREFIX.sqlite, PREFIX_<report>.csv,
-#                    PREFIX.json (run report), PREFIX.log (program and nsys output)
+#                    PREFIX.json (run report), PREFIX.log (program and nsys output), PREFIX.untraced.json
+#                    (the untraced run's report) and PREFIX.untraced.log (its output)
 #   --binary PATH    the training binary (default: $TRAIN_BIN, else build/bin/train_resnet50)
 #   --nproc N        N data-parallel ranks on this machine, one nsys per rank:
 #                      torchrun --standalone --nproc-per-node N --no-python nsys profile ...
@@ -14,11 +16,23 @@
 #                    (scripts/launch_local.sh N -- nsys profile ... when torchrun is not on PATH, or
 #                    with PROFILE_LAUNCHER=local; PROFILE_LAUNCHER=torchrun insists on torchrun).
 #                    Outputs are per rank, PREFIX.rank<r> in place of PREFIX (train_resnet50 writes
-#                    PREFIX.rank<r>.json itself), except the one PREFIX.log of all ranks
-#   --analyze        also run scripts/analyze.py on the export (into PREFIX_analysis/); with --nproc,
-#                    each rank into PREFIX.rank<r>_analysis/ and the ranks compared in
-#                    PREFIX_ranks_analysis/ (ranks.md)
-#   --dry-run        print the commands, run nothing (but train_resnet50 --print-config, see below)
+#                    PREFIX.rank<r>.json itself), except the one PREFIX.log of all ranks; the untraced
+#                    run is the same launcher line without nsys, each rank's report
+#                    PREFIX.untraced.rank<r>.json
+#   --repeat N       N captures, each followed by its untraced run (capture 1, untraced 1, capture 2, ...;
+#                    default 1). With N > 1 capture k's outputs are named PREFIX.k: PREFIX.k.nsys-rep,
+#                    .sqlite, .json, .untraced.json, PREFIX.k_<report>.csv; PREFIX.log holds every
+#                    capture's output, PREFIX.untraced.log every untraced run's. Not with --nproc
+#   --no-untraced    no untraced run
+#   --analyze        also run scripts/analyze.py on the export, with the untraced run's report (into
+#                    PREFIX_analysis/); with --repeat N > 1, each capture's summary into PREFIX.k_analysis/
+#                    (with every untraced report), the median capture by traced images/s (the lower
+#                    middle one of an even N) in full, figures too, into PREFIX_analysis/, and the spread
+#                    of the headline figures across the captures into PREFIX_repeats.json and
+#                    PREFIX_repeats.md; with --nproc, each rank into PREFIX.rank<r>_analysis/ and the
+#                    ranks compared in PREFIX_ranks_analysis/ (ranks.md)
+#   --dry-run        print every command in order (captures, untraced runs, exports, analyses), run
+#                    nothing (but train_resnet50 --print-config, see below)
 #
 # Arguments other than these, and arguments after `--` that start with `-`, go to the training binary.
 # Before anything runs (--dry-run included), the binary is asked for the run's configuration with those
@@ -33,16 +47,24 @@
 # for other commands the last stdout line that is a JSON object becomes PREFIX.json (not with --nproc:
 # the ranks' output is interleaved in PREFIX.log).
 #
-# The binary is checked first, --dry-run included: a path must be an executable file, a bare name a
-# program on PATH. Before a capture, every output (PREFIX.nsys-rep, .sqlite, .json, .log, the CSVs; per
-# rank with --nproc) is checked: a directory, FIFO or socket there stops the run (symlinks are followed,
-# /dev/null is fine). Stale outputs of an earlier run are removed first (a symlink's target, the link kept;
-# never a device or FIFO); PREFIX.json is written atomically (scripts/output_files.sh).
+# The untraced run, right after its capture, is the same command without nsys: Nsight Systems' CUDA trace
+# slows every runtime call, and a thread making hundreds a step (the GPU decode stage) can leave a traced
+# device starved that runs at its ceiling untraced. train_resnet50 gets `--report PREFIX.untraced.json` in
+# place of any --report of its arguments; a wrapped command's last JSON stdout line becomes
+# PREFIX.untraced.json (none under --nproc). analyze.py reads it (--untraced): summary.md's "Capture cost"
+# says what the tracing cost and whether the capture is tracer-bound.
 #
-# Exit status: the program's when it fails (with --nproc, the launcher's); 2 usage errors, nsys, the
-# launcher, the binary (missing, a directory, not executable) or a Python to read its configuration
-# missing, flags the binary refuses, an output path that cannot be written; 1 no capture (.nsys-rep, of
-# any rank) produced, export / stats / analyze.py failed, or PREFIX.json could not be written.
+# The binary is checked first, --dry-run included: a path must be an executable file, a bare name a
+# program on PATH. Before a capture, every output (PREFIX.nsys-rep, .sqlite, .json, .untraced.json, .log,
+# .untraced.log, the CSVs; per rank with --nproc, per capture with --repeat) is checked: a directory, FIFO
+# or socket there stops the run (symlinks are followed, /dev/null is fine). Stale outputs of an earlier run
+# are removed first (a symlink's target, the link kept; never a device or FIFO); PREFIX.json is written
+# atomically (scripts/output_files.sh).
+#
+# Exit status: the program's when it fails, traced or untraced (with --nproc, the launcher's); 2 usage
+# errors, nsys, the launcher, the binary (missing, a directory, not executable) or a Python to read its
+# configuration missing, flags the binary refuses, an output path that cannot be written; 1 no capture
+# (.nsys-rep, of any rank) produced, export / stats / analyze.py failed, or PREFIX.json could not be written.
 set -uo pipefail
 
 # shellcheck disable=SC2054  # the commas belong to --trace's value
@@ -57,16 +79,27 @@ source "$script_dir/find_python.sh"
 # shellcheck source=scripts/output_files.sh
 source "$script_dir/output_files.sh"
 
-# run_profiled WHERE CMD...: runs the capture with its output in $prefix.log as well; exits with the
-# program's status when it failed (WHERE adds "from <launcher>" to the message).
-run_profiled() {
-  local where=$1 status
-  shift
+# The logs this invocation has begun (each is truncated by its first run, appended to by the next), and
+# the file holding the last run's output alone (a wrapped command's report line is read from it).
+declare -A logs_begun=()
+run_output=""
+
+# run_logged LOG WHAT WHERE CMD...: runs CMD with its output on stdout, in LOG and in $run_output; exits
+# with CMD's status when it failed (WHAT names the run in the message, WHERE adds "from <launcher>").
+run_logged() {
+  local log=$1 what=$2 where=$3 status append=()
+  shift 3
+  if [[ -z $run_output ]]; then
+    run_output=$(mktemp "${TMPDIR:-/tmp}/profile_sh.XXXXXXXX") || die "cannot create a temporary file" 1
+    trap 'rm -f -- "$run_output"' EXIT
+  fi
+  [[ -n ${logs_begun[$log]:-} ]] && append=(-a)
+  logs_begun[$log]=1
   echo "profile.sh: $(show_cmd "$@")" >&2
-  "$@" 2>&1 | tee "$prefix.log"
+  "$@" 2>&1 | tee ${append[@]+"${append[@]}"} "$log" | tee "$run_output"
   status=${PIPESTATUS[0]}
   if ((status != 0)); then
-    echo "profile.sh: error: the profiled program failed (exit $status${where:+ $where}); output in $prefix.log" >&2
+    echo "profile.sh: error: $what failed (exit $status${where:+ $where}); output in $log" >&2
     exit "$status"
   fi
 }
@@ -85,6 +118,13 @@ show_cmd() {
   echo "${out[*]}"
 }
 
+# positive_int FLAG VALUE WHAT: VALUE in base 10 when it is a positive integer, else a usage error.
+positive_int() {
+  if ! [[ $2 =~ ^[0-9]{1,6}$ ]] || ((10#$2 < 1)); then
+    usage_error "expected $1 to be a positive integer ($3), got '$2'"
+  fi
+  echo $((10#$2))
+}
 
 prefix=""
 binary="${TRAIN_BIN:-}"
@@ -93,6 +133,8 @@ analyze=0
 dry_run=0
 nproc=""
 nproc_given=0
+repeat=1
+untraced=1
 prog_args=()
 command=()
 while (($#)); do
@@ -103,6 +145,9 @@ while (($#)); do
     --binary=*) binary=${1#*=}; binary_flag=1; shift ;;
     --nproc) (($# >= 2)) || usage_error "expected a value after --nproc"; nproc=$2; nproc_given=1; shift 2 ;;
     --nproc=*) nproc=${1#*=}; nproc_given=1; shift ;;
+    --repeat) (($# >= 2)) || usage_error "expected a value after --repeat"; repeat=$2; shift 2 ;;
+    --repeat=*) repeat=${1#*=}; shift ;;
+    --no-untraced) untraced=0; shift ;;
     --analyze) analyze=1; shift ;;
     --dry-run) dry_run=1; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -121,10 +166,13 @@ fi
 [[ -n $prefix ]] || usage_error "expected --prefix PREFIX (outputs are named PREFIX.nsys-rep, PREFIX.sqlite, ...)"
 [[ $prefix != */ ]] || usage_error "expected --prefix to name a file prefix, got directory '$prefix'"
 if ((nproc_given)); then
-  if ! [[ $nproc =~ ^[0-9]{1,6}$ ]] || ((10#$nproc < 1)); then
-    usage_error "expected --nproc to be a positive integer (ranks on this machine), got '$nproc'"
-  fi
-  nproc=$((10#$nproc))
+  nproc=$(positive_int --nproc "$nproc" "ranks on this machine") || exit 2
+fi
+repeat=$(positive_int --repeat "$repeat" "captures, each with its untraced run") || exit 2
+# Repeated captures of several ranks would need a ranks analysis per repeat and a spread of ranks
+# comparisons; run profile.sh once per repeat with its own --prefix instead.
+if ((nproc_given && repeat > 1)); then
+  usage_error "--repeat $repeat conflicts with --nproc $nproc: repeated captures of several ranks are not supported (run profile.sh once per repeat, each with its own --prefix)"
 fi
 if ((${#command[@]})); then
   ((${#prog_args[@]} == 0)) || usage_error "arguments before -- (${prog_args[*]}) apply only to the training binary, got a command after --: ${command[*]}"
@@ -159,23 +207,26 @@ check_binary() {
 }
 [[ -z ${binary_source:-} ]] || check_binary
 
-# check_outputs ANALYSIS_DIR PFX...: each capture PFX's files, the one PREFIX.log and (--analyze) the
-# analysis directory can be written, else exit 2 naming --prefix and the path, before anything runs.
+# check_outputs PATH...: each output file can be written, and each PATH ending in `/` (an analysis
+# directory) is a directory or absent, else exit 2 naming --prefix and the path, before anything runs.
 check_outputs() {
-  local analysis_dir=$1 pfx rep path why files=("$prefix.log")
-  shift
-  for pfx in "$@"; do
-    files+=("$pfx.nsys-rep" "$pfx.sqlite" "$pfx.json")
-    for rep in ${STATS_REPORTS//,/ }; do files+=("${pfx}_$rep.csv"); done
-    ((analyze)) && [[ -e ${pfx}_analysis && ! -d ${pfx}_analysis ]] &&
-      die "--prefix $prefix: ${pfx}_analysis: is not a directory (--analyze writes there)" 2
-  done
-  for path in "${files[@]}"; do
+  local path why
+  for path in "$@"; do
+    if [[ $path == */ ]]; then
+      path=${path%/}
+      [[ -e $path && ! -d $path ]] && die "--prefix $prefix: $path: is not a directory (--analyze writes there)" 2
+      continue
+    fi
     why=$(output_problem "$path") || die "--prefix $prefix: $path: $why" 2
   done
-  ((analyze)) && [[ -e $analysis_dir && ! -d $analysis_dir ]] &&
-    die "--prefix $prefix: $analysis_dir: is not a directory (--analyze writes there)" 2
   return 0
+}
+
+# capture_outputs PFX: the files of the capture PFX (appended to the array outputs).
+capture_outputs() {
+  local rep
+  outputs+=("$1.nsys-rep" "$1.sqlite" "$1.json")
+  for rep in ${STATS_REPORTS//,/ }; do outputs+=("${1}_$rep.csv"); done
 }
 
 # read_train_config: the run's resolved configuration, asked of train_resnet50 itself (`--print-config`:
@@ -215,7 +266,6 @@ sys.stdout.write("%s\0%s\0" % (("!", why) if why else (int(c["cuda_graph"]), c["
   given_report=${fields[1]}
 }
 
-report="$prefix.json"
 is_train=0
 [[ $(basename -- "${command[0]}") == train_resnet50* ]] && is_train=1
 given_report=""
@@ -223,8 +273,36 @@ nsys_opts=("${NSYS_PROFILE_OPTS[@]}")
 if ((is_train)); then
   read_train_config
   ((cuda_graph)) && nsys_opts+=(--cuda-graph-trace=node)
-  [[ -n $given_report ]] || command+=(--report "$report")
 fi
+
+# set_traced_cmd PFX REPORT: traced_cmd, the program of capture PFX: train_resnet50 gets --report REPORT
+# unless its configuration has a report of its own (copied to REPORT afterwards).
+set_traced_cmd() {
+  traced_cmd=("${command[@]}")
+  ((is_train)) && [[ -z $given_report ]] && traced_cmd+=(--report "$2")
+  return 0
+}
+
+# set_untraced_cmd REPORT: untraced_cmd, the program without nsys: train_resnet50 with any --report of its
+# arguments removed and --report REPORT added (its own report, whatever the user's says); a wrapped
+# command as it is.
+set_untraced_cmd() {
+  local word skip=0
+  untraced_cmd=()
+  if ((!is_train)); then
+    untraced_cmd=("${command[@]}")
+    return 0
+  fi
+  for word in "${command[@]}"; do
+    if ((skip)); then skip=0; continue; fi
+    case $word in
+      --report) skip=1 ;;
+      --report=*) ;;
+      *) untraced_cmd+=("$word") ;;
+    esac
+  done
+  untraced_cmd+=(--report "$1")
+}
 
 # set_export_cmd PFX, set_stats_cmd PFX: export_cmd and stats_cmd for the capture PFX.nsys-rep.
 set_export_cmd() { export_cmd=(nsys export --type=sqlite --force-overwrite=true "--output=$1.sqlite" "$1.nsys-rep"); }
@@ -232,9 +310,14 @@ set_stats_cmd() {
   stats_cmd=(nsys stats "--report=$STATS_REPORTS" --format=csv --force-overwrite=true "--output=$1" "$1.sqlite")
 }
 
-profile_cmd=(nsys profile "${nsys_opts[@]}" --force-overwrite=true "--output=$prefix" "${command[@]}")
-set_export_cmd "$prefix"
-set_stats_cmd "$prefix"
+# analysis_python: the Python analyze.py runs with (one with matplotlib); a dry run shows python3 when
+# there is none.
+analysis_python() {
+  if ! py=$(find_python matplotlib); then
+    ((dry_run)) || die "no Python with matplotlib for analyze.py (tried \$PYTHON, python3, /usr/bin/python3); install python3-matplotlib" 1
+    py=python3
+  fi
+}
 
 # rank_path PATH R: PATH with .rank<R> before its extension, as train_resnet50 names each rank's report
 # (lib/dist/dist_env.cpp, rank_report_path: out/run.json -> out/run.rank0.json, out/run -> out/run.rank0).
@@ -245,63 +328,118 @@ rank_path() {
   if [[ $base == *.* && -n $stem ]]; then echo "$dir$stem.rank$2.${base##*.}"; else echo "$1.rank$2"; fi
 }
 
-# profile_ranks: --nproc N. One nsys per rank (a single nsys around the launcher would record every rank
-# in one report, where how the ranks' cudaProfilerStart/Stop calls combine is undocumented), each
-# naming its report after RANK from its environment; then export, stats and analysis per rank, and the
-# ranks compared. Uses the globals set above; exits like the single-process path.
-profile_ranks() {
-  local n=$nproc r rp src rep launcher=${PROFILE_LAUNCHER:-auto} launch_cmd missing=() sqlites=() reports=() outs=()
+# save_report_line PATH: the last line of the last run's output that is a JSON object (a wrapped
+# command's report) into PATH, atomically; a warning when there is none.
+save_report_line() {
+  local line
+  line=$(grep -E '^[[:space:]]*\{.*\}[[:space:]]*$' "$run_output" | tail -n 1)
+  if [[ -n $line ]]; then
+    printf '%s\n' "$line" | write_file "$1" || die "cannot write the run report $1" 1
+  else
+    echo "profile.sh: warning: no JSON report line in the program's output; no $1" >&2
+  fi
+}
+
+# launcher_cmd CMD...: launch_cmd, CMD started on $nproc ranks by $launcher.
+launcher_cmd() {
+  if [[ $launcher == torchrun ]]; then
+    launch_cmd=(torchrun --standalone --nproc-per-node "$nproc" --no-python "$@")
+  else
+    launch_cmd=("$script_dir/launch_local.sh" "$nproc" -- "$@")
+  fi
+}
+
+# set_ranks_cmds: --nproc N's commands and paths (globals): the launcher, traced_launch (one nsys per rank),
+# untraced_launch (the same launcher line without nsys; ranks_untraced 0 when there is none), and the
+# ranks' exports, analysis directories and untraced reports as analyze.py's arguments.
+set_ranks_cmds() {
+  local r
+  set_traced_cmd "$prefix" "$prefix.json"
   local nsys_cmd=(nsys profile "${nsys_opts[@]}" --force-overwrite=true "--output=$prefix.rank%q{RANK}"
-                  "${command[@]}")
+                  "${traced_cmd[@]}")
+  launcher=${PROFILE_LAUNCHER:-auto}
   case $launcher in
     auto) if command -v torchrun >/dev/null 2>&1; then launcher=torchrun; else launcher=local; fi ;;
     torchrun | local) ;;
     *) usage_error "expected PROFILE_LAUNCHER to be torchrun, local or auto, got '$launcher'" ;;
   esac
-  if [[ $launcher == torchrun ]]; then
-    launch_cmd=(torchrun --standalone --nproc-per-node "$n" --no-python "${nsys_cmd[@]}")
-  else
-    launch_cmd=("$script_dir/launch_local.sh" "$n" -- "${nsys_cmd[@]}")
+  launcher_cmd "${nsys_cmd[@]}"
+  traced_launch=("${launch_cmd[@]}")
+  ranks_untraced=$untraced
+  untraced_launch=()
+  if ((ranks_untraced && !is_train)); then
+    echo "profile.sh: warning: no untraced run for a wrapped command under --nproc (no report could be read from its ranks' interleaved output)" >&2
+    ranks_untraced=0
   fi
-  if ((dry_run)); then
-    show_cmd "${launch_cmd[@]}"
-    for ((r = 0; r < n; r++)); do
-      set_export_cmd "$prefix.rank$r"
-      show_cmd "${export_cmd[@]}"
-      set_stats_cmd "$prefix.rank$r"
-      show_cmd "${stats_cmd[@]}"
-    done
-    exit 0
+  if ((ranks_untraced)); then
+    set_untraced_cmd "$prefix.untraced.json"
+    launcher_cmd "${untraced_cmd[@]}"
+    untraced_launch=("${launch_cmd[@]}")
   fi
+  sqlites=() outs=() untraced_args=()
+  for ((r = 0; r < nproc; r++)); do
+    sqlites+=("$prefix.rank$r.sqlite")
+    outs+=(--rank-out "$prefix.rank${r}_analysis")
+    ((ranks_untraced)) && untraced_args+=(--untraced "$prefix.untraced.rank$r.json")
+  done
+  return 0
+}
 
+# ranks_dry_run: --nproc N --dry-run: every command in order, then exit 0.
+ranks_dry_run() {
+  local r reports=()
+  show_cmd "${traced_launch[@]}"
+  ((ranks_untraced)) && show_cmd "${untraced_launch[@]}"
+  for ((r = 0; r < nproc; r++)); do
+    set_export_cmd "$prefix.rank$r"
+    show_cmd "${export_cmd[@]}"
+    set_stats_cmd "$prefix.rank$r"
+    show_cmd "${stats_cmd[@]}"
+    reports+=(--report "$prefix.rank$r.json")
+  done
+  if ((analyze)); then
+    analysis_python
+    show_cmd "$py" "$script_dir/analyze.py" "${sqlites[@]}" "${reports[@]}" "${untraced_args[@]}" "${outs[@]}" \
+      --out "${prefix}_ranks_analysis"
+  fi
+  exit 0
+}
+
+# ranks_prepare: nsys and the launcher there, every rank's output writable, stale outputs removed.
+ranks_prepare() {
+  local r outputs=("$prefix.log")
   command -v nsys >/dev/null 2>&1 ||
     die "nsys (Nsight Systems CLI) is not on PATH; install Nsight Systems or add its bin/ directory to PATH" 2
   if [[ $launcher == torchrun ]]; then
     command -v torchrun >/dev/null 2>&1 ||
       die "torchrun is not on PATH (PROFILE_LAUNCHER=torchrun); unset PROFILE_LAUNCHER to use scripts/launch_local.sh" 2
   fi
-
-  local pfxs=()
-  for ((r = 0; r < n; r++)); do pfxs+=("$prefix.rank$r"); done
-  check_outputs "${prefix}_ranks_analysis" "${pfxs[@]}"
+  ((ranks_untraced)) && outputs+=("$prefix.untraced.log")
+  for ((r = 0; r < nproc; r++)); do
+    capture_outputs "$prefix.rank$r"
+    ((ranks_untraced)) && outputs+=("$prefix.untraced.rank$r.json")
+    ((analyze)) && outputs+=("$prefix.rank${r}_analysis/")
+  done
+  ((analyze)) && outputs+=("${prefix}_ranks_analysis/")
+  check_outputs "${outputs[@]}"
   mkdir -p -- "$(dirname -- "$prefix")" || die "cannot create the directory of $prefix" 1
-  # Stale outputs would hide a rank whose capture never started. (PREFIX.log is truncated by tee.)
-  for ((r = 0; r < n; r++)); do
-    remove_stale "$prefix.rank$r.nsys-rep" "$prefix.rank$r.sqlite"
+  # Stale outputs would hide a rank whose capture (or untraced run) never started. (Logs are truncated by tee.)
+  for ((r = 0; r < nproc; r++)); do
+    remove_stale "$prefix.rank$r.nsys-rep" "$prefix.rank$r.sqlite" "$prefix.untraced.rank$r.json"
     ((is_train)) && [[ -z $given_report ]] && remove_stale "$prefix.rank$r.json"
   done
+  return 0
+}
 
-  run_profiled "from $launcher" "${launch_cmd[@]}"
-  for ((r = 0; r < n; r++)); do
-    [[ -f $prefix.rank$r.nsys-rep ]] || missing+=("$prefix.rank$r.nsys-rep")
-  done
-  ((${#missing[@]} == 0)) ||
-    die "nsys produced no ${missing[*]}: the capture range never started on those ranks (the program must call cudaProfilerStart; check $prefix.log)" 1
-
+# ranks_reports: each rank's report as PREFIX.rank<r>.json (a given --report's copied), into reports
+# (analyze.py's --report arguments).
+ranks_reports() {
+  local r rp src
+  reports=()
   if ((!is_train)); then
     echo "profile.sh: warning: no run reports for a wrapped command under --nproc (its ranks' output is interleaved in $prefix.log)" >&2
   fi
-  for ((r = 0; r < n; r++)); do
+  for ((r = 0; r < nproc; r++)); do
     rp="$prefix.rank$r.json"
     if [[ -n $given_report ]]; then
       src=$(rank_path "$given_report" "$r")
@@ -313,11 +451,58 @@ profile_ranks() {
     fi
     ((is_train)) && [[ ! -f $rp ]] && echo "profile.sh: warning: no run report at $rp" >&2
     [[ -f $rp ]] && reports+=(--report "$rp")
-    sqlites+=("$prefix.rank$r.sqlite")
-    outs+=(--rank-out "$prefix.rank${r}_analysis")
   done
+  return 0
+}
 
-  for ((r = 0; r < n; r++)); do
+# ranks_listing: what a --nproc run wrote, on stdout.
+ranks_listing() {
+  local r rp rep
+  echo
+  for ((r = 0; r < nproc; r++)); do
+    rp="$prefix.rank$r"
+    echo "rank $r:"
+    echo "capture:     $rp.nsys-rep"
+    echo "sqlite:      $rp.sqlite"
+    for rep in ${STATS_REPORTS//,/ }; do
+      printf '%-12s %s\n' "$rep:" "${rp}_$rep.csv"
+    done
+    if [[ -f $rp.json ]]; then echo "run report:  $rp.json"; fi
+    if [[ -f $prefix.untraced.rank$r.json ]]; then echo "untraced:    $prefix.untraced.rank$r.json"; fi
+    if ((analyze)); then echo "analysis:    ${rp}_analysis/summary.md"; fi
+  done
+  echo "log:         $prefix.log"
+  if ((ranks_untraced)); then echo "untraced log: $prefix.untraced.log"; fi
+  if ((analyze)); then echo "ranks:       ${prefix}_ranks_analysis/ranks.md"; fi
+}
+
+# profile_ranks: --nproc N. One nsys per rank (a single nsys around the launcher would record every rank
+# in one report, where how the ranks' cudaProfilerStart/Stop calls combine is undocumented), each
+# naming its report after RANK from its environment; then the untraced launch, export, stats and analysis
+# per rank, and the ranks compared. Uses the globals set above; exits like the single-process path.
+profile_ranks() {
+  local r missing=()
+  set_ranks_cmds
+  ((dry_run)) && ranks_dry_run
+  ranks_prepare
+
+  run_logged "$prefix.log" "the profiled program" "from $launcher" "${traced_launch[@]}"
+  for ((r = 0; r < nproc; r++)); do
+    [[ -f $prefix.rank$r.nsys-rep ]] || missing+=("$prefix.rank$r.nsys-rep")
+  done
+  ((${#missing[@]} == 0)) ||
+    die "nsys produced no ${missing[*]}: the capture range never started on those ranks (the program must call cudaProfilerStart; check $prefix.log)" 1
+  ranks_reports
+
+  if ((ranks_untraced)); then
+    run_logged "$prefix.untraced.log" "the untraced run" "from $launcher" "${untraced_launch[@]}"
+    for ((r = 0; r < nproc; r++)); do
+      [[ -f $prefix.untraced.rank$r.json ]] ||
+        { echo "profile.sh: warning: rank $r's untraced run wrote no $prefix.untraced.rank$r.json" >&2; untraced_args=(); }
+    done
+  fi
+
+  for ((r = 0; r < nproc; r++)); do
     set_export_cmd "$prefix.rank$r"
     echo "profile.sh: $(show_cmd "${export_cmd[@]}")" >&2
     "${export_cmd[@]}" || die "nsys export failed for rank $r (exit $?)" 1
@@ -327,93 +512,156 @@ profile_ranks() {
   done
 
   if ((analyze)); then
-    py=$(find_python matplotlib) ||
-      die "no Python with matplotlib for analyze.py (tried \$PYTHON, python3, /usr/bin/python3); install python3-matplotlib" 1
-    if ((${#reports[@]} != 2 * n)); then
+    analysis_python
+    if ((${#reports[@]} != 2 * nproc)); then
       ((${#reports[@]} == 0)) || echo "profile.sh: warning: not every rank has a run report; analyzing without reports" >&2
       reports=()
     fi
-    "$py" "$script_dir/analyze.py" "${sqlites[@]}" "${reports[@]}" "${outs[@]}" --out "${prefix}_ranks_analysis" ||
-      die "analyze.py failed (exit $?)" 1
+    local analyze_cmd=("$py" "$script_dir/analyze.py" "${sqlites[@]}" "${reports[@]}" "${untraced_args[@]}"
+                       "${outs[@]}" --out "${prefix}_ranks_analysis")
+    echo "profile.sh: $(show_cmd "${analyze_cmd[@]}")" >&2
+    "${analyze_cmd[@]}" || die "analyze.py failed (exit $?)" 1
   fi
-
-  echo
-  for ((r = 0; r < n; r++)); do
-    rp="$prefix.rank$r"
-    echo "rank $r:"
-    echo "capture:     $rp.nsys-rep"
-    echo "sqlite:      $rp.sqlite"
-    for rep in ${STATS_REPORTS//,/ }; do
-      printf '%-12s %s\n' "$rep:" "${rp}_$rep.csv"
-    done
-    if [[ -f $rp.json ]]; then echo "run report:  $rp.json"; fi
-    if ((analyze)); then echo "analysis:    ${rp}_analysis/summary.md"; fi
-  done
-  echo "log:         $prefix.log"
-  if ((analyze)); then echo "ranks:       ${prefix}_ranks_analysis/ranks.md"; fi
+  ranks_listing
   exit 0
 }
 ((nproc_given == 0)) || profile_ranks
 
+# One process: capture k's outputs are named ${pfxs[k-1]} (PREFIX itself when there is one capture).
+pfxs=()
+if ((repeat == 1)); then
+  pfxs=("$prefix")
+else
+  for ((k = 1; k <= repeat; k++)); do pfxs+=("$prefix.$k"); done
+fi
+analysis_dir="${prefix}_analysis"
+
+# set_analyze_cmd: analyze_cmd, the analysis of every capture with the reports there are (a dry run
+# assumes them all): one capture into PREFIX_analysis/; several with --repeats (analyze.py).
+set_analyze_cmd() {
+  local pfx sqlites=() reports=() unreports=() outs=()
+  for pfx in "${pfxs[@]}"; do
+    sqlites+=("$pfx.sqlite")
+    if ((dry_run)) || [[ -f $pfx.json ]]; then reports+=(--report "$pfx.json"); fi
+    if ((untraced)) && { ((dry_run)) || [[ -f $pfx.untraced.json ]]; }; then unreports+=(--untraced "$pfx.untraced.json"); fi
+    outs+=(--repeat-out "${pfx}_analysis")
+  done
+  analyze_cmd=("$py" "$script_dir/analyze.py" "${sqlites[@]}")
+  if ((repeat > 1)); then
+    analyze_cmd+=(--repeats "${reports[@]}" "${unreports[@]}" "${outs[@]}" --out "$analysis_dir"
+                  --repeats-json "${prefix}_repeats.json" --repeats-md "${prefix}_repeats.md")
+  else
+    analyze_cmd+=("${reports[@]}" "${unreports[@]}" --out "$analysis_dir")
+  fi
+}
+
 if ((dry_run)); then
-  show_cmd "${profile_cmd[@]}"
-  show_cmd "${export_cmd[@]}"
-  show_cmd "${stats_cmd[@]}"
+  for pfx in "${pfxs[@]}"; do
+    set_traced_cmd "$pfx" "$pfx.json"
+    show_cmd nsys profile "${nsys_opts[@]}" --force-overwrite=true "--output=$pfx" "${traced_cmd[@]}"
+    if ((untraced)); then
+      set_untraced_cmd "$pfx.untraced.json"
+      show_cmd "${untraced_cmd[@]}"
+    fi
+  done
+  for pfx in "${pfxs[@]}"; do
+    set_export_cmd "$pfx"
+    show_cmd "${export_cmd[@]}"
+    set_stats_cmd "$pfx"
+    show_cmd "${stats_cmd[@]}"
+  done
+  if ((analyze)); then
+    analysis_python
+    set_analyze_cmd
+    show_cmd "${analyze_cmd[@]}"
+  fi
   exit 0
 fi
 
 command -v nsys >/dev/null 2>&1 ||
   die "nsys (Nsight Systems CLI) is not on PATH; install Nsight Systems or add its bin/ directory to PATH" 2
 
-check_outputs "${prefix}_analysis" "$prefix"
+outputs=("$prefix.log")
+((untraced)) && outputs+=("$prefix.untraced.log")
+for pfx in "${pfxs[@]}"; do
+  capture_outputs "$pfx"
+  ((untraced)) && outputs+=("$pfx.untraced.json")
+  ((analyze && repeat > 1)) && outputs+=("${pfx}_analysis/")
+done
+((analyze)) && outputs+=("$analysis_dir/")
+((analyze && repeat > 1)) && outputs+=("${prefix}_repeats.json" "${prefix}_repeats.md")
+check_outputs "${outputs[@]}"
 mkdir -p -- "$(dirname -- "$prefix")" || die "cannot create the directory of $prefix" 1
-# Stale outputs would hide a capture that never started. (PREFIX.log is truncated by tee.)
-remove_stale "$prefix.nsys-rep" "$prefix.sqlite"
-((is_train)) && [[ -z $given_report ]] && remove_stale "$report"
+# Stale outputs would hide a capture (or untraced run) that never happened. (Logs are truncated by tee.)
+for pfx in "${pfxs[@]}"; do
+  remove_stale "$pfx.nsys-rep" "$pfx.sqlite" "$pfx.untraced.json"
+  ((is_train)) && [[ -z $given_report ]] && remove_stale "$pfx.json"
+done
 
-run_profiled "" "${profile_cmd[@]}"
-[[ -f $prefix.nsys-rep ]] ||
-  die "nsys produced no $prefix.nsys-rep: the capture range never started (the program must call cudaProfilerStart; check $prefix.log)" 1
-
-if [[ -n $given_report ]]; then
-  if [[ -f $given_report ]]; then
-    [[ $given_report -ef $report ]] || write_file "$report" <"$given_report" || die "cannot copy $given_report to $report" 1
-  else
-    echo "profile.sh: warning: the program wrote no report at $given_report" >&2
+# capture_and_untraced PFX: capture PFX, its run report into PFX.json, then (unless --no-untraced) its
+# untraced run with its report in PFX.untraced.json.
+capture_and_untraced() {
+  local pfx=$1
+  set_traced_cmd "$pfx" "$pfx.json"
+  run_logged "$prefix.log" "the profiled program" "" \
+    nsys profile "${nsys_opts[@]}" --force-overwrite=true "--output=$pfx" "${traced_cmd[@]}"
+  [[ -f $pfx.nsys-rep ]] ||
+    die "nsys produced no $pfx.nsys-rep: the capture range never started (the program must call cudaProfilerStart; check $prefix.log)" 1
+  if [[ -n $given_report ]]; then
+    if [[ -f $given_report ]]; then
+      [[ $given_report -ef $pfx.json ]] || write_file "$pfx.json" <"$given_report" || die "cannot copy $given_report to $pfx.json" 1
+    else
+      echo "profile.sh: warning: the program wrote no report at $given_report" >&2
+    fi
+  elif ((!is_train)); then
+    save_report_line "$pfx.json"  # a wrapped command (the Python reference) prints its report as one JSON line
   fi
-elif ((!is_train)); then
-  # A wrapped command (the Python reference) prints its report as one JSON line.
-  line=$(grep -E '^[[:space:]]*\{.*\}[[:space:]]*$' "$prefix.log" | tail -n 1)
-  if [[ -n $line ]]; then
-    printf '%s\n' "$line" | write_file "$report" || die "cannot write the run report $report" 1
-  else
-    echo "profile.sh: warning: no JSON report line in the program's output; no $report" >&2
-  fi
-fi
-[[ -f $report ]] || echo "profile.sh: warning: no run report at $report" >&2
+  [[ -f $pfx.json ]] || echo "profile.sh: warning: no run report at $pfx.json" >&2
+  ((untraced)) || return 0
+  set_untraced_cmd "$pfx.untraced.json"
+  run_logged "$prefix.untraced.log" "the untraced run" "" "${untraced_cmd[@]}"
+  ((is_train)) || save_report_line "$pfx.untraced.json"
+  [[ -f $pfx.untraced.json ]] || echo "profile.sh: warning: no untraced run report at $pfx.untraced.json" >&2
+  return 0
+}
 
-echo "profile.sh: $(show_cmd "${export_cmd[@]}")" >&2
-"${export_cmd[@]}" || die "nsys export failed (exit $?)" 1
-echo "profile.sh: $(show_cmd "${stats_cmd[@]}")" >&2
-"${stats_cmd[@]}" || die "nsys stats failed (exit $?)" 1
+for pfx in "${pfxs[@]}"; do capture_and_untraced "$pfx"; done
 
-analysis_dir="${prefix}_analysis"
+for pfx in "${pfxs[@]}"; do
+  set_export_cmd "$pfx"
+  echo "profile.sh: $(show_cmd "${export_cmd[@]}")" >&2
+  "${export_cmd[@]}" || die "nsys export of $pfx.nsys-rep failed (exit $?)" 1
+  set_stats_cmd "$pfx"
+  echo "profile.sh: $(show_cmd "${stats_cmd[@]}")" >&2
+  "${stats_cmd[@]}" || die "nsys stats of $pfx.sqlite failed (exit $?)" 1
+done
+
 if ((analyze)); then
-  py=$(find_python matplotlib) ||
-    die "no Python with matplotlib for analyze.py (tried \$PYTHON, python3, /usr/bin/python3); install python3-matplotlib" 1
-  report_args=()
-  [[ -f $report ]] && report_args=(--report "$report")
-  "$py" "$script_dir/analyze.py" "$prefix.sqlite" "${report_args[@]}" --out "$analysis_dir" ||
-    die "analyze.py failed (exit $?)" 1
+  analysis_python
+  if ((repeat > 1)); then
+    for pfx in "${pfxs[@]}"; do
+      [[ -f $pfx.json ]] || die "--repeat $repeat --analyze needs every capture's run report (the median capture is chosen by its images/s); no $pfx.json" 1
+    done
+  fi
+  set_analyze_cmd
+  echo "profile.sh: $(show_cmd "${analyze_cmd[@]}")" >&2
+  "${analyze_cmd[@]}" || die "analyze.py failed (exit $?)" 1
 fi
 
 echo
-echo "capture:     $prefix.nsys-rep"
-echo "sqlite:      $prefix.sqlite"
-for r in ${STATS_REPORTS//,/ }; do
-  printf '%-12s %s\n' "$r:" "${prefix}_$r.csv"
+for pfx in "${pfxs[@]}"; do
+  ((repeat == 1)) || echo "capture ${pfx##*.}:"
+  echo "capture:     $pfx.nsys-rep"
+  echo "sqlite:      $pfx.sqlite"
+  for r in ${STATS_REPORTS//,/ }; do
+    printf '%-12s %s\n' "$r:" "${pfx}_$r.csv"
+  done
+  if [[ -f $pfx.json ]]; then echo "run report:  $pfx.json"; fi
+  if [[ -f $pfx.untraced.json ]]; then echo "untraced:    $pfx.untraced.json"; fi
+  if ((analyze && repeat > 1)); then echo "summary:     ${pfx}_analysis/summary.md"; fi
 done
-if [[ -f $report ]]; then echo "run report:  $report"; fi
 echo "log:         $prefix.log"
+if ((untraced)); then echo "untraced log: $prefix.untraced.log"; fi
 if ((analyze)); then echo "analysis:    $analysis_dir/summary.md"; fi
+if ((analyze && repeat > 1)); then echo "repeats:     ${prefix}_repeats.md"; fi
 exit 0

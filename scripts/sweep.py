@@ -4,10 +4,16 @@ with scripts/profile.sh (or, with --no-nsys, run directly for its report), then 
 
 usage: sweep.py [--data DIR] [--binary PATH] [--configs FILE.json] [--only NAME ...]
                 [--seeds 2026 2027] [--order-seed N] [--timeout 600] [--out DIR]
-                [--no-nsys] [--dry-run] [--no-figures] [--run-figures] [-- EXTRA ARGS FOR EVERY RUN]
+                [--no-nsys] [--no-untraced] [--dry-run] [--no-figures] [--run-figures]
+                [-- EXTRA ARGS FOR EVERY RUN]
 
 Every run lives in OUT/runs/<config>_<seed>/ (attempt logs, run report, capture, analysis). A run that
-exceeds --timeout is killed and retried once; both attempts are recorded. A run whose checks fail
+exceeds --timeout is killed and retried once; both attempts are recorded. Each captured run is followed,
+right away, by its untraced run: the same command, seed and flags without nsys (untraced.json and
+untraced_attempt<N>.log in its folder; --no-untraced: none; --no-nsys runs are all untraced already), whose
+images/s the tables give beside the capture's, with their ratio and whether the capture was tracer-bound
+(traced below 0.90x untraced: the tracing, not the input pipeline, set its pace; reported, not excluded).
+--resume keeps an untraced run already finished. A run whose checks fail
 (analysis checks of its capture, and its report's step count / interruption flag) is not aggregated,
 and the table says which check failed. Outputs in OUT: sweep.md, sweep.csv (one row per configuration:
 each repetition and the mean), runs.csv, sweep.json, fig4_sweep.png, fig5_batch_wait.png.
@@ -65,6 +71,8 @@ def parse_args(argv):
     p.add_argument("--timeout", type=float, default=600, help="seconds per run attempt; one retry (default 600)")
     p.add_argument("--out", default=os.path.join("out", "sweep"), help="output directory (default out/sweep)")
     p.add_argument("--no-nsys", action="store_true", help="run the binary directly; use only the run reports")
+    p.add_argument("--no-untraced", action="store_true",
+                   help="no untraced run after each captured one (the capture's cost then unknown)")
     p.add_argument("--dry-run", action="store_true", help="print the shuffled plan and exit")
     p.add_argument("--resume", action="store_true",
                    help="keep runs that finished in an earlier sweep into the same --out")
@@ -123,11 +131,15 @@ def main(argv=None):
     if a.dry_run:
         for i, (name, seed) in enumerate(plan, 1):
             print("%2d. %s seed %d: %s" % (i, name, seed, " ".join(run_args(configs[name], seed, a.data, extra))))
+        if not (a.no_nsys or a.no_untraced):
+            print("sweep: each captured run is followed by its untraced run, the same command without nsys "
+                  "(--no-untraced: none)", file=sys.stderr)
         return OK
     settings = SweepSettings(
         out=a.out, binary=a.binary, data=a.data, extra=extra, seeds=a.seeds, order_seed=a.order_seed,
         timeout=a.timeout, no_nsys=a.no_nsys, run_figures=a.run_figures, resume=a.resume, deadline=a.deadline,
-        fig5_left=a.fig5_left, fig5_right=a.fig5_right, profile_script=a.profile_script)
+        fig5_left=a.fig5_left, fig5_right=a.fig5_right, profile_script=a.profile_script,
+        untraced=not a.no_untraced)
     try:
         error = check_environment(a, settings, plan)
     except UsageError as e:

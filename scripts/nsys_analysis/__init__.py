@@ -15,23 +15,30 @@ this):
     paths         where profile.sh and the default train_resnet50 are
     runner        running a command with a time limit that stops its whole process group
 
-  capture/   one nsys export (analyze.py), and several ranks' exports of one run
+  capture/   one nsys export (analyze.py), several ranks' exports of one run, several captures of one
+             configuration
     records       named records of one export (ranges, kernels, copies, memsets, graphs recorded whole,
                   runtime calls), the range names, the window
-    export        reading an nsys SQLite export into an Export
+    export        reading an nsys SQLite export into an Export (thread names and profiler overhead too)
     report        run reports (train_resnet50's JSON, seed_workload.py's line)
     intervals     interval arithmetic on ns times, the span holding a time (SpanIndex), grouped duration
                   statistics
     phases        the main thread's step-level phases, and the GPU time of the work launched in each
     idle_gaps     where and why the device sat idle inside the window; the host stalls among those gaps
     kernels       layout-conversion kernels, kernel families and short kernel labels
+    cost          what the capture itself cost: traced vs untraced throughput and host time per phase,
+                  runtime calls per thread and step, nsys's own overhead, the idle time the tracer
+                  explains (summary.json's capture_cost)
     summary       summary.json's numbers (compute_summary)
     checks        the capture checks, and the cross-check with nsys stats CSVs
-    markdown      summary.md, and ranks.md of several ranks
+    markdown      summary.md, ranks.md of several ranks, repeats.md of several captures
     figures       the article's figures of one capture (1-3, 5, 6) and the ranks figure
     ranks         a data-parallel run's ranks compared: NCCL kernels per step, exposed communication,
                   stragglers, every rank's checks
-    pipeline      one capture end to end (analyze), and several ranks' (analyze_ranks); their outputs
+    repeats       several captures of one configuration (profile.sh --repeat N): the median capture, and
+                  the spread of the headline figures across them
+    pipeline      one capture end to end (analyze), several ranks' (analyze_ranks), several captures of
+                  one configuration (analyze_repeats); their outputs
 
   sweep/     sweep.py: the input-pipeline comparison over configurations and seeds
     plan          the sweep's configurations and shuffled run plan

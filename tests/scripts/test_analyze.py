@@ -19,7 +19,8 @@ import sys
 import unittest
 
 from scripts.support.nsys_exports import (LAZY_SCHEMA, SCHEMA, RealFixtureCase, RealRanksFixtureCase, TempDirCase,
-                                          basic_export, rank_export, rank_report, simulated_run, write_json)
+                                          basic_export, rank_export, rank_report, simulated_run, tracer_cost_export,
+                                          tracer_cost_report, write_json)
 from scripts.support.testutil import AS_UNPRIVILEGED, FIXTURE_DIR, REPO
 
 
@@ -353,6 +354,166 @@ class RanksCliTest(TempDirCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.read("ranks.json")["ranks"], [0, 1])
         self.assertTrue(os.path.isfile(os.path.join(self.out, "rank1", "summary.md")))
+
+
+    def test_untraced_once_per_rank(self):
+        untraced = [write_json(os.path.join(self.tmp, "run.untraced.rank%d.json" % r),
+                               dict(rank_report(r), capture={"steps": 3, "images_per_s": ips}))
+                    for r, ips in ((0, 1050.0), (1, 2002.0))]
+        args = self.exports + ["--report", self.reports[0], "--report", self.reports[1], "--untraced", untraced[0],
+                               "--untraced", untraced[1], "--out", self.out, "--no-figures", "--check"]
+        r = self.run_cli(*args)
+        self.assertEqual(r.returncode, 3, r.stderr)  # rank 1 ran at 1001 / 2002 = 0.5x its untraced run
+        ranks = self.read("ranks.json")
+        self.assertEqual((ranks["checks"]["rank0.capture_cost"], ranks["checks"]["rank1.capture_cost"]), (True, False))
+        for rank, ratio in ((0, 0.952381), (1, 0.5)):
+            cost = self.read("rank%d" % rank, "summary.json")["capture_cost"]
+            self.assertEqual(cost["throughput"]["untraced_runs"], [{"report": untraced[rank],
+                                                                   "images_per_s": [1050.0, 2002.0][rank]}])
+            self.assertEqual(cost["throughput"]["traced_over_untraced"], ratio)
+        self.assertIn("tracer-bound:**", self.read("rank1", "summary.md"))
+        self.assertNotIn("tracer-bound:**", self.read("rank0", "summary.md"))
+        r = self.run_cli(*self.exports, "--untraced", untraced[0], "--out", self.out, "--no-figures")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("expected one --untraced per export (2), got 1 (or none)", r.stderr)
+
+
+class CaptureCostCliTest(TempDirCase):
+    """--untraced and --max-tracer-slowdown: the check capture_cost decides --check only when given."""
+
+    def setUp(self):
+        super().setUp()
+        self.export = self.build(tracer_cost_export())
+        self.report = write_json(os.path.join(self.tmp, "run.json"), tracer_cost_report(400.0))
+        self.untraced = [write_json(os.path.join(self.tmp, "u%d.json" % k), tracer_cost_report(ips))
+                         for k, ips in ((1, 480.0), (2, 520.0))]
+        self.out = os.path.join(self.tmp, "out")
+
+    def run_cli(self, *args):
+        return subprocess.run([sys.executable, SCRIPT, self.export, "--report", self.report, "--out", self.out,
+                               "--no-figures"] + list(args), capture_output=True, text=True, timeout=120)
+
+    def test_check_with_and_without_untraced_runs(self):
+        r = self.run_cli("--check")
+        self.assertEqual(r.returncode, 0, r.stderr)  # no untraced run: no capture_cost check
+        with open(os.path.join(self.out, "summary.json")) as f:
+            s = json.load(f)
+        self.assertNotIn("capture_cost", s["checks"])
+        self.assertEqual(s["capture_cost"]["api_calls"]["threads"][0]["thread"], "loader/gpu")
+        r = self.run_cli("--untraced", self.untraced[0], "--untraced", self.untraced[1], "--check")
+        self.assertEqual(r.returncode, 3)
+        self.assertIn("capture cost: traced 400.0 images/s, untraced 500.0 (0.800 x): TRACER-BOUND", r.stdout)
+        self.assertIn("check capture_cost FAILED: traced 400.0 images/s, 0.800x the untraced 500.0 (median of 2 "
+                      "runs)", r.stderr)
+        with open(os.path.join(self.out, "summary.json")) as f:
+            cost = json.load(f)["capture_cost"]
+        self.assertEqual([u["report"] for u in cost["throughput"]["untraced_runs"]], self.untraced)
+        self.assertEqual(cost["idle_explained"]["explained_ms"], 6.0)
+        with open(os.path.join(self.out, "summary.md")) as f:
+            self.assertIn("**The capture is tracer-bound:** traced 400 images/s, 0.80x", f.read())
+        r = self.run_cli("--untraced", self.untraced[0], "--untraced", self.untraced[1], "--check",
+                         "--max-tracer-slowdown", "0.25")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("TRACER-BOUND", r.stdout)
+
+    def test_flags_that_cannot_be_used(self):
+        cases = [(("--max-tracer-slowdown", "1"), "expected --max-tracer-slowdown in [0, 1), got 1"),
+                 (("--max-tracer-slowdown", "nan"), "expected --max-tracer-slowdown in [0, 1), got nan"),
+                 (("--untraced", os.path.join(self.tmp, "none.json")),
+                  "--untraced %s: no such file" % os.path.join(self.tmp, "none.json")),
+                 (("--untraced", self.tmp), "--untraced %s: is a directory, expected an untraced run's report file"
+                  % self.tmp),
+                 (("--repeat-out", self.tmp), "--repeat-out needs --repeats"),
+                 (("--repeats-md", "x.md"), "--repeats-md needs --repeats")]
+        for args, message in cases:
+            with self.subTest(args=args):
+                r = self.run_cli(*args)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(message, r.stderr)
+                self.assertNotIn("Traceback", r.stderr)
+        bad = write_json(os.path.join(self.tmp, "bad.json"), [1, 2])
+        r = self.run_cli("--untraced", bad)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr.strip().splitlines(), ["error: expected a JSON object in report %s, found none" % bad])
+
+
+class RepeatsCliTest(TempDirCase):
+    """--repeats: three captures of one configuration, each with its report, every untraced run for each."""
+
+    def setUp(self):
+        super().setUp()
+        self.exports = [self.build(tracer_cost_export(), "run.%d.sqlite" % k) for k in (1, 2, 3)]
+        self.reports = [write_json(os.path.join(self.tmp, "run.%d.json" % k), tracer_cost_report(ips))
+                        for k, ips in ((1, 320.0), (2, 250.0), (3, 300.0))]
+        self.untraced = [write_json(os.path.join(self.tmp, "run.%d.untraced.json" % k), tracer_cost_report(ips))
+                         for k, ips in ((1, 480.0), (2, 500.0), (3, 520.0))]
+        self.out = os.path.join(self.tmp, "run_analysis")
+
+    def run_cli(self, *args):
+        return subprocess.run([sys.executable, SCRIPT] + list(args), capture_output=True, text=True, timeout=120)
+
+    def args(self):
+        out = list(self.exports) + ["--repeats"]
+        for rep in self.reports:
+            out += ["--report", rep]
+        for rep in self.untraced:
+            out += ["--untraced", rep]
+        return out + ["--out", self.out]
+
+    @unittest.skipUnless(HAVE_MPL, "matplotlib not installed for %s" % sys.executable)
+    def test_each_capture_summarised_the_median_in_full(self):
+        dirs = [os.path.join(self.tmp, "run.%d_analysis" % k) for k in (1, 2, 3)]
+        spread = (os.path.join(self.tmp, "run_repeats.json"), os.path.join(self.tmp, "run_repeats.md"))
+        args = self.args() + sum((["--repeat-out", d] for d in dirs), []) + [
+            "--repeats-json", spread[0], "--repeats-md", spread[1]]
+        r = self.run_cli(*args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("repeats: 3 captures, the median capture 3 (%s) analysed in full" % self.exports[2], r.stdout)
+        for d in dirs:
+            self.assertEqual(sorted(os.listdir(d)), ["summary.json", "summary.md"])  # no figures
+        with open(os.path.join(self.out, "summary.json")) as f:
+            s = json.load(f)
+        self.assertEqual((s["export"], s["report_path"]), (self.exports[2], self.reports[2]))
+        self.assertEqual(len(s["capture_cost"]["throughput"]["untraced_runs"]), 3)
+        self.assertTrue(os.path.isfile(os.path.join(self.out, "fig3_timeline.png")))
+        with open(spread[0]) as f:
+            rep = json.load(f)
+        self.assertEqual((rep["median_capture"], rep["analysis_dirs"], rep["untraced_reports"]), (3, dirs, self.untraced))
+        fig = {x["figure"]: x for x in rep["figures"]}
+        self.assertEqual([fig["traced_images_per_s"][k] for k in ("min", "median", "max")], [250.0, 300.0, 320.0])
+        self.assertEqual(fig["untraced_images_per_s"]["values"], [480.0, 500.0, 520.0])
+        self.assertEqual(fig["calls_per_step:loader/gpu"]["values"], [11.0, 11.0, 11.0])
+        with open(spread[1]) as f:
+            md = f.read()
+        self.assertIn("| traced images/s | 250.0 | 300.0 | 320.0 | 320.0 / 250.0 / 300.0 |", md)
+        self.assertIn("| capture_cost | 0 of 3 | FAIL / FAIL / FAIL |", md)
+        self.assertIn("The median capture (by the run reports' traced images/s, the lower middle capture of an even "
+                      "count) is capture 3", md)
+        r = self.run_cli(*(args + ["--check"]))
+        self.assertEqual(r.returncode, 3)
+        self.assertIn("capture1.capture_cost", r.stderr.splitlines()[-1])
+
+    def test_default_places_and_usage_errors(self):
+        r = self.run_cli(*(self.args() + ["--no-figures"]))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(os.listdir(self.out)), ["capture1", "capture2", "capture3", "repeats.json", "repeats.md",
+                                                        "summary.json", "summary.md"])
+        cases = [(self.exports + ["--repeats", "--report", self.reports[0]],
+                  "--repeats needs one --report per export (3), got 1"),
+                 (self.args() + ["--rank-out", self.tmp] * 3, "--rank-out conflicts with --repeats"),
+                 (self.args() + ["--repeat-out", self.tmp], "expected one --repeat-out per export (3), got 1")]
+        for args, message in cases:
+            with self.subTest(message=message):
+                r = self.run_cli(*(args + ["--out", self.out, "--no-figures"]))
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(message, r.stderr)
+        no_ips = write_json(os.path.join(self.tmp, "no_ips.json"), {"capture": {"steps": 3}, "steps": []})
+        args = self.args()
+        args[args.index(self.reports[1])] = no_ips
+        r = self.run_cli(*(args + ["--no-figures"]))
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr.strip().splitlines(),
+                         ["error: report %s gives no capture.images_per_s: the median capture is chosen by it" % no_ips])
 
 
 class RealRanksFixtureCliTest(RealRanksFixtureCase):

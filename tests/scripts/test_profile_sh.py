@@ -19,7 +19,7 @@ import unittest
 
 from scripts.support.testutil import ANSWER_PRINT_CONFIG, REPO, ScratchCase
 # Synthetic exports stand in for real nsys exports.
-from scripts.support.nsys_exports import rank_export
+from scripts.support.nsys_exports import rank_export, tracer_cost_export
 
 SCRIPT = os.path.join(REPO, "scripts", "profile.sh")
 LAUNCH_LOCAL = os.path.join(REPO, "scripts", "launch_local.sh")
@@ -32,22 +32,27 @@ HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
 # Variables of a launcher around the test run that would make the fake programs act as one rank.
 RANK_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PROFILE_LAUNCHER")
 
-# Records each call's argv (one JSON line in $FAKE_NSYS_LOG) and leaves the files real nsys would:
-# `profile` runs the wrapped command and writes its --output (with %q{VAR} expanded from the environment,
-# as nsys does) + .nsys-rep (not when $FAKE_NSYS_NO_REP is set, or $FAKE_NSYS_NO_REP_RANK is this $RANK,
-# as when the program never calls cudaProfilerStart) and returns the command's status. `export` copies
-# $FAKE_NSYS_SQLITE_DIR/rank<r>.sqlite for an output named *.rank<r>.sqlite when that is set.
+# Records each call's argv (one JSON line in $FAKE_NSYS_LOG; ["nsys", subcommand, --output] in
+# $FAKE_ORDER_LOG when set) and leaves the files real nsys would:
+# `profile` runs the wrapped command (with FAKE_UNDER_NSYS=1 in its environment) and writes its --output
+# (with %q{VAR} expanded from the environment, as nsys does) + .nsys-rep (not when $FAKE_NSYS_NO_REP is set,
+# or $FAKE_NSYS_NO_REP_RANK is this $RANK, as when the program never calls cudaProfilerStart) and returns the
+# command's status. `export` copies, when $FAKE_NSYS_SQLITE_DIR is set, its rank<r>.sqlite for an output
+# named *.rank<r>.sqlite, its capture<k>.sqlite for *.<k>.sqlite (profile.sh --repeat).
 FAKE_NSYS = r'''
 import json, os, re, shutil, subprocess, sys
 args = sys.argv[1:]
 with open(os.environ["FAKE_NSYS_LOG"], "a") as f:
     f.write(json.dumps(args) + "\n")
 opt = lambda name: next(a.split("=", 1)[1] for a in args if a.startswith(name + "="))
+if os.environ.get("FAKE_ORDER_LOG"):
+    with open(os.environ["FAKE_ORDER_LOG"], "a") as f:
+        f.write(json.dumps(["nsys", args[0], opt("--output")]) + "\n")
 if args[0] == "profile":
     i = 1
     while args[i].startswith("--"):
         i += 1
-    rc = subprocess.call(args[i:])
+    rc = subprocess.call(args[i:], env=dict(os.environ, FAKE_UNDER_NSYS="1"))
     print("Generating '/tmp/nsys-report-1234.qdstrm'")
     output = re.sub(r"%q\{(\w+)\}", lambda m: os.environ.get(m.group(1), ""), opt("--output"))
     no_rep_here = os.environ.get("RANK") == os.environ.get("FAKE_NSYS_NO_REP_RANK", "-")
@@ -56,8 +61,11 @@ if args[0] == "profile":
     sys.exit(rc)
 if args[0] == "export":
     m = re.search(r"\.rank(\d+)\.sqlite$", opt("--output"))
+    k = re.search(r"\.(\d+)\.sqlite$", opt("--output"))
     if os.environ.get("FAKE_NSYS_SQLITE_DIR") and m:
         shutil.copy(os.path.join(os.environ["FAKE_NSYS_SQLITE_DIR"], "rank%s.sqlite" % m.group(1)), opt("--output"))
+    elif os.environ.get("FAKE_NSYS_SQLITE_DIR") and k:
+        shutil.copy(os.path.join(os.environ["FAKE_NSYS_SQLITE_DIR"], "capture%s.sqlite" % k.group(1)), opt("--output"))
     else:
         open(opt("--output"), "w").write("sqlite")
 if args[0] == "stats":
@@ -82,15 +90,31 @@ sys.exit(1 if [p.wait() for p in procs] != [0] * n else 0)
 
 # A stand-in for train_resnet50 (answers --print-config: testutil.ANSWER_PRINT_CONFIG; writes its --report;
 # as rank $RANK, REPORT.rank<r>.json with a dist section) and for the Python reference (prints a JSON line).
+# Each run is ["train", its report, under nsys] in $FAKE_ORDER_LOG when set; its images/s are 123, or the
+# next of $FAKE_IPS (comma-separated, one per run in order; the count in $FAKE_IPS_STATE). --fail exits 3,
+# --fail-untraced 4 when not under nsys.
 FAKE_TRAIN = ANSWER_PRINT_CONFIG + r'''
 import json, os, sys
 args = sys.argv[1:]
+traced = bool(os.environ.get("FAKE_UNDER_NSYS"))
 if "--fail" in args:
     sys.exit(3)
+if "--fail-untraced" in args and not traced:
+    sys.exit(4)
 path = [a.split("=", 1)[1] if a.startswith("--report=") else args[i + 1]
         for i, a in enumerate(args) if a == "--report" or a.startswith("--report=")][-1]
+if os.environ.get("FAKE_ORDER_LOG"):
+    with open(os.environ["FAKE_ORDER_LOG"], "a") as f:
+        f.write(json.dumps(["train", path, traced]) + "\n")
+ips = 123.0
+if os.environ.get("FAKE_IPS"):
+    state = os.environ["FAKE_IPS_STATE"]
+    n = int(open(state).read()) if os.path.exists(state) else 0
+    open(state, "w").write(str(n + 1))
+    ips = float(os.environ["FAKE_IPS"].split(",")[n])
+print("fake train_resnet50 %s" % ("traced" if traced else "untraced"))
 report = {"capture": {"steps": int(args[args.index("--steps") + 1]) if "--steps" in args else 8,
-                      "images_per_s": 123.0}, "argv": args}
+                      "images_per_s": ips, "batch_size": 4}, "argv": args}
 if "RANK" in os.environ:
     root, ext = os.path.splitext(path)
     path = "%s.rank%s%s" % (root, os.environ["RANK"], ext)
@@ -98,9 +122,10 @@ if "RANK" in os.environ:
 json.dump(report, open(path, "w"))
 '''
 FAKE_PY = r'''
-import json, sys
+import json, os, sys
+traced = bool(os.environ.get("FAKE_UNDER_NSYS"))
 print("loading...")
-print(json.dumps({"workers": 8, "steps": 8, "images_per_s": 4236.5, "argv": sys.argv[1:]}))
+print(json.dumps({"workers": 8, "steps": 8, "images_per_s": 4236.5 if traced else 5000.0, "argv": sys.argv[1:]}))
 print("done")
 '''
 
@@ -224,6 +249,7 @@ class ProfileShTest(ProfileShCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.splitlines(), [
             "nsys profile " + " ".join(PROFILE_OPTS) + " --output=out/x %s --steps 8 --report out/x.json" % self.train,
+            "%s --steps 8 --report out/x.untraced.json" % self.train,  # the untraced run, by default
             "nsys export --type=sqlite --force-overwrite=true --output=out/x.sqlite out/x.nsys-rep",
             "nsys stats " + STATS + " --format=csv --force-overwrite=true --output=out/x out/x.sqlite"])
         # Even a dry run asks the binary for the configuration, with the run's flags.
@@ -397,6 +423,200 @@ class ProfileShTest(ProfileShCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertTrue(stat.S_ISFIFO(os.lstat(self.prefix + ".nsys-rep").st_mode))
 
+class ProfileShUntracedTest(ProfileShCase):
+    """The untraced run after each capture: the same command without nsys, with a report of its own."""
+
+    def setUp(self):
+        super().setUp()
+        self.order_log = os.path.join(self.tmp, "order.jsonl")
+
+    def order(self):
+        return self.calls(self.order_log)
+
+    def test_the_untraced_run_follows_the_capture(self):
+        other = os.path.join(self.tmp, "mine.json")
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--steps", "2", "--report", other,
+                        FAKE_ORDER_LOG=self.order_log)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        p = self.prefix
+        self.assertEqual(self.order(), [["nsys", "profile", p], ["train", other, True],
+                                        ["train", p + ".untraced.json", False],
+                                        ["nsys", "export", p + ".sqlite"], ["nsys", "stats", p]])
+        with open(p + ".untraced.json") as f:
+            # No nsys, and the user's --report gave way to profile.sh's own.
+            self.assertEqual(json.load(f)["argv"], ["--steps", "2", "--report", p + ".untraced.json"])
+        self.assertEqual([c[0] for c in self.calls()], ["profile", "export", "stats"])  # nsys saw no second run
+        with open(p + ".untraced.log") as f:
+            self.assertEqual(f.read(), "fake train_resnet50 untraced\n")
+        with open(p + ".log") as f:
+            self.assertNotIn("untraced", f.read())
+        self.assertIn("untraced:    %s.untraced.json" % p, r.stdout)
+        self.assertIn("untraced log: %s.untraced.log" % p, r.stdout)
+        self.assertIn("profile.sh: %s --steps 2 --report %s.untraced.json" % (self.train, p), r.stderr)
+
+    def test_no_untraced(self):
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--no-untraced", FAKE_ORDER_LOG=self.order_log)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([o[:2] for o in self.order()], [["nsys", "profile"], ["train", self.prefix + ".json"],
+                                                         ["nsys", "export"], ["nsys", "stats"]])
+        for absent in (".untraced.json", ".untraced.log"):
+            self.assertFalse(os.path.exists(self.prefix + absent), absent)
+        self.assertNotIn("untraced", r.stdout)
+        r = self.run_sh("--prefix", "out/x", "--dry-run", "--no-untraced", "--binary", self.train)
+        self.assertEqual(len(r.stdout.splitlines()), 3)
+        self.assertNotIn("untraced", r.stdout)
+
+    def test_a_wrapped_commands_untraced_report_is_its_json_line(self):
+        r = self.run_sh("--prefix", self.prefix, "--", sys.executable, self.py, "/data")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for suffix, ips in ((".json", 4236.5), (".untraced.json", 5000.0)):
+            with open(self.prefix + suffix) as f:
+                self.assertEqual(json.load(f)["images_per_s"], ips, suffix)
+
+    def test_a_failing_untraced_run_stops_with_its_status(self):
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--fail-untraced")
+        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertIn("profile.sh: error: the untraced run failed (exit 4); output in %s.untraced.log" % self.prefix,
+                      r.stderr)
+        self.assertEqual([c[0] for c in self.calls()], ["profile"])  # no export after it
+
+    def test_untraced_outputs_are_checked_up_front(self):
+        os.makedirs(self.prefix + ".untraced.json")
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("profile.sh: error: --prefix %s: %s.untraced.json: is a directory" % (self.prefix, self.prefix),
+                      r.stderr)
+        self.assertFalse(os.path.exists(self.log))
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--no-untraced")
+        self.assertEqual(r.returncode, 0, r.stderr)  # not an output without the untraced run
+
+
+class ProfileShRepeatTest(ProfileShCase):
+    """--repeat N: N captures, each followed by its untraced run, outputs named PREFIX.k."""
+
+    def setUp(self):
+        super().setUp()
+        self.order_log = os.path.join(self.tmp, "order.jsonl")
+
+    def test_usage_errors(self):
+        for value in ("0", "-1", "x", ""):
+            r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--repeat", value)
+            self.assertEqual(r.returncode, 2, value)
+            self.assertIn("expected --repeat to be a positive integer (captures, each with its untraced run), got "
+                          "'%s'" % value, r.stderr)
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--repeat", "2", "--nproc", "2", "--dry-run")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--repeat 2 conflicts with --nproc 2: repeated captures of several ranks are not supported",
+                      r.stderr)
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--repeat=1", "--nproc", "2", "--dry-run",
+                        PROFILE_LAUNCHER="local")
+        self.assertEqual(r.returncode, 0, r.stderr)  # one capture of several ranks is the plain --nproc
+        self.assertFalse(os.path.exists(self.log))
+
+    def test_captures_alternate_with_untraced_runs(self):
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--repeat", "3", "--steps", "2",
+                        FAKE_ORDER_LOG=self.order_log)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        p = self.prefix
+        expected = []
+        for k in (1, 2, 3):
+            expected += [["nsys", "profile", "%s.%d" % (p, k)], ["train", "%s.%d.json" % (p, k), True],
+                         ["train", "%s.%d.untraced.json" % (p, k), False]]
+        for k in (1, 2, 3):
+            expected += [["nsys", "export", "%s.%d.sqlite" % (p, k)], ["nsys", "stats", "%s.%d" % (p, k)]]
+        self.assertEqual(self.calls(self.order_log), expected)
+        for k in (1, 2, 3):
+            for suffix in (".nsys-rep", ".sqlite", ".json", ".untraced.json") + STATS_CSVS:
+                self.assertTrue(os.path.isfile("%s.%d%s" % (p, k, suffix)), suffix)
+            self.assertIn("capture %d:\ncapture:     %s.%d.nsys-rep" % (k, p, k), r.stdout)
+        for absent in (".nsys-rep", ".sqlite", ".json", ".untraced.json", ".4.nsys-rep"):
+            self.assertFalse(os.path.exists(p + absent), absent)
+        with open(p + ".log") as f:  # one log of every capture, one of every untraced run
+            self.assertEqual(f.read().count("fake train_resnet50 traced"), 3)
+        with open(p + ".untraced.log") as f:
+            self.assertEqual(f.read(), "fake train_resnet50 untraced\n" * 3)
+
+    def test_dry_run_lists_every_command_in_order(self):
+        r = self.run_sh("--prefix", "out/x", "--dry-run", "--repeat", "2", "--analyze", "--binary", self.train,
+                        "--steps", "8")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        nsys = "nsys profile " + " ".join(PROFILE_OPTS)
+        self.assertEqual(lines[:8], [
+            nsys + " --output=out/x.1 %s --steps 8 --report out/x.1.json" % self.train,
+            "%s --steps 8 --report out/x.1.untraced.json" % self.train,
+            nsys + " --output=out/x.2 %s --steps 8 --report out/x.2.json" % self.train,
+            "%s --steps 8 --report out/x.2.untraced.json" % self.train,
+            "nsys export --type=sqlite --force-overwrite=true --output=out/x.1.sqlite out/x.1.nsys-rep",
+            "nsys stats " + STATS + " --format=csv --force-overwrite=true --output=out/x.1 out/x.1.sqlite",
+            "nsys export --type=sqlite --force-overwrite=true --output=out/x.2.sqlite out/x.2.nsys-rep",
+            "nsys stats " + STATS + " --format=csv --force-overwrite=true --output=out/x.2 out/x.2.sqlite"])
+        python, analysis = lines[8].split(" ", 1)  # python: whichever has matplotlib here
+        self.assertIn("python", os.path.basename(python))
+        self.assertEqual(analysis, "%s out/x.1.sqlite out/x.2.sqlite --repeats --report out/x.1.json "
+                         "--report out/x.2.json --untraced out/x.1.untraced.json --untraced out/x.2.untraced.json "
+                         "--repeat-out out/x.1_analysis --repeat-out out/x.2_analysis --out out/x_analysis "
+                         "--repeats-json out/x_repeats.json --repeats-md out/x_repeats.md"
+                         % os.path.join(REPO, "scripts", "analyze.py"))
+        self.assertEqual(len(lines), 9)
+        # One capture with --analyze: the analysis gets its untraced report.
+        r = self.run_sh("--prefix", "out/x", "--dry-run", "--analyze", "--binary", self.train)
+        self.assertTrue(r.stdout.splitlines()[-1].endswith(
+            "analyze.py out/x.sqlite --report out/x.json --untraced out/x.untraced.json --out out/x_analysis"),
+            r.stdout)
+
+    def test_every_capture_output_is_checked_up_front(self):
+        os.makedirs(os.path.dirname(self.prefix))
+        os.mkfifo(self.prefix + ".2.sqlite")
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--repeat", "2")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--prefix %s: %s.2.sqlite: is a FIFO" % (self.prefix, self.prefix), r.stderr)
+        os.remove(self.prefix + ".2.sqlite")
+        os.mkdir(self.prefix + "_repeats.md")
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--repeat", "2", "--analyze")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--prefix %s: %s_repeats.md: is a directory" % (self.prefix, self.prefix), r.stderr)
+        with open(self.prefix + ".1_analysis", "w") as f:
+            f.write("x")
+        os.rmdir(self.prefix + "_repeats.md")
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--repeat", "2", "--analyze")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("%s.1_analysis: is not a directory" % self.prefix, r.stderr)
+        self.assertFalse(os.path.exists(self.log))  # nsys never ran
+
+    @unittest.skipUnless(HAVE_MPL, "matplotlib not installed for %s" % sys.executable)
+    def test_analyze_picks_the_median_capture(self):
+        exports = os.path.join(self.tmp, "exports")
+        os.mkdir(exports)
+        for k in (1, 2, 3):
+            tracer_cost_export().write(os.path.join(exports, "capture%d.sqlite" % k))
+        # Runs in order: capture 1, untraced 1, capture 2, ...: traced 320, 250, 300; untraced 480, 500, 520.
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--repeat", "3", "--steps", "3", "--analyze",
+                        FAKE_NSYS_SQLITE_DIR=exports, FAKE_IPS="320,480,250,500,300,520",
+                        FAKE_IPS_STATE=os.path.join(self.tmp, "ips_state"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        p = self.prefix
+        with open(p + "_analysis/summary.json") as f:
+            s = json.load(f)
+        self.assertEqual(s["export"], p + ".3.sqlite")  # 300 images/s: the median of 320, 250, 300
+        self.assertEqual([u["images_per_s"] for u in s["capture_cost"]["throughput"]["untraced_runs"]],
+                         [480.0, 500.0, 520.0])
+        self.assertTrue(os.path.isfile(p + "_analysis/fig3_timeline.png"))
+        for k in (1, 2, 3):
+            self.assertEqual(sorted(os.listdir("%s.%d_analysis" % (p, k))), ["summary.json", "summary.md"])
+        with open(p + "_repeats.json") as f:
+            rep = json.load(f)
+        self.assertEqual((rep["captures"], rep["median_capture"]), (3, 3))
+        with open(p + "_repeats.md") as f:
+            md = f.read()
+        self.assertIn("| traced images/s | 250.0 | 300.0 | 320.0 | 320.0 / 250.0 / 300.0 |", md)
+        self.assertIn("| untraced images/s (each run) | 480.0 | 500.0 | 520.0 | 480.0 / 500.0 / 520.0 |", md)
+        self.assertIn("| traced / untraced | 0.500 | 0.600 | 0.640 | 0.640 / 0.500 / 0.600 |", md)
+        self.assertIn("| CUDA calls per step, loader/gpu | 11.000 | 11.000 | 11.000 |", md)
+        self.assertIn("| step_count | 3 of 3 |", md)
+        self.assertIn("repeats:     %s_repeats.md" % p, r.stdout)
+
+
 class ProfileShRanksTest(ProfileShCase):
     """--nproc: one nsys per rank under torchrun (a fake one) or scripts/launch_local.sh."""
 
@@ -440,8 +660,10 @@ class ProfileShRanksTest(ProfileShCase):
         nsys = ("nsys profile " + " ".join(PROFILE_OPTS)
                 + " --output=out/x.rank%%q{RANK} %s --steps 8 --report out/x.json" % self.train)
         post = [" ".join(["nsys"] + c) for c in self.post_commands("out/x")]
-        local = [LAUNCH_LOCAL + " 2 -- " + nsys] + post
-        torchrun = ["torchrun --standalone --nproc-per-node 2 --no-python " + nsys] + post
+        bare = "%s --steps 8 --report out/x.untraced.json" % self.train  # the untraced run: no nsys
+        local = [LAUNCH_LOCAL + " 2 -- " + nsys, LAUNCH_LOCAL + " 2 -- " + bare] + post
+        torchrun = ["torchrun --standalone --nproc-per-node 2 --no-python " + nsys,
+                    "torchrun --standalone --nproc-per-node 2 --no-python " + bare] + post
         r = self.run_sh(*args, path=self.path_without_torchrun())
         self.assertEqual((r.returncode, r.stdout.splitlines()), (0, local), r.stderr)
         self.add_torchrun()
@@ -460,7 +682,9 @@ class ProfileShRanksTest(ProfileShCase):
         calls = self.calls()
         self.assertEqual(calls[:2], [profile, profile])
         self.assertEqual(calls[2:], self.post_commands(p))
-        self.assertEqual(launcher_calls, [["--standalone", "--nproc-per-node", "2", "--no-python", "nsys"] + profile]
+        untraced = [self.train, "--steps", "3", "--report", p + ".untraced.json"]
+        self.assertEqual(launcher_calls, [["--standalone", "--nproc-per-node", "2", "--no-python", "nsys"] + profile,
+                                          ["--standalone", "--nproc-per-node", "2", "--no-python"] + untraced]
                          if launcher_calls else [])
         for rank in (0, 1):
             rp = "%s.rank%d" % (p, rank)
@@ -469,6 +693,10 @@ class ProfileShRanksTest(ProfileShCase):
                 self.assertIn(rp + suffix, r.stdout)
             with open(rp + ".json") as f:
                 self.assertEqual(json.load(f)["dist"], {"rank": rank, "world_size": 2})
+            # Each rank's untraced run names its report itself, from PREFIX.untraced.json.
+            with open("%s.untraced.rank%d.json" % (p, rank)) as f:
+                self.assertEqual(json.load(f)["argv"], untraced[1:])
+            self.assertIn("untraced:    %s.untraced.rank%d.json" % (p, rank), r.stdout)
         self.assertIn("log:         " + p + ".log", r.stdout)
         for absent in (".nsys-rep", ".sqlite", ".json", ".rank2.nsys-rep"):
             self.assertFalse(os.path.exists(p + absent), absent)

@@ -35,6 +35,7 @@ HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
 #   --workers 3   always sleeps past the limit
 #   --workers 13  exits 1
 #   --prefetch-factor 7  reports one step fewer than asked (a failing report check)
+# Under the fake nsys (FAKE_UNDER_NSYS set) the images/s are multiplied by $FAKE_TRACED_FACTOR when set.
 FAKE_BINARY = ANSWER_PRINT_CONFIG + r'''
 import json, os, sys, time
 argv = sys.argv[1:]
@@ -58,11 +59,14 @@ if workers == 3 or (workers == 4 and calls == 1):
 if workers == 13:
     print("error: expected a dataset", file=sys.stderr); sys.exit(1)
 reported = steps - 1 if flags.get("--prefetch-factor") == "7" else steps
+ips = 1000.0 + 10 * workers + (seed - 2026)
+if os.environ.get("FAKE_UNDER_NSYS") and os.environ.get("FAKE_TRACED_FACTOR"):
+    ips *= float(os.environ["FAKE_TRACED_FACTOR"])
 waits = [workers / 10 + i + (5.0 if seed == 2027 and i == 1 else 0.0) for i in range(reported)]
 sub = 2.0 if flags.get("--pin-memory") == "false" else 0.25
 report = {"config": {"steps": steps, "workers": workers, "seed": seed, "argv": argv},
           "capture": {"warmup_steps": 3, "steps": reported, "batch_size": 4, "elapsed_s": 1.0,
-                      "images_per_s": 1000.0 + 10 * workers + (seed - 2026), "reuse_iterator": True},
+                      "images_per_s": ips, "reuse_iterator": True},
           "steps": [{"index": i, "batch_wait_ms": w, "h2d_submit_ms": sub, "step_ms": 10.0}
                     for i, w in enumerate(waits)],
           "interrupted": False}
@@ -311,8 +315,8 @@ class NoNsysSweepTest(SweepCase):
         self.assertIn("expected an executable --binary", r.stderr)
 
 
-# A fake nsys for the capture path: `profile` runs the program and leaves PREFIX.nsys-rep, `export` writes
-# the real fixture export, `stats` copies the fixture CSVs.
+# A fake nsys for the capture path: `profile` runs the program (FAKE_UNDER_NSYS=1 in its environment) and
+# leaves PREFIX.nsys-rep, `export` writes the real fixture export, `stats` copies the fixture CSVs.
 FAKE_NSYS = r'''
 import os, shutil, subprocess, sys
 args = sys.argv[1:]
@@ -322,7 +326,7 @@ if args[0] == "profile":
     i = 1
     while args[i].startswith("--"):
         i += 1
-    rc = subprocess.call(args[i:])
+    rc = subprocess.call(args[i:], env=dict(os.environ, FAKE_UNDER_NSYS="1"))
     open(opt("--output") + ".nsys-rep", "w").write("fake")
     sys.exit(rc)
 if args[0] == "export":
@@ -336,29 +340,45 @@ if args[0] == "stats":
 
 
 class CaptureSweepTest(SweepCase):
-    def test_one_captured_run_through_profile_sh(self):
+    def setUp(self):
+        super().setUp()
         fixture_dir = os.path.join(self.tmp, "fixture")
         os.mkdir(fixture_dir)
-        export = os.path.join(fixture_dir, "py_reuse8.sqlite")
-        with lzma.open(os.path.join(FIXTURE_DIR, "py_reuse8.sqlite.xz")) as src, open(export, "wb") as dst:
+        self.export = os.path.join(fixture_dir, "py_reuse8.sqlite")
+        with lzma.open(os.path.join(FIXTURE_DIR, "py_reuse8.sqlite.xz")) as src, open(self.export, "wb") as dst:
             shutil.copyfileobj(src, dst)
         for name in os.listdir(FIXTURE_DIR):
             if name.endswith(".csv"):
                 shutil.copy(os.path.join(FIXTURE_DIR, name), fixture_dir)
         self.fake("nsys", FAKE_NSYS)
+
+    def sweep(self, configs, *args, **env):
         with open(self.configs, "w") as f:
-            json.dump({"reuse_8": {"steps": 8}}, f)
-        env = dict(os.environ, FAKE_STATE=self.state, FAKE_EXPORT=export,
-                   PATH=self.bin + os.pathsep + os.environ.get("PATH", ""))
+            json.dump(configs, f)
+        env = dict(os.environ, FAKE_STATE=self.state, FAKE_EXPORT=self.export,
+                   PATH=self.bin + os.pathsep + os.environ.get("PATH", ""), **env)
         cmd = [sys.executable, SCRIPT, "--binary", self.binary, "--out", self.out, "--configs", self.configs,
-               "--seeds", "2026", "--no-figures"]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+               "--seeds", "2026", "--no-figures"] + list(args)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
+
+    def runs(self):
         with open(os.path.join(self.out, "sweep.json")) as f:
-            run = json.load(f)["runs"][0]
+            return {r["config"]: r for r in json.load(f)["runs"]}
+
+    def calls(self, workers, seed=2026):
+        """How often the fake binary ran (not counting --print-config) with these workers and seed."""
+        path = os.path.join(self.state, "calls_%d_%d" % (workers, seed))
+        with open(path) as f:
+            return int(f.read())
+
+    def test_one_captured_run_through_profile_sh(self):
+        r = self.sweep({"reuse_8": {"steps": 8}})
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        run = self.runs()["reuse_8"]
         self.assertTrue(run["aggregated"], run["reason"])
-        self.assertEqual(run["command"][:3], [os.path.join(REPO, "scripts", "profile.sh"), "--prefix",
-                                              os.path.join(self.out, "runs", "reuse_8_2026", "capture")])
+        self.assertEqual(run["command"][:4], [os.path.join(REPO, "scripts", "profile.sh"), "--prefix",
+                                              os.path.join(self.out, "runs", "reuse_8_2026", "capture"),
+                                              "--no-untraced"])
         self.assertEqual(run["checks"], {"report_step_count": True, "report_not_interrupted": True,
                                          "report_throughput": True, "step_count": True, "copy_count": True,
                                          "capture_boundary": True, "no_sync_in_steps": True,
@@ -371,6 +391,65 @@ class CaptureSweepTest(SweepCase):
         self.assertEqual(m["h2d_submit_total_ms"], 5.794361)
         self.assertEqual((m["longest_wait_ms"], m["longest_wait_step"]), (0.353145, 0))
         self.assertTrue(os.path.isfile(os.path.join(self.out, "runs", "reuse_8_2026", "analysis", "summary.md")))
+
+    def test_every_captured_run_gets_its_untraced_run(self):
+        r = self.sweep({"reuse_8": {"steps": 8}}, FAKE_TRACED_FACTOR="0.5")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)  # tracer-bound is reported, not excluded
+        run = self.runs()["reuse_8"]
+        folder = os.path.join(self.out, "runs", "reuse_8_2026")
+        self.assertTrue(run["aggregated"], run["reason"])
+        self.assertEqual(run["untraced"]["command"][0], self.binary)  # the binary itself, no profile.sh or nsys
+        self.assertEqual(run["untraced"]["command"][-2:], ["--report", os.path.join(folder, "untraced.json")])
+        self.assertEqual(run["untraced"]["command"][1:-2], run["command"][7:-2])  # the same flags and seed
+        self.assertEqual((run["untraced"]["status"], run["untraced"]["kept"]), ("ok", False))
+        self.assertTrue(os.path.isfile(os.path.join(folder, "untraced_attempt1.log")))
+        self.assertEqual(self.calls(8), 2)
+        m = run["metrics"]
+        self.assertEqual((m["images_per_s"], m["untraced_images_per_s"], m["traced_over_untraced"], m["tracer_bound"]),
+                         (540.0, 1080.0, 0.5, True))
+        self.assertNotIn("capture_cost", run["checks"])
+        with open(os.path.join(folder, "analysis", "summary.json")) as f:
+            self.assertIs(json.load(f)["checks"]["capture_cost"], False)
+        row = self.read_csv("sweep.csv")[0]
+        self.assertEqual((row["untraced_images_per_s_2026"], row["traced_over_untraced_mean"], row["tracer_bound_2026"],
+                          row["tracer_bound_runs"]), ("1080.0", "0.5", "True", "1"))
+        self.assertEqual(self.read_csv("runs.csv")[0]["tracer_bound"], "True")
+        with open(os.path.join(self.out, "sweep.md")) as f:
+            md = f.read()
+        self.assertIn("| 1080.0 (mean 1080.0) | 0.500 (mean 0.500) | yes (1 of 1) | seed 2026: tracer-bound (traced "
+                      "0.50x untraced), read the untraced images/s |", md)
+
+    def test_no_untraced(self):
+        r = self.sweep({"reuse_8": {"steps": 8}}, "--no-untraced")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        run = self.runs()["reuse_8"]
+        self.assertEqual((run["untraced"], run["metrics"]["untraced_images_per_s"], run["metrics"]["tracer_bound"]),
+                         ({}, None, None))
+        self.assertFalse(os.path.exists(os.path.join(self.out, "runs", "reuse_8_2026", "untraced.json")))
+        self.assertEqual(self.calls(8), 1)
+
+    def test_resume_keeps_a_finished_untraced_run(self):
+        configs = {"a": {"steps": 8, "workers": 5}, "b": {"steps": 8, "workers": 6}}
+        first = self.sweep(configs, "--deadline", "0.000001")
+        self.assertEqual(first.returncode, 4, first.stderr)
+        done = os.listdir(os.path.join(self.out, "runs"))
+        self.assertEqual(len(done), 1)
+        workers = 5 if done[0] == "a_2026" else 6
+        self.assertEqual(self.calls(workers), 2)  # captured, then untraced
+        second = self.sweep(configs, "--resume")
+        self.assertEqual(second.returncode, 0, second.stderr)
+        self.assertEqual(self.calls(workers), 2)  # the kept run: neither run again
+        self.assertEqual(self.calls(11 - workers), 2)
+        # A run whose result was lost after its untraced run finished: captured again, its untraced run kept.
+        os.remove(os.path.join(self.out, "runs", done[0], "result.json"))
+        third = self.sweep(configs, "--resume")
+        self.assertEqual(third.returncode, 0, third.stderr)
+        self.assertIn("untraced run kept from an earlier sweep (--resume)", third.stderr)
+        self.assertEqual(self.calls(workers), 3)
+        run = self.runs()[done[0][0]]
+        self.assertTrue(run["aggregated"], run["reason"])
+        self.assertEqual((run["untraced"]["kept"], run["metrics"]["untraced_images_per_s"]),
+                         (True, 1000.0 + 10 * workers))
 
 
 if __name__ == "__main__":

@@ -73,11 +73,12 @@ class Capture(NamedTuple):
 
 
 def profile(prefix, command, timeout, expected_steps=None, extra_env=None):
-    """Captures COMMAND with scripts/profile.sh --prefix PREFIX (output in PREFIX.runlog), then
+    """Captures COMMAND with scripts/profile.sh --prefix PREFIX --no-untraced (output in PREFIX.runlog), then
     analyses the export into PREFIX_analysis/ (checks against `expected_steps` when given); returns a
     Capture."""
     make_dirs(os.path.dirname(prefix))
-    cmd = [PROFILE_SH, "--prefix", prefix] + command
+    # The benchmarks measure throughput in runs of their own (paired rounds, scans), so no untraced run.
+    cmd = [PROFILE_SH, "--prefix", prefix, "--no-untraced"] + command
     rc = exit_code(runner.run(cmd, prefix + ".runlog", timeout,
                               env=dict(os.environ, **(extra_env or {}))))
     if not os.path.exists(prefix + ".sqlite"):

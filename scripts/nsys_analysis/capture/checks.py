@@ -25,6 +25,8 @@ def capture_checks(s, window, device_data, report=None):
                              none is seen but graphs were recorded whole, their kernels unseen)
       injected_stalls        only when the run report's config.inject_stall names stalls: each is found
                              among s["host_stalls"] and no other host stall is (injected_stalls_check())
+      capture_cost           only when untraced runs' reports are given: traced / untraced images/s >=
+                             1 - max_slowdown, the capture not tracer-bound (capture_cost_check())
       graph_replay           only in a --cuda-graph run: every captured step launches exactly one graph, from
                              its graph_replay range; the export holds the graphs' kernels (nsys
                              --cuda-graph-trace=node: graphs recorded whole count as device activity
@@ -104,7 +106,31 @@ def capture_checks(s, window, device_data, report=None):
         checks["injected_stalls"], details["injected_stalls"] = stalls
     if s.get("cuda_graph"):
         checks["graph_replay"], details["graph_replay"] = graph_replay_check(s)
+    cost = capture_cost_check(s)
+    if cost is not None:
+        checks["capture_cost"], details["capture_cost"] = cost
     return checks, details
+
+
+def capture_cost_check(s):
+    """The check capture_cost: None when no untraced run's report was given (the check is then absent, so
+    that all_checks_pass and analyze.py --check are as without it); else (result, detail): True when the
+    traced images/s are at least 1 - max_slowdown of the untraced median, False when less, None when
+    either figure is missing."""
+    cost = s.get("capture_cost")
+    if not cost or not cost["throughput"]["untraced_runs"]:
+        return None
+    t, floor = cost["throughput"], 1 - cost["max_slowdown"]
+    ratio = t["traced_over_untraced"]
+    if ratio is None:
+        return None, "not evaluable: %s" % t["note"]
+    runs = sum(1 for r in t["untraced_runs"] if r["images_per_s"] is not None)
+    detail = "traced %.1f images/s, %.3fx the untraced %.1f (%s); at least %.2fx needed" % (
+        t["traced_images_per_s"], ratio, t["untraced_images_per_s"],
+        "one run" if runs == 1 else "median of %d runs" % runs, floor)
+    if ratio < floor:
+        detail += ": tracer-bound, trust the untraced figures for throughput and the capture for order and overlap"
+    return ratio >= floor, detail
 
 
 def graph_replay_check(s):

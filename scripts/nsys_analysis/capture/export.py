@@ -5,7 +5,7 @@ import os
 import re
 import sqlite3
 
-from .records import ApiCall, Export, GraphExec, Kernel, Memcpy, Memset, Range
+from .records import ApiCall, Export, GraphExec, Kernel, Memcpy, Memset, Overhead, Range
 
 
 # Fallback enum ids (nsys 2023-2025) for exports that lack the ENUM_* tables.
@@ -119,6 +119,7 @@ def _load(conn, path):
         return strings.get(value, str(value)) if isinstance(value, int) else value
 
     _load_ranges(conn, tables, ex, text_of)
+    _load_threads_and_overhead(conn, tables, ex, text_of)
     ex.device_data = any(t in tables for t in _CUDA_TABLES)
     if ex.device_data:
         _load_device(conn, tables, ex, text_of)
@@ -150,6 +151,22 @@ def _load_ranges(conn, tables, ex, text_of):
             ex.other_ranges.append(Range(name, start, end, tid, domains.get(domain_id, "domain %s" % domain_id)))
     ex.ranges.sort(key=lambda r: (r.start, -r.end))
     ex.other_ranges.sort(key=lambda r: (r.start, -r.end))
+
+
+def _load_threads_and_overhead(conn, tables, ex, text_of):
+    """Thread names (ThreadNames) and the profiler's own time (PROFILER_OVERHEAD) into ex; both tables are
+    optional. A thread named twice (renamed after it started) keeps its last row's name."""
+    if "ThreadNames" in tables:
+        for name_id, tid in _select(conn, "ThreadNames", ("nameId", "globalTid"), required=("nameId",)):
+            if tid is not None and name_id is not None:
+                ex.thread_names[tid] = text_of(name_id)
+    if "PROFILER_OVERHEAD" in tables:
+        ex.profiler_overhead = []
+        for start, end, tid, name_id in _select(conn, "PROFILER_OVERHEAD", ("start", "end", "globalTid", "nameId"),
+                                                required=("start", "end")):
+            start, end = _times("PROFILER_OVERHEAD", start, end)
+            ex.profiler_overhead.append(Overhead(start, end, text_of(name_id) or "?", tid))
+        ex.profiler_overhead.sort(key=lambda o: o.start)
 
 
 def _load_device(conn, tables, ex, text_of):

@@ -1,4 +1,5 @@
-"""summary.md: the tables a reader of one capture needs; ranks.md: those of a data-parallel run's ranks."""
+"""summary.md: the tables a reader of one capture needs; ranks.md: those of a data-parallel run's ranks;
+repeats.md: the spread of several captures of one configuration."""
 
 from ..common.formatting import fmt, table
 from .records import BATCH_WAIT, DATA_LOAD, H2D_SUBMIT, STEP
@@ -7,6 +8,7 @@ from .records import BATCH_WAIT, DATA_LOAD, H2D_SUBMIT, STEP
 def render_markdown(s):
     """summary.md: the tables a reader of the capture needs."""
     out = ["# Nsight Systems capture summary", ""]
+    out += tracer_bound_paragraph(s)
     out.append("- export: `%s`%s" % (s["export"], " (nsys %s)" % s["nsys_version"] if s["nsys_version"] else ""))
     out.append("- capture window: %s ms (%s)" % (fmt(s["capture_window_ms"]), s["capture_window_source"]))
     out.append("- torch_step ranges in the window: %d (expected: %s, %s)" % (
@@ -27,6 +29,7 @@ def render_markdown(s):
     if s["last_device_end_after_last_step_ms"] is not None:
         out.append("- device work after the last host step ends (final drain): %s ms"
                    % fmt(s["last_device_end_after_last_step_ms"]))
+    out += _capture_cost_section(s)
     gaps = s.get("idle_gaps")
     if gaps and gaps["count"]:
         out += ["", "## Where the device sat idle (gaps between recorded activities, inside the window)", "",
@@ -109,6 +112,147 @@ def render_markdown(s):
         for name, v in s["stats_crosscheck"].items():
             out.append("- %s: %s" % (name, ", ".join("%s=%s" % kv for kv in v.items() if kv[0] != "csv")))
     return "\n".join(out) + "\n"
+
+
+def _n(value, digits=0):
+    """A number with thousands separators (3,608), or n/a."""
+    return "n/a" if value is None else "{:,.{}f}".format(value, digits)
+
+
+def _calls(value):
+    """Calls per step: 645, or 129.5 when not whole."""
+    return "n/a" if value is None else "%d" % value if float(value).is_integer() else "%.1f" % value
+
+
+def _thread_label(t):
+    return "%s (main thread)" % t["thread"] if t["main"] else t["thread"]
+
+
+def tracer_bound_paragraph(s):
+    """summary.md's opening warning when the capture is tracer-bound (capture_cost.tracer_bound), else []:
+    the throughput traced and untraced, what to trust, how much idle the tracer explains, the threads
+    that made the most runtime calls."""
+    cost = s.get("capture_cost")
+    if not cost or not cost["tracer_bound"]:
+        return []
+    t, idle = cost["throughput"], cost["idle_explained"]
+    runs = sum(1 for r in t["untraced_runs"] if r["images_per_s"] is not None)
+    text = ("**The capture is tracer-bound:** traced %s images/s, %.2fx the untraced %s images/s (%s; the "
+            "allowed slowdown is %g%%). Nsight Systems' CUDA tracing, not the input pipeline, set this run's pace: "
+            "trust the untraced figures for throughput and the capture for order and overlap." % (
+                _n(t["traced_images_per_s"]), t["traced_over_untraced"], _n(t["untraced_images_per_s"]),
+                "median of %d untraced runs" % runs if runs > 1 else "one untraced run", 100 * cost["max_slowdown"]))
+    if idle["explained_ms"] is not None:
+        share = "" if idle["explained_share"] is None else " (%.0f%%)" % (100 * idle["explained_share"])
+        text += " The tracer explains about %s ms%s of the window's %s ms without device activity." % (
+            _n(idle["explained_ms"], 1), share, _n(idle["no_activity_ms"], 1))
+    else:
+        text += " How much of the idle time the tracer explains is unknown (no batch size or window)."
+    calls = cost.get("api_calls")
+    if calls and calls["threads"] and calls["steps"]:
+        parts = ["%s %s%s (%s ms%s)" % (
+            "the main thread (%s)" % th["thread"] if th["main"] else "thread " + th["thread"],
+            "made " if i == 0 else "", _calls(th["calls_per_step"]) + (" CUDA runtime calls a step" if i == 0 else ""),
+            fmt(th["traced_ms_per_step"]), " inside them, traced" if i == 0 else "")
+            for i, th in enumerate(calls["threads"][:3])]
+        text += " In the window, " + ", ".join(parts) + "."
+    over = cost.get("profiler_overhead")
+    if over and over["count"]:
+        text += " The profiler's own overhead inside the window: %s ms in %d rows." % (fmt(over["total_ms"], 1),
+                                                                                     over["count"])
+    return [text, ""]
+
+
+def _capture_cost_section(s):
+    """Capture cost: throughput traced vs untraced, host time per phase, runtime calls per thread, the
+    profiler's overhead, the idle the tracer explains (summary capture_cost)."""
+    cost = s.get("capture_cost")
+    if not cost:
+        return []
+    t = cost["throughput"]
+    out = ["", "## Capture cost (what the tracing itself cost)", "",
+           "The same command run without nsys (analyze.py --untraced) gives the throughput the tracer did not slow; "
+           "CUDA tracing adds its cost to every runtime call, so threads that make many calls a step run slower "
+           "traced. Tracer-bound: traced / untraced below %.2f (--max-tracer-slowdown %g)." % (
+               1 - cost["max_slowdown"], cost["max_slowdown"]), ""]
+    rows = [("traced (this capture)", fmt(t["traced_images_per_s"], 1), fmt(t["traced_over_untraced"]))]
+    if t["untraced_runs"]:
+        rows.append(("untraced, median", fmt(t["untraced_images_per_s"], 1), ""))
+        rows += [("untraced: `%s`" % r["report"], fmt(r["images_per_s"], 1), "") for r in t["untraced_runs"]]
+    out.append(table(["run", "images/s", "traced / untraced"], rows))
+    out += ["", "%s. Tracer-bound: %s." % (t["note"][0].upper() + t["note"][1:],
+                                          "unknown" if cost["tracer_bound"] is None else
+                                          "yes" if cost["tracer_bound"] else "no")]
+    out += ["", "Trust: " + "; ".join(cost["trust"]) + "."]
+    out += _cost_phases(cost["phases"])
+    out += _cost_calls(cost.get("api_calls"))
+    out += _cost_overhead(cost.get("profiler_overhead"))
+    out += _cost_idle(cost["idle_explained"])
+    return out
+
+
+def _cost_phases(p):
+    """Host time per range and step, traced vs untraced."""
+    out = ["", "Host time per captured step, median ms (traced: %s; untraced: %s):" % (
+        p["traced_source"], p["untraced_source"] or "none given"), ""]
+    out.append(table(["range", "traced ms", "untraced ms", "difference ms", "traced / untraced"],
+                     [(r["phase"], fmt(r["traced_ms"]), fmt(r["untraced_ms"]), fmt(r["difference_ms"]),
+                       fmt(r["ratio"])) for r in p["rows"]]))
+    if p["unknown"]:
+        out += ["", "Unknown (a report without phase_ms, or without the range): %s." % ", ".join(p["unknown"])]
+    return out
+
+
+def _cost_calls(calls):
+    """CUDA runtime calls per thread and captured step."""
+    if not calls:
+        return ["", "CUDA runtime calls per thread: not known (the export has no runtime table)."]
+    out = ["", "CUDA runtime calls starting inside the window, per thread and captured step (%d steps; the time "
+           "inside them, blocking calls included):" % calls["steps"], ""]
+    out.append(table(["thread", "calls per step", "traced ms per step", "most frequent (per step)"],
+                     [(_thread_label(th), _calls(th["calls_per_step"]), fmt(th["traced_ms_per_step"]),
+                       ", ".join("%s %s" % (c["name"], _calls(c["per_step"])) for c in th["top"]))
+                      for th in calls["threads"]], ["l", "r", "r", "l"]))
+    return out
+
+
+def _cost_overhead(over):
+    """nsys's PROFILER_OVERHEAD rows in the window: by name, thread and main-thread phase."""
+    if over is None:
+        return ["", "Profiler overhead: not known (the export has no PROFILER_OVERHEAD table)."]
+    out = ["", "Profiler overhead (nsys PROFILER_OVERHEAD) inside the window: %d rows, %s ms; outside it %d rows, "
+           "%s ms." % (over["count"], fmt(over["total_ms"]), over["outside_window"]["count"],
+                       fmt(over["outside_window"]["total_ms"]))]
+    if over["count"]:
+        for title, key, rows in (("name", "name", over["by_name"]), ("thread", "thread", over["by_thread"]),
+                                 ("main-thread phase it overlaps", "phase", over["by_phase"])):
+            out += [""]
+            out.append(table([title, "rows", "ms"],
+                             [(_thread_label(r) if key == "thread" else r[key], r["count"], fmt(r["total_ms"]))
+                              for r in rows]))
+    return out
+
+
+def _cost_idle(idle):
+    """The idle time the tracer explains, in all and per host range of the gaps."""
+    out = ["", "Idle time the tracer explains (an upper bound, see nsys_analysis.capture.cost): window %s ms; %s "
+           "steps x %s images at the untraced %s images/s take %s ms, so the tracer added %s ms; of the window's "
+           "%s ms without device activity it explains %s ms (%s)." % (
+               fmt(idle["window_ms"]), fmt(idle["steps"]), fmt(idle["batch_size"]),
+               fmt(idle["untraced_images_per_s"], 1),
+               fmt(idle["untraced_window_ms"]), fmt(idle["tracer_extra_ms"]), fmt(idle["no_activity_ms"]),
+               fmt(idle["explained_ms"]),
+               "n/a" if idle["explained_share"] is None else "%.1f%%" % (100 * idle["explained_share"]))]
+    if idle["by_host_range"]:
+        out += ["", "Host-caused idle by the host range the gaps began in, and the host time the tracer added to "
+                "that range (traced - untraced median per step, x steps):", ""]
+        out.append(table(["host range", "gaps", "idle ms", "gained ms per step", "gained ms", "explains ms",
+                          "share"],
+                         [(r["host_range"], r["gaps"], fmt(r["host_idle_ms"]), fmt(r["inflation_per_step_ms"]),
+                           fmt(r["inflation_ms"]), fmt(r["explained_ms"]),
+                           "n/a" if r["explained_share"] is None else "%.1f%%" % (100 * r["explained_share"]))
+                          for r in idle["by_host_range"]]))
+    return out
 
 
 def _host_stalls_section(s):
@@ -211,4 +355,32 @@ def render_ranks_markdown(r):
     out.append(table(["check", "result", "detail"],
                      [(k, "not evaluable" if v is None else fmt(v), r["check_details"][k])
                       for k, v in r["checks"].items()], ["l", "l", "l"]))
+    return "\n".join(out) + "\n"
+
+
+def render_repeats_markdown(r):
+    """repeats.md: the spread of the headline figures over several captures of one configuration
+    (repeats.compute_repeats())."""
+    n = r["captures"]
+    out = ["# %d captures of one configuration" % n, ""]
+    for k, (export, d) in enumerate(zip(r["exports"], r["analysis_dirs"]), 1):
+        out.append("- capture %d: `%s`, summary in `%s/summary.md`%s" % (
+            k, export, d, " (the median capture)" if k == r["median_capture"] else ""))
+    out.append("- untraced runs: %s" % (", ".join("`%s`" % p for p in r["untraced_reports"]) or "none"))
+    out += ["", "The median capture (by %s) is capture %d, analysed in full, figures included, in `%s`. "
+            "Tracer-bound in %d of %d captures." % (r["median_by"], r["median_capture"], r["median_analysis"],
+                                                     r["tracer_bound"]["count"], r["tracer_bound"]["of"]), ""]
+    out += ["## Spread across the captures", "",
+            "Each value is one capture's (capture 1 first), except the untraced images/s: one per untraced run.", ""]
+    rows = []
+    for f in r["figures"]:
+        digits = 1 if f["figure"].endswith("images_per_s") else 2 if f["figure"].endswith("pct") else 3
+        rows.append([f["label"]] + [fmt(f[k], digits) for k in ("min", "median", "max")]
+                    + [" / ".join(fmt(v, digits) for v in f["values"])])
+    out.append(table(["figure", "min", "median", "max", "each"], rows, ["l", "r", "r", "r", "l"]))
+    out += ["", "## Checks", ""]
+    out.append(table(["check", "passed", "each"],
+                     [(c["check"], c["text"], " / ".join(fmt(v, missing="not evaluable") for v in c["values"]))
+                      for c in r["checks"]],
+                     ["l", "r", "l"]))
     return "\n".join(out) + "\n"

@@ -5,7 +5,7 @@ enqueued a device activity (None when no runtime record correlates with it).
 """
 
 from dataclasses import dataclass, field
-from typing import List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 # Range names the workload emits (an interface: lib/device/nvtx.h, data_pipeline/nvtx_domain.h and
 # seed_workload.py use the same vocabulary; tests/scripts/nsys_analysis/capture/test_records.py checks them
@@ -122,11 +122,22 @@ class ApiCall(NamedTuple):
     tid: Optional[int]
 
 
+class Overhead(NamedTuple):
+    """One row of nsys's PROFILER_OVERHEAD table: time the profiler itself took on a thread ("CUPTI Buffer
+    flush", "TLS allocation", "CUDA profiling data flush on cudaProfilerStop", ...)."""
+    start: int
+    end: int
+    name: str
+    tid: Optional[int]
+
+
 @dataclass
 class Export:
     """What analysis needs from one export, read once by export.load_export(). Device lists are None
     when the export has no CUDA trace at all (device_data False); an absent table of a CUDA-traced
-    export is an empty list. api_calls is None when the export has no runtime table."""
+    export is an empty list. api_calls is None when the export has no runtime table. thread_names: globalTid
+    -> the thread's name (nsys's ThreadNames; empty without that table); profiler_overhead None when the
+    export has no PROFILER_OVERHEAD table."""
     path: Optional[str] = None
     nsys_version: Optional[str] = None
     ranges: List[Range] = field(default_factory=list)          # default-domain ranges
@@ -138,6 +149,14 @@ class Export:
     memsets: Optional[List[Memset]] = None
     graphs: Optional[List[GraphExec]] = None
     api_calls: Optional[List[ApiCall]] = None
+    thread_names: Dict[int, str] = field(default_factory=dict)
+    profiler_overhead: Optional[List[Overhead]] = None
+
+    def thread_name(self, tid):
+        """A thread's name from ThreadNames, else "tid N" with N the OS thread id (GlobalId's low 24 bits)."""
+        if tid in self.thread_names:
+            return self.thread_names[tid]
+        return "tid ?" if tid is None else "tid %d" % (tid & 0xFFFFFF)
 
     def device_activities(self):
         """Every kernel, copy, memset and graph execution recorded whole, in that order; empty without

@@ -3,6 +3,7 @@
 import json
 import math
 import os
+from collections import OrderedDict
 
 from .export import AnalysisError
 
@@ -61,8 +62,8 @@ def _dict(value):
 
 
 def report_metrics(report):
-    """Normalise either report form to: format, images_per_s, steps, elapsed_s, interrupted, and the
-    host-timed input numbers (per-step lists only in train_resnet50's form; ms)."""
+    """Normalise either report form to: format, images_per_s, batch_size, steps, elapsed_s, interrupted,
+    and the host-timed input numbers (per-step lists only in train_resnet50's form; ms)."""
     if report is None:
         return None
     if isinstance(report.get("capture"), dict) or isinstance(report.get("steps"), list):
@@ -75,6 +76,7 @@ def report_metrics(report):
         out = {
             "format": "train_resnet50",
             "images_per_s": _num(cap.get("images_per_s")),
+            "batch_size": _count(cap.get("batch_size")),
             "steps": _count(cap.get("steps")),
             "step_records": len(steps),
             "elapsed_s": _num(cap.get("elapsed_s")),
@@ -101,6 +103,7 @@ def report_metrics(report):
     return {
         "format": "seed_workload",
         "images_per_s": _num(report.get("images_per_s")),
+        "batch_size": _count(report.get("batch_size")),
         "steps": _count(report.get("steps")),
         "step_records": None,
         "elapsed_s": None,
@@ -112,3 +115,43 @@ def report_metrics(report):
         "batch_wait_max_ms": _num(report.get("max_wait_ms")),
         "batch_wait_max_step": None,
     }
+
+
+# The per-step fields every train_resnet50 report has, by the range they time (step_ms: torch_step itself).
+STEP_FIELDS = (("torch_step", "step_ms"), ("batch_wait", "batch_wait_ms"), ("h2d_submit", "h2d_submit_ms"))
+PHASE_MS = "phase_ms"
+# step_phase_ms()'s sources.
+FROM_PHASE_MS = "phase_ms"
+FROM_STEP_FIELDS = "step_ms, batch_wait_ms, h2d_submit_ms (no phase_ms)"
+FROM_NOTHING = "no per-step records"
+
+
+def step_phase_ms(report):
+    """Host time per range and captured step of a train_resnet50 report: (OrderedDict name -> [ms of each
+    captured step that opened it], source). Each `steps` element's phase_ms object (the ranges the step
+    opened, in the order they opened; newer binaries), plus torch_step from step_ms and batch_wait /
+    h2d_submit from their own fields where phase_ms lacks them (every binary writes those). source
+    says which: FROM_PHASE_MS when any step has phase_ms, FROM_STEP_FIELDS, or FROM_NOTHING (no report,
+    seed_workload.py's line, no step records)."""
+    out = OrderedDict()
+    steps = report.get("steps") if isinstance(report, dict) else None
+    steps = [st for st in steps if isinstance(st, dict)] if isinstance(steps, list) else []
+    any_phase_ms = False
+    for st in steps:
+        phases = st.get(PHASE_MS)
+        phases = phases if isinstance(phases, dict) else {}
+        any_phase_ms = any_phase_ms or bool(phases)
+        values = OrderedDict((name, _finite(phases.get(name))) for name in phases)
+        for name, key in STEP_FIELDS:
+            if values.get(name) is None:
+                values[name] = _finite(st.get(key))
+        for name, value in values.items():
+            if value is not None:
+                out.setdefault(name, []).append(value)
+    source = FROM_PHASE_MS if any_phase_ms else FROM_STEP_FIELDS if out else FROM_NOTHING
+    return out, source
+
+
+def _finite(value):
+    value = _num(value)
+    return value if value is not None and math.isfinite(value) else None

@@ -3,6 +3,7 @@
 from collections import OrderedDict, defaultdict
 
 from .checks import capture_checks
+from .cost import DEFAULT_MAX_SLOWDOWN, capture_cost
 from .idle_gaps import host_stalls, idle_gaps
 from .intervals import SpanIndex, group_stats, ms, union_length
 from .kernels import is_layout_conversion, kernel_family_table, kernel_labels
@@ -38,8 +39,10 @@ def find_window(ranges):
     return window
 
 
-def compute_summary(ex, report=None, expected_steps=None, top_n=12):
-    """Everything summary.json holds, from an Export (and optionally a run report). Times in ms.
+def compute_summary(ex, report=None, expected_steps=None, top_n=12, untraced=None,
+                    max_slowdown=DEFAULT_MAX_SLOWDOWN):
+    """Everything summary.json holds, from an Export (and optionally a run report, and the reports of
+    untraced runs of the same command: untraced, [(path, report)]). Times in ms.
 
     Definitions:
       window           the single default-domain `capture_window` range; without one, the span of the
@@ -105,6 +108,11 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
       layout_conversion_kernels
                        kernels matching is_layout_conversion() launched (runtime call start; the kernel's
                        own start when uncorrelated) inside a torch_step's time span.
+      capture_cost     what the capture itself cost: traced vs untraced throughput, host time per phase,
+                       runtime calls per thread and step, the profiler's own overhead, how much of the
+                       idle time the tracer explains (cost.capture_cost()); its check capture_cost only
+                       when untraced reports are given, failing when traced / untraced images/s
+                       < 1 - max_slowdown.
       checks, check_details
                        checks.capture_checks().
     """
@@ -130,6 +138,7 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12):
     _add_sync_calls(s, ex, step_index)
     _add_tables(s, ex, top_n)
     _add_expected_steps(s, report_metrics(report), expected_steps)
+    s["capture_cost"] = capture_cost(ex, s, window, report, list(untraced or ()), max_slowdown)
     checks, details = capture_checks(s, window, ex.device_data, report)
     s["checks"] = checks
     s["check_details"] = details

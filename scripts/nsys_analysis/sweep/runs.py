@@ -2,7 +2,11 @@
 capture checked, its numbers collected; the whole plan with --resume and --deadline.
 
 Every run lives in OUT/runs/<config>_<seed>/: attempt<N>.log, the run report (run.json, or capture.json
-beside the capture with nsys), the capture and its analysis/, and result.json (RunOutcome.to_json()).
+beside the capture with nsys), the capture and its analysis/, and result.json (RunOutcome.to_json()). With
+nsys, each captured run is followed by its untraced run, the same command without nsys (unless
+SweepSettings.untraced is False): untraced_attempt<N>.log and untraced.json beside the capture; the
+analysis compares the two (summary capture_cost), and a tracer-bound capture is reported
+(metrics tracer_bound), not excluded: its untraced images/s are the figure to read.
 """
 
 import json
@@ -40,6 +44,7 @@ class SweepSettings:
     fig5_left: Sequence[str] = ("reset_8", "reuse_8")
     fig5_right: Sequence[str] = ("reuse_64",)
     profile_script: str = PROFILE_SH
+    untraced: bool = True                      # with nsys, an untraced run after each captured one
 
 
 class Attempt(NamedTuple):
@@ -54,11 +59,13 @@ class Attempt(NamedTuple):
 
 @dataclass
 class RunOutcome:
-    """What one (configuration, seed) run gave. status: "ok" (the last attempt exited 0), "failed" or
-    "timeout" (both attempts); aggregated: ok and every check passed; reason: why it is not aggregated.
-    metrics: the run's numbers keyed as sweep.csv's columns (images_per_s, no_activity_pct,
-    batch_wait_ms, batch_wait_total_ms, h2d_submit_total_ms, longest_wait_ms, longest_wait_step,
-    source), empty when the run gave none."""
+    """What one (configuration, seed) run gave. status: "ok" (the last attempt exited 0, and so did its
+    untraced run's), "failed" or "timeout" (both attempts, of the run or of its untraced run); aggregated:
+    ok and every check passed; reason: why it is not aggregated. metrics: the run's numbers keyed as
+    sweep.csv's columns (images_per_s, no_activity_pct, batch_wait_ms, batch_wait_total_ms,
+    h2d_submit_total_ms, longest_wait_ms, longest_wait_step, source, untraced_images_per_s,
+    traced_over_untraced, tracer_bound), empty when the run gave none. untraced: its untraced run
+    (command, report, attempts, status, kept: taken from an earlier sweep by --resume), empty without one."""
     config: str
     seed: int
     order: int
@@ -72,6 +79,7 @@ class RunOutcome:
     checks: Dict[str, Optional[bool]] = field(default_factory=dict)
     check_details: Dict[str, str] = field(default_factory=dict)
     metrics: Dict[str, object] = field(default_factory=dict)
+    untraced: Dict[str, object] = field(default_factory=dict)
 
     @property
     def name(self):
@@ -89,7 +97,8 @@ class RunOutcome:
                             ("expected_steps", self.expected_steps),
                             ("attempts", [at._asdict() for at in self.attempts]), ("status", self.status),
                             ("aggregated", self.aggregated), ("reason", self.reason), ("checks", self.checks),
-                            ("check_details", self.check_details), ("metrics", self.metrics)])
+                            ("check_details", self.check_details), ("metrics", self.metrics),
+                            ("untraced", self.untraced)])
 
     @classmethod
     def from_json(cls, doc):
@@ -108,6 +117,17 @@ def run_folder(settings, name, seed):
     return os.path.join(settings.out, "runs", "%s_%d" % (name, seed))
 
 
+# The untraced run's files in a run's folder.
+UNTRACED_REPORT = "untraced.json"
+UNTRACED_LOG = "untraced_attempt%d.log"
+
+
+def has_untraced(settings):
+    """Whether each run gets an untraced run: with nsys only (--no-nsys runs are all untraced), unless
+    --no-untraced."""
+    return settings.untraced and not settings.no_nsys
+
+
 def check_run_outputs(plan, settings):
     """Before any run: raises files.UsageError naming --out unless every run's folder, its logs, report,
     result.json and (with nsys) analysis/ can be written. profile.sh checks the capture's own files."""
@@ -115,6 +135,8 @@ def check_run_outputs(plan, settings):
         d = run_folder(settings, name, seed)
         check_output_dir("--out", d)
         files = ["attempt1.log", "attempt2.log", "result.json"] + (["run.json"] if settings.no_nsys else [])
+        if has_untraced(settings):
+            files += [UNTRACED_LOG % 1, UNTRACED_LOG % 2, UNTRACED_REPORT]
         for f in files:
             check_output_file("--out", os.path.join(d, f), create_dirs=True)
         if not settings.no_nsys:
@@ -139,8 +161,8 @@ def report_checks(metrics, steps):
 
 
 def execute_run(planned, cfg, order, settings):
-    """Run one PlannedRun of configuration cfg: attempts (a timeout is retried once), report, capture
-    analysis, checks. Blocks until done; returns a RunOutcome."""
+    """Run one PlannedRun of configuration cfg: attempts (a timeout is retried once), its untraced run,
+    report, capture analysis, checks. Blocks until done; returns a RunOutcome."""
     name, seed = planned
     folder = run_folder(settings, name, seed)
     make_dirs(folder)
@@ -152,21 +174,20 @@ def execute_run(planned, cfg, order, settings):
         cmd = [settings.binary] + args + ["--report", report_path]
     else:
         report_path = prefix + ".json"
-        cmd = [settings.profile_script, "--prefix", prefix, "--binary", settings.binary, "--"] + args + [
-            "--report", report_path]
+        # The untraced run is the sweep's own (its attempts, its --resume), not profile.sh's.
+        cmd = [settings.profile_script, "--prefix", prefix, "--no-untraced", "--binary", settings.binary,
+               "--"] + args + ["--report", report_path]
     r = RunOutcome(name, seed, order, folder, cmd, steps)
-    _attempt(r, report_path, settings.timeout)
-    last = r.attempts[-1]
-    if last.status == runner.TIMEOUT:
-        r.status = "timeout"
-        r.reason = "timed out after %d s on both attempts" % settings.timeout
+    r.attempts = _attempts(cmd, report_path, folder, "attempt%d.log", settings.timeout, name, seed)
+    if not _finished(r, r.attempts[-1], settings.timeout, ""):
         return r
-    if last.status == runner.FAILED:
-        r.status = "failed"
-        r.reason = "exit status %s (see %s)" % (last.exit_code, last.log)
-        return r
+    untraced_path = None
+    if has_untraced(settings):
+        untraced_path = _untraced_run(r, args, settings)
+        if untraced_path is None:
+            return r
     r.status = "ok"
-    _measure(r, report_path, None if settings.no_nsys else prefix + ".sqlite", settings.run_figures)
+    _measure(r, report_path, None if settings.no_nsys else prefix + ".sqlite", settings.run_figures, untraced_path)
     failed = [k for k, v in r.checks.items() if v is not True]
     if r.reason is None and failed:
         r.reason = "checks failed: " + "; ".join("%s (%s)" % (k, r.check_details.get(k, "")) for k in failed)
@@ -174,22 +195,79 @@ def execute_run(planned, cfg, order, settings):
     return r
 
 
-def _attempt(r, report_path, timeout):
-    """Runs r.command up to twice: a second time only after a timeout. Appends to r.attempts."""
+def _finished(r, last, timeout, what):
+    """True when the last Attempt exited 0; else sets r.status and r.reason (what: "" for the run itself,
+    "untraced run: " for its untraced run) and returns False."""
+    if last.status == runner.TIMEOUT:
+        r.status = "timeout"
+        r.reason = "%stimed out after %d s on both attempts" % (what, timeout)
+        return False
+    if last.status == runner.FAILED:
+        r.status = "failed"
+        r.reason = "%sexit status %s (see %s)" % (what, last.exit_code, last.log)
+        return False
+    return True
+
+
+def _attempts(cmd, report_path, folder, log_name, timeout, config, seed):
+    """Runs cmd up to twice: a second time only after a timeout. Returns the Attempts; log_name names each
+    attempt's log in folder ("attempt%d.log")."""
+    attempts = []
     for attempt in (1, 2):
         remove_stale(report_path)
-        log_path = os.path.join(r.run_dir, "attempt%d.log" % attempt)
-        run = runner.run(r.command, log_path, timeout)
-        r.attempts.append(Attempt(attempt, run.status, run.returncode, round(run.seconds, 2), log_path))
+        log_path = os.path.join(folder, log_name % attempt)
+        run = runner.run(cmd, log_path, timeout)
+        attempts.append(Attempt(attempt, run.status, run.returncode, round(run.seconds, 2), log_path))
         if run.status != runner.TIMEOUT:
             break
-        print("sweep: %s seed %d timed out after %ds (attempt %d)%s" % (
-            r.config, r.seed, timeout, attempt, ", retrying" if attempt == 1 else ""), file=sys.stderr)
+        print("sweep: %s seed %d%s timed out after %ds (attempt %d)%s" % (
+            config, seed, " (untraced)" if log_name == UNTRACED_LOG else "", timeout, attempt,
+            ", retrying" if attempt == 1 else ""), file=sys.stderr)
+    return attempts
 
 
-def _measure(r, report_path, export_path, figures):
-    """Fills r's checks, details and metrics from its report and (export_path not None) its capture;
-    sets r.reason when either cannot be used."""
+def _usable_untraced(path, steps):
+    """None when the untraced run's report at path is one a finished run wrote (readable, steps as
+    expected, not interrupted, a throughput), else why not."""
+    try:
+        metrics = report_metrics(load_report(path))
+    except AnalysisError as e:
+        return str(e)
+    checks, details = report_checks(metrics, steps)
+    bad = [k for k, v in checks.items() if v is not True]
+    return "; ".join("%s (%s)" % (k, details[k]) for k in bad) or None
+
+
+def _untraced_run(r, args, settings):
+    """The untraced run of r's command (the binary itself, the same flags and seed), or with --resume the
+    one an earlier sweep finished; records it in r.untraced. Returns its report's path, or None after a
+    failure (r.status and r.reason then say what failed)."""
+    path = os.path.join(r.run_dir, UNTRACED_REPORT)
+    cmd = [settings.binary] + args + ["--report", path]
+    r.untraced = OrderedDict([("command", cmd), ("report", path), ("attempts", []), ("status", None),
+                              ("kept", False)])
+    if settings.resume and os.path.exists(path) and _usable_untraced(path, r.expected_steps) is None:
+        r.untraced["status"], r.untraced["kept"] = "ok", True
+        print("sweep: %s seed %d: untraced run kept from an earlier sweep (--resume)" % (r.config, r.seed),
+              file=sys.stderr)
+        return path
+    attempts = _attempts(cmd, path, r.run_dir, UNTRACED_LOG, settings.timeout, r.config, r.seed)
+    r.untraced["attempts"] = [at._asdict() for at in attempts]
+    r.untraced["status"] = attempts[-1].status
+    if not _finished(r, attempts[-1], settings.timeout, "untraced run: "):
+        return None
+    why = _usable_untraced(path, r.expected_steps)
+    if why is not None:
+        r.status, r.untraced["status"] = "failed", "failed"
+        r.reason = "untraced run: unusable report: %s" % why
+        return None
+    return path
+
+
+def _measure(r, report_path, export_path, figures, untraced_path=None):
+    """Fills r's checks, details and metrics from its report, (export_path not None) its capture and
+    (untraced_path) its untraced run; sets r.reason when either cannot be used. The capture's check
+    capture_cost decides nothing here: the table says which runs are tracer-bound."""
     try:
         metrics = report_metrics(load_report(report_path))
     except AnalysisError as e:
@@ -202,15 +280,17 @@ def _measure(r, report_path, export_path, figures):
                      ("h2d_submit_total_ms", metrics["h2d_submit_total_ms"]),
                      ("longest_wait_ms", metrics["batch_wait_max_ms"]),
                      ("longest_wait_step", metrics["batch_wait_max_step"]),
-                     ("source", "run report")])
+                     ("source", "run report"), ("untraced_images_per_s", None), ("traced_over_untraced", None),
+                     ("tracer_bound", None)])
     if export_path is not None:
         try:
             summary = analyze(export_path, os.path.join(r.run_dir, "analysis"), report_path,
-                              expected_steps=r.expected_steps, figures=figures)
+                              expected_steps=r.expected_steps, figures=figures,
+                              untraced_paths=[untraced_path] if untraced_path else ())
         except (AnalysisError, OutputError) as e:
             r.reason = "capture analysis failed: %s" % e
             return
-        checks.update(summary["checks"])
+        checks.update((k, v) for k, v in summary["checks"].items() if k != "capture_cost")
         details.update(summary["check_details"])
         m["no_activity_pct"] = summary["no_activity_pct"]
         if summary["batch_wait_total_ms"] is not None:  # NVTX ranges of the capture, when present
@@ -221,6 +301,10 @@ def _measure(r, report_path, export_path, figures):
             m["source"] = "capture (NVTX) + run report"
         if summary["h2d_submit_total_ms"] is not None:
             m["h2d_submit_total_ms"] = summary["h2d_submit_total_ms"]
+        cost = summary["capture_cost"]
+        m["untraced_images_per_s"] = cost["throughput"]["untraced_images_per_s"]
+        m["traced_over_untraced"] = cost["throughput"]["traced_over_untraced"]
+        m["tracer_bound"] = cost["tracer_bound"]
     r.checks, r.check_details, r.metrics = checks, details, m
 
 

@@ -10,6 +10,7 @@ from collections import OrderedDict
 
 from ..common.files import atomic_output, check_output_dir, check_output_file, make_dirs, write_text
 from ..common.formatting import fmt, table
+from ..capture.cost import DEFAULT_MAX_SLOWDOWN
 from .figures import plot_sweep, plot_sweep_batch_wait
 from .plan import changes_from_baseline
 
@@ -21,7 +22,8 @@ FIGURE_FILES = ("fig4_sweep.png", "fig5_batch_wait.png")
 number = functools.partial(fmt, missing="–", ints_exact=False)
 
 # The metrics whose mean over the aggregated runs the table gives.
-_METRICS = ("images_per_s", "no_activity_pct", "batch_wait_total_ms", "h2d_submit_total_ms")
+_METRICS = ("images_per_s", "no_activity_pct", "batch_wait_total_ms", "h2d_submit_total_ms",
+            "untraced_images_per_s", "traced_over_untraced")
 
 
 def _mean(values):
@@ -31,8 +33,9 @@ def _mean(values):
 
 def aggregate(configs, seeds, results):
     """One row per configuration that ran, in configs' order: sweep.csv's columns (config, changes,
-    steps, runs_aggregated, runs_excluded, retried, <metric>_<seed> and <metric>_mean, notes).
-    results: RunOutcomes; only aggregated runs give values."""
+    steps, runs_aggregated, runs_excluded, retried, <metric>_<seed> and <metric>_mean, tracer_bound_<seed>,
+    tracer_bound_runs (the aggregated runs whose capture was tracer-bound), notes). results: RunOutcomes;
+    only aggregated runs give values."""
     rows = []
     for name, cfg in configs.items():
         runs = [r for r in results if r.config == name]
@@ -49,9 +52,18 @@ def aggregate(configs, seeds, results):
                 row["%s_%d" % (metric, seed)] = r.metrics.get(metric) if r and r.aggregated else None
             if metric in _METRICS:
                 row["%s_mean" % metric] = _mean(r.metrics.get(metric) for r in good)
+        for seed in seeds:
+            r = by_seed.get(seed)
+            row["tracer_bound_%d" % seed] = r.metrics.get("tracer_bound") if r and r.aggregated else None
+        row["tracer_bound_runs"] = sum(1 for r in good if r.metrics.get("tracer_bound"))
         row["notes"] = "; ".join(_run_note(r) for r in sorted(runs, key=lambda r: r.seed) if _run_note(r))
         rows.append(row)
     return rows
+
+
+def _yes_no(value):
+    """A tracer-bound cell: yes, no, or a dash when unknown."""
+    return "–" if value is None else "yes" if value else "no"
 
 
 def _run_note(r):
@@ -60,6 +72,9 @@ def _run_note(r):
         notes.append("seed %d: timed out once, retry succeeded" % r.seed)
     if not r.aggregated:
         notes.append("seed %d excluded: %s" % (r.seed, r.reason))
+    elif r.metrics.get("tracer_bound"):
+        notes.append("seed %d: tracer-bound (traced %.2fx untraced), read the untraced images/s" % (
+            r.seed, r.metrics["traced_over_untraced"]))
     return "; ".join(notes)
 
 
@@ -79,7 +94,12 @@ def render_markdown(rows, results, settings):
     out += ["", "Each cell: seed %s, then the mean of the aggregated runs. Longest wait: ms @ step index "
             "(0 = first captured step)." % pair, ""]
     headers = ["config", "change", "images/s", "no-activity %", "batch_wait total ms", "h2d_submit total ms",
-               "longest wait", "notes"]
+               "longest wait", "untraced images/s", "traced / untraced", "tracer-bound", "notes"]
+    untraced = settings.untraced and not settings.no_nsys
+    if untraced:
+        out += ["Each capture is followed by an untraced run of the same command (no nsys): its images/s are "
+                "the throughput to compare; tracer-bound: the capture ran below %.2fx of it (the tracing, not "
+                "the input pipeline, set its pace)." % (1 - DEFAULT_MAX_SLOWDOWN), ""]
     cells = []
     for row in rows:
         def cell(metric, digits=1):
@@ -90,10 +110,16 @@ def render_markdown(rows, results, settings):
                 number(row["longest_wait_ms_%d" % s], 1),
                 "?" if row["longest_wait_step_%d" % s] is None else row["longest_wait_step_%d" % s])
             for s in seeds)
+        bound = " / ".join(_yes_no(row["tracer_bound_%d" % s]) for s in seeds)
         cells.append([row["config"], row["changes"], cell("images_per_s"),
                       cell("no_activity_pct", 2) if not settings.no_nsys else "– (no capture)",
-                      cell("batch_wait_total_ms"), cell("h2d_submit_total_ms"), longest, row["notes"] or ""])
-    out.append(table(headers, cells, ["l", "l", "r", "r", "r", "r", "r", "l"]))
+                      cell("batch_wait_total_ms"), cell("h2d_submit_total_ms"), longest,
+                      cell("untraced_images_per_s") if untraced else "–",
+                      cell("traced_over_untraced", 3) if untraced else "–",
+                      ("%s (%d of %d)" % (bound, row["tracer_bound_runs"], row["runs_aggregated"])
+                       if untraced else "–"),
+                      row["notes"] or ""])
+    out.append(table(headers, cells, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "l", "l"]))
     out += ["", "## Runs in execution order", ""]
     out.append(table(
         ["#", "run", "status", "attempts", "aggregated", "images/s", "reason"],
@@ -133,6 +159,8 @@ def run_rows(results):
             ("batch_wait_total_ms", m.get("batch_wait_total_ms")),
             ("h2d_submit_total_ms", m.get("h2d_submit_total_ms")),
             ("longest_wait_ms", m.get("longest_wait_ms")), ("longest_wait_step", m.get("longest_wait_step")),
+            ("untraced_images_per_s", m.get("untraced_images_per_s")),
+            ("traced_over_untraced", m.get("traced_over_untraced")), ("tracer_bound", m.get("tracer_bound")),
             ("seconds", sum(at.seconds for at in r.attempts))]))
     return rows
 

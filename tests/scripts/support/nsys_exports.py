@@ -47,6 +47,8 @@ SCHEMA = {
                                    "correlationId", "globalPid", "value", "bytes", "graphNodeId", "memKind"],
     "CUPTI_ACTIVITY_KIND_RUNTIME": ["start", "end", "eventClass", "globalTid", "correlationId", "nameId",
                                     "returnValue", "callchainId"],
+    "ThreadNames": ["nameId", "priority", "globalTid"],
+    "PROFILER_OVERHEAD": ["start", "end", "globalTid", "nameId", "returnValue"],
 }
 # Tables the fixture lacks, as nsys 2025.3 writes them. CUPTI_ACTIVITY_KIND_GRAPH_TRACE: one row per
 # graph execution recorded whole (without --cuda-graph-trace=node), from a real nsys 2025.3.2 export of
@@ -72,6 +74,7 @@ MAIN = (PID << 24) | 100      # training thread
 LOADER = (PID << 24) | 200    # a data_pipeline worker
 AUTOGRAD = (PID << 24) | 300  # the autograd engine's device thread
 STAGE = (PID << 24) | 400     # the GPU decode stage (--decode gpu), loader/gpu
+CUPTI = (PID << 24) | 500     # CUPTI's worker thread (nsys's own)
 MS = 1_000_000                # ns per ms
 
 
@@ -109,6 +112,15 @@ class ExportBuilder:
         self.tables["CUPTI_ACTIVITY_KIND_RUNTIME"].append({
             "start": round(start_ms * MS), "end": round(end_ms * MS), "globalTid": tid,
             "correlationId": corr, "nameId": self.sid(name)})
+
+    def thread_name(self, tid, name, priority=20):
+        """A ThreadNames row: nsys's name of thread tid (a registered string)."""
+        self.tables["ThreadNames"].append({"nameId": self.sid(name), "priority": priority, "globalTid": tid})
+
+    def overhead(self, name, start_ms, end_ms, tid):
+        """A PROFILER_OVERHEAD row: time nsys itself took on thread tid ("CUPTI Buffer flush", ...)."""
+        self.tables["PROFILER_OVERHEAD"].append({"start": round(start_ms * MS), "end": round(end_ms * MS),
+                                                 "globalTid": tid, "nameId": self.sid(name), "returnValue": 0})
 
     def kernel(self, start_ms, end_ms, name="void at::native::vectorized_elementwise_kernel<4>()",
                launch_ms=None, tid=MAIN, stream=7, call="cudaLaunchKernel_v7000"):
@@ -439,6 +451,94 @@ def inject_stall(path, at_ns, stall_ns, latency_ns=1000):
     return largest
 
 
+def tracer_cost_export(steps=3):
+    """A --decode gpu capture whose threads are named and whose profiler overhead is recorded, for
+    cost.capture_cost(). Window [0, 10 x steps] ms; step k starts at s = 10 k + 1 and lasts 9 ms:
+    data_load [s, s+2] (batch_wait [s, s+1], h2d_submit [s+1, s+2]), forward [s+2, s+5], backward
+    [s+5, s+8], optimizer_step [s+8, s+9], all on MAIN; between the steps [s+9, s+11].
+
+    Threads (ThreadNames): MAIN train_resnet50, AUTOGRAD pt_autograd_0, STAGE loader/gpu, CUPTI "CUPTI
+    worker thread"; LOADER has no name (reads as "tid 200").
+    Runtime calls per step, inside the window:
+      loader/gpu   inside its gpu_decode range [s, s+0.9] (data_pipeline domain, so its syncs block only
+                   it): 5 cudaLaunchKernel at s+0.1 .. s+0.5 and 4 cudaEventSynchronize at s+0.55 ..
+                   s+0.7, each 0.01 ms, with no device work of their own; 2 cudaMemcpyAsync (0.001 ms) at
+                   s+0.8 and s+0.85 launching the step's H2D copies [s+1.2, s+1.4] and [s+1.5, s+1.7]
+                   -> 11 calls, 0.092 ms a step
+      main         cudaLaunchKernel at s+2.05 (forward kernel [s+2.1, s+5.0]) and s+8.05 (optimizer
+                   kernel [s+8.1, s+9.0]), 0.001 ms each -> 2 calls, 0.002 ms a step
+      autograd     cudaLaunchKernel at s+5.05 (backward kernel [s+5.1, s+8.0]) -> 1 call
+      tid 200      one cudaEventQuery at 15 ms in all -> 1/3 a step
+    and outside the window, loader/gpu's cudaLaunchKernel at -2 ms and at 10 x steps + 1 ms (not counted).
+    Device busy 7.1 ms a step: with 3 steps 21.3 of the 30 ms window, 8.7 ms (29 %) without activity; the
+    host-caused gaps that began in backward are [s+5.0, s+5.1] (3 x 0.1 ms), in h2d_submit [s+1.7,
+    s+2.1] (3 x 0.4 ms).
+    PROFILER_OVERHEAD (3 steps):
+      TLS allocation        loader/gpu [9.5, 11.5]: optimizer_step 0.5, between steps 1.0, data_load 0.5
+      CUPTI Buffer flush    CUPTI [12.0, 12.5]: data_load 0.5
+      Unknown               CUPTI [15.0, 15.0] (zero length): forward, 0 ms
+      CUPTI Buffer flush    MAIN [25.9, 26.3]: forward 0.1, backward 0.3
+      TLS allocation        AUTOGRAD [-0.5, 0.5]: clipped to [0, 0.5], between steps 0.5
+      CUDA profiling data flush on cudaProfilerStop   MAIN [30.5, 40.5]: outside the window, 10 ms
+    -> inside the window 5 rows, 3.4 ms: by name TLS allocation 2 rows 2.5 ms, CUPTI Buffer flush 2 rows
+    0.9 ms, Unknown 1 row 0 ms; by phase (a row counted for its largest share) between steps 1.5 ms (2
+    rows), data_load 1.0 (1), optimizer_step 0.5 (0), backward 0.3 (1), forward 0.1 (1).
+    tracer_cost_report() gives the matching run reports."""
+    b = ExportBuilder()
+    for tid, name in ((MAIN, "train_resnet50"), (AUTOGRAD, "pt_autograd_0"), (STAGE, "loader/gpu"),
+                      (CUPTI, "CUPTI worker thread")):
+        b.thread_name(tid, name)
+    b.domain(1, "data_pipeline", tid=STAGE)
+    end = 10.0 * steps
+    b.range("capture_window", 0.0, end)
+    for k in range(steps):
+        s = 10.0 * k + 1
+        b.range("torch_step", s, s + 9)
+        b.range("data_load", s, s + 2)
+        b.range("batch_wait", s, s + 1)
+        b.range("h2d_submit", s + 1, s + 2)
+        b.range("forward", s + 2, s + 5)
+        b.range("backward", s + 5, s + 8)
+        b.range("optimizer_step", s + 8, s + 9)
+        b.range("gpu_decode", s, s + 0.9, tid=STAGE, domain=1)
+        for i in range(5):
+            b.api("cudaLaunchKernel_v7000", s + 0.1 + 0.1 * i, s + 0.11 + 0.1 * i, tid=STAGE)
+        for i in range(4):
+            b.api("cudaEventSynchronize_v3020", s + 0.55 + 0.05 * i, s + 0.56 + 0.05 * i, tid=STAGE)
+        b.memcpy(s + 1.2, s + 1.4, launch_ms=s + 0.8, tid=STAGE)
+        b.memcpy(s + 1.5, s + 1.7, launch_ms=s + 0.85, tid=STAGE)
+        b.kernel(s + 2.1, s + 5.0, launch_ms=s + 2.05)
+        b.kernel(s + 5.1, s + 8.0, "void cudnn::bn_bw_1C11_kernel_new<float>()", launch_ms=s + 5.05, tid=AUTOGRAD)
+        b.kernel(s + 8.1, s + 9.0, "void at::native::multi_tensor_apply_kernel<sgd>()", launch_ms=s + 8.05)
+    b.api("cudaEventQuery_v3020", 15.0, 15.01, tid=LOADER)
+    b.api("cudaLaunchKernel_v7000", -2.0, -1.99, tid=STAGE)
+    b.api("cudaLaunchKernel_v7000", end + 1, end + 1.01, tid=STAGE)
+    b.overhead("TLS allocation", 9.5, 11.5, STAGE)
+    b.overhead("CUPTI Buffer flush", 12.0, 12.5, CUPTI)
+    b.overhead("Unknown", 15.0, 15.0, CUPTI)
+    b.overhead("CUPTI Buffer flush", 25.9, 26.3, MAIN)
+    b.overhead("TLS allocation", -0.5, 0.5, AUTOGRAD)
+    b.overhead("CUDA profiling data flush on cudaProfilerStop", end + 0.5, end + 10.5, MAIN)
+    return b
+
+
+def tracer_cost_report(images_per_s, step_ms=9.0, forward_ms=3.0, backward_ms=3.0, optimizer_ms=1.0, steps=3,
+                       phase_ms=True):
+    """A train_resnet50 run report for tracer_cost_export() (batch size 4): every captured step with those
+    host times (data_load 2, batch_wait 1, h2d_submit 1 ms); phase_ms False: without the per-step phase_ms
+    objects, as binaries before them wrote. The traced run: tracer_cost_report(400.0) (3 x 4 images in the
+    30 ms window); untraced runs of it: e.g. tracer_cost_report(480.0, 8.0, 2.4, 2.95) and
+    tracer_cost_report(520.0, 8.2, 2.6, 2.95)."""
+    step = {"batch_wait_ms": 1.0, "h2d_submit_ms": 1.0, "step_ms": step_ms}
+    if phase_ms:
+        step["phase_ms"] = {"data_load": 2.0, "batch_wait": 1.0, "h2d_submit": 1.0, "forward": forward_ms,
+                            "backward": backward_ms, "optimizer_step": optimizer_ms}
+    return {"config": {"steps": steps, "batch_size": 4, "decode": "gpu"},
+            "capture": {"warmup_steps": 1, "steps": steps, "batch_size": 4, "elapsed_s": steps * 4 / images_per_s,
+                        "images_per_s": images_per_s},
+            "steps": [dict(step, index=i) for i in range(steps)], "interrupted": False}
+
+
 NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 COMPUTE_STREAM, NCCL_STREAM = 7, 20
 RANK_STEP_PITCH_MS = 20.0     # rank_export(): step k starts at 1 + 20 k ms after the window start
@@ -551,8 +651,9 @@ class TempDirCase(ScratchCase):
     def build(self, builder, name="export.sqlite"):
         return builder.write(os.path.join(self.tmp, name))
 
-    def summarize(self, builder, report=None, expected_steps=None, name="export.sqlite"):
-        return compute_summary(load_export(self.build(builder, name)), report, expected_steps)
+    def summarize(self, builder, report=None, expected_steps=None, name="export.sqlite", **kw):
+        """compute_summary() of the builder's export; kw: its other arguments (untraced, max_slowdown)."""
+        return compute_summary(load_export(self.build(builder, name)), report, expected_steps, **kw)
 
 
 class RealFixtureCase(unittest.TestCase):

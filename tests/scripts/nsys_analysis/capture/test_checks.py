@@ -9,7 +9,8 @@ import os
 import unittest
 
 from scripts.support.nsys_exports import (AUTOGRAD, MAIN, SCHEMA, STAGE, ExportBuilder, RealFixtureCase, TempDirCase,
-                                          basic_export, graph_run, simulated_run)
+                                          basic_export, graph_run, simulated_run, tracer_cost_export,
+                                          tracer_cost_report)
 from nsys_analysis.capture.checks import (crosscheck_stats, failed_checks, injected_stalls, injected_stalls_check,
                                           normalize_nvtx_name)
 from nsys_analysis.capture.markdown import render_markdown
@@ -272,6 +273,41 @@ def stall_report(*specs, steps=4):
     host step times (step 2 ~20 ms longer)."""
     return {"config": {"inject_stall": list(specs)}, "capture": {"steps": steps},
             "steps": [{"index": i, "step_ms": 28.8 if i == 2 else 8.8} for i in range(steps)]}
+
+
+class CaptureCostCheckTest(TempDirCase):
+    """The check capture_cost: absent without untraced reports, passing at exactly 1 - max_slowdown."""
+
+    def check(self, traced_ips, untraced_ips, name, **kw):
+        untraced = [("u%d.json" % i, tracer_cost_report(v)) for i, v in enumerate(untraced_ips)]
+        s = self.summarize(tracer_cost_export(), tracer_cost_report(traced_ips), untraced=untraced,
+                           name=name + ".sqlite", **kw)
+        return s, s["checks"].get("capture_cost", "absent"), s["check_details"].get("capture_cost")
+
+    def test_absent_without_untraced_reports(self):
+        s, result, _ = self.check(400.0, [], "none")
+        self.assertEqual(result, "absent")
+        self.assertTrue(s["all_checks_pass"], s["check_details"])
+
+    def test_at_the_threshold(self):
+        s, result, detail = self.check(450.0, [500.0], "at")  # 0.9 = 1 - 0.10: passes
+        self.assertIs(result, True)
+        self.assertTrue(s["all_checks_pass"])
+        self.assertEqual(detail, "traced 450.0 images/s, 0.900x the untraced 500.0 (one run); at least 0.90x needed")
+        s, result, detail = self.check(449.5, [400.0, 500.0, 600.0], "below")
+        self.assertIs(result, False)
+        self.assertFalse(s["all_checks_pass"])
+        self.assertTrue(detail.startswith("traced 449.5 images/s, 0.899x the untraced 500.0 (median of 3 runs); at "
+                                          "least 0.90x needed: tracer-bound"), detail)
+        self.assertEqual([n for n, _ in failed_checks(s)], ["capture_cost"])
+        _, result, _ = self.check(449.5, [500.0], "looser", max_slowdown=0.2)
+        self.assertIs(result, True)
+
+    def test_not_evaluable_without_a_throughput(self):
+        untraced = [("u.json", {"capture": {"steps": 3}, "steps": []})]
+        s = self.summarize(tracer_cost_export(), tracer_cost_report(400.0), untraced=untraced)
+        self.assertIsNone(s["checks"]["capture_cost"])
+        self.assertEqual(s["check_details"]["capture_cost"], "not evaluable: no untraced report gives images_per_s")
 
 
 class InjectedStallsTest(TempDirCase):

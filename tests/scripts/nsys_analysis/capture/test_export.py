@@ -7,8 +7,9 @@ Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_expo
 import sqlite3
 import unittest
 
-from scripts.support.nsys_exports import MAIN, RealFixtureCase, SCHEMA, TempDirCase, basic_export, graph_run
-from nsys_analysis.capture.export import load_export
+from scripts.support.nsys_exports import (CUPTI, MAIN, MS, STAGE, RealFixtureCase, SCHEMA, TempDirCase, basic_export,
+                                          graph_run, tracer_cost_export)
+from nsys_analysis.capture.export import AnalysisError, load_export
 
 
 class LoadingTest(TempDirCase):
@@ -72,7 +73,46 @@ class LoadingTest(TempDirCase):
         self.assertEqual(s["no_activity_pct"], 58.5)
 
 
+class ThreadsAndOverheadTest(TempDirCase):
+    def test_thread_names_and_profiler_overhead(self):
+        b = tracer_cost_export()
+        b.thread_name(STAGE, "stage renamed")  # a later row names the thread again: the last one wins
+        ex = load_export(self.build(b))
+        self.assertEqual((ex.thread_names[MAIN], ex.thread_names[STAGE], ex.thread_names[CUPTI]),
+                         ("train_resnet50", "stage renamed", "CUPTI worker thread"))
+        self.assertEqual((ex.thread_name(MAIN), ex.thread_name((7 << 24) | 200), ex.thread_name(None)),
+                         ("train_resnet50", "tid 200", "tid ?"))
+        self.assertEqual([(o.name, o.start, o.end, o.tid) for o in ex.profiler_overhead[:3]],
+                         [("TLS allocation", -MS // 2, MS // 2, (7 << 24) | 300),
+                          ("TLS allocation", round(9.5 * MS), round(11.5 * MS), STAGE),
+                          ("CUPTI Buffer flush", 12 * MS, round(12.5 * MS), CUPTI)])  # by start
+        self.assertEqual(len(ex.profiler_overhead), 6)
+
+    def test_both_tables_are_optional(self):
+        b = tracer_cost_export()
+        b.omit.update(("ThreadNames", "PROFILER_OVERHEAD"))
+        ex = load_export(self.build(b))
+        self.assertEqual((ex.thread_names, ex.profiler_overhead), ({}, None))
+        b = tracer_cost_export()
+        b.overhead("CUPTI Buffer flush", 1.0, 2.0, MAIN)
+        b.tables["PROFILER_OVERHEAD"][-1]["end"] = "soon"
+        with self.assertRaises(AnalysisError) as e:
+            load_export(self.build(b, "bad.sqlite"))
+        self.assertIn("PROFILER_OVERHEAD has a row with start", str(e.exception))
+
+
 class RealExportTest(RealFixtureCase):
+    def test_thread_names_and_overhead_of_the_real_export(self):
+        main = {r.tid for r in self.ex.ranges if r.name == "torch_step"}
+        self.assertEqual({self.ex.thread_name(t) for t in main}, {"python3"})
+        self.assertEqual(len(self.ex.profiler_overhead), 15)
+        self.assertIn("CUDA profiling data flush on cudaProfilerStop", {o.name for o in self.ex.profiler_overhead})
+        # Its 8 steps' runtime calls per thread: the main thread and autograd's make nearly all.
+        calls = self.s["capture_cost"]["api_calls"]
+        self.assertEqual([(t["thread"], t["main"], t["calls_per_step"]) for t in calls["threads"][:2]],
+                         [("pt_autograd_0", False, 509.0), ("python3", True, 495.125)])
+
+
     def test_builder_schema_matches(self):
         conn = sqlite3.connect(self.export)
         try:

@@ -10,7 +10,8 @@ import unittest
 
 from scripts.support.nsys_exports import TempDirCase, basic_export
 from nsys_analysis.capture.export import AnalysisError
-from nsys_analysis.capture.report import last_json_object, load_report, report_metrics
+from nsys_analysis.capture.report import (FROM_NOTHING, FROM_PHASE_MS, FROM_STEP_FIELDS, last_json_object,
+                                          load_report, report_metrics, step_phase_ms)
 
 
 class ReportTest(TempDirCase):
@@ -45,6 +46,25 @@ class ReportTest(TempDirCase):
         s = self.summarize(basic_export(), report=load_report(path))
         self.assertEqual(s["images_per_s"], 4236.5)
         self.assertEqual(s["expected_steps"], 8)
+
+    def test_step_phase_ms(self):
+        report = {"capture": {"steps": 2, "batch_size": 32},
+                  "steps": [{"step_ms": 9.0, "batch_wait_ms": 1.0, "h2d_submit_ms": 0.5,
+                             "phase_ms": {"data_load": 2.0, "batch_wait": 1.25, "forward": 3.0}},
+                            {"step_ms": 8.0, "batch_wait_ms": 2.0, "h2d_submit_ms": 0.25,
+                             "phase_ms": {"data_load": 2.5, "forward": float("nan")}}]}
+        per, source = step_phase_ms(report)
+        self.assertEqual(source, FROM_PHASE_MS)
+        # phase_ms first, then the step's own fields where phase_ms lacks them; a NaN is no time.
+        self.assertEqual(dict(per), {"data_load": [2.0, 2.5], "batch_wait": [1.25, 2.0], "forward": [3.0],
+                                     "torch_step": [9.0, 8.0], "h2d_submit": [0.5, 0.25]})
+        self.assertEqual(report_metrics(report)["batch_size"], 32)
+        for st in report["steps"]:
+            del st["phase_ms"]
+        per, source = step_phase_ms(report)
+        self.assertEqual((source, list(per)), (FROM_STEP_FIELDS, ["torch_step", "batch_wait", "h2d_submit"]))
+        self.assertEqual(step_phase_ms({"images_per_s": 10.0, "steps": 8}), ({}, FROM_NOTHING))
+        self.assertEqual(step_phase_ms(None), ({}, FROM_NOTHING))
 
     def test_bad_report(self):
         path = os.path.join(self.tmp, "bad.json")

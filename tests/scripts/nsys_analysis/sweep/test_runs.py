@@ -81,7 +81,8 @@ class RunOutcomeTest(unittest.TestCase):
                        "ok", True, None, {"step_count": True}, {"step_count": "8 of 8"}, {"images_per_s": 10.0})
         doc = json.loads(json.dumps(r.to_json()))
         self.assertEqual(list(doc), ["config", "seed", "order", "run_dir", "command", "expected_steps", "attempts",
-                                     "status", "aggregated", "reason", "checks", "check_details", "metrics"])
+                                     "status", "aggregated", "reason", "checks", "check_details", "metrics",
+                                     "untraced"])
         self.assertEqual(doc["attempts"][0], {"attempt": 1, "status": "timeout", "exit_code": None, "seconds": 2.01,
                                               "log": "/o/attempt1.log"})
         self.assertEqual(RunOutcome.from_json(doc), r)

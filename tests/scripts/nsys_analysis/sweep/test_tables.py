@@ -61,6 +61,30 @@ class SweepTablesTest(unittest.TestCase):
         self.assertIn("| 4 | base_2027 | ok | ok 1.2s | NO | 1100.0 | checks failed: step_count (7 of 8) |", md)
         self.assertTrue(md.endswith("## Excluded runs\n\n- base seed 2027: checks failed: step_count (7 of 8)\n"))
 
+    def test_untraced_columns_and_tracer_bound_runs(self):
+        results = [outcome("base", 2026, 1, 500), outcome("base", 2027, 2, 900)]
+        for r, untraced, bound in zip(results, (1000.0, 950.0), (True, False)):
+            r.metrics.update(untraced_images_per_s=untraced, traced_over_untraced=round(r.metrics["images_per_s"] / untraced, 6),
+                             tracer_bound=bound)
+        rows = aggregate(CONFIGS, (2026, 2027), results)
+        row = rows[0]
+        self.assertEqual((row["untraced_images_per_s_2026"], row["untraced_images_per_s_mean"],
+                          row["traced_over_untraced_2027"], row["tracer_bound_2026"], row["tracer_bound_2027"],
+                          row["tracer_bound_runs"]), (1000.0, 975.0, 0.947368, True, False, 1))
+        self.assertEqual(row["notes"], "seed 2026: tracer-bound (traced 0.50x untraced), read the untraced images/s")
+        settings = SweepSettings(out="out", binary="train", seeds=(2026, 2027), timeout=60)
+        md = render_markdown(rows, results, settings)
+        self.assertIn("| 1000.0 / 950.0 (mean 975.0) | 0.500 / 0.947 (mean 0.724) | yes / no (1 of 2) |", md)
+        self.assertIn("Each capture is followed by an untraced run of the same command", md)
+        self.assertEqual([(r["untraced_images_per_s"], r["tracer_bound"]) for r in run_rows(results)],
+                         [(1000.0, True), (950.0, False)])
+        # --no-nsys: every run is untraced already, and --no-untraced has none: no such columns' values.
+        for other in (SweepSettings(out="out", binary="train", no_nsys=True), SweepSettings(out="out", binary="train",
+                                                                                           untraced=False)):
+            md = render_markdown(rows, results, other)
+            self.assertIn("| – | – | – |", md)
+            self.assertNotIn("Each capture is followed by an untraced run", md)
+
     def test_runs_csv(self):
         tmp = tempfile.mkdtemp(prefix="sweep_tables_test_")
         self.addCleanup(shutil.rmtree, tmp, True)

@@ -1,0 +1,307 @@
+"""What the capture itself cost: summary.json's capture_cost (capture_cost()), from the export, the traced
+run's report and the reports of untraced runs of the same command (analyze.py --untraced; scripts/profile.sh
+makes one after each capture).
+
+Nsight Systems' CUDA trace wraps every runtime call (a traced cudaLaunchKernel takes 7-8 us on an H200),
+so a thread that makes hundreds of calls a step, such as the GPU decode stage, can run slower traced than
+the device does: the capture then shows a starved device that the untraced run keeps busy, and its idle
+gaps blame the host phases whose calls the tracer slowed. capture_cost says how much of that there is:
+
+  throughput         traced images/s (the traced report's capture.images_per_s), the untraced runs' (each,
+                     and their median) and traced / untraced
+  tracer_bound       traced / untraced < 1 - max_slowdown (None without both figures)
+  phases             host time per range and captured step (the reports' phase_ms, or step_ms,
+                     batch_wait_ms and h2d_submit_ms where a report has no phase_ms): the median of the
+                     traced report's steps and of the untraced reports' steps pooled, their difference
+                     and ratio; `unknown` names the capture's phases a side cannot give
+  api_calls          the window's CUDA runtime calls (those starting inside it) per thread: calls and
+                     traced time inside them (clipped to the window) per captured step, and the most
+                     frequent calls; threads named from nsys's ThreadNames, the main thread (the one of
+                     the torch_step ranges) marked
+  profiler_overhead  nsys's PROFILER_OVERHEAD rows overlapping the window (clipped to it): by name, by
+                     the thread they ran on, and by the main thread's step-level phase they overlap
+                     (their time split by overlap; a row counts once, for its largest share;
+                     "between steps" outside every torch_step); the rows outside the window in total
+  idle_explained     how much of the window's time without device activity the tracer explains (below)
+  trust              what to read from where, in words
+
+The estimate of idle_explained. W: the traced window's duration; S: its captured steps; B: the batch size
+(the traced report's capture.batch_size); U: the untraced images/s (median). The untraced run takes
+W_u = S x B / U for the same steps, so the tracer added max(0, W - W_u); with I the window's time without
+device activity (no_activity_pct of W), the tracer explains min(I, W - W_u) of it (ms, and as a share of I).
+Per host range of the idle gaps (idle_gaps.host_by_range: host-caused gaps by the range they began in,
+forward, backward, batch_wait, ...): the host time that range gained under the tracer, (traced - untraced
+median) x S, next to the host-caused idle charged to it, and the share of that idle it explains (the
+smaller of the two over the idle). Limits: it assumes the device work itself takes as long traced as
+untraced (CUPTI adds a little to each kernel, so it slightly overstates the tracer's share), and that the
+untraced run has the same idle structure (it cannot see the untraced run's gaps); it bounds from above what
+removing the tracer could take off the idle time, that is what cannot be blamed on the input pipeline, and
+is no measurement of either.
+"""
+
+import math
+import statistics
+from collections import Counter, OrderedDict, defaultdict
+
+from .intervals import ms
+from .phases import phase_names, step_phases
+from .records import BATCH_WAIT, DATA_LOAD, H2D_SUBMIT, NORMALIZE, STEP
+from .report import FROM_NOTHING, report_metrics, step_phase_ms
+
+# analyze.py --max-tracer-slowdown's default: a capture slower than 0.90x untraced is tracer-bound.
+DEFAULT_MAX_SLOWDOWN = 0.10
+# Call names listed per thread.
+TOP_CALLS = 5
+# profiler_overhead's buckets outside the main thread's step-level phases.
+BETWEEN_STEPS = "between steps"
+IN_STEP = "torch_step (no phase)"
+
+
+def capture_cost(ex, s, window, report=None, untraced=(), max_slowdown=DEFAULT_MAX_SLOWDOWN):
+    """summary.json's capture_cost (the module docstring says what each part holds). s: the summary so far
+    (compute_summary() fills capture_window_ms, steps, no_activity_pct and idle_gaps first); window: its
+    Window; report: the traced run's report (None when none); untraced: [(path, report)] of the untraced
+    runs, [] when none was given."""
+    out = OrderedDict()
+    out["max_slowdown"] = max_slowdown
+    out["throughput"] = _throughput(report, untraced)
+    ratio = out["throughput"]["traced_over_untraced"]
+    out["tracer_bound"] = None if ratio is None else ratio < 1 - max_slowdown
+    out["phases"] = _phases(ex, window, report, [rep for _, rep in untraced], bool(untraced))
+    main_tids = {r.tid for r in window.steps}
+    out["api_calls"] = _api_calls(ex, window, main_tids)
+    out["profiler_overhead"] = _profiler_overhead(ex, window, main_tids)
+    out["idle_explained"] = _idle_explained(s, report, out)
+    out["trust"] = _trust(out)
+    return out
+
+
+def _ips(report):
+    """A report's images/s when it is a positive finite number, else None."""
+    value = report_metrics(report)["images_per_s"] if report is not None else None
+    return value if value is not None and math.isfinite(value) and value > 0 else None
+
+
+def _throughput(report, untraced):
+    """Traced and untraced images/s, and their ratio."""
+    traced = _ips(report)
+    runs = [OrderedDict(report=path, images_per_s=_ips(rep)) for path, rep in untraced]
+    values = [r["images_per_s"] for r in runs if r["images_per_s"] is not None]
+    median = statistics.median(values) if values else None
+    ratio = round(traced / median, 6) if traced is not None and median is not None else None
+    if not untraced:
+        note = ("no untraced run was given (analyze.py --untraced REPORT; scripts/profile.sh makes one): the "
+                "traced figure alone, which the tracer may have slowed")
+    elif not values:
+        note = "no untraced report gives images_per_s"
+    elif traced is None:
+        note = "the traced run's report gives no images_per_s" if report is not None else "no traced run report"
+    else:
+        note = "untraced: one run" if len(values) == 1 else "untraced: the median of %d runs" % len(values)
+    return OrderedDict(traced_images_per_s=traced, untraced_images_per_s=median, untraced_runs=runs,
+                       traced_over_untraced=ratio, note=note)
+
+
+def _median(values):
+    return round(statistics.median(values), 6) if values else None
+
+
+def _capture_phase_names(ex, window):
+    """The capture's step-level phases in step order, data_load's nested ranges right after it."""
+    names = phase_names(step_phases(ex.ranges, window.steps))
+    main = {r.tid for r in window.steps}
+    nested = {r.name for r in ex.ranges if r.tid in main and r.name in (BATCH_WAIT, H2D_SUBMIT, NORMALIZE)
+              and window.holds(r)}
+    out = []
+    for name in names:
+        out.append(name)
+        if name == DATA_LOAD:
+            out += [n for n in (BATCH_WAIT, H2D_SUBMIT, NORMALIZE) if n in nested]
+    return out
+
+
+def _phases(ex, window, report, untraced_reports, untraced_given):
+    """Host time per range, traced vs untraced (medians over captured steps)."""
+    traced, traced_source = step_phase_ms(report)
+    pooled, sources = OrderedDict(), []
+    for rep in untraced_reports:
+        per, source = step_phase_ms(rep)
+        sources.append(source)
+        for name, values in per.items():
+            pooled.setdefault(name, []).extend(values)
+    names = [STEP] + _capture_phase_names(ex, window)
+    names += [n for n in list(traced) + list(pooled) if n not in names]
+    rows = []
+    for name in names:
+        t, u = _median(traced.get(name)), _median(pooled.get(name))
+        rows.append(OrderedDict(
+            phase=name, traced_ms=t, untraced_ms=u,
+            difference_ms=round(t - u, 6) if t is not None and u is not None else None,
+            ratio=round(t / u, 6) if t is not None and u else None,
+            traced_steps=len(traced.get(name, ())), untraced_steps=len(pooled.get(name, ()))))
+    unknown = [r["phase"] for r in rows if r["traced_ms"] is None or (untraced_given and r["untraced_ms"] is None)]
+    if not untraced_given:
+        untraced_source = None
+    elif len(set(sources)) == 1:
+        untraced_source = sources[0]
+    else:
+        untraced_source = "; ".join("%s: %s" % (i + 1, src) for i, src in enumerate(sources))
+    return OrderedDict(traced_source=traced_source if report is not None else FROM_NOTHING,
+                       untraced_source=untraced_source, rows=rows, unknown=unknown)
+
+
+def _per_step(value, steps, digits=3):
+    return round(value / steps, digits) if steps and value is not None else None
+
+
+def _api_calls(ex, window, main_tids):
+    """The window's runtime calls per thread, per captured step; None without a runtime table or window."""
+    lo, hi = window.lo, window.hi
+    if ex.api_calls is None or lo is None:
+        return None
+    steps = len(window.steps)
+    by_tid = defaultdict(list)
+    for call in ex.api_calls:
+        if lo <= call.start < hi:
+            by_tid[call.tid].append(call)
+    threads = []
+    for tid, calls in by_tid.items():
+        traced_ns = sum(min(c.end, hi) - c.start for c in calls)
+        counts = Counter(c.name for c in calls)
+        top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_CALLS]
+        threads.append(OrderedDict(
+            thread=ex.thread_name(tid), tid=tid, main=tid in main_tids, calls=len(calls),
+            calls_per_step=_per_step(len(calls), steps), traced_ms=ms(traced_ns),
+            traced_ms_per_step=_per_step(ms(traced_ns), steps, 6),
+            top=[OrderedDict(name=name, calls=n, per_step=_per_step(n, steps)) for name, n in top]))
+    threads.sort(key=lambda t: (-t["calls"], t["thread"], t["tid"] or 0))
+    total = sum(t["calls"] for t in threads)
+    return OrderedDict(steps=steps, calls=total, calls_per_step=_per_step(total, steps), threads=threads)
+
+
+def _overlap(a, b, spans):
+    """ns of [a, b] inside spans (which do not overlap), by span name."""
+    out = defaultdict(int)
+    for sp in spans:
+        if sp.start < b and sp.end > a:
+            out[sp.name] += min(sp.end, b) - max(sp.start, a)
+    return out
+
+
+def _charge(a, b, steps, phases):
+    """{bucket: ns} of [a, b]: each main-thread step-level phase it overlaps, the rest of a torch_step
+    (IN_STEP) and the time outside every step (BETWEEN_STEPS). A zero-length row: {its bucket: 0}."""
+    if a == b:
+        holder = next((p.name for p in phases if p.start <= a < p.end), None)
+        if holder is None:
+            holder = IN_STEP if any(st.start <= a < st.end for st in steps) else BETWEEN_STEPS
+        return {holder: 0}
+    shares = _overlap(a, b, phases)
+    in_steps = sum(_overlap(a, b, steps).values())
+    in_phases = sum(shares.values())
+    if in_steps > in_phases:
+        shares[IN_STEP] += in_steps - in_phases
+    if b - a > in_steps:
+        shares[BETWEEN_STEPS] += b - a - in_steps
+    return shares
+
+
+def _grouped(items):
+    """[(key, ns)] -> [{key, count, total_ms}], largest total first."""
+    groups = OrderedDict()
+    for key, ns in items:
+        g = groups.setdefault(key, [0, 0])
+        g[0] += 1
+        g[1] += ns
+    return sorted(([k, n, t] for k, (n, t) in groups.items()), key=lambda g: (-g[2], -g[1], str(g[0])))
+
+
+def _profiler_overhead(ex, window, main_tids):
+    """nsys's own time in the window, by name, thread and main-thread phase; None without the table."""
+    rows = ex.profiler_overhead
+    if rows is None:
+        return None
+    lo, hi = window.lo, window.hi
+    # A zero-length row (nsys writes some) overlaps the window when it lies in it.
+    held = [lo is not None and (o.start < hi and o.end > lo or lo <= o.start == o.end < hi) for o in rows]
+    inside = [o for o, h in zip(rows, held) if h]
+    outside = [o for o, h in zip(rows, held) if not h]
+    clipped = [(o, min(o.end, hi) - max(o.start, lo)) for o in inside]
+    phases = step_phases(ex.ranges, window.steps)
+    by_phase = defaultdict(lambda: [0, 0])
+    for o, _ in clipped:
+        shares = _charge(max(o.start, lo), min(o.end, hi), window.steps, phases)
+        for bucket, ns in shares.items():
+            by_phase[bucket][1] += ns
+        by_phase[max(sorted(shares), key=lambda k: shares[k])][0] += 1
+    names = {o.tid: ex.thread_name(o.tid) for o in inside}
+    return OrderedDict(
+        count=len(inside), total_ms=ms(sum(ns for _, ns in clipped)),
+        by_name=[OrderedDict(name=k, count=n, total_ms=ms(t))
+                 for k, n, t in _grouped((o.name, ns) for o, ns in clipped)],
+        by_thread=[OrderedDict(thread=names[tid], tid=tid, main=tid in main_tids, count=n, total_ms=ms(t))
+                   for tid, n, t in _grouped((o.tid, ns) for o, ns in clipped)],
+        by_phase=[OrderedDict(phase=k, count=v[0], total_ms=ms(v[1]))
+                  for k, v in sorted(by_phase.items(), key=lambda kv: (-kv[1][1], kv[0]))],
+        outside_window=OrderedDict(count=len(outside), total_ms=ms(sum(o.end - o.start for o in outside))))
+
+
+def _idle_explained(s, report, cost):
+    """The share of the window's time without device activity that the tracer explains (module docstring)."""
+    window_ms, steps, pct = s.get("capture_window_ms"), s.get("steps"), s.get("no_activity_pct")
+    batch = report_metrics(report)["batch_size"] if report is not None else None
+    untraced = cost["throughput"]["untraced_images_per_s"]
+    idle = window_ms * pct / 100.0 if window_ms is not None and pct is not None else None
+    untraced_ms = steps * batch / untraced * 1e3 if steps and batch and untraced else None
+    extra = max(0.0, window_ms - untraced_ms) if untraced_ms is not None and window_ms is not None else None
+    explained = min(idle, extra) if idle is not None and extra is not None else None
+    out = OrderedDict(
+        method="min(I, W - S x B / U): I the window's time without device activity, W the window, S its "
+               "steps, B the batch size, U the untraced images/s",
+        window_ms=window_ms, steps=steps, batch_size=batch, untraced_images_per_s=untraced,
+        untraced_window_ms=_round(untraced_ms), tracer_extra_ms=_round(extra), no_activity_ms=_round(idle),
+        explained_ms=_round(explained),
+        explained_share=_round(explained / idle) if explained is not None and idle else None)
+    out["by_host_range"] = _by_host_range(s, cost["phases"]["rows"], steps)
+    return out
+
+
+def _round(value):
+    return None if value is None else round(value, 6)
+
+
+def _by_host_range(s, phase_rows, steps):
+    """Per host range of the idle gaps: its host-caused idle, and the host time the tracer added to it."""
+    gaps = (s.get("idle_gaps") or {}).get("host_by_range") or {}
+    rows = {r["phase"]: r for r in phase_rows}
+    out = []
+    for name, d in gaps.items():
+        diff = rows.get(name, {}).get("difference_ms")
+        inflation = max(0.0, diff) * steps if diff is not None and steps else None
+        explained = min(inflation, d["total_ms"]) if inflation is not None else None
+        out.append(OrderedDict(
+            host_range=name, gaps=d["count"], host_idle_ms=d["total_ms"],
+            inflation_per_step_ms=diff, inflation_ms=_round(inflation), explained_ms=_round(explained),
+            explained_share=_round(explained / d["total_ms"]) if explained is not None and d["total_ms"] else None))
+    return out
+
+
+def _trust(cost):
+    """What to read from where, in a few words each."""
+    t = cost["throughput"]
+    if cost["tracer_bound"]:
+        first = ("throughput: the untraced %.1f images/s (the capture ran at %.2fx, the tracer's pace)"
+                 % (t["untraced_images_per_s"], t["traced_over_untraced"]))
+    elif t["untraced_images_per_s"] is not None:
+        first = ("throughput: the untraced %.1f images/s (the capture, at %s, is within the allowed slowdown)"
+                 % (t["untraced_images_per_s"], "?" if t["traced_over_untraced"] is None
+                    else "%.2fx" % t["traced_over_untraced"]))
+    else:
+        first = "throughput: the traced figure only, no untraced run given (the tracer's cost is unknown)"
+    out = [first, "order and overlap: the capture (what ran where, in which phase, beside what)"]
+    idle = cost["idle_explained"]
+    if cost["tracer_bound"] and idle["explained_ms"] is not None:
+        out.append("idle gaps and host stalls: up to %.1f ms of the window's %.1f ms without device activity are "
+                   "the tracer's (idle_explained), not the input pipeline's" % (idle["explained_ms"],
+                                                                               idle["no_activity_ms"]))
+    return out

@@ -24,6 +24,10 @@
 #                    .sqlite, .json, .untraced.json, PREFIX.k_<report>.csv; PREFIX.log holds every
 #                    capture's output, PREFIX.untraced.log every untraced run's. Not with --nproc
 #   --no-untraced    no untraced run
+#   --lean           nsys --trace=cuda,nvtx: the article's options without the OS runtime trace (osrt),
+#                    which no analysis reads (it shows pthread and syscall waits in the GUI only)
+#   --nsys-opt OPT   one more nsys profile option, as given (repeatable), e.g. --osrt-threshold=10000
+#                    or --cuda-flush-interval=10000; what each costs is in README, "Capturing and reading"
 #   --analyze        also run scripts/analyze.py on the export, with the untraced run's report (into
 #                    PREFIX_analysis/); with --repeat N > 1, each capture's summary into PREFIX.k_analysis/
 #                    (with every untraced report), the median capture by traced images/s (the lower
@@ -135,6 +139,8 @@ nproc=""
 nproc_given=0
 repeat=1
 untraced=1
+lean=0
+extra_nsys=()
 prog_args=()
 command=()
 while (($#)); do
@@ -148,6 +154,9 @@ while (($#)); do
     --repeat) (($# >= 2)) || usage_error "expected a value after --repeat"; repeat=$2; shift 2 ;;
     --repeat=*) repeat=${1#*=}; shift ;;
     --no-untraced) untraced=0; shift ;;
+    --lean) lean=1; shift ;;
+    --nsys-opt) (($# >= 2)) || usage_error "expected a value after --nsys-opt"; extra_nsys+=("$2"); shift 2 ;;
+    --nsys-opt=*) extra_nsys+=("${1#*=}"); shift ;;
     --analyze) analyze=1; shift ;;
     --dry-run) dry_run=1; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -270,6 +279,12 @@ is_train=0
 [[ $(basename -- "${command[0]}") == train_resnet50* ]] && is_train=1
 given_report=""
 nsys_opts=("${NSYS_PROFILE_OPTS[@]}")
+# shellcheck disable=SC2054  # the comma belongs to --trace's value
+((lean)) && nsys_opts=(--trace=cuda,nvtx "${NSYS_PROFILE_OPTS[@]:1}")
+for opt in "${extra_nsys[@]}"; do
+  [[ $opt == -* ]] || usage_error "expected --nsys-opt to be an nsys profile option (starting with -), got '$opt'"
+  nsys_opts+=("$opt")
+done
 if ((is_train)); then
   read_train_config
   ((cuda_graph)) && nsys_opts+=(--cuda-graph-trace=node)

@@ -255,6 +255,25 @@ class ProfileShTest(ProfileShCase):
         # Even a dry run asks the binary for the configuration, with the run's flags.
         self.assertEqual(self.calls(self.config_log), [["--steps", "8", "--print-config"]])
 
+    def test_lean_drops_the_os_runtime_trace_and_nsys_opt_adds_options(self):
+        """--lean captures with --trace=cuda,nvtx and the article's other options; --nsys-opt adds each
+        option as given, after them; a value that is no option is a usage error."""
+        r = self.run_sh("--prefix", "out/x", "--dry-run", "--lean", "--nsys-opt", "--osrt-threshold=10000",
+                        "--nsys-opt=--cuda-flush-interval=10000", "--binary", self.train, "--steps", "8")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        first = r.stdout.splitlines()[0].split()
+        self.assertEqual(first[:2], ["nsys", "profile"])
+        article = PROFILE_OPTS[:-1]  # then the extra options, then --force-overwrite=true
+        self.assertEqual(first[2:2 + len(article)], ["--trace=cuda,nvtx"] + article[1:])
+        self.assertEqual(first[2 + len(article):5 + len(article)],
+                         ["--osrt-threshold=10000", "--cuda-flush-interval=10000", "--force-overwrite=true"])
+        r = self.run_sh("--prefix", "out/x", "--dry-run", "--nsys-opt", "trace", "--binary", self.train)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("expected --nsys-opt to be an nsys profile option (starting with -), got 'trace'", r.stderr)
+        r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", self.train, "--nsys-opt")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("expected a value after --nsys-opt", r.stderr)
+
     def test_the_configuration_comes_from_the_binary(self):
         """profile.sh asks train_resnet50 --print-config, once, with exactly the run's flags, and the run
         itself does not get --print-config."""

@@ -63,11 +63,11 @@ void join(c10d::Store& store, const DistEnv& env, Clock::time_point deadline,
     if (all) return;
     const Clock::time_point now = Clock::now();
     if (now >= deadline || now - looked >= kMissingPoll) {
-      progress.joined(true, not_joined(store, keys));
+      progress.record_join(not_joined(store, keys));
       looked = now;
       if (now >= deadline) throw JoinDeadline();
     } else if (!progress.answered()) {
-      progress.joined(true, progress.missing());
+      progress.record_join(progress.missing());
     }
     std::this_thread::sleep_for(kJoinPoll);
   }
@@ -162,9 +162,9 @@ void RendezvousProgress::enter(Stage stage) {
   stage_ = stage;
 }
 
-void RendezvousProgress::joined(bool answered, std::vector<int> missing) {
+void RendezvousProgress::record_join(std::vector<int> missing) {
   std::lock_guard<std::mutex> lock(mu_);
-  answered_ = answered_ || answered;
+  answered_ = true;
   missing_ = std::move(missing);
 }
 

@@ -23,8 +23,8 @@ class RendezvousProgress {
   enum class Stage { kConnect, kJoin, kGroup };
 
   void enter(Stage stage);
-  /// The join's facts: the store answered a check; the ranks not joined when last looked.
-  void joined(bool answered, std::vector<int> missing);
+  /// The join's facts: the store answered a check, and these ranks had not joined when last looked.
+  void record_join(std::vector<int> missing);
 
   Stage stage() const;
   bool answered() const;

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
         ("threads", "encoder threads (0 = all hardware threads)",
          cxxopts::value<std::string>()->default_value("0"))
         ("h,help", "print this help",
-         cxxopts::value<std::string>()->default_value("false")->implicit_value("true"));
+         workload::request_value());
     // clang-format on
     const auto result = workload::parse_command_line(options, argc, argv);
     if (workload::given_boolean(result, "help")) {

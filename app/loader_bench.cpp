@@ -20,9 +20,7 @@ int main(int argc, char** argv) {
     options.set_width(100);
     bench::BenchOptions o = bench::default_bench_options();
     bench::visit_bench_flags(o, DeclareFlags(options));
-    options.add_options("Benchmark")(
-        "h,help", "print this help",
-        cxxopts::value<std::string>()->default_value("false")->implicit_value("true"));
+    options.add_options("Benchmark")("h,help", "print this help", request_value());
     const auto result = parse_command_line(options, argc, argv);
     if (given_boolean(result, "help")) {
       std::cout << options.help() << std::endl;

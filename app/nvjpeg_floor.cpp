@@ -28,9 +28,7 @@ int main(int argc, char** argv) {
       v.boolean({"sync-each", "Floor", "wait for each batch on the host"}, o.sync_each);
     };
     visit(DeclareFlags(options));
-    options.add_options("Floor")(
-        "h,help", "print this help",
-        cxxopts::value<std::string>()->default_value("false")->implicit_value("true"));
+    options.add_options("Floor")("h,help", "print this help", request_value());
     const auto result = parse_command_line(options, argc, argv);
     if (given_boolean(result, "help")) {
       std::cout << options.help() << std::endl;

@@ -325,6 +325,17 @@ set_stats_cmd() {
   stats_cmd=(nsys stats "--report=$STATS_REPORTS" --format=csv --force-overwrite=true "--output=$1" "$1.sqlite")
 }
 
+# export_and_stats PFX WHAT: PFX.nsys-rep exported to PFX.sqlite and its stats CSVs, each command
+# shown first; exits 1 naming WHAT ("for rank 1", "of out/x") when nsys fails.
+export_and_stats() {
+  set_export_cmd "$1"
+  echo "profile.sh: $(show_cmd "${export_cmd[@]}")" >&2
+  "${export_cmd[@]}" || die "nsys export $2 failed (exit $?)" 1
+  set_stats_cmd "$1"
+  echo "profile.sh: $(show_cmd "${stats_cmd[@]}")" >&2
+  "${stats_cmd[@]}" || die "nsys stats $2 failed (exit $?)" 1
+}
+
 # analysis_python: the Python analyze.py runs with (one with matplotlib); a dry run shows python3 when
 # there is none.
 analysis_python() {
@@ -517,14 +528,7 @@ profile_ranks() {
     done
   fi
 
-  for ((r = 0; r < nproc; r++)); do
-    set_export_cmd "$prefix.rank$r"
-    echo "profile.sh: $(show_cmd "${export_cmd[@]}")" >&2
-    "${export_cmd[@]}" || die "nsys export failed for rank $r (exit $?)" 1
-    set_stats_cmd "$prefix.rank$r"
-    echo "profile.sh: $(show_cmd "${stats_cmd[@]}")" >&2
-    "${stats_cmd[@]}" || die "nsys stats failed for rank $r (exit $?)" 1
-  done
+  for ((r = 0; r < nproc; r++)); do export_and_stats "$prefix.rank$r" "for rank $r"; done
 
   if ((analyze)); then
     analysis_python
@@ -642,14 +646,7 @@ capture_and_untraced() {
 
 for pfx in "${pfxs[@]}"; do capture_and_untraced "$pfx"; done
 
-for pfx in "${pfxs[@]}"; do
-  set_export_cmd "$pfx"
-  echo "profile.sh: $(show_cmd "${export_cmd[@]}")" >&2
-  "${export_cmd[@]}" || die "nsys export of $pfx.nsys-rep failed (exit $?)" 1
-  set_stats_cmd "$pfx"
-  echo "profile.sh: $(show_cmd "${stats_cmd[@]}")" >&2
-  "${stats_cmd[@]}" || die "nsys stats of $pfx.sqlite failed (exit $?)" 1
-done
+for pfx in "${pfxs[@]}"; do export_and_stats "$pfx" "of $pfx"; done
 
 if ((analyze)); then
   analysis_python

@@ -33,6 +33,10 @@ cxxopts::ParseResult parse_command_line(cxxopts::Options& options, int argc,
   }
 }
 
+std::shared_ptr<cxxopts::Value> request_value() {
+  return cxxopts::value<std::string>()->default_value("false")->implicit_value("true");
+}
+
 bool given_boolean(const cxxopts::ParseResult& result, const std::string& flag, bool fallback) {
   const FlagReader flags(result);
   return flags.has(flag) ? flags.boolean(flag) : fallback;

@@ -23,6 +23,10 @@ namespace workload {
 cxxopts::ParseResult parse_command_line(cxxopts::Options& options, int argc,
                                         const char* const* argv);
 
+/// The value of a boolean request flag declared by hand (--help, --version): false unless given,
+/// true when given alone; read with given_boolean().
+std::shared_ptr<cxxopts::Value> request_value();
+
 /// The boolean `flag` (declared with DeclareFlags::boolean or as a string with implicit value
 /// "true"): its value when given, `fallback` when not. \throws UsageError naming the flag.
 bool given_boolean(const cxxopts::ParseResult& result, const std::string& flag,

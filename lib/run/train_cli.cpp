@@ -21,15 +21,12 @@ DistBackend backend_for(Device device) {
 
 // --help, --version and --print-config: booleans like the table's (--flag=false is false).
 void declare_requests(cxxopts::Options& options) {
-  const auto boolean = [] {
-    return cxxopts::value<std::string>()->default_value("false")->implicit_value("true");
-  };
-  options.add_options(kOutputGroup)("h,help", "print this help", boolean())(
-      "version", "print the version", boolean())(
+  options.add_options(kOutputGroup)("h,help", "print this help", request_value())(
+      "version", "print the version", request_value())(
       "print-config",
       "validate the flags, print the resolved configuration as JSON (the report's `config` "
       "object) and exit",
-      boolean());
+      request_value());
 }
 
 }  // namespace

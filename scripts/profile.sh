@@ -42,7 +42,8 @@
 # Before anything runs (--dry-run included), the binary is asked for the run's configuration with those
 # arguments plus --print-config: flags it refuses stop here (exit 2, its message passed on). When the
 # configuration has cuda_graph, nsys also gets --cuda-graph-trace=node: each replay's kernels, copies and
-# memsets as their own records (by default nsys records a replay as one graph range, not its kernels).
+# memsets as their own records (by default nsys records a replay as one graph range, not its kernels),
+# unless --nsys-opt gives --cuda-graph-trace itself.
 # After `--`, a first word that is not a flag starts a different command to wrap instead, e.g.
 #   scripts/profile.sh --prefix out/py_reuse8 -- python3 peer/seed_workload.py ROOT --steps 8
 # train_resnet50 gets `--report PREFIX.json` unless its configuration has a report (then that report is
@@ -287,7 +288,10 @@ for opt in "${extra_nsys[@]}"; do
 done
 if ((is_train)); then
   read_train_config
-  ((cuda_graph)) && nsys_opts+=(--cuda-graph-trace=node)
+  # node unless the user chose the graph trace level with --nsys-opt (graph: one range a replay)
+  if ((cuda_graph)) && [[ " ${extra_nsys[*]} " != *" --cuda-graph-trace"* ]]; then
+    nsys_opts+=(--cuda-graph-trace=node)
+  fi
 fi
 
 # set_traced_cmd PFX REPORT: traced_cmd, the program of capture PFX: train_resnet50 gets --report REPORT

@@ -2,6 +2,12 @@
 // against lib/model/cudnn_bn when this build has it.
 #include "lib/model/norm_activation.h"
 
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
 #include <string>
 
 #include "lib/core/build_features.h"
@@ -11,6 +17,46 @@
 #endif
 
 namespace workload {
+
+namespace {
+thread_local DeferredBatchCounts* t_counts = nullptr;
+}  // namespace
+
+DeferredBatchCounts::DeferredBatchCounts() : outer_(t_counts) { t_counts = this; }
+
+DeferredBatchCounts::~DeferredBatchCounts() {
+  t_counts = outer_;
+  try {
+    flush();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "warning: BatchNorm's num_batches_tracked not counted: %s\n", e.what());
+  }
+}
+
+void DeferredBatchCounts::flush() {
+  if (pending_.empty()) return;
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> counters;
+  counters.swap(pending_);
+  at::_foreach_add_(counters, 1);
+}
+
+DeferredBatchCounts* DeferredBatchCounts::current() { return t_counts; }
+
+void DeferredBatchCounts::count(torch::Tensor& counter) {
+  if (t_counts != nullptr) {
+    std::vector<torch::Tensor>& pending = t_counts->pending_;
+    // A counter once in the list: a multi-tensor add must not write one tensor twice.
+    const bool listed = std::any_of(pending.begin(), pending.end(),
+                                    [&](const torch::Tensor& t) { return t.is_same(counter); });
+    if (!listed) {
+      pending.push_back(counter);
+      return;
+    }
+  }
+  torch::NoGradGuard no_grad;
+  counter += 1;
+}
 
 namespace {
 

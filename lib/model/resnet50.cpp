@@ -88,12 +88,16 @@ void ResNet50Impl::set_norm_activation(const std::shared_ptr<const NormActivatio
 }
 
 torch::Tensor ResNet50Impl::forward(const torch::Tensor& x) {
+  DeferredBatchCounts counts;
   torch::Tensor y = maxpool_(norm_->bn_relu(*bn1_, conv1_(x)));
   y = layer4_->forward(layer3_->forward(layer2_->forward(layer1_->forward(y))));
-  return fc_(torch::flatten(avgpool_(y), 1));
+  y = fc_(torch::flatten(avgpool_(y), 1));
+  counts.flush();
+  return y;
 }
 
 torch::Tensor ResNet50Impl::forward_with_hook(const torch::Tensor& x, const ForwardHook& hook) {
+  DeferredBatchCounts counts;
   hook("stem", true);
   torch::Tensor y = maxpool_(norm_->bn_relu(*bn1_, conv1_(x)));
   hook("stem", false);
@@ -118,6 +122,7 @@ torch::Tensor ResNet50Impl::forward_with_hook(const torch::Tensor& x, const Forw
   hook("fc", true);
   y = fc_(torch::flatten(avgpool_(y), 1));
   hook("fc", false);
+  counts.flush();
   return y;
 }
 

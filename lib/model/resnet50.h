@@ -51,6 +51,8 @@ using ForwardHook = std::function<void(const char* name, bool enter)>;
 class ResNet50Impl : public torch::nn::Module {
  public:
   explicit ResNet50Impl(std::int64_t num_classes);
+  /// The logits. In training mode with fused_norm_activation() the BatchNorms' num_batches_tracked
+  /// are advanced together at the end, in one kernel (DeferredBatchCounts).
   torch::Tensor forward(const torch::Tensor& x);
   /// Same computation with `hook` called around the stem, each stage, each block and the head.
   torch::Tensor forward_with_hook(const torch::Tensor& x, const ForwardHook& hook);

@@ -308,6 +308,13 @@ class ProfileShTest(ProfileShCase):
         r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", self.train, "--steps", "2",
                         FAKE_PRINT_CONFIG=json.dumps({"cuda_graph": True, "report": ""}))
         self.assertIn(node, r.stdout.splitlines()[0].split())
+        # A graph trace level of the user's own (--nsys-opt) replaces node: only theirs is passed.
+        for opt in ("--cuda-graph-trace=graph", "--cuda-graph-trace=node"):
+            r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", self.train, "--nsys-opt=" + opt,
+                            "--cuda-graph")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            profile = r.stdout.splitlines()[0].split()
+            self.assertEqual([w for w in profile if w.startswith("--cuda-graph-trace")], [opt], profile)
         # A wrapped command is not train_resnet50: its flags are its own, and it is not asked.
         os.remove(self.config_log)
         r = self.run_sh("--prefix", "out/x", "--dry-run", "--", "python3", "w.py", "--cuda-graph")

@@ -108,10 +108,9 @@ bool fusable(const torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x, BnOps
 
 torch::Tensor fused_batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                                const torch::Tensor& z, BnOps ops) {
-  {
-    torch::NoGradGuard no_grad;
-    bn.num_batches_tracked += 1;  // as BatchNormImplBase::forward in training mode
-  }
+  // +1 as BatchNormImplBase::forward in training mode, in one kernel a forward when the model
+  // collects the counts (DeferredBatchCounts).
+  DeferredBatchCounts::count(bn.num_batches_tracked);
   const auto cl = torch::MemoryFormat::ChannelsLast;
   const double momentum = *bn.options.momentum(), eps = bn.options.eps();
   if (ops == BnOps::kBnAddRelu) {

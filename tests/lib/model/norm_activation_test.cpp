@@ -72,6 +72,36 @@ TEST(NormActivationTest, ModulesApplyTheModuleThenTheResidual) {
   EXPECT_TRUE(torch::allclose(module_norm_activation()->bn(*bn, x), ref->forward(x)));
 }
 
+TEST(NormActivationTest, DeferredCountsAdvanceEachCounterOnceAtTheFlush) {
+  torch::Tensor a = torch::zeros({}, torch::kInt64), b = torch::full({}, 5, torch::kInt64);
+  DeferredBatchCounts::count(a);  // no scope: counted at once
+  EXPECT_EQ(a.item<std::int64_t>(), 1);
+  {
+    DeferredBatchCounts counts;
+    EXPECT_EQ(DeferredBatchCounts::current(), &counts);
+    DeferredBatchCounts::count(a);
+    DeferredBatchCounts::count(b);
+    EXPECT_EQ(a.item<std::int64_t>(), 1) << "held until the flush";
+    EXPECT_EQ(b.item<std::int64_t>(), 5);
+    DeferredBatchCounts::count(a);  // a second time in one scope: still counted twice in all
+    counts.flush();
+    EXPECT_EQ(a.item<std::int64_t>(), 3);
+    EXPECT_EQ(b.item<std::int64_t>(), 6);
+    counts.flush();  // nothing pending: nothing changes
+    EXPECT_EQ(a.item<std::int64_t>(), 3);
+    {
+      DeferredBatchCounts inner;
+      DeferredBatchCounts::count(b);
+      EXPECT_EQ(DeferredBatchCounts::current(), &inner);
+    }  // the end of a scope flushes it and makes the outer one current again
+    EXPECT_EQ(b.item<std::int64_t>(), 7);
+    EXPECT_EQ(DeferredBatchCounts::current(), &counts);
+    DeferredBatchCounts::count(b);
+  }
+  EXPECT_EQ(b.item<std::int64_t>(), 8);
+  EXPECT_EQ(DeferredBatchCounts::current(), nullptr);
+}
+
 TEST(NormActivationTest, FusedExistsExactlyWhereThisBuildHasIt) {
   if (built(Feature::kFusedBn)) {
     EXPECT_NE(fused_norm_activation(), nullptr);
@@ -307,6 +337,37 @@ TEST_P(FusedNormActivationTest, EveryStepOfKIsTheModulesStep) {
     EXPECT_LE(fused_loss_error, 1.5 * modules_loss_error + 1e-2);
   }
   EXPECT_LT(last, first) << "the batch is being learnt: the gradients matter here";
+}
+
+// The model's forward collects the fused layers' counters and advances them together at its end:
+// after two forwards every BatchNorm has counted 2, as each module's own forward counts.
+TEST_P(FusedNormActivationTest, TheModelCountsEveryBatchNormOnceAForward) {
+  ResNet50 fused(10), modules(10);
+  fused->set_norm_activation(fused_norm_activation());
+  for (ResNet50* m : {&fused, &modules}) {
+    (*m)->to(gpu_);
+    to_channels_last(**m);
+    (*m)->train();
+  }
+  const torch::Tensor x =
+      torch::randn({4, 3, 64, 64}, torch::TensorOptions().device(gpu_).dtype(GetParam()))
+          .contiguous(torch::MemoryFormat::ChannelsLast);
+  for (int i = 0; i < 2; ++i) {
+    AutocastGuard autocast(bf16());
+    const auto hook = [](const char*, bool) {};  // both forwards, on both models
+    (i == 0) ? fused->forward(x) : fused->forward_with_hook(x, hook);
+    (i == 0) ? modules->forward(x) : modules->forward_with_hook(x, hook);
+  }
+  EXPECT_EQ(DeferredBatchCounts::current(), nullptr);
+  int counted = 0;
+  for (ResNet50* m : {&fused, &modules}) {
+    for (const auto& b : (*m)->named_buffers()) {
+      if (b.key().find("num_batches_tracked") == std::string::npos) continue;
+      EXPECT_EQ(b.value().item<std::int64_t>(), 2) << b.key();
+      ++counted;
+    }
+  }
+  EXPECT_EQ(counted, 2 * 53);
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, FusedNormActivationTest,

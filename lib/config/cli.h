@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -82,6 +83,10 @@ std::string shortest_text(double v);
 //   text(info, std::string&)          a path or name; empty means none
 //   integer(info, T&, min, max)       any integral T
 //   real(info, double&, min, max)
+//   integer/real(info, std::optional<T>&, min, max)
+//                                     a value that may be absent: not given, the field stays
+//                                     nullopt and its user applies a rule (the help text says
+//                                     which); the report writes null
 //   boolean(info, bool&)              --flag, --flag=true|false
 //   choice(info, E&)                  E a named enum (data_pipeline/named_enum.h)
 //   list(info, std::vector<T>&)       a repeatable flag; T has parse_list_item(text, T*) (throws
@@ -123,6 +128,14 @@ class DeclareFlags {
   }
   void real(const FlagInfo& f, const double& v, double, double) {
     add(f, f.help, cxxopts::value<std::string>()->default_value(shortest_text(v)));
+  }
+  // An optional flag shows no default: its help text says what not giving it means.
+  template <typename T>
+  void integer(const FlagInfo& f, const std::optional<T>&, non_deduced_t<T>, non_deduced_t<T>) {
+    add(f, f.help, cxxopts::value<std::string>());
+  }
+  void real(const FlagInfo& f, const std::optional<double>&, double, double) {
+    add(f, f.help, cxxopts::value<std::string>());
   }
   void boolean(const FlagInfo& f, const bool& v) {
     add(f, f.help,
@@ -171,6 +184,14 @@ class ReadFlags {
     }
   }
   void real(const FlagInfo& f, double& v, double min, double max) {
+    if (take(f)) v = flags_.real(f.name, min, max);
+  }
+  template <typename T>
+  void integer(const FlagInfo& f, std::optional<T>& v, non_deduced_t<T> min, non_deduced_t<T> max) {
+    static_assert(std::is_integral_v<T> && std::is_signed_v<T>);
+    if (take(f)) v = static_cast<T>(flags_.integer(f.name, min, max));
+  }
+  void real(const FlagInfo& f, std::optional<double>& v, double min, double max) {
     if (take(f)) v = flags_.real(f.name, min, max);
   }
   void boolean(const FlagInfo& f, bool& v) {
@@ -230,6 +251,14 @@ class CheckFlagRanges {
   void real(const FlagInfo& f, const double& v, double min, double max) {
     check_real_range(f.name, v, min, max);
   }
+  template <typename T>
+  void integer(const FlagInfo& f, const std::optional<T>& v, non_deduced_t<T> min,
+               non_deduced_t<T> max) {
+    if (v) check_integer_range(f.name, *v, min, max);
+  }
+  void real(const FlagInfo& f, const std::optional<double>& v, double min, double max) {
+    if (v) check_real_range(f.name, *v, min, max);
+  }
   void boolean(const FlagInfo&, const bool&) {}
   template <typename E>
   void choice(const FlagInfo&, const E&) {}
@@ -249,6 +278,13 @@ class FlagsToJson {
     put(f, v);
   }
   void real(const FlagInfo& f, const double& v, double, double) { put(f, v); }
+  template <typename T>
+  void integer(const FlagInfo& f, const std::optional<T>& v, non_deduced_t<T>, non_deduced_t<T>) {
+    put(f, v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr));
+  }
+  void real(const FlagInfo& f, const std::optional<double>& v, double, double) {
+    put(f, v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr));
+  }
   void boolean(const FlagInfo& f, const bool& v) { put(f, v); }
   template <typename E>
   void choice(const FlagInfo& f, const E& v) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,18 @@ inline constexpr EnumName<GraphMemsets> kGraphMemsetsNames[] = {{GraphMemsets::k
                                                                 {GraphMemsets::kNodes, "nodes"}};
 constexpr const auto& enum_names(GraphMemsets) { return kGraphMemsetsNames; }
 
+/// The learning rate of each optimizer step (lib/model/lr_schedule.h: the formulas).
+enum class LrScheduleKind {
+  kConstant,  ///< The peak every step (after the warm-up, if one is asked for): the article's.
+  kCosine,    ///< Linear warm-up, then a cosine from the peak down to a floor.
+  kStep,      ///< Linear warm-up, then the peak divided by 10 at fixed shares of the run.
+};
+inline constexpr EnumName<LrScheduleKind> kLrScheduleKindNames[] = {
+    {LrScheduleKind::kConstant, "constant"},
+    {LrScheduleKind::kCosine, "cosine"},
+    {LrScheduleKind::kStep, "step"}};
+constexpr const auto& enum_names(LrScheduleKind) { return kLrScheduleKindNames; }
+
 /// The collective backends of c10d a data-parallel run can use (lib/dist/).
 enum class DistBackend {
   kNccl,  ///< GPUs (ProcessGroupNCCL).
@@ -102,8 +115,10 @@ inline constexpr double kMaxInjectedStallMs = 60000;
 /// The smallest crop ResNet-50's five stride-2 stages accept (32 / 2^5 = 1 pixel at the end).
 inline constexpr int kMinTrainImageSize = 32;
 
-/// The effective configuration of one run. Defaults are the article's settings; the command line
-/// (lib/run/train_cli.cpp) declares, parses and reports every field from one table.
+/// The effective configuration of one run. Defaults are the article's settings but for the learning
+/// rate (a scaled peak, warm-up and cosine decay, so that the default run learns; the article's
+/// constant 0.1 is `lr_schedule = kConstant, lr = 0.1`); the command line (lib/run/train_cli.cpp)
+/// declares, parses and reports every field from one table.
 struct TrainConfig {
   std::string data;  ///< Food-101 root; empty only with synthetic.
   data_pipeline::Split split = data_pipeline::Split::kTrain;
@@ -116,9 +131,21 @@ struct TrainConfig {
   Device device = Device::kCuda;
   bool cudnn_benchmark = false;
   int intra_op_threads = 1;
-  double lr = 0.1;
+  /// The peak learning rate; nullopt (--lr not given): the linear scaling rule's, 0.1 x global
+  /// batch / 256 (lib/model/lr_schedule.h, resolve_lr_schedule).
+  std::optional<double> lr;
+  LrScheduleKind lr_schedule = LrScheduleKind::kCosine;
+  /// Optimizer steps of linear warm-up to the peak; nullopt: the schedule's rule
+  /// (default_lr_warmup_steps, lib/model/lr_schedule.h).
+  std::optional<int> lr_warmup_steps;
   double momentum = 0.9;
   double weight_decay = 1e-4;
+  /// Cross-entropy's label smoothing, in [0, 1].
+  double label_smoothing = 0;
+  /// Eager steps read a schedule's LR from a table on the device, as --cuda-graph's replays do:
+  /// an eager run then gives a graph run's numbers bit for bit (lib/model/foreach_sgd.h). false:
+  /// the LR is the scalar of the article's kernels. A constant schedule is the scalar either way.
+  bool lr_on_device = false;
   bool synthetic = false;   ///< Random batches made once on the device; no loader.
   std::string report;       ///< JSON report path; empty for none.
   bool copy_stream = true;  ///< H2D copies on a side stream (false: the step's stream).

@@ -69,9 +69,29 @@ void visit_train_flags(C& c, V&& v) {
   v.boolean({"cudnn-benchmark", kRunGroup, "let cuDNN time its algorithms"}, c.cudnn_benchmark);
   v.integer({"intra-op-threads", kRunGroup, "LibTorch CPU threads (the article uses 1)"},
             c.intra_op_threads, 1, 1024);
-  v.real({"lr", kRunGroup, "SGD learning rate"}, c.lr, 0.0, 1e6);
+  v.choice({"lr-schedule", kRunGroup,
+            "the learning rate of each optimizer step: the peak --lr throughout (the article's), "
+            "or a linear warm-up to it then a cosine to 0 or a decay by 10 at 1/3, 2/3 and 8/9 of "
+            "the steps after it"},
+           c.lr_schedule);
+  v.real({"lr", kRunGroup,
+          "peak SGD learning rate (default: 0.1 x global batch / 256, the global batch being "
+          "--batch-size x the ranks; --lr-schedule constant --lr 0.1 is the article's)"},
+         c.lr, 0.0, 1e6);
+  v.integer({"lr-warmup-steps", kRunGroup,
+             "optimizer steps of linear warm-up to the peak --lr, step k at peak x (k+1) / N "
+             "(default: 25% of the run's optimizer steps, at least 1, with cosine and step; 0 with "
+             "constant)"},
+            c.lr_warmup_steps, 0, 1000000);
   v.real({"momentum", kRunGroup, "SGD momentum"}, c.momentum, 0.0, 1.0);
   v.real({"weight-decay", kRunGroup, "SGD weight decay"}, c.weight_decay, 0.0, 1e3);
+  v.real({"label-smoothing", kRunGroup, "cross-entropy label smoothing (0: none, the article's)"},
+         c.label_smoothing, 0.0, 1.0);
+  v.boolean({"lr-on-device", kRunGroup,
+             "eager steps read the schedule's LR from a table on the device, as --cuda-graph does: "
+             "the graph run's numbers bit for bit, at a few more kernels a step (default: the "
+             "LR is the scalar of the article's kernels)"},
+            c.lr_on_device);
   v.boolean({"copy-stream", kRunGroup, "issue host-to-device copies on a side stream"},
             c.copy_stream);
   v.boolean({"nvtx", kRunGroup, "emit NVTX ranges and thread names (false measures their cost)"},

@@ -3,11 +3,31 @@
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
+#include <torch/version.h>
 
 #include <stdexcept>
 #include <utility>
 
 namespace workload {
+
+namespace {
+
+// tensors[i] * scalar (a 0-dim tensor on their device), read on the device. LibTorch 2.1 added
+// the multi-tensor overload; before it, the same products one tensor at a time (the same
+// multiplication, and on the CPU what the multi-tensor one does anyway).
+std::vector<torch::Tensor> times(const std::vector<torch::Tensor>& tensors,
+                                 const torch::Tensor& scalar) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  return at::_foreach_mul(tensors, scalar);
+#else
+  std::vector<torch::Tensor> out;
+  out.reserve(tensors.size());
+  for (const torch::Tensor& t : tensors) out.push_back(t.mul(scalar));
+  return out;
+#endif
+}
+
+}  // namespace
 
 ForeachSgd::ForeachSgd(std::vector<torch::Tensor> params, double lr, double momentum,
                        double weight_decay)
@@ -19,6 +39,26 @@ ForeachSgd::ForeachSgd(std::vector<torch::Tensor> params, double lr, double mome
   if (lr < 0 || momentum < 0 || weight_decay < 0) {
     throw std::invalid_argument("ForeachSgd: lr, momentum and weight_decay must be >= 0");
   }
+}
+
+ForeachSgd::ForeachSgd(std::vector<torch::Tensor> params, const LrSchedule& schedule,
+                       double momentum, double weight_decay, LrSource source)
+    : ForeachSgd(std::move(params), schedule.options().peak_lr, momentum, weight_decay) {
+  if (schedule.constant()) return;  // the article's step: the peak as a scalar
+  if (source == LrSource::kHost) {
+    schedule_ = schedule;
+    return;
+  }
+  const std::int64_t total = schedule.options().total_steps;
+  std::vector<float> table(static_cast<std::size_t>(total));
+  for (std::int64_t k = 0; k < total; ++k) {
+    table[static_cast<std::size_t>(k)] = static_cast<float>(-schedule.lr_at(k));
+  }
+  const torch::Device device = params_.empty() ? torch::Device(torch::kCPU) : params_[0].device();
+  // Made once, before any capture: a graph reads and writes these in place.
+  lr_table_ = torch::tensor(table, torch::kFloat32).to(device);
+  step_ = torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt64).device(device));
+  last_step_ = total - 1;
 }
 
 void ForeachSgd::step() {
@@ -35,7 +75,8 @@ void ForeachSgd::step() {
     index.push_back(i);
   }
   if (params.empty()) return;
-  if (weight_decay_ != 0) grads = at::_foreach_add(grads, params, weight_decay_);
+  // In place: no new tensor a parameter (the gradients then hold grad + weight_decay * p).
+  if (weight_decay_ != 0) at::_foreach_add_(grads, params, weight_decay_);
   if (momentum_factor_ != 0) {
     bool all_have_buffers = true;
     for (std::size_t k : index) all_have_buffers = all_have_buffers && momentum_[k].defined();
@@ -57,7 +98,21 @@ void ForeachSgd::step() {
     }
     grads = std::move(bufs);
   }
-  at::_foreach_add_(params, grads, -lr_);
+  if (lr_table_.defined()) {
+    update_from_table(params, grads);
+  } else {
+    const double lr = schedule_ ? schedule_->lr_at(host_step_++) : lr_;
+    at::_foreach_add_(params, grads, -lr);
+  }
+}
+
+void ForeachSgd::update_from_table(const std::vector<torch::Tensor>& params,
+                                   const std::vector<torch::Tensor>& updates) {
+  // This step's -lr, read before the counter moves on (stream order keeps the two apart).
+  const torch::Tensor neg_lr = lr_table_.index_select(0, step_).squeeze(0);
+  step_.add_(1).clamp_max_(last_step_);
+  // torch.optim.SGD's update with a tensor lr: torch._foreach_add_(params, grads * -lr).
+  at::_foreach_add_(params, times(updates, neg_lr));
 }
 
 }  // namespace workload

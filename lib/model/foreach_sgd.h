@@ -3,7 +3,11 @@
 
 #include <torch/types.h>
 
+#include <cstdint>
+#include <optional>
 #include <vector>
+
+#include "lib/model/lr_schedule.h"
 
 namespace workload {
 
@@ -14,23 +18,57 @@ namespace workload {
 /// The arithmetic, and so every result, is the same as `torch::optim::SGD` (no dampening, no
 /// Nesterov): buf = grad on the first step, then buf = momentum * buf + grad; p -= lr * buf.
 ///
+/// Weight decay is added to the gradients in place: after step() a parameter's gradient holds
+/// grad + weight_decay * p (the next zero_grad clears it; nothing new is allocated for it).
+///
+/// Where the LR comes from (LrSource):
+/// - kHost: a scalar of the kernels, step k's schedule.lr_at(k) from the host. The same kernels
+///   as the article's constant LR whatever the schedule: a schedule changes values, not kernels.
+///   A CUDA graph would replay the value it captured, so a graph needs kDevice.
+/// - kDevice (a schedule that is not constant): a float32 table of every step's LR, the negated
+///   schedule.lr_at(k) for k < total_steps, lives on the parameters' device beside a step counter
+///   that each step() reads and advances there, and the update is `torch.optim.SGD`'s with a
+///   tensor LR: buf * (-lr[k]) (`_foreach_mul`), then added to the parameters. step() launches the
+///   same kernels every time and needs nothing from the host between steps: a graph that captured
+///   one step replays the whole schedule. Steps past the table's end keep its last LR.
+/// The two round differently (one multiply-add against a product then a sum): within float
+/// rounding of each other, not bit for bit.
+///
 /// Not thread-safe; use from the training thread.
 class ForeachSgd {
  public:
+  enum class LrSource { kHost, kDevice };
+
+  /// The same `lr` every step, as a scalar of the kernels.
   ForeachSgd(std::vector<torch::Tensor> params, double lr, double momentum, double weight_decay);
+  /// Step k at schedule.lr_at(k), read as `source` says (a constant schedule is always the scalar).
+  ForeachSgd(std::vector<torch::Tensor> params, const LrSchedule& schedule, double momentum,
+             double weight_decay, LrSource source = LrSource::kHost);
 
   /// Updates every parameter that has a gradient. Parameters without one are skipped, and a
-  /// parameter's momentum buffer is created the first time it has a gradient.
+  /// parameter's momentum buffer is created the first time it has a gradient. Advances the
+  /// schedule's step (kDevice: on the device, where nothing waits for it).
   void step();
 
   const std::vector<torch::Tensor>& parameters() const { return params_; }
+  /// Whether the LR is read on the device (a schedule that is not constant).
+  bool lr_on_device() const { return lr_table_.defined(); }
 
  private:
+  /// p += buf * lr_table_[step_], then step_ = min(step_ + 1, last).
+  void update_from_table(const std::vector<torch::Tensor>& params,
+                         const std::vector<torch::Tensor>& updates);
+
   std::vector<torch::Tensor> params_;
   std::vector<torch::Tensor> momentum_;  // one per parameter; undefined until its first step
   double lr_;
   double momentum_factor_;
   double weight_decay_;
+  std::optional<LrSchedule> schedule_;  // kHost with a schedule that is not constant
+  std::int64_t host_step_ = 0;          // schedule_'s next step
+  torch::Tensor lr_table_;  // float32 [total_steps]: -lr of each step; undefined: the scalar lr_
+  torch::Tensor step_;      // int64 [1], on lr_table_'s device: the next step's index
+  std::int64_t last_step_ = 0;
 };
 
 }  // namespace workload

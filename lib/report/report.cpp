@@ -53,6 +53,7 @@ Json step_json(const StepRecord& r) {
   j["epoch"] = r.epoch;
   j["batch_in_epoch"] = r.batch_in_epoch;
   if (r.loss) j["loss"] = *r.loss;
+  if (r.lr) j["lr"] = *r.lr;
   if (!r.injected_stalls.empty()) {
     auto& list = j["injected_stalls"] = Json::array();
     for (const auto& s : r.injected_stalls) list.push_back({{"phase", s.phase}, {"ms", s.ms}});
@@ -122,6 +123,28 @@ Json gpu_decode_json(const GpuDecodeSummary& gpu) {
   j["fallback_reasons"] = gpu.stats.fallback_reasons;
   j["consumer_wait_ms"] =
       std::chrono::duration<double, std::milli>(gpu.stats.consumer_wait).count();
+  return j;
+}
+
+// The learning rate the run used: config's lr and lr_warmup_steps are null when the rules chose.
+Json lr_schedule_json(const RunLrSchedule& s) {
+  const LrScheduleOptions& o = s.options;
+  Json j;
+  j["kind"] = to_string(o.kind);
+  j["lr"] = o.peak_lr;  // the peak
+  j["scaled"] = s.scaled;
+  j["global_batch"] = s.global_batch;
+  j["reference_lr"] = kReferenceLr;
+  j["reference_batch"] = kReferenceBatch;
+  j["warmup_steps"] = o.warmup_steps;
+  j["total_steps"] = o.total_steps;
+  if (o.kind == LrScheduleKind::kCosine) j["final_lr"] = o.peak_lr * o.final_fraction;
+  if (o.kind == LrScheduleKind::kStep) {
+    j["milestones"] = o.milestones;
+    j["decay_factor"] = o.decay_factor;
+  }
+  // false: the article's kernels, the LR their scalar; true: read from a device table.
+  j["lr_on_device"] = s.lr_on_device;
   return j;
 }
 
@@ -235,6 +258,7 @@ Json report_json(const RunFacts& facts) {
   if (facts.model) j["model"] = model_json(*facts.model, facts.config);
   if (facts.loader) j["loader"] = loader_json(*facts.loader, facts.config);
   if (facts.gpu_decode) j["gpu_decode"] = gpu_decode_json(*facts.gpu_decode);
+  if (facts.lr_schedule) j["lr_schedule"] = lr_schedule_json(*facts.lr_schedule);
   if (!facts.partial) add_run(j, facts);
   j["interrupted"] = facts.result.interrupted;
   if (facts.result.interrupted) j["interrupt_signal"] = facts.result.interrupt_signal;

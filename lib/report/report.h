@@ -16,9 +16,10 @@ namespace workload {
 nlohmann::ordered_json config_json(const TrainConfig& config);
 
 /// The report of `facts`: program, version, config, environment, model, loader, gpu_decode,
-/// capture, steps, warmup, summary, skipped_images, loss_after_drain, interrupted and dist, each
-/// where the facts hold it. A partial record (`facts.partial`: the watchdog's last resort) has no
-/// model, steps, summary or loss, and says why under `partial`. Reads nothing but `facts`.
+/// lr_schedule (train mode), capture, steps, warmup, summary, skipped_images, loss_after_drain,
+/// interrupted and dist, each where the facts hold it. A partial record (`facts.partial`: the
+/// watchdog's last resort) has no model, steps, summary or loss, and says why under `partial`.
+/// Reads nothing but `facts`.
 nlohmann::ordered_json report_json(const RunFacts& facts);
 
 /// Writes `report` to `path` (lib/core/output_file.h: a symlink followed, a regular file replaced

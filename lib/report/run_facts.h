@@ -10,6 +10,7 @@
 #include "lib/device/cuda_connections.h"
 #include "lib/dist/dist_env.h"
 #include "lib/input/input_source.h"
+#include "lib/model/lr_schedule.h"
 #include "lib/report/run_result.h"
 
 namespace workload {
@@ -69,6 +70,7 @@ struct RunFacts {
   std::optional<ModelFacts> model;
   std::optional<LoaderFacts> loader;
   std::optional<GpuDecodeSummary> gpu_decode;
+  std::optional<RunLrSchedule> lr_schedule;  ///< train mode: the schedule the optimizer follows
   RunResult result;
   std::optional<DistFacts> dist;
   std::optional<PartialFacts> partial;

@@ -26,7 +26,9 @@ struct StepRecord {
   std::int64_t epoch = 0;
   std::int64_t batch_in_epoch = 0;
   std::vector<data_pipeline::SkippedImage> skipped;
-  std::optional<double> loss;                  ///< read every step only with --sync-every-step
+  std::optional<double> loss;  ///< read every step only with --sync-every-step
+  /// Train mode: the learning rate of this step's optimizer step (lib/model/lr_schedule.h).
+  std::optional<double> lr;
   std::vector<InjectedStall> injected_stalls;  ///< --inject-stall sleeps made in this step
 };
 

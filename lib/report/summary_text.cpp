@@ -51,6 +51,26 @@ std::string experiment_line(const TrainConfig& c) {
          "\n";
 }
 
+// "sgd: lr cosine, peak 0.05 (scaled: 0.1 x global batch 128 / 256), warm-up 1 of 11 steps", with
+// the label smoothing when there is one; "" without a schedule (--mode forward).
+std::string lr_line(const RunFacts& f) {
+  if (!f.lr_schedule) return {};
+  const RunLrSchedule& s = *f.lr_schedule;
+  const LrScheduleOptions& o = s.options;
+  std::string out =
+      std::string("sgd: lr ") + to_string(o.kind) + ", peak " + printed("%g", o.peak_lr);
+  if (s.scaled) {
+    out += " (scaled: " + printed("%g", kReferenceLr) + " x global batch " +
+           std::to_string(s.global_batch) + " / " + std::to_string(kReferenceBatch) + ")";
+  }
+  out += ", warm-up " + std::to_string(o.warmup_steps) + " of " + std::to_string(o.total_steps) +
+         " steps";
+  if (f.config.label_smoothing != 0) {
+    out += ", label smoothing " + printed("%g", f.config.label_smoothing);
+  }
+  return out + "\n";
+}
+
 std::string interruption(const RunResult& r) {
   if (!r.aborted.empty()) return "yes (" + r.interrupt_signal + "; aborted: " + r.aborted + ")";
   if (r.stop_agreed_by.empty()) return "yes (" + r.interrupt_signal + ")";
@@ -70,6 +90,7 @@ std::string format_banner(const RunFacts& f, const std::vector<std::string>& not
                     std::to_string(c.warmup) + " warm-up + " + std::to_string(c.steps) +
                     " captured steps, " + input_line(f) + "\n";
   out += experiment_line(c);
+  if (const std::string lr = lr_line(f); !lr.empty()) out += prefix + lr;
   if (f.dist) {
     const DistEnv& e = f.dist->env;
     out += prefix + "distributed: rank " + std::to_string(e.rank) + " of " +

@@ -10,7 +10,8 @@
 namespace workload {
 
 /// The lines printed before the first step: the run's shape (device, batch, steps, input), the
-/// experiment settings beyond the article's, the rank, and one "note:" line per notice; each line
+/// experiment settings beyond the article's, the learning-rate schedule (train mode), the rank, and
+/// one "note:" line per notice; each line
 /// starts with `prefix` ("[rank 1] " in a distributed run) where a rank's output interleaves with
 /// the others'. `facts.result` is not read.
 std::string format_banner(const RunFacts& facts, const std::vector<std::string>& notices,

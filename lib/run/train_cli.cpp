@@ -2,6 +2,7 @@
 #include "lib/run/train_cli.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -43,6 +44,21 @@ TrainConfig default_train_config() {
 void validate_run(const TrainConfig& config) {
   validate(config);
   check_stalls(config);
+  run_lr_schedule(config, 1);  // whether it is valid does not depend on the ranks
+}
+
+std::int64_t run_optimizer_steps(const TrainConfig& config) {
+  return static_cast<std::int64_t>(config.warmup) + config.steps;
+}
+
+RunLrSchedule run_lr_schedule(const TrainConfig& config, int world_size) {
+  try {
+    return resolve_lr_schedule(config,
+                               static_cast<std::int64_t>(config.loader.batch_size) * world_size,
+                               run_optimizer_steps(config));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
 }
 
 ParsedArgs parse_train_args(int argc, const char* const* argv) {

@@ -76,6 +76,11 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
         DistLiveness{std::chrono::seconds(config_.dist_peer_timeout_s), stop_request_});
   }
   stop_ = std::make_unique<StopControl>(dist_.get(), stop_request_);
+  // Every warm-up and captured step is an optimizer step, over the global batch of every rank;
+  // before the last resort, whose report records it too.
+  const RunLrSchedule lr_plan = run_lr_schedule(config_, dist_ ? dist_->world_size() : 1);
+  if (config_.mode == RunMode::kTrain) lr_plan_ = lr_plan;
+  lr_schedule_.emplace(lr_plan.options);
   if (dist_) install_last_resort();
 
   model_ = ResNet50(num_classes_);
@@ -102,8 +107,13 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
   } else {
     model_->train();
   }
-  optimizer_ = std::make_unique<ForeachSgd>(model_->parameters(), config_.lr, config_.momentum,
-                                            config_.weight_decay);
+  // A replayed graph reads the LR on the device; eager steps keep the article's kernels unless
+  // --lr-on-device.
+  optimizer_ = std::make_unique<ForeachSgd>(
+      model_->parameters(), *lr_schedule_, config_.momentum, config_.weight_decay,
+      config_.cuda_graph || config_.lr_on_device ? ForeachSgd::LrSource::kDevice
+                                                 : ForeachSgd::LrSource::kHost);
+  if (lr_plan_) lr_plan_->lr_on_device = optimizer_->lr_on_device();
   input_ =
       make_input_source({config_, index_, device_, num_classes_, dist_ ? dist_->world_size() : 1,
                          dist_ ? dist_->rank() : 0, notices_});
@@ -168,6 +178,7 @@ RunFacts Trainer::facts(RunResult result) const {
     }
     f.gpu_decode = input_->gpu_decode();
   }
+  f.lr_schedule = lr_plan_;
   f.result = std::move(result);
   if (dist_) f.dist = DistFacts{dist_->env(), dist_->backend(), dist_->nccl_version()};
   return f;
@@ -203,6 +214,9 @@ StepRecord Trainer::step(int index, bool warmup) {
   rec.index = index;
   rec.warmup = warmup;
   stalls_->begin_step(index, warmup, &rec.injected_stalls);
+  // The optimizer counts its steps on the device; the host's count, for the record: the warm-up's,
+  // then the captured ones after every warm-up step (a capture follows a whole warm-up).
+  if (lr_plan_) rec.lr = lr_schedule_->lr_at(warmup ? index : config_.warmup + index);
   const StepPlan& plan = executor_->plan();
   const auto t_step = Clock::now();
   PhaseTimes times;

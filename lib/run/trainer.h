@@ -17,6 +17,7 @@
 #include "lib/dist/dist_env.h"
 #include "lib/input/input_source.h"
 #include "lib/model/foreach_sgd.h"
+#include "lib/model/lr_schedule.h"
 #include "lib/model/resnet50.h"
 #include "lib/report/run_facts.h"
 #include "lib/run/stall_injector.h"
@@ -146,6 +147,8 @@ class Trainer {
   std::unique_ptr<Distributed> dist_;      // declared before ddp_ and stop_: outlives them
   std::unique_ptr<StopControl> stop_;
   ResNet50 model_{nullptr};
+  std::optional<RunLrSchedule> lr_plan_;  // train mode: the schedule and its origin, for the report
+  std::optional<LrSchedule> lr_schedule_;
   std::unique_ptr<ForeachSgd> optimizer_;
   std::unique_ptr<DataParallel> ddp_;
   std::unique_ptr<InputSource> input_;

@@ -22,7 +22,9 @@ EagerStep::EagerStep(const StepContext& ctx)
       ddp_(ctx.ddp),
       train_(ctx.config.mode == RunMode::kTrain),
       bf16_(ctx.config.precision == Precision::kBf16),
-      layer_ranges_(ctx.config.nvtx_detail == NvtxDetail::kLayers) {
+      layer_ranges_(ctx.config.nvtx_detail == NvtxDetail::kLayers),
+      label_smoothing_(ctx.config.label_smoothing),
+      params_(model_->parameters()) {
   // (x / 255 - mean) / std as x * scale + bias, applied on the device for uint8 batches.
   std::vector<float> scale(3), bias(3);
   for (int c = 0; c < 3; ++c) {
@@ -44,7 +46,7 @@ void EagerStep::run(StepPhase phase, StepInputs& in) {
       return;
     case StepPhase::kZeroGrad:
       // optimizer.zero_grad(set_to_none=True), written out: LibTorch 1.13's zero_grad() zeroes.
-      for (auto& p : model_->parameters()) p.mutable_grad().reset();
+      for (auto& p : params_) p.mutable_grad().reset();
       return;
     case StepPhase::kBackward:
       loss_.backward();
@@ -76,7 +78,10 @@ torch::Tensor EagerStep::forward_and_loss(const torch::Tensor& images,
                          }
                        });
   if (ddp_ && train_) ddp_->before_backward();
-  return torch::nn::functional::cross_entropy(output, labels);
+  // label_smoothing 0 is the options' default: the article's loss, the same call.
+  return torch::nn::functional::cross_entropy(
+      output, labels,
+      torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(label_smoothing_));
 }
 
 }  // namespace workload

@@ -2,15 +2,17 @@
 // from the host every step, with DDP's hooks in a distributed run.
 #pragma once
 
+#include <vector>
+
 #include "lib/step/step_executor.h"
 
 namespace workload {
 
 /// Runs eager_plan(config)'s phases: normalize (uint8 batches: x * scale + bias per channel, on
-/// the device, strides kept), forward with the loss (bf16 autocast with --precision bf16, without
-/// autograd in --mode forward, per-layer NVTX ranges with --nvtx-detail layers, DDP's buffer
-/// broadcast and bucket bookkeeping first), zero_grad (gradients set to none), backward and the
-/// optimizer's step. One thread.
+/// the device, strides kept), forward with the cross-entropy loss (--label-smoothing; bf16
+/// autocast with --precision bf16, without autograd in --mode forward, per-layer NVTX ranges with
+/// --nvtx-detail layers, DDP's buffer broadcast and bucket bookkeeping first), zero_grad
+/// (gradients set to none), backward and the optimizer's step. One thread.
 class EagerStep final : public StepExecutor {
  public:
   explicit EagerStep(const StepContext& ctx);
@@ -29,6 +31,8 @@ class EagerStep final : public StepExecutor {
   bool train_;
   bool bf16_;
   bool layer_ranges_;
+  double label_smoothing_;
+  std::vector<torch::Tensor> params_;     // model_->parameters(), gathered once for zero_grad
   torch::Tensor norm_scale_, norm_bias_;  // uint8 -> normalised float, per channel (1x3x1x1)
   torch::Tensor loss_;
 };

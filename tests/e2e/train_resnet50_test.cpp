@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -425,6 +426,83 @@ TEST_F(TrainBinaryTest, SyncEveryStepReadsTheLossEachStep) {
   EXPECT_EQ(j["config"]["sync_every_step"], true);
 }
 
+// The report of a run of `flags` (with a loss each step), read back; a failed run fails the test.
+nlohmann::json run_report(const std::vector<std::string>& flags, const fs::path& report) {
+  std::vector<std::string> a = flags;
+  a.push_back("--sync-every-step");
+  a.push_back("--report=" + report.string());
+  const auto r = test_util::run_process(a);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(report);
+  return nlohmann::json::parse(in);
+}
+
+std::vector<double> step_values(const nlohmann::json& report, const char* key) {
+  std::vector<double> out;
+  for (const char* part : {"warmup", "steps"}) {
+    for (const auto& s : report[part]) out.push_back(s[key].get<double>());
+  }
+  return out;
+}
+
+// --lr-schedule constant --lr 0.1 is the article's recipe, today's default before the schedule: the
+// same losses bit for bit as that recipe with every new flag at its old value written out; the
+// default (a scaled peak, warm-up, cosine) trains otherwise; the report records which schedule ran
+// and each step's LR; --label-smoothing changes the loss.
+TEST_F(TrainBinaryTest, TheArticlesConstantLearningRateAndTheDefaultSchedule) {
+  const std::vector<std::string> run = {"--warmup=2", "--steps=3"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto a = args(run);
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const auto article =
+      run_report(with({"--lr-schedule=constant", "--lr=0.1"}), tmp_->path() / "lr_article.json");
+  const auto spelled_out =
+      run_report(with({"--lr-schedule=constant", "--lr=0.1", "--lr-warmup-steps=0",
+                       "--momentum=0.9", "--weight-decay=0.0001", "--label-smoothing=0"}),
+                 tmp_->path() / "lr_spelled_out.json");
+  const auto by_default = run_report(args(run), tmp_->path() / "lr_default.json");
+  const auto smoothed =
+      run_report(with({"--lr-schedule=constant", "--lr=0.1", "--label-smoothing=0.1"}),
+                 tmp_->path() / "lr_smoothed.json");
+
+  const std::vector<double> losses = step_values(article, "loss");
+  ASSERT_EQ(losses.size(), 5u);
+  EXPECT_EQ(step_values(spelled_out, "loss"), losses);
+  EXPECT_EQ(step_values(article, "lr"), std::vector<double>(5, 0.1));
+  const auto& used = article["lr_schedule"];
+  EXPECT_EQ(used["kind"], "constant");
+  EXPECT_EQ(used["lr"], 0.1);
+  EXPECT_EQ(used["scaled"], false);
+  EXPECT_EQ(used["warmup_steps"], 0);
+  EXPECT_EQ(used["total_steps"], 5);
+  EXPECT_EQ(used["lr_on_device"], false);  // the article's step: the LR a scalar of its kernels
+  EXPECT_EQ(article["config"]["lr_schedule"], "constant");
+  EXPECT_EQ(article["config"]["lr"], 0.1);
+
+  const auto& rule = by_default["lr_schedule"];
+  EXPECT_EQ(rule["kind"], "cosine");
+  EXPECT_EQ(rule["scaled"], true);
+  EXPECT_EQ(rule["global_batch"], 4);
+  EXPECT_DOUBLE_EQ(rule["lr"].get<double>(), 0.1 * 4 / 256);
+  EXPECT_EQ(rule["warmup_steps"], 1);      // 25% of 5 steps, rounded
+  EXPECT_EQ(rule["lr_on_device"], false);  // eager: the same kernels, the scalar changing
+  EXPECT_TRUE(by_default["config"]["lr"].is_null());  // not given: the rule's, recorded above
+  EXPECT_TRUE(by_default["config"]["lr_warmup_steps"].is_null());
+  const std::vector<double> lrs = step_values(by_default, "lr");
+  const double peak = 0.1 * 4 / 256, pi = 3.14159265358979323846;
+  for (int k = 1; k < 5; ++k) {
+    EXPECT_NEAR(lrs[k], peak * (1 + std::cos(pi * (k - 1) / 4.0)) / 2, 1e-12) << k;
+  }
+  const std::vector<double> default_losses = step_values(by_default, "loss");
+  EXPECT_EQ(default_losses[0], losses[0]);  // before any update
+  EXPECT_NE(default_losses[1], losses[1]);
+
+  EXPECT_EQ(smoothed["config"]["label_smoothing"], 0.1);
+  EXPECT_NE(step_values(smoothed, "loss")[0], losses[0]);
+}
+
 TEST_F(TrainBinaryTest, EndToEndRunWritesAValidReport) {
   const fs::path report = tmp_->path() / "report.json";
   const auto r = test_util::run_process(
@@ -445,11 +523,15 @@ TEST_F(TrainBinaryTest, EndToEndRunWritesAValidReport) {
 }
 
 TEST_F(TrainBinaryTest, UsageErrorsExitTwoAndNameTheFlag) {
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  std::vector<std::pair<std::string, std::string>> cases = {
       {"--batch-size=0", "--batch-size"},           {"--steps=-2", "--steps"},
       {"--image-size=8", "--image-size"},           {"--workers=-1", "--workers"},
       {"--prefetch-factor=0", "--prefetch-factor"}, {"--nonsense", "nonsense"},
       {"--pin-memory=perhaps", "--pin-memory"}};
+  // The learning rate's (--lr-warmup-steps longer than the run's 11 optimizer steps).
+  cases.insert(cases.end(), {{"--lr-schedule=linear", "--lr-schedule"},
+                             {"--lr-warmup-steps=1000", "--lr-warmup-steps"},
+                             {"--label-smoothing=2", "--label-smoothing"}});
   for (const auto& [arg, flag] : cases) {
     const auto r = test_util::run_process(args({arg}));
     EXPECT_EQ(r.exit_code, 2) << arg << ": " << r.err;
@@ -486,6 +568,8 @@ TEST_F(TrainBinaryTest, PrintConfigIsTheReportsConfigAndRunsNothing) {
   EXPECT_EQ(config["sync_every_step"], true);
   EXPECT_EQ(config["cuda_graph"], false);
   EXPECT_EQ(config["report"], report.string());
+  EXPECT_EQ(config["lr_schedule"], "cosine");
+  EXPECT_TRUE(config["lr"].is_null());
   const auto ran = test_util::run_process(args(flags));
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   std::ifstream in(report);

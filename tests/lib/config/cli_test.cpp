@@ -1,11 +1,12 @@
 // Tests for the flag-table visitors of lib/config/cli.h on a small table: declaration and help,
 // reading only what was given, range and choice errors naming the flag, range checks of values set
-// in code, and the JSON form.
+// in code, optional flags, and the JSON form.
 #include "lib/config/cli.h"
 
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <optional>
 
 #include "data_pipeline/loader_options.h"
 
@@ -122,6 +123,69 @@ TEST(CliTest, JsonHoldsEveryReportedFlagUnderItsKey) {
   visit_settings(s, FlagsToJson(j));
   EXPECT_EQ(j.dump(), R"({"path":"","count":3,"seed":7,"rate":0.1,"on":true,"unit":"sample"})");
   EXPECT_EQ(FlagsToJson::key("batch-size"), "batch_size");
+}
+
+// Flags whose absence means "a rule decides": nullopt until given, range-checked when set, null in
+// the JSON, no default in the help.
+struct Optionals {
+  std::optional<double> peak;
+  std::optional<int> ramp;
+};
+
+template <typename S, typename V>
+void visit_optionals(S& s, V&& v) {
+  v.real({"peak", "G", "a peak (default: a rule)"}, s.peak, 0.0, 1.0);
+  v.integer({"ramp", "G", "a ramp (default: another rule)"}, s.ramp, 0, 10);
+}
+
+Optionals parse_optionals(std::vector<std::string> args, std::string* help = nullptr) {
+  Optionals s;
+  cxxopts::Options options("prog");
+  visit_optionals(s, DeclareFlags(options));
+  args.insert(args.begin(), "prog");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  int argc = static_cast<int>(argv.size());
+  char** p = argv.data();
+  const auto result = options.parse(argc, p);
+  if (help) *help = options.help();
+  visit_optionals(s, ReadFlags(result));
+  return s;
+}
+
+TEST(CliTest, OptionalFlagsStayUnsetUntilGiven) {
+  std::string help;
+  const Optionals unset = parse_optionals({}, &help);
+  EXPECT_FALSE(unset.peak.has_value());
+  EXPECT_FALSE(unset.ramp.has_value());
+  EXPECT_NE(help.find("a peak (default: a rule)"), std::string::npos) << help;
+  EXPECT_EQ(help.find("(default: )"), std::string::npos) << help;
+  nlohmann::ordered_json j;
+  visit_optionals(unset, FlagsToJson(j));
+  EXPECT_EQ(j.dump(), R"({"peak":null,"ramp":null})");
+  EXPECT_NO_THROW(visit_optionals(unset, CheckFlagRanges{}));
+
+  const Optionals set = parse_optionals({"--peak=0.5", "--ramp=0"});
+  EXPECT_EQ(set.peak, 0.5);
+  EXPECT_EQ(set.ramp, 0);
+  j = nlohmann::ordered_json();
+  visit_optionals(set, FlagsToJson(j));
+  EXPECT_EQ(j.dump(), R"({"peak":0.5,"ramp":0})");
+  try {
+    parse_optionals({"--ramp=11"});
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--ramp: expected an integer in [0, 10], got 11");
+  }
+  EXPECT_THROW(parse_optionals({"--peak=x"}), UsageError);
+  Optionals bad;
+  bad.peak = 2;
+  try {
+    visit_optionals(bad, CheckFlagRanges{});
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--peak: expected a number in [0, 1], got 2");
+  }
 }
 
 TEST(CliTest, ShortestTextReadsBack) {

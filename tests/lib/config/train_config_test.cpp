@@ -77,6 +77,18 @@ TEST(TrainConfigTest, ValuesSetInCodeAreCheckedAgainstTheFlagRanges) {
   c = cpu_config();
   c.momentum = 1.5;
   expect_invalid(c, "--momentum");
+  c = cpu_config();
+  c.label_smoothing = 1.5;
+  expect_invalid(c, "--label-smoothing: expected a number in [0, 1], got 1.5");
+  c = cpu_config();
+  c.lr = -1;
+  expect_invalid(c, "--lr: expected a number in [0, 1e+06], got -1");
+  c = cpu_config();
+  c.lr_warmup_steps = -1;
+  expect_invalid(c, "--lr-warmup-steps: expected an integer in [0, 1000000], got -1");
+  c.lr_warmup_steps = 5;
+  c.lr = 0.5;
+  EXPECT_NO_THROW(validate(c));
 }
 
 TEST(TrainConfigTest, OutputPathsAreCheckedBeforeTheRun) {
@@ -149,7 +161,9 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
       // dead and frozen peers (issue 22)
       "dist_peer_timeout_s",
       // cuDNN's fused batch norm (issue 24)
-      "fused_bn"};
+      "fused_bn",
+      // a learning-rate schedule that learns by default (issue 33)
+      "lr_schedule", "lr_warmup_steps", "label_smoothing", "lr_on_device"};
   // clang-format on
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["batch_size"], 128);
@@ -162,7 +176,13 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
   EXPECT_EQ(j["image_size"], 224);
   EXPECT_EQ(j["warmup"], 3);
   EXPECT_EQ(j["steps"], 8);
-  EXPECT_EQ(j["lr"], 0.1);
+  // The learning rate is the one default beyond the article's: null where a rule decides (the
+  // scaled peak, the warm-up's share), the cosine schedule, no label smoothing.
+  EXPECT_TRUE(j["lr"].is_null());
+  EXPECT_TRUE(j["lr_warmup_steps"].is_null());
+  EXPECT_EQ(j["lr_schedule"], "cosine");
+  EXPECT_EQ(j["label_smoothing"], 0.0);
+  EXPECT_EQ(j["lr_on_device"], false);
   EXPECT_EQ(j["weight_decay"], 1e-4);
   EXPECT_EQ(j["device"], "cuda");
   EXPECT_EQ(j["split"], "train");

@@ -1,10 +1,12 @@
-// Tests for ForeachSgd: identical results to LibTorch's per-parameter SGD, step by step.
+// Tests for ForeachSgd: identical results to LibTorch's per-parameter SGD, step by step, and each
+// step's learning rate from its schedule.
 #include "lib/model/foreach_sgd.h"
 
 #include <gtest/gtest.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
 
+#include "lib/model/lr_schedule.h"
 #include "lib/model/resnet50.h"
 
 namespace workload {
@@ -47,6 +49,89 @@ TEST(ForeachSgdTest, SkipsParametersWithoutGradients) {
   EXPECT_TRUE(torch::allclose(w, torch::zeros({3})));  // 1 - 0.5 * 2
   EXPECT_TRUE(torch::allclose(v, torch::ones({2})));
   EXPECT_THROW(ForeachSgd({w}, -1, 0, 0), std::invalid_argument);
+}
+
+// The weight decay goes into the gradients in place (no new tensor a parameter): what step()
+// leaves in them is grad + weight_decay * p, p taken before the update.
+TEST(ForeachSgdTest, WeightDecayIsAddedToTheGradientsInPlace) {
+  auto w = torch::full({3}, 2.0, torch::requires_grad());
+  ForeachSgd opt({w}, 0.5, 0.0, 0.25);
+  (w * 3).sum().backward();
+  const torch::Tensor grad = w.grad();
+  opt.step();
+  EXPECT_TRUE(w.grad().is_same(grad)) << "the same gradient tensor, not a new one";
+  EXPECT_TRUE(torch::allclose(w.grad(), torch::full({3}, 3.5)));     // 3 + 0.25 * 2
+  EXPECT_TRUE(torch::allclose(w.detach(), torch::full({3}, 0.25)));  // 2 - 0.5 * 3.5
+}
+
+// A constant schedule is the article's step: the scalar LR, the same numbers as LibTorch's SGD.
+TEST(ForeachSgdTest, AConstantScheduleIsTheScalarStepExactly) {
+  torch::manual_seed(5);
+  ResNet50 a(4);
+  ResNet50 b(4);
+  {
+    torch::NoGradGuard g;
+    auto pa = a->parameters(), pb = b->parameters();
+    for (size_t i = 0; i < pa.size(); ++i) pb[i].copy_(pa[i]);
+  }
+  LrScheduleOptions constant;
+  constant.kind = LrScheduleKind::kConstant;
+  constant.peak_lr = 0.1;
+  constant.total_steps = 3;
+  ForeachSgd fa(a->parameters(), LrSchedule(constant), 0.9, 1e-4);
+  EXPECT_FALSE(fa.lr_on_device());
+  torch::optim::SGD fb(b->parameters(),
+                       torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
+  const auto x = torch::randn({4, 3, 32, 32});
+  const auto y = torch::randint(4, {4}, torch::kInt64);
+  for (int step = 0; step < 3; ++step) {
+    for (auto* m : {&a, &b}) {
+      for (auto& p : (*m)->parameters()) p.mutable_grad().reset();
+      torch::nn::functional::cross_entropy((*m)->forward(x), y).backward();
+    }
+    fa.step();
+    fb.step();
+    const auto pa = a->parameters(), pb = b->parameters();
+    for (size_t i = 0; i < pa.size(); ++i) {
+      ASSERT_TRUE(torch::equal(pa[i], pb[i])) << "step " << step << " parameter " << i;
+    }
+  }
+}
+
+// Any other schedule: step k subtracts lr_at(k) x the update, from the host as the scalar of the
+// same kernels, or read from the table on the device at the optimizer's own count; past the end,
+// the last LR.
+TEST(ForeachSgdTest, AScheduleGivesEachStepItsLearningRate) {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kCosine;
+  o.peak_lr = 0.5;
+  o.warmup_steps = 2;
+  o.total_steps = 6;
+  const LrSchedule schedule(o);
+  for (const ForeachSgd::LrSource source :
+       {ForeachSgd::LrSource::kHost, ForeachSgd::LrSource::kDevice}) {
+    const bool device = source == ForeachSgd::LrSource::kDevice;
+    auto w = torch::zeros({3}, torch::requires_grad());
+    ForeachSgd opt({w}, schedule, 0.0, 0.0, source);
+    EXPECT_EQ(opt.lr_on_device(), device);
+    torch::Tensor expected = torch::zeros({3});
+    const torch::Tensor g = torch::tensor({1.0f, -2.0f, 3.0f});
+    for (int k = 0; k < 8; ++k) {
+      w.mutable_grad() = g.clone();
+      opt.step();
+      if (device) {
+        // p + g * (-lr): the float product, then the sum.
+        expected = expected + g * torch::tensor(static_cast<float>(-schedule.lr_at(k)));
+      } else {
+        expected = expected.add(g, -schedule.lr_at(k));  // the scalar step's own arithmetic
+      }
+      ASSERT_TRUE(torch::equal(w.detach(), expected))
+          << (device ? "device" : "host") << " step " << k << ": " << w << expected;
+    }
+  }
+  // The schedule changed the steps: not all the same size.
+  EXPECT_NE(schedule.lr_at(0), schedule.lr_at(1));
+  EXPECT_NE(schedule.lr_at(3), schedule.lr_at(5));
 }
 
 }  // namespace

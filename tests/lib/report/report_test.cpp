@@ -82,6 +82,40 @@ TEST(ReportTest, AnUnsetVariableAndNoLossAreNull) {
   EXPECT_TRUE(j["loss_after_drain"].is_null());
 }
 
+// The schedule the optimizer followed, where its peak came from, and each step's LR.
+TEST(ReportTest, TheLearningRateScheduleSectionSaysWhatRan) {
+  RunFacts f = finished_run();
+  EXPECT_FALSE(report_json(f).contains("lr_schedule"));  // --mode forward: no optimizer
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kStep;
+  o.peak_lr = 0.05;
+  o.warmup_steps = 1;
+  o.total_steps = 3;
+  o.milestones = {2};
+  f.lr_schedule = RunLrSchedule{o, true, 128, true};
+  f.result.steps[1].lr = 0.005;
+  const nlohmann::ordered_json j = report_json(f);
+  EXPECT_EQ(keys(j), (std::vector<std::string>{"program", "version", "config", "environment",
+                                               "model", "loader", "lr_schedule", "capture", "steps",
+                                               "warmup", "summary", "skipped_images",
+                                               "loss_after_drain", "interrupted", "dist"}));
+  EXPECT_EQ(j["lr_schedule"],
+            nlohmann::ordered_json::parse(
+                R"({"kind": "step", "lr": 0.05, "scaled": true, "global_batch": 128,
+                    "reference_lr": 0.1, "reference_batch": 256, "warmup_steps": 1,
+                    "total_steps": 3, "milestones": [2], "decay_factor": 0.1,
+                    "lr_on_device": true})"));
+  EXPECT_EQ(j["steps"][1]["lr"], 0.005);
+  EXPECT_FALSE(j["steps"][0].contains("lr"));
+  o.kind = LrScheduleKind::kConstant;
+  o.warmup_steps = 0;
+  f.lr_schedule = RunLrSchedule{o, false, 128};
+  const nlohmann::ordered_json constant = report_json(f)["lr_schedule"];
+  EXPECT_EQ(constant["lr_on_device"], false);
+  EXPECT_FALSE(constant.contains("milestones"));
+  EXPECT_FALSE(constant.contains("final_lr"));
+}
+
 // The watchdog's last resort: the same writer, without what only the trainer's thread knows.
 TEST(ReportTest, APartialRecordSaysSoAndSpellsTheSameRankSection) {
   RunFacts f = finished_run();

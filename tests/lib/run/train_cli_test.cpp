@@ -8,6 +8,7 @@
 #include "lib/config/cli.h"
 #include "lib/device/cuda_device.h"
 #include "lib/dist/data_parallel.h"
+#include "lib/report/report.h"
 
 namespace workload {
 namespace {
@@ -38,6 +39,74 @@ TEST(TrainCliTest, PrintConfigIsAskedForAfterValidation) {
   expect_usage_error({"--device=cpu", "--print-config"}, "--data: required");
 }
 
+// The learning rate is the one default beyond the article's: a peak scaled with the global batch,
+// a warm-up and a cosine (--lr-schedule constant --lr 0.1 is the article's).
+TEST(TrainCliTest, TheLearningRateDefaultsToAScaledPeakWarmUpAndCosine) {
+  const TrainConfig c = parse({"--data", "/x", "--device=cpu"}).config;
+  EXPECT_FALSE(c.lr.has_value());
+  EXPECT_EQ(c.lr_schedule, LrScheduleKind::kCosine);
+  EXPECT_FALSE(c.lr_warmup_steps.has_value());
+  EXPECT_EQ(c.label_smoothing, 0);
+  const RunLrSchedule run = run_lr_schedule(c, 1);
+  EXPECT_TRUE(run.scaled);
+  EXPECT_DOUBLE_EQ(run.options.peak_lr, 0.1 * 128 / 256);
+  EXPECT_EQ(run.options.total_steps, 11);  // 3 warm-up + 8 captured steps, each an optimizer step
+  EXPECT_EQ(run_optimizer_steps(c), 11);
+  EXPECT_EQ(run.options.warmup_steps, 3);              // 25% of 11, rounded
+  EXPECT_EQ(run_lr_schedule(c, 4).global_batch, 512);  // --batch-size x the ranks
+  EXPECT_DOUBLE_EQ(run_lr_schedule(c, 4).options.peak_lr, 0.2);
+}
+
+TEST(TrainCliTest, LearningRateFlags) {
+  const TrainConfig article =
+      parse({"--data=/x", "--device=cpu", "--lr-schedule=constant", "--lr=0.1"}).config;
+  EXPECT_EQ(article.lr_schedule, LrScheduleKind::kConstant);
+  EXPECT_EQ(article.lr, 0.1);
+  const RunLrSchedule run = run_lr_schedule(article, 8);
+  EXPECT_FALSE(run.scaled);
+  EXPECT_EQ(run.options.peak_lr, 0.1);  // a given --lr is the peak, whatever the ranks
+  EXPECT_EQ(run.options.warmup_steps, 0);
+  EXPECT_TRUE(LrSchedule(run.options).constant());
+  const TrainConfig c =
+      parse({"--data=/x", "--device=cpu", "--lr-schedule", "step", "--lr-warmup-steps=4",
+             "--steps=20", "--label-smoothing=0.1", "--batch-size=64"})
+          .config;
+  EXPECT_EQ(c.lr_schedule, LrScheduleKind::kStep);
+  EXPECT_EQ(c.lr_warmup_steps, 4);
+  EXPECT_DOUBLE_EQ(c.label_smoothing, 0.1);
+  const RunLrSchedule step = run_lr_schedule(c, 1);
+  EXPECT_DOUBLE_EQ(step.options.peak_lr, 0.025);
+  EXPECT_EQ(step.options.total_steps, 23);
+  EXPECT_EQ(step.options.milestones, (std::vector<std::int64_t>{10, 16, 20}));
+  EXPECT_EQ(parse({"--data=/x", "--device=cpu", "--lr-warmup-steps=0"}).config.lr_warmup_steps, 0);
+  expect_usage_error({"--data=/x", "--device=cpu", "--lr-schedule=linear"},
+                     "--lr-schedule: expected constant|cosine|step, got 'linear'");
+  expect_usage_error({"--data=/x", "--device=cpu", "--lr-warmup-steps=-1"},
+                     "--lr-warmup-steps: expected an integer in [0, 1000000], got -1");
+  expect_usage_error({"--data=/x", "--device=cpu", "--lr-warmup-steps=x"},
+                     "--lr-warmup-steps: expected an integer, got 'x'");
+  // Longer than the run: the schedule's own check, as a usage error naming the flag.
+  expect_usage_error(
+      {"--data=/x", "--device=cpu", "--warmup=2", "--steps=3", "--lr-warmup-steps=6"},
+      "--lr-warmup-steps: expected an integer in [0, 5] (the run's optimizer steps), "
+      "got 6");
+  expect_usage_error({"--data=/x", "--device=cpu", "--label-smoothing=1.5"},
+                     "--label-smoothing: expected a number in [0, 1], got 1.5");
+  expect_usage_error({"--data=/x", "--device=cpu", "--label-smoothing=-0.1"}, "--label-smoothing");
+  expect_usage_error({"--data=/x", "--device=cpu", "--lr=-0.1"}, "--lr: expected a number in");
+  // --print-config's JSON: the flags as given, null where a rule decides (the report's lr_schedule
+  // section holds the values used).
+  const ParsedArgs p = parse({"--data=/x", "--device=cpu", "--print-config"});
+  const nlohmann::ordered_json j = config_json(p.config);
+  EXPECT_TRUE(j["lr"].is_null());
+  EXPECT_TRUE(j["lr_warmup_steps"].is_null());
+  EXPECT_EQ(j["lr_schedule"], "cosine");
+  EXPECT_EQ(j["label_smoothing"], 0.0);
+  const nlohmann::ordered_json given = config_json(article);
+  EXPECT_EQ(given["lr"], 0.1);
+  EXPECT_EQ(given["lr_schedule"], "constant");
+}
+
 TEST(TrainCliTest, DefaultsAreTheArticlesSettings) {
   const TrainConfig c = parse({"--data", "/x", "--device=cpu"}).config;
   EXPECT_EQ(c.loader.batch_size, 128);
@@ -53,7 +122,6 @@ TEST(TrainCliTest, DefaultsAreTheArticlesSettings) {
   EXPECT_EQ(c.loader.transform.image_size, 224);
   EXPECT_FALSE(c.cudnn_benchmark);
   EXPECT_EQ(c.intra_op_threads, 1);
-  EXPECT_DOUBLE_EQ(c.lr, 0.1);
   EXPECT_DOUBLE_EQ(c.momentum, 0.9);
   EXPECT_DOUBLE_EQ(c.weight_decay, 1e-4);
   EXPECT_FALSE(c.synthetic);
@@ -96,7 +164,7 @@ TEST(TrainCliTest, ValuesAreParsed) {
   EXPECT_EQ(c.loader.transform.image_size, 64);
   EXPECT_EQ(c.steps, 2);
   EXPECT_EQ(c.warmup, 0);
-  EXPECT_DOUBLE_EQ(c.lr, 0.5);
+  EXPECT_EQ(c.lr, 0.5);
   EXPECT_EQ(c.split, data_pipeline::Split::kTest);
   EXPECT_EQ(c.report, "r.json");
   EXPECT_EQ(c.loader.on_bad_image, data_pipeline::BadImagePolicy::kSkip);
@@ -201,6 +269,9 @@ TEST(TrainCliTest, HelpAndVersion) {
   EXPECT_NE(h.help_text.find("--decode"), std::string::npos) << h.help_text;
   EXPECT_NE(h.help_text.find("--cuda-graph"), std::string::npos) << h.help_text;
   EXPECT_NE(h.help_text.find("(default: 128)"), std::string::npos) << h.help_text;
+  EXPECT_NE(h.help_text.find("constant|cosine|step:"), std::string::npos) << h.help_text;
+  EXPECT_NE(h.help_text.find("(default: cosine)"), std::string::npos) << h.help_text;
+  EXPECT_NE(h.help_text.find("0.1 x global batch / 256"), std::string::npos) << h.help_text;
   EXPECT_TRUE(parse({"--version"}).version);
   EXPECT_TRUE(parse({"-h"}).help);
 }

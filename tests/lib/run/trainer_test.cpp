@@ -14,10 +14,14 @@
 #include <thread>
 #include <vector>
 
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/sgd.h>
+
 #include "data_pipeline/data_error.h"
 #include "lib/core/build_features.h"
 #include "lib/dist/data_parallel.h"
 #include "lib/dist/distributed.h"
+#include "lib/input/synthetic_input.h"
 #include "lib/report/report.h"
 #include "tests/support/test_util.h"
 
@@ -139,6 +143,8 @@ TEST_F(TrainerTest, ForwardModeLeavesTheWeightsAlone) {
     const auto params = t.model()->parameters();
     for (size_t i = 0; i < params.size(); ++i) ASSERT_TRUE(torch::equal(params[i], before[i]));
     for (const auto& p : params) EXPECT_FALSE(p.grad().defined());
+    EXPECT_FALSE(r.steps[0].lr.has_value());  // no optimizer step, no learning rate
+    EXPECT_FALSE(t.facts(r).lr_schedule.has_value());
     const bool stats_moved =
         !torch::equal(t.model()->named_buffers()["bn1.running_mean"], running_before);
     EXPECT_EQ(stats_moved, bn == ForwardBn::kTrain) << to_string(bn);
@@ -253,13 +259,16 @@ TEST_F(TrainerTest, ReportHasTheDocumentedSchema) {
   const RunResult r = t.run();
   const auto j = report_json(t.facts(r));
   for (const char* key : {"config", "environment", "model", "capture", "steps", "summary",
-                          "loss_after_drain", "interrupted", "loader", "warmup"}) {
+                          "loss_after_drain", "interrupted", "loader", "warmup", "lr_schedule"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   for (const char* key :
        {"batch_size", "workers", "prefetch_factor", "pin_memory", "work_unit", "reuse_iterator",
         "seed", "device", "image_size", "cudnn_benchmark", "intra_op_threads", "lr", "momentum",
         "weight_decay", "synthetic", "warmup", "steps", "split", "data"}) {
+    EXPECT_TRUE(j["config"].contains(key)) << key;
+  }
+  for (const char* key : {"lr_schedule", "lr_warmup_steps", "label_smoothing", "lr_on_device"}) {
     EXPECT_TRUE(j["config"].contains(key)) << key;
   }
   for (const char* key : {"libtorch", "cuda_runtime", "cudnn", "device_name", "hardware_threads"}) {
@@ -286,13 +295,110 @@ TEST_F(TrainerTest, ReportHasTheDocumentedSchema) {
     EXPECT_EQ(s["index"], i);
     EXPECT_EQ(s["digest"], hex64(r.steps[i].digest));
     EXPECT_EQ(s["digest"].get<std::string>().size(), 18u);
-    for (const char* key : {"batch_wait_ms", "h2d_submit_ms", "step_ms", "phase_ms"}) {
+    for (const char* key : {"batch_wait_ms", "h2d_submit_ms", "step_ms", "phase_ms", "lr"}) {
       EXPECT_TRUE(s.contains(key)) << key;
     }
     EXPECT_DOUBLE_EQ(s["phase_ms"]["forward"].get<double>(), r.steps[i].phase_ms[3].second);
   }
   EXPECT_TRUE(j["summary"]["phase_ms_p50"].contains("backward"));
   EXPECT_EQ(j["interrupted"], false);
+}
+
+// The article's recipe is `--lr-schedule constant --lr 0.1`: the same losses, step for step and
+// bit for bit, as the article's loop written out with LibTorch's own SGD (lr 0.1, momentum 0.9,
+// weight decay 1e-4) on the same model and batch. The default schedule (a scaled peak, warm-up,
+// cosine) trains differently from the second step on, and each step's record holds its LR.
+TEST_F(TrainerTest, AConstantScheduleIsTheArticlesRecipeBitForBit) {
+  TrainConfig c = config();
+  c.data.clear();
+  c.synthetic = true;
+  c.sync_every_step = true;  // a loss per step
+  c.lr_schedule = LrScheduleKind::kConstant;
+  c.lr = 0.1;
+  const RunResult article = Trainer(c).run();
+  std::vector<float> losses;
+  for (const auto* steps : {&article.warmup_steps, &article.steps}) {
+    for (const StepRecord& r : *steps) {
+      ASSERT_TRUE(r.loss && r.lr);
+      EXPECT_EQ(*r.lr, 0.1);
+      losses.push_back(static_cast<float>(*r.loss));
+    }
+  }
+  ASSERT_EQ(losses.size(), 5u);
+
+  // The reference: the Trainer's model and batch (the same seeds), the article's step by hand.
+  torch::manual_seed(c.loader.seed);
+  ResNet50 model(101);
+  to_channels_last(*model);
+  model->train();
+  SyntheticInput input(c.loader, 101, torch::kCPU);
+  const StepInputs batch = input.submit();
+  torch::optim::SGD sgd(model->parameters(),
+                        torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
+  for (std::size_t k = 0; k < losses.size(); ++k) {
+    const torch::Tensor loss =
+        torch::nn::functional::cross_entropy(model->forward(batch.images), batch.labels);
+    EXPECT_EQ(loss.item<float>(), losses[k]) << "step " << k;
+    for (auto& p : model->parameters()) p.mutable_grad().reset();
+    loss.backward();
+    sgd.step();
+  }
+
+  c.lr_schedule = LrScheduleKind::kCosine;
+  c.lr.reset();  // the scaled peak: 0.1 x 4 / 256
+  Trainer cosine_trainer(c);
+  const RunResult cosine = cosine_trainer.run();
+  ASSERT_EQ(cosine.warmup_steps.size(), 2u);
+  ASSERT_EQ(cosine.steps.size(), 3u);
+  const LrSchedule expected(resolve_lr_schedule(c, 4, 5).options);
+  for (int k = 0; k < 5; ++k) {
+    const StepRecord& r = k < 2 ? cosine.warmup_steps[k] : cosine.steps[k - 2];
+    ASSERT_TRUE(r.lr && r.loss);
+    EXPECT_EQ(*r.lr, expected.lr_at(k)) << k;
+  }
+  EXPECT_EQ(*cosine.warmup_steps[0].loss, losses[0]);  // before any update: the same forward
+  EXPECT_NE(*cosine.warmup_steps[1].loss, losses[1]);
+  const auto j = report_json(cosine_trainer.facts(cosine));
+  EXPECT_EQ(j["lr_schedule"]["kind"], "cosine");
+  EXPECT_EQ(j["lr_schedule"]["scaled"], true);
+  EXPECT_DOUBLE_EQ(j["lr_schedule"]["lr"].get<double>(), 0.1 * 4 / 256);
+  // Eager: the scalar of the article's kernels, the value changing (--cuda-graph reads a table).
+  EXPECT_EQ(j["lr_schedule"]["lr_on_device"], false);
+  EXPECT_EQ(j["steps"][1]["lr"], expected.lr_at(3));
+
+  // --lr-on-device: the same schedule read from the device table (as a graph reads it). Its
+  // product-then-sum rounds apart from the scalar's multiply-add, so only the records and the
+  // first update's loss are the same (this tiny run is chaotic, and amplifies the last bits).
+  c.lr_on_device = true;
+  Trainer table_trainer(c);
+  const RunResult table = table_trainer.run();
+  ASSERT_EQ(table.steps.size(), 3u);
+  for (int k = 0; k < 5; ++k) {
+    const StepRecord& r = k < 2 ? table.warmup_steps[k] : table.steps[k - 2];
+    ASSERT_TRUE(r.lr) << k;
+    EXPECT_EQ(*r.lr, expected.lr_at(k)) << k;
+  }
+  EXPECT_EQ(*table.warmup_steps[0].loss, *cosine.warmup_steps[0].loss);
+  EXPECT_NEAR(*table.warmup_steps[1].loss, *cosine.warmup_steps[1].loss,
+              1e-4 * *cosine.warmup_steps[1].loss);
+  const auto t = report_json(table_trainer.facts(table));
+  EXPECT_EQ(t["lr_schedule"]["lr_on_device"], true);
+  EXPECT_EQ(t["config"]["lr_on_device"], true);
+}
+
+// --label-smoothing reaches the loss: the first step's (the same weights and batch) is larger.
+TEST_F(TrainerTest, LabelSmoothingChangesTheLoss) {
+  TrainConfig c = config();
+  c.data.clear();
+  c.synthetic = true;
+  c.warmup = 0;
+  c.steps = 1;
+  c.sync_every_step = true;
+  const RunResult plain = Trainer(c).run();
+  c.label_smoothing = 0.2;
+  const RunResult smoothed = Trainer(c).run();
+  ASSERT_TRUE(plain.steps.at(0).loss && smoothed.steps.at(0).loss);
+  EXPECT_NE(*smoothed.steps[0].loss, *plain.steps[0].loss);
 }
 
 TEST_F(TrainerTest, SyntheticModeNeedsNoDataset) {
@@ -420,10 +526,16 @@ TEST_F(TrainerTest, CudaGraphReplaysTheEagerStep) {
     Precision precision;
     data_pipeline::HostDType dtype;
     data_pipeline::DecodeDevice decode = data_pipeline::DecodeDevice::kCpu;
+    // A graph reads each step's LR from a table on the device, and the eager run compared with it
+    // does too (--lr-on-device: the same arithmetic); the article's constant LR is a scalar baked
+    // into the captured kernels.
+    LrScheduleKind schedule = LrScheduleKind::kCosine;
   };
   std::vector<Case> cases = {Case{false, Precision::kFp32, data_pipeline::HostDType::kFloat32},
                              Case{false, Precision::kBf16, data_pipeline::HostDType::kUInt8},
-                             Case{true, Precision::kFp32, data_pipeline::HostDType::kFloat32}};
+                             Case{true, Precision::kFp32, data_pipeline::HostDType::kFloat32},
+                             Case{false, Precision::kFp32, data_pipeline::HostDType::kFloat32,
+                                  data_pipeline::DecodeDevice::kCpu, LrScheduleKind::kConstant}};
   if (built(Feature::kGpuDecode)) {
     // The GPU decode stage's device batches, copied into the graph's inputs.
     cases.push_back(Case{false, Precision::kFp32, data_pipeline::HostDType::kFloat32,
@@ -436,8 +548,10 @@ TEST_F(TrainerTest, CudaGraphReplaysTheEagerStep) {
     c.precision = k.precision;
     c.loader.transform.dtype = k.dtype;
     c.loader.decode = k.decode;
+    c.lr_schedule = k.schedule;
     c.sync_every_step = true;  // a loss per step
     c.steps = 5;
+    c.lr_on_device = true;  // a table for the cosine, the scalar for the constant
     const RunResult eager = Trainer(c).run();
     c.cuda_graph = true;
     const RunResult graph = Trainer(c).run();  // --cuda-graph-memsets kernels, the default
@@ -445,7 +559,7 @@ TEST_F(TrainerTest, CudaGraphReplaysTheEagerStep) {
     const RunResult nodes = Trainer(c).run();
     const std::string what = std::string(k.synthetic ? "synthetic " : "loader ") +
                              to_string(k.precision) + " " + to_string(k.dtype) + " decode " +
-                             to_string(k.decode);
+                             to_string(k.decode) + " lr " + to_string(k.schedule);
     ASSERT_TRUE(graph.graph_capture_ms.has_value()) << what;
     EXPECT_FALSE(eager.graph_capture_ms.has_value()) << what;
     EXPECT_EQ(digests(graph), digests(eager)) << what;
@@ -515,6 +629,7 @@ TEST_F(TrainerTest, ACudaGraphOfTheDataParallelStepTrainsAsEagerDdp) {
     c.warmup = kDdpGraphWarmup;
     c.steps = 5;
     c.sync_every_step = true;  // a loss per step
+    c.lr_on_device = true;     // the eager run reads the schedule's LR as the graph does
     auto run = [&](bool graph) {
       c.cuda_graph = graph;
       DistEnv env;

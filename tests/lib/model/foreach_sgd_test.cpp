@@ -3,8 +3,13 @@
 #include "lib/model/foreach_sgd.h"
 
 #include <gtest/gtest.h>
+
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
+
+#include <functional>
+#include <utility>
+#include <vector>
 
 #include "lib/model/lr_schedule.h"
 #include "lib/model/resnet50.h"
@@ -12,7 +17,11 @@
 namespace workload {
 namespace {
 
-TEST(ForeachSgdTest, MatchesTorchOptimSgdExactly) {
+// Three steps of a ResNet-50 under `ours` and, from the same weights, under LibTorch's SGD with
+// lr_at(k) at step k (momentum 0.9, weight decay 1e-4): every parameter equal after each step.
+void expect_same_steps_as_torch_sgd(
+    const std::function<ForeachSgd(std::vector<torch::Tensor>)>& ours,
+    const std::function<double(int)>& lr_at) {
   torch::manual_seed(5);
   ResNet50 a(4);
   ResNet50 b(4);
@@ -21,9 +30,9 @@ TEST(ForeachSgdTest, MatchesTorchOptimSgdExactly) {
     auto pa = a->parameters(), pb = b->parameters();
     for (size_t i = 0; i < pa.size(); ++i) pb[i].copy_(pa[i]);
   }
-  ForeachSgd fa(a->parameters(), 0.05, 0.9, 1e-4);
+  ForeachSgd fa = ours(a->parameters());
   torch::optim::SGD fb(b->parameters(),
-                       torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-4));
+                       torch::optim::SGDOptions(lr_at(0)).momentum(0.9).weight_decay(1e-4));
   const auto x = torch::randn({4, 3, 32, 32});
   const auto y = torch::randint(4, {4}, torch::kInt64);
   for (int step = 0; step < 3; ++step) {
@@ -31,6 +40,7 @@ TEST(ForeachSgdTest, MatchesTorchOptimSgdExactly) {
       for (auto& p : (*m)->parameters()) p.mutable_grad().reset();
       torch::nn::functional::cross_entropy((*m)->forward(x), y).backward();
     }
+    static_cast<torch::optim::SGDOptions&>(fb.param_groups()[0].options()).lr(lr_at(step));
     fa.step();
     fb.step();
     const auto pa = a->parameters(), pb = b->parameters();
@@ -38,6 +48,12 @@ TEST(ForeachSgdTest, MatchesTorchOptimSgdExactly) {
       ASSERT_TRUE(torch::equal(pa[i], pb[i])) << "step " << step << " parameter " << i;
     }
   }
+}
+
+TEST(ForeachSgdTest, MatchesTorchOptimSgdExactly) {
+  expect_same_steps_as_torch_sgd(
+      [](std::vector<torch::Tensor> p) { return ForeachSgd(std::move(p), 0.05, 0.9, 1e-4); },
+      [](int) { return 0.05; });
 }
 
 TEST(ForeachSgdTest, SkipsParametersWithoutGradients) {
@@ -65,37 +81,28 @@ TEST(ForeachSgdTest, WeightDecayIsAddedToTheGradientsInPlace) {
 }
 
 // A constant schedule is the article's step: the scalar LR, the same numbers as LibTorch's SGD.
-TEST(ForeachSgdTest, AConstantScheduleIsTheScalarStepExactly) {
-  torch::manual_seed(5);
-  ResNet50 a(4);
-  ResNet50 b(4);
-  {
-    torch::NoGradGuard g;
-    auto pa = a->parameters(), pb = b->parameters();
-    for (size_t i = 0; i < pa.size(); ++i) pb[i].copy_(pa[i]);
-  }
+// Any other schedule read from the host is LibTorch's SGD with the LR set before each step.
+TEST(ForeachSgdTest, ASchedulePassedFromTheHostIsLibTorchsSgdWithItsLrSetEachStep) {
   LrScheduleOptions constant;
   constant.kind = LrScheduleKind::kConstant;
   constant.peak_lr = 0.1;
   constant.total_steps = 3;
-  ForeachSgd fa(a->parameters(), LrSchedule(constant), 0.9, 1e-4);
-  EXPECT_FALSE(fa.lr_on_device());
-  torch::optim::SGD fb(b->parameters(),
-                       torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
-  const auto x = torch::randn({4, 3, 32, 32});
-  const auto y = torch::randint(4, {4}, torch::kInt64);
-  for (int step = 0; step < 3; ++step) {
-    for (auto* m : {&a, &b}) {
-      for (auto& p : (*m)->parameters()) p.mutable_grad().reset();
-      torch::nn::functional::cross_entropy((*m)->forward(x), y).backward();
-    }
-    fa.step();
-    fb.step();
-    const auto pa = a->parameters(), pb = b->parameters();
-    for (size_t i = 0; i < pa.size(); ++i) {
-      ASSERT_TRUE(torch::equal(pa[i], pb[i])) << "step " << step << " parameter " << i;
-    }
+  LrScheduleOptions cosine = constant;
+  cosine.kind = LrScheduleKind::kCosine;
+  cosine.warmup_steps = 2;
+  for (const LrSchedule schedule : {LrSchedule(constant), LrSchedule(cosine)}) {
+    expect_same_steps_as_torch_sgd(
+        [&](std::vector<torch::Tensor> p) {
+          ForeachSgd sgd(std::move(p), schedule, 0.9, 1e-4, ForeachSgd::LrSource::kHost);
+          EXPECT_FALSE(sgd.lr_on_device());
+          return sgd;
+        },
+        [&](int k) { return schedule.lr_at(k); });
   }
+  // The constant schedule read "from the device" is still the scalar.
+  EXPECT_FALSE(
+      ForeachSgd({torch::zeros({1})}, LrSchedule(constant), 0.9, 0, ForeachSgd::LrSource::kDevice)
+          .lr_on_device());
 }
 
 // Any other schedule: step k subtracts lr_at(k) x the update, from the host as the scalar of the

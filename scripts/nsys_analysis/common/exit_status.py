@@ -1,4 +1,5 @@
-"""The exit statuses of the Python scripts (analyze.py, sweep.py, benchmarks.py, kernel_families.py), one
+"""The exit statuses of the Python scripts (analyze.py, sweep.py, benchmarks.py, kernel_families.py,
+bench_batchnorm.py), one
 name each. The project's table of every program's and script's statuses is lib/core/exit_status.h's, and
 the README's; a test checks these values against the README's table.
 
@@ -10,7 +11,7 @@ OK = 0
 
 FAILURE = 1
 """Bad data or a failed run: a run that failed or failed a check (sweep.py, benchmarks.py), a tool or
-program missing (benchmarks.py), an unreadable result file, an output that could not be written, or
+program missing (benchmarks.py; bench_batchnorm.py: PyTorch, torchvision or CUDA), an unreadable result file, an output that could not be written, or
 matplotlib missing for the figures."""
 
 USAGE = 2

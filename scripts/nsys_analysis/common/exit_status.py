@@ -1,7 +1,6 @@
 """The exit statuses of the Python scripts (analyze.py, sweep.py, benchmarks.py, kernel_families.py,
-bench_batchnorm.py), one
-name each. The project's table of every program's and script's statuses is lib/core/exit_status.h's, and
-the README's; a test checks these values against the README's table.
+bench_batchnorm.py), one name each. The project's table of every program's and script's statuses is
+lib/core/exit_status.h's, and the README's; a test checks these values against the README's table.
 
 Each script uses the subset its docstring lists.
 """
@@ -11,8 +10,8 @@ OK = 0
 
 FAILURE = 1
 """Bad data or a failed run: a run that failed or failed a check (sweep.py, benchmarks.py), a tool or
-program missing (benchmarks.py; bench_batchnorm.py: PyTorch, torchvision or CUDA), an unreadable result file, an output that could not be written, or
-matplotlib missing for the figures."""
+program missing (benchmarks.py; bench_batchnorm.py: PyTorch, torchvision or a CUDA device), an
+unreadable result file, an output that could not be written, or matplotlib missing for the figures."""
 
 USAGE = 2
 """A bad command line or input named by it: a flag's value, a missing, unreadable or unusable input

@@ -136,7 +136,10 @@ def run_args(cfg, seed, data, extra):
 
 def expected_steps(cfg, extra):
     """The steps a run must capture: --steps after `--` when given, else the configuration's."""
-    value = extra_flags(extra).get("--steps")
+    flags = extra_flags(extra)
+    value = flags.get("--steps")
+    if "--steps" in flags and value is None:  # `-- --steps` last, or followed by another flag
+        raise ConfigError("expected an integer after --steps, got nothing")
     try:
         return int(value) if value is not None else int(cfg["steps"])
     except ValueError:

@@ -43,6 +43,9 @@ class PlanTest(unittest.TestCase):
         self.assertEqual(expected_steps(cfg, ["--synthetic"]), 64)
         with self.assertRaisesRegex(ConfigError, "expected an integer after --steps, got 'x'"):
             expected_steps(cfg, ["--steps", "x"])
+        for extra in (["--steps"], ["--steps", "--synthetic"], ["--steps="]):
+            with self.assertRaisesRegex(ConfigError, "expected an integer after --steps, got (nothing|'')"):
+                expected_steps(cfg, extra)
 
 
 class ConfigFileTest(ScratchCase):

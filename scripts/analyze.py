@@ -77,7 +77,7 @@ Exit status (nsys_analysis.common.exit_status): 0 done; 1 an output could not be
 came, or matplotlib is missing for the figures; 2 unusable input (missing file, a directory, unreadable,
 not SQLite, no NVTX_EVENTS, bad report or --untraced report; with several exports also two of one rank, or
 a report of another rank; with --repeats a report without images/s), an output path that cannot be
-written, or a bad command line; 3 with --check when any check is false or not evaluable.
+written, or a bad command line; 3 with --check when any check is false or not evaluable; 130 Ctrl-C.
 """
 
 import argparse
@@ -91,7 +91,7 @@ from nsys_analysis.capture.export import AnalysisError  # noqa: E402
 from nsys_analysis.capture.cost import DEFAULT_MAX_SLOWDOWN  # noqa: E402
 from nsys_analysis.capture.pipeline import (REPEATS_FILES, analyze, analyze_ranks, analyze_repeats,  # noqa: E402
                                             capture_outputs, check_outputs, ranks_outputs)
-from nsys_analysis.common.exit_status import CHECKS_FAILED, FAILURE, OK, USAGE  # noqa: E402
+from nsys_analysis.common.exit_status import CHECKS_FAILED, FAILURE, OK, USAGE, exit_with  # noqa: E402
 from nsys_analysis.common.files import (OutputError, UsageError, check_input_file,  # noqa: E402
                                         check_output_file)
 from nsys_analysis.common.formatting import fmt  # noqa: E402
@@ -263,4 +263,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main, "analyze.py")

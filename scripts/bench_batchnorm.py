@@ -13,7 +13,7 @@ forward+backward with ATen's batch norm. This measured the "tried and rejected" 
 docs/BENCHMARKS.md (ATen's batch norm 4.5% slower).
 
 Exit status (nsys_analysis.common.exit_status): 0 done; 1 PyTorch, torchvision or a CUDA device
-missing (named on stderr); 2 a bad flag.
+missing (named on stderr); 2 a bad flag; 130 Ctrl-C.
 """
 
 import argparse
@@ -22,7 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nsys_analysis.common.exit_status import FAILURE, OK  # noqa: E402
+from nsys_analysis.common.exit_status import FAILURE, OK, exit_with  # noqa: E402
 
 
 def positive(text):
@@ -133,4 +133,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main, "bench_batchnorm.py")

@@ -38,7 +38,7 @@ where the file goes); results are written atomically, a symlink followed.
 Exit status (nsys_analysis.common.exit_status): 0 done; 1 when a run failed (checks: when a check failed),
 a program or tool is missing, a result file of DIR cannot be read (table), or an output could not be
 written; 2 for usage errors (a flag's value, an --out that cannot be written, table's --out not a
-directory).
+directory); 130 Ctrl-C.
 """
 
 import argparse
@@ -51,7 +51,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nsys_analysis.bench.commands import COMMANDS, BenchSettings, check_outputs  # noqa: E402
 from nsys_analysis.bench.runs import BenchmarkError  # noqa: E402
 from nsys_analysis.bench.tables import render_tables  # noqa: E402
-from nsys_analysis.common.exit_status import FAILURE, OK, USAGE  # noqa: E402
+from nsys_analysis.common.exit_status import FAILURE, OK, USAGE, exit_with  # noqa: E402
 from nsys_analysis.common.files import OutputError, UsageError  # noqa: E402
 
 
@@ -118,4 +118,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main, "benchmarks.py")

@@ -22,7 +22,7 @@ atomically; a symlink is followed, a character device such as /dev/null written 
 Exit status (nsys_analysis.common.exit_status): 0 done; 1 --out could not be written when its turn came;
 2 a file missing, not JSON, or without kernel_families (an export without device data, or an analyze.py
 older than the families) or with families of another form, --names of another length, or an --out that
-cannot be written.
+cannot be written; 130 Ctrl-C.
 """
 
 import argparse
@@ -32,7 +32,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nsys_analysis.capture.kernels import KERNEL_FAMILIES  # noqa: E402
-from nsys_analysis.common.exit_status import FAILURE, OK, USAGE  # noqa: E402
+from nsys_analysis.common.exit_status import FAILURE, OK, USAGE, exit_with  # noqa: E402
 from nsys_analysis.common.files import OutputError, UsageError, check_output_file, write_text  # noqa: E402
 from nsys_analysis.common.formatting import fmt, table  # noqa: E402
 
@@ -136,4 +136,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main, "kernel_families.py")

@@ -30,7 +30,7 @@ are written atomically; a symlink is followed, a character device such as /dev/n
 
 Exit status: 0 every run aggregated; 1 some run failed, timed out twice or failed a check, or an output
 could not be written; 2 usage (a flag's value, an unreadable --configs, an --out that cannot be written);
-4 --deadline reached (rerun with --resume to finish). The names: nsys_analysis.common.exit_status.
+4 --deadline reached (rerun with --resume to finish); 130 Ctrl-C (the run under way stopped). The names: nsys_analysis.common.exit_status.
 """
 
 import argparse
@@ -41,7 +41,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The sweep itself lives in the nsys_analysis package beside this script.
-from nsys_analysis.common.exit_status import DEADLINE, FAILURE, OK, USAGE  # noqa: E402
+from nsys_analysis.common.exit_status import DEADLINE, FAILURE, OK, USAGE, exit_with  # noqa: E402
 from nsys_analysis.common.files import OutputError, UsageError, check_input_file  # noqa: E402
 from nsys_analysis.common.paths import default_train_binary  # noqa: E402
 from nsys_analysis.common.plotting import require_matplotlib  # noqa: E402
@@ -163,4 +163,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main, "sweep.py")

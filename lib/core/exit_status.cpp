@@ -46,9 +46,11 @@ const std::vector<ExitStatusRow>& exit_status_table() {
       {"3", "`analyze.py --check`", "a capture check failed or could not be evaluated (named)"},
       {"4", "`sweep.py --deadline`",
        "the deadline passed before every run of the plan was made (`--resume` finishes it)"},
-      {"128 + N", "`train_resnet50`, `get_food101.sh`, `launch_local.sh`",
+      {"128 + N",
+       "`train_resnet50`, `get_food101.sh`, `launch_local.sh`; the Python scripts (130 on Ctrl-C)",
        "stopped by signal N: 130 for SIGINT, 143 for SIGTERM (`train_resnet50` drains the device "
-       "and writes its report first; `launch_local.sh` forwards the signal to its ranks)"},
+       "and writes its report first; `launch_local.sh` forwards the signal to its ranks; a Python "
+       "script says `interrupted` in one line, no traceback)"},
       {"the child's", "`profile.sh`, `launch_local.sh`, `run.sh`, `python_tests.sh`, `test.sh`",
        "the status of the program they ran (`profile.sh`: the profiled program's or torchrun's; "
        "`launch_local.sh`: the first rank, in rank order, that failed)"},

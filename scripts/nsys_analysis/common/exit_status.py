@@ -23,5 +23,21 @@ CHECKS_FAILED = 3
 DEADLINE = 4
 """sweep.py --deadline: the time ran out before every run; rerun with --resume to finish."""
 
+INTERRUPTED = 130
+"""128 + SIGINT (the README's "128 + N" row): stopped by Ctrl-C; one line says so, not a traceback."""
+
 # Every status above by name, for tests and tables.
-ALL = {"OK": OK, "FAILURE": FAILURE, "USAGE": USAGE, "CHECKS_FAILED": CHECKS_FAILED, "DEADLINE": DEADLINE}
+ALL = {"OK": OK, "FAILURE": FAILURE, "USAGE": USAGE, "CHECKS_FAILED": CHECKS_FAILED, "DEADLINE": DEADLINE,
+       "INTERRUPTED": INTERRUPTED}
+
+
+def exit_with(main, prog):
+    """sys.exit(main()); on Ctrl-C (KeyboardInterrupt, after whatever cleanup it unwound through) one line,
+    "PROG: interrupted", and INTERRUPTED."""
+    import sys
+    try:
+        status = main()
+    except KeyboardInterrupt:
+        sys.stderr.write("\n%s: interrupted\n" % prog)
+        status = INTERRUPTED
+    sys.exit(status)

@@ -3,8 +3,11 @@ statuses: the README's "Exit statuses" (which tests/lib/core/exit_status_test.cp
 lib/core/exit_status.cpp, row for row). Each constant the scripts return is a status of that table, for
 the scripts that return it."""
 
+import contextlib
+import io
 import os
 import re
+import signal
 import unittest
 
 from nsys_analysis.common import exit_status
@@ -29,7 +32,8 @@ class ExitStatusTest(unittest.TestCase):
     def test_every_constant_is_a_status_of_the_table(self):
         rows = readme_rows()
         for name, value in exit_status.ALL.items():
-            self.assertIn(str(value), rows, "%s = %d is not in the README's table" % (name, value))
+            status = str(value) if value < 128 else "128 + N"  # a signal's: the one row of them all
+            self.assertIn(status, rows, "%s = %d is not in the README's table" % (name, value))
 
     def test_the_scripts_own_statuses_are_theirs_in_the_table(self):
         rows = readme_rows()
@@ -37,13 +41,30 @@ class ExitStatusTest(unittest.TestCase):
         self.assertTrue(any("sweep.py" in who for who in rows[str(exit_status.DEADLINE)]))
         for common in (exit_status.OK, exit_status.FAILURE, exit_status.USAGE):
             self.assertIn("every program and script", rows[str(common)])
+        self.assertEqual(exit_status.INTERRUPTED, 128 + signal.SIGINT)
+        self.assertTrue(any("Python scripts (130 on Ctrl-C)" in who for who in rows["128 + N"]))
 
     def test_the_scripts_return_names_not_numbers(self):
         scripts = os.path.join(os.path.dirname(README), "scripts")
-        for name in ("analyze.py", "sweep.py", "benchmarks.py", "kernel_families.py"):
+        for name in ("analyze.py", "sweep.py", "benchmarks.py", "kernel_families.py", "bench_batchnorm.py"):
             with open(os.path.join(scripts, name)) as f:
                 text = f.read()
             self.assertEqual(re.findall(r"^\s*return [0-9]+\s*$", text, re.M), [], name)
+            # Ctrl-C ends it with one line and INTERRUPTED
+            self.assertIn('exit_with(main, "%s")' % name, text, name)
+
+    def test_ctrl_c_is_one_line_and_130(self):
+        def interrupted():
+            raise KeyboardInterrupt
+
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as e:
+            exit_status.exit_with(interrupted, "x.py")
+        self.assertEqual(e.exception.code, exit_status.INTERRUPTED)
+        self.assertEqual(err.getvalue(), "\nx.py: interrupted\n")
+        with self.assertRaises(SystemExit) as e:
+            exit_status.exit_with(lambda: exit_status.USAGE, "x.py")
+        self.assertEqual(e.exception.code, exit_status.USAGE)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,10 @@
 
 #include <limits>
 #include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "data_pipeline/loader_options.h"
 
@@ -35,12 +39,14 @@ void visit_settings(S& s, V&& v) {
   v.boolean({"hidden", "G", "not in reports", /*reported=*/false}, s.hidden);
 }
 
-// Parses `args` against the table and returns the settings it read.
-Settings parse(std::vector<std::string> args, std::string* help = nullptr,
-               std::set<std::string>* given = nullptr) {
-  Settings s;
+// Parses `args` against the table `visit` walks (visit(s, visitor) for an S s) and returns what it
+// read: the help text and the flags given too when asked.
+template <typename S, typename Visit>
+S parse_table(Visit visit, std::vector<std::string> args, std::string* help,
+              std::set<std::string>* given) {
+  S s;
   cxxopts::Options options("prog");
-  visit_settings(s, DeclareFlags(options));
+  visit(s, DeclareFlags(options));
   args.insert(args.begin(), "prog");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -49,9 +55,16 @@ Settings parse(std::vector<std::string> args, std::string* help = nullptr,
   const auto result = options.parse(argc, p);
   if (help) *help = options.help();
   ReadFlags reader(result);
-  visit_settings(s, reader);
+  visit(s, reader);
   if (given) *given = reader.given();
   return s;
+}
+
+// Parses `args` against visit_settings' table.
+Settings parse(std::vector<std::string> args, std::string* help = nullptr,
+               std::set<std::string>* given = nullptr) {
+  return parse_table<Settings>([](Settings& s, auto&& v) { visit_settings(s, v); }, std::move(args),
+                               help, given);
 }
 
 void expect_usage_error(const std::vector<std::string>& args, const std::string& message) {
@@ -139,18 +152,8 @@ void visit_optionals(S& s, V&& v) {
 }
 
 Optionals parse_optionals(std::vector<std::string> args, std::string* help = nullptr) {
-  Optionals s;
-  cxxopts::Options options("prog");
-  visit_optionals(s, DeclareFlags(options));
-  args.insert(args.begin(), "prog");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  int argc = static_cast<int>(argv.size());
-  char** p = argv.data();
-  const auto result = options.parse(argc, p);
-  if (help) *help = options.help();
-  visit_optionals(s, ReadFlags(result));
-  return s;
+  return parse_table<Optionals>([](Optionals& s, auto&& v) { visit_optionals(s, v); },
+                                std::move(args), help, nullptr);
 }
 
 TEST(CliTest, OptionalFlagsStayUnsetUntilGiven) {

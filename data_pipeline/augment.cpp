@@ -9,6 +9,17 @@ namespace data_pipeline {
 AugmentParams sample_augment(CounterRng& rng, int width, int height,
                              const AugmentOptions& options) {
   AugmentParams out;
+  if (options.crop == CropMode::kCenter) {
+    const int shorter = std::min(width, height);
+    const int side =
+        std::clamp(static_cast<int>(std::nearbyint(shorter * options.center_fraction)), 1, shorter);
+    // CenterCrop's int(round((size - crop) / 2.0)): Python's round, half to even.
+    out.crop.x = static_cast<int>(std::nearbyint((width - side) / 2.0));
+    out.crop.y = static_cast<int>(std::nearbyint((height - side) / 2.0));
+    out.crop.width = side;
+    out.crop.height = side;
+    return out;
+  }
   const double area = static_cast<double>(width) * static_cast<double>(height);
   const double log_ratio_min = std::log(options.ratio_min);
   const double log_ratio_max = std::log(options.ratio_max);

@@ -27,8 +27,19 @@ struct AugmentParams {
   bool flip = false;
 };
 
-/// RandomResizedCrop(scale, ratio) + RandomHorizontalFlip(p) settings. Defaults are torchvision's.
+/// How a sample's crop is chosen.
+enum class CropMode {
+  kRandomResized,  ///< Training: RandomResizedCrop + RandomHorizontalFlip (torchvision's).
+  kCenter,         ///< Evaluation: Resize(S / center_fraction) + CenterCrop(S), no flip, no draws.
+};
+
+/// RandomResizedCrop(scale, ratio) + RandomHorizontalFlip(p) settings, or the evaluation's centre
+/// crop. Defaults are torchvision's.
 struct AugmentOptions {
+  CropMode crop = CropMode::kRandomResized;
+  /// kCenter: the crop's side over the image's shorter side; torchvision's evaluation transform,
+  /// Resize(256) + CenterCrop(224), keeps 224 / 256 of it. In (0, 1].
+  double center_fraction = 224.0 / 256.0;
   double scale_min = 0.08;
   double scale_max = 1.0;
   double ratio_min = 3.0 / 4.0;
@@ -41,7 +52,11 @@ struct AugmentOptions {
 /// tries of an area fraction uniform in [scale_min, scale_max] and a log-uniform aspect ratio,
 /// accepting the first that fits, then the centre-crop fallback clamped to [ratio_min, ratio_max];
 /// then the flip. Consumes draws from `rng` in a fixed order, so the result is a pure function of
-/// the generator's key and the image size. Pure; thread-safe.
+/// the generator's key and the image size.
+/// With CropMode::kCenter: the centred square of side round(center_fraction x the shorter side)
+/// (at least 1), which resized to S is torchvision's Resize(S / center_fraction) + CenterCrop(S)
+/// up to the resampling; its offsets round (size - side) / 2 as CenterCrop does; no flip, no draw
+/// from `rng`. Pure; thread-safe.
 AugmentParams sample_augment(CounterRng& rng, int image_width, int image_height,
                              const AugmentOptions& options = {});
 

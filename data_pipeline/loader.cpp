@@ -37,12 +37,13 @@ const std::uint8_t* Batch::sample_area(std::int64_t k) const {
 
 class Loader::EpochOrders {
  public:
-  EpochOrders(std::int64_t size, std::uint64_t seed, bool shuffle, int shard_count, int shard_index)
+  EpochOrders(std::int64_t size, const LoaderOptions& options)
       : size_(size),
-        seed_(seed),
-        shuffle_(shuffle),
-        shard_count_(shard_count),
-        shard_index_(shard_index) {}
+        seed_(options.seed),
+        shuffle_(options.shuffle),
+        shard_count_(options.shard_count),
+        shard_index_(options.shard_index),
+        shard_images_(epoch_images(size, options)) {}
 
   std::shared_ptr<const std::vector<std::int64_t>> get(std::int64_t epoch) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -59,9 +60,9 @@ class Loader::EpochOrders {
     if (shard_count_ == 1) {
       *order = std::move(perm);
     } else {
-      const std::int64_t shard = shard_size(size_, shard_count_);
-      order->reserve(static_cast<std::size_t>(shard));
-      for (std::int64_t j = 0; j < shard; ++j) {
+      // Padded: positions past the split's end wrap to its head; unpadded, there are none.
+      order->reserve(static_cast<std::size_t>(shard_images_));
+      for (std::int64_t j = 0; j < shard_images_; ++j) {
         const std::int64_t padded =
             shard_index_ + j * shard_count_;  // position in the padded order
         order->push_back(perm[static_cast<std::size_t>(padded % size_)]);
@@ -78,6 +79,7 @@ class Loader::EpochOrders {
   const bool shuffle_;
   const int shard_count_;
   const int shard_index_;
+  const std::int64_t shard_images_;
   std::mutex mu_;
   std::vector<std::pair<std::int64_t, std::shared_ptr<const std::vector<std::int64_t>>>> cache_;
 };
@@ -97,8 +99,7 @@ struct Loader::Shared {
         ring(std::move(ring_in)),
         read(std::move(read_in)),
         records(ring->shape().slots),
-        orders(index->size(), options.seed, options.shuffle, options.shard_count,
-               options.shard_index),
+        orders(index->size(), options),
         reading(static_cast<std::size_t>(options.workers)),
         exited(static_cast<std::size_t>(options.workers), false) {
     const auto b = static_cast<std::size_t>(options.batch_size);
@@ -141,16 +142,22 @@ Loader::Loader(std::shared_ptr<const Food101Index> index, LoaderOptions options,
   if (!index_ || index_->size() == 0) throw std::invalid_argument("Loader: empty dataset index");
   validate(options_);
   // The images this loader reads an epoch: the split, or its shard.
-  const std::int64_t n = shard_size(index_->size(), options_.shard_count);
+  const std::int64_t n = epoch_images(index_->size(), options_);
   const std::int64_t b = options_.batch_size;
-  if (options_.drop_last && n < b) {
-    const std::string shard = options_.shard_count > 1
-                                  ? " (" + std::to_string(n) + " in each of " +
-                                        std::to_string(options_.shard_count) + " shards)"
-                                  : "";
+  if (n == 0 || (options_.drop_last && n < b)) {
+    std::string shard;
+    if (options_.shard_count > 1) {
+      shard = options_.pad_shards
+                  ? " (" + std::to_string(n) + " in each of " +
+                        std::to_string(options_.shard_count) + " shards)"
+                  : " (" + std::to_string(n) + " in shard " + std::to_string(options_.shard_index) +
+                        " of " + std::to_string(options_.shard_count) + ")";
+    }
     throw DataError(index_->dataset_dir().string() + "/meta/" + index_->split() + ".txt: split '" +
                     index_->split() + "' has " + std::to_string(index_->size()) + " images" +
-                    shard + ", fewer than one batch of " + std::to_string(b) + " (drop_last)");
+                    shard +
+                    (n == 0 ? std::string(", none for this shard")
+                            : ", fewer than one batch of " + std::to_string(b) + " (drop_last)"));
   }
   sample_bytes_ = sample_bytes(options_.transform);
 

@@ -16,6 +16,8 @@ void require(bool ok, const char* field, const std::string& expected, const std:
 void validate(const TransformOptions& o) {
   require(o.image_size >= kMinImageSize, "image_size", ">= " + std::to_string(kMinImageSize),
           std::to_string(o.image_size));
+  const double f = o.augment.center_fraction;
+  require(f > 0 && f <= 1, "augment.center_fraction", "in (0, 1]", std::to_string(f));
 }
 
 void validate(const LoaderOptions& o) {

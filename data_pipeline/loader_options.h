@@ -111,6 +111,10 @@ struct LoaderOptions {
   /// the whole split.
   int shard_count = 1;
   int shard_index = 0;
+  /// false (evaluation): the shards are not padded, so no image is read twice in an epoch: shard i
+  /// takes the positions i, i + shard_count, ... of the order that exist, and the shards' sizes
+  /// differ by at most one (unpadded_shard_size).
+  bool pad_shards = true;
 };
 
 /// `options.max_image_mb` in bytes.
@@ -121,6 +125,18 @@ inline std::uint64_t max_image_bytes(const LoaderOptions& options) {
 /// Images in one shard of a split of `images`: ceil(images / shard_count).
 inline std::int64_t shard_size(std::int64_t images, int shard_count) {
   return (images + shard_count - 1) / shard_count;
+}
+
+/// Images in shard `shard_index` of `images` without padding: those of the positions shard_index,
+/// shard_index + shard_count, ... below `images`.
+inline std::int64_t unpadded_shard_size(std::int64_t images, int shard_count, int shard_index) {
+  return images > shard_index ? (images - shard_index + shard_count - 1) / shard_count : 0;
+}
+
+/// Images one epoch of `options`' loader reads from a split of `images`: its shard, padded or not.
+inline std::int64_t epoch_images(std::int64_t images, const LoaderOptions& options) {
+  return options.pad_shards ? shard_size(images, options.shard_count)
+                            : unpadded_shard_size(images, options.shard_count, options.shard_index);
 }
 
 /// The invariants the transform and the loader rely on; the command line checks the same ranges

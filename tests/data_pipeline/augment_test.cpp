@@ -104,6 +104,28 @@ TEST(AugmentTest, FallsBackToClampedCentreCrop) {
   EXPECT_EQ(q.crop.height, 13);
 }
 
+TEST(AugmentTest, CentreCropIsTorchvisionsEvaluationCropAndDrawsNothing) {
+  AugmentOptions eval;
+  eval.crop = CropMode::kCenter;
+  CounterRng rng(4, 1, 2, CounterRng::kAugment), untouched(4, 1, 2, CounterRng::kAugment);
+  // Landscape 512 x 340: Resize(256) + CenterCrop(224) keeps 340 * 224 / 256 = 297.5 source
+  // pixels, rounded half to even: 298; offsets round((512 - 298) / 2), round((340 - 298) / 2).
+  const AugmentParams p = sample_augment(rng, 512, 340, eval);
+  EXPECT_EQ(p.crop, (CropRect{107, 21, 298, 298}));
+  EXPECT_FALSE(p.flip);
+  // Portrait, odd margins: 301 wide -> side round(263.375) = 263, x = round(19) = 19,
+  // y = round((500 - 263) / 2) = round(118.5) = 118 (half to even).
+  EXPECT_EQ(sample_augment(rng, 301, 500, eval).crop, (CropRect{19, 118, 263, 263}));
+  // A square already at the crop's share, and a fraction of 1 (the whole shorter side).
+  EXPECT_EQ(sample_augment(rng, 256, 256, eval).crop, (CropRect{16, 16, 224, 224}));
+  eval.center_fraction = 1.0;
+  EXPECT_EQ(sample_augment(rng, 400, 300, eval).crop, (CropRect{50, 0, 300, 300}));
+  // A 1-pixel image still gets a 1-pixel crop.
+  EXPECT_EQ(sample_augment(rng, 1, 1, eval).crop, (CropRect{0, 0, 1, 1}));
+  // No draw was taken: the generator is where an untouched one is.
+  EXPECT_EQ(rng.uniform(), untouched.uniform());
+}
+
 TEST(AugmentTest, SameKeySameParams) {
   CounterRng a(2026, 5, 99, CounterRng::kAugment), b(2026, 5, 99, CounterRng::kAugment);
   const AugmentParams p = sample_augment(a, 512, 400), q = sample_augment(b, 512, 400);

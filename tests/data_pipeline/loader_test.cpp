@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -15,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <thread>
 
 #include "data_pipeline/data_error.h"
@@ -319,6 +321,48 @@ TEST_F(LoaderTest, ShardsFollowDistributedSamplersFormula) {
     for (std::int64_t p = 0; p < shard * world; ++p) expected.push_back(all[p % n].index);
     std::sort(expected.begin(), expected.end());
     EXPECT_EQ(seen_in_epoch0, expected) << world << " ranks";
+  }
+}
+
+TEST_F(LoaderTest, UnpaddedShardsReadEveryImageOnceAsTheEvaluationNeeds) {
+  LoaderOptions whole = base(2, 4);
+  whole.drop_last = false;
+  whole.shuffle = false;
+  whole.pad_shards = false;
+  const std::int64_t n = 36;
+  for (const int world : {1, 5, 7}) {
+    std::vector<std::int64_t> seen;
+    for (int rank = 0; rank < world; ++rank) {
+      LoaderOptions o = whole;
+      o.shard_count = world;
+      o.shard_index = rank;
+      Loader loader(index(), o);
+      const std::int64_t size = unpadded_shard_size(n, world, rank);
+      EXPECT_EQ(size, (n - rank + world - 1) / world);
+      EXPECT_EQ(loader.batches_per_epoch(), (size + 3) / 4);
+      const auto mine = samples_of(loader, 1);
+      ASSERT_EQ(mine.size(), static_cast<std::size_t>(size)) << world << " ranks, rank " << rank;
+      for (std::size_t j = 0; j < mine.size(); ++j) {
+        // Without shuffle the order is the split's: rank + j * world.
+        EXPECT_EQ(mine[j].index, rank + static_cast<std::int64_t>(j) * world);
+        seen.push_back(mine[j].index);
+      }
+    }
+    std::sort(seen.begin(), seen.end());
+    std::vector<std::int64_t> every(n);
+    std::iota(every.begin(), every.end(), std::int64_t{0});
+    EXPECT_EQ(seen, every) << world << " ranks: every image exactly once";
+  }
+  // More ranks than images: a rank with none is a DataError naming the split.
+  LoaderOptions o = whole;
+  o.shard_count = 40;
+  o.shard_index = 37;
+  try {
+    Loader loader(index(), o);
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("0 in shard 37 of 40"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("none for this shard"), std::string::npos) << e.what();
   }
 }
 

@@ -24,6 +24,10 @@ int main(int argc, char** argv) {
          cxxopts::value<std::string>()->default_value("0.25"))
         ("threads", "encoder threads (0 = all hardware threads)",
          cxxopts::value<std::string>()->default_value("0"))
+        ("class-signal",
+         "0..1: how strongly an image shows its class (ellipses pulled toward the class's tint); "
+         "0 writes the default bytes",
+         cxxopts::value<std::string>()->default_value("0"))
         ("h,help", "print this help",
          workload::request_value());
     // clang-format on
@@ -42,6 +46,7 @@ int main(int argc, char** argv) {
     opt.quality = static_cast<int>(flags.integer("quality", 1, 100));
     opt.test_fraction = flags.real("test-fraction", 0.0, 0.99);
     opt.threads = static_cast<int>(flags.integer("threads", 0, 4096));
+    opt.class_signal = flags.real("class-signal", 0.0, 1.0);
     const auto summary = data_pipeline::write_synthetic_food101(flags.string("out"), opt);
     std::printf("food101_synth: wrote %lld images (%lld train, %lld test) to %s, mean %.1f KiB\n",
                 static_cast<long long>(summary.images),

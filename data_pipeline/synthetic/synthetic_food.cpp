@@ -81,7 +81,8 @@ std::vector<std::string> synthetic_class_names(int classes) {
   return names;
 }
 
-cv::Mat make_synthetic_food_image(std::uint64_t seed, int class_index, int item) {
+cv::Mat make_synthetic_food_image(std::uint64_t seed, int class_index, int item,
+                                  double class_signal) {
   CounterRng rng(seed, static_cast<std::uint64_t>(class_index), static_cast<std::uint64_t>(item),
                  CounterRng::kSynthetic);
   int w = 512, h = 512;
@@ -97,6 +98,8 @@ cv::Mat make_synthetic_food_image(std::uint64_t seed, int class_index, int item)
   std::vector<float> fx(static_cast<std::size_t>(w)), fy(static_cast<std::size_t>(h));
   float tint[3];
   for (int ch = 0; ch < 3; ++ch) tint[ch] = static_cast<float>(tint_rng.uniform(90.0, 170.0));
+  // class_signal 0 keeps the original arithmetic exactly (the default's bytes).
+  const float swing = class_signal > 0 ? static_cast<float>(60.0 * (1.0 - class_signal)) : 60.0f;
   for (int ch = 0; ch < 3; ++ch) {
     const double a = rng.uniform(0.005, 0.03), b = rng.uniform(0.005, 0.03);
     const double phase = rng.uniform(0.0, 0.3);
@@ -106,7 +109,7 @@ cv::Mat make_synthetic_food_image(std::uint64_t seed, int class_index, int item)
       auto* row = img.ptr<cv::Vec3f>(y);
       for (int x = 0; x < w; ++x) {
         row[x][ch] =
-            tint[ch] + 60.0f * fx[static_cast<std::size_t>(x)] * fy[static_cast<std::size_t>(y)];
+            tint[ch] + swing * fx[static_cast<std::size_t>(x)] * fy[static_cast<std::size_t>(y)];
       }
     }
   }
@@ -117,7 +120,12 @@ cv::Mat make_synthetic_food_image(std::uint64_t seed, int class_index, int item)
                            static_cast<int>(rng.below(static_cast<std::uint64_t>(h))));
     const cv::Size axes(10 + static_cast<int>(rng.below(111)),
                         10 + static_cast<int>(rng.below(111)));
-    const cv::Scalar colour(rng.uniform(0, 255), rng.uniform(0, 255), rng.uniform(0, 255));
+    cv::Scalar colour(rng.uniform(0, 255), rng.uniform(0, 255), rng.uniform(0, 255));
+    if (class_signal > 0) {
+      for (int ch = 0; ch < 3; ++ch) {
+        colour[ch] = (1.0 - class_signal) * colour[ch] + class_signal * tint[ch];
+      }
+    }
     cv::ellipse(img, centre, axes, rng.uniform(0, 180), 0, 360, colour, cv::FILLED, cv::LINE_AA);
   }
   cv::GaussianBlur(img, img, cv::Size(0, 0), 2.0);
@@ -144,6 +152,9 @@ SyntheticFoodSummary write_synthetic_food101(const fs::path& out,
   }
   if (options.test_fraction < 0.0 || options.test_fraction >= 1.0) {
     throw std::invalid_argument("test_fraction must be in [0, 1)");
+  }
+  if (!(options.class_signal >= 0 && options.class_signal <= 1)) {
+    throw std::invalid_argument("class_signal must be in [0, 1]");
   }
   const auto names = synthetic_class_names(options.classes);
   SyntheticFoodSummary summary;
@@ -176,7 +187,7 @@ SyntheticFoodSummary write_synthetic_food101(const fs::path& out,
       const int c = static_cast<int>(k / options.per_class);
       const int j = static_cast<int>(k % options.per_class);
       try {
-        const cv::Mat rgb = make_synthetic_food_image(options.seed, c, j);
+        const cv::Mat rgb = make_synthetic_food_image(options.seed, c, j, options.class_signal);
         const auto jpeg = encode_jpeg(rgb.data, rgb.cols, rgb.rows, 3, rgb.step[0], enc);
         const fs::path file = images / names[static_cast<std::size_t>(c)] / (id_of(c, j) + ".jpg");
         std::ofstream f(file, std::ios::binary | std::ios::trunc);

@@ -18,6 +18,11 @@ struct SyntheticFoodOptions {
   int quality = 85;
   int threads = 0;              ///< 0 = hardware concurrency.
   double test_fraction = 0.25;  ///< Share of each class listed in meta/test.txt.
+  /// How strongly an image shows its class, in [0, 1]: the ellipses' colours are pulled this far
+  /// toward the class's tint and the colour field's swing shrinks by as much. 0 (the default)
+  /// writes the same bytes as before the option existed; 1 leaves only the tint, the shapes' edges
+  /// and the noise: classes a small model tells apart within a few epochs (tests).
+  double class_signal = 0;
 };
 
 /// What was written.
@@ -35,8 +40,9 @@ std::vector<std::string> synthetic_class_names(int classes);
 
 /// One synthetic "food photo" as 8-bit RGB: longest side 512, the other in [340, 512], smooth
 /// colour fields, blurred filled ellipses (edges) and mild Gaussian-like noise. A pure function
-/// of (seed, class, item).
-cv::Mat make_synthetic_food_image(std::uint64_t seed, int class_index, int item);
+/// of (seed, class, item, class_signal) (SyntheticFoodOptions::class_signal).
+cv::Mat make_synthetic_food_image(std::uint64_t seed, int class_index, int item,
+                                  double class_signal = 0);
 
 /// Writes <out>/food-101/{images/<class>/<id>.jpg, meta/classes.txt, labels.txt, train.txt,
 /// test.txt, train.json, test.json}. Deterministic for a seed (file bytes included) whatever the

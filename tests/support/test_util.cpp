@@ -62,13 +62,14 @@ std::vector<std::uint8_t> read_bytes(const fs::path& file) {
 }
 
 fs::path make_dataset(const fs::path& root, int classes, int per_class, std::uint64_t seed,
-                      double test_fraction) {
+                      double test_fraction, double class_signal) {
   data_pipeline::SyntheticFoodOptions options;
   options.classes = classes;
   options.per_class = per_class;
   options.seed = seed;
   options.threads = 2;
   options.test_fraction = test_fraction;
+  options.class_signal = class_signal;
   data_pipeline::write_synthetic_food101(root, options);
   return root;
 }

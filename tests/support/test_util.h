@@ -88,7 +88,8 @@ ProcessResult run_process_signal_on(const std::vector<std::string>& argv, const 
 
 /// Writes a small synthetic Food-101 dataset (real JPEGs) under `root` and returns root.
 std::filesystem::path make_dataset(const std::filesystem::path& root, int classes, int per_class,
-                                   std::uint64_t seed = 7, double test_fraction = 0.25);
+                                   std::uint64_t seed = 7, double test_fraction = 0.25,
+                                   double class_signal = 0);
 
 /// A synthetic Food-101 training split of 3 classes x 8 images (seed 3, no test images) in a
 /// temporary directory, written on first use and shared by the process's tests, with its index.

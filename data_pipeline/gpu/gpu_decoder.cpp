@@ -78,11 +78,12 @@ void GpuDecoder::cancel() {
   loader_->cancel();
 }
 
-void GpuDecoder::reset() {
+void GpuDecoder::reset(std::optional<std::int64_t> epoch) {
+  if (epoch && *epoch < 0) throw std::invalid_argument("GpuDecoder::reset: negative epoch");
   std::deque<Item> dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    epochs_.start_next();  // the stage passes it on to the loader (follow_reset)
+    epochs_.start_next(epoch);  // the stage passes it on to the loader (follow_reset)
     ++generation_;
     dropped.swap(queue_);
   }

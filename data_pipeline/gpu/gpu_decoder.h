@@ -91,8 +91,9 @@ class GpuDecoder {
   ///         failures.
   DeviceBatch next();
   /// Starts a new traversal as Loader::reset does: the next batch is the first of the epoch after
-  /// the last one the consumer took a batch from; batches decoded ahead are dropped.
-  void reset();
+  /// the last one the consumer took a batch from (or at `epoch` when given, as Loader::reset_to);
+  /// batches decoded ahead are dropped. \throws std::invalid_argument for a negative epoch.
+  void reset(std::optional<std::int64_t> epoch = std::nullopt);
   /// Makes a blocked or later next() throw Cancelled. Any thread.
   void cancel();
   /// Stops and joins the stage and the loader. Idempotent; called by the destructor.

@@ -161,6 +161,19 @@ void Distributed::broadcast_from_rank0(const std::vector<torch::Tensor>& tensors
   c10d::broadcast_coalesced(group_->group, tensors, kBroadcastBucketBytes, 0);
 }
 
+void Distributed::all_reduce_sum(torch::Tensor& tensor) {
+  std::vector<torch::Tensor> tensors{tensor};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::SUM;
+  options.timeout = timeout_;
+  try {
+    group_->group->allreduce(tensors, options)->wait(timeout_);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("an all-reduce, rank " + std::to_string(env_.rank) + " of " +
+                             std::to_string(env_.world_size) + ": " + detail::what_of(e));
+  }
+}
+
 void Distributed::propose_stop(std::int64_t next_step, int signal) {
   const StopProposal proposal{next_step + kStopMargin, env_.rank, signal};
   // compareSet from "" to the value: the first proposal wins, a later one leaves it.

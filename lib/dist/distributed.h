@@ -95,6 +95,10 @@ class Distributed {
   /// broadcasts as DDP does at construction.
   void broadcast_from_rank0(const std::vector<torch::Tensor>& tensors);
 
+  /// Replaces `tensor` (on this rank's device) with its sum over the ranks, waiting for it (bounded
+  /// by the collective timeout). \throws on timeout or a failed collective.
+  void all_reduce_sum(torch::Tensor& tensor);
+
   /// The stop agreement, through the store rather than the device, at step boundaries: this rank,
   /// asked to stop for `signal` (0: without one), proposes to stop before step
   /// `next_step + kStopMargin` (lib/dist/stop_agreement.h); the first proposal wins.

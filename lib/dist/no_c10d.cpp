@@ -24,6 +24,7 @@ Distributed::Distributed(const DistEnv& env, DistBackend backend, const torch::D
 Distributed::~Distributed() = default;
 void Distributed::barrier() {}
 void Distributed::broadcast_from_rank0(const std::vector<torch::Tensor>&) {}
+void Distributed::all_reduce_sum(torch::Tensor&) {}
 void Distributed::propose_stop(std::int64_t, int) {}
 std::optional<StopProposal> Distributed::agreed_stop() { return std::nullopt; }
 std::string Distributed::nccl_version() const { return {}; }

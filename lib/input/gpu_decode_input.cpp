@@ -46,6 +46,7 @@ class GpuDecodeInput final : public InputSource {
     held_.release_after([done] { done->synchronize(); });
   }
   void reset() override { decoder_->reset(); }
+  void reset_to(std::int64_t epoch) override { decoder_->reset(epoch); }
   void cancel() override { decoder_->cancel(); }
   void stop() override {
     held_.release();

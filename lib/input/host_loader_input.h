@@ -26,6 +26,7 @@ class HostLoaderInput final : public InputSource {
   const data_pipeline::BatchInfo& info() const override { return batch_; }
   StepInputs submit() override;
   void reset() override { loader_->reset(); }
+  void reset_to(std::int64_t epoch) override { loader_->reset_to(epoch); }
   void cancel() override { loader_->cancel(); }
   void stop() override { loader_->stop(); }
   std::optional<HostRingFacts> host_ring() const override;

@@ -1,6 +1,9 @@
 // The factory of the step's input sources (lib/input/input_source.h).
 #include "lib/input/input_source.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "lib/device/cuda_connections.h"
 #include "lib/input/gpu_decode_input.h"
 #include "lib/input/host_loader_input.h"
@@ -30,6 +33,11 @@ std::unique_ptr<InputSource> make_input_source(const InputContext& ctx) {
       pinning_notice(c.loader.pin_memory, source->host_ring()->pinned, ctx.device.is_cuda());
   if (!pinning.empty()) ctx.notices.push_back(pinning);
   return source;
+}
+
+void InputSource::reset_to(std::int64_t epoch) {
+  throw std::logic_error("InputSource::reset_to(" + std::to_string(epoch) +
+                         "): this source has no epochs");
 }
 
 bool input_wants_priority_stream(const TrainConfig& config) {

@@ -61,6 +61,9 @@ class InputSource {
   virtual StepInputs submit() = 0;
   virtual void release_after_step() {}
   virtual void reset() {}
+  /// reset(), the new traversal starting at `epoch` (a resumed run's next epoch).
+  /// \throws std::logic_error for a source without epochs (synthetic batches).
+  virtual void reset_to(std::int64_t epoch);
   /// Makes a blocked or later next() throw Cancelled. Any thread; returns at once.
   virtual void cancel() {}
   /// Idempotent.

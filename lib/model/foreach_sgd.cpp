@@ -5,7 +5,9 @@
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 namespace workload {
@@ -63,6 +65,7 @@ ForeachSgd::ForeachSgd(std::vector<torch::Tensor> params, const LrSchedule& sche
 
 void ForeachSgd::step() {
   torch::NoGradGuard no_grad;
+  const std::int64_t k = steps_++;
   std::vector<torch::Tensor> params, grads, bufs;
   std::vector<std::size_t> index;
   params.reserve(params_.size());
@@ -101,9 +104,33 @@ void ForeachSgd::step() {
   if (lr_table_.defined()) {
     update_from_table(params, grads);
   } else {
-    const double lr = schedule_ ? schedule_->lr_at(host_step_++) : lr_;
+    const double lr = schedule_ ? schedule_->lr_at(k) : lr_;
     at::_foreach_add_(params, grads, -lr);
   }
+}
+
+void ForeachSgd::load_state(const State& state) {
+  if (state.momentum.size() != params_.size()) {
+    throw std::invalid_argument("optimizer state: " + std::to_string(state.momentum.size()) +
+                                " momentum buffers for " + std::to_string(params_.size()) +
+                                " parameters");
+  }
+  if (state.steps < 0) throw std::invalid_argument("optimizer state: negative step count");
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> momentum(params_.size());
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const torch::Tensor& saved = state.momentum[i];
+    if (!saved.defined()) continue;
+    if (saved.sizes() != params_[i].sizes()) {
+      throw std::invalid_argument("optimizer state: momentum buffer " + std::to_string(i) +
+                                  " has the wrong shape for its parameter");
+    }
+    // Laid out as the parameter (channels_last), as the first step's clone of its gradient is.
+    momentum[i] = torch::empty_like(params_[i]).copy_(saved);
+  }
+  momentum_ = std::move(momentum);
+  steps_ = state.steps;
+  if (lr_table_.defined()) step_.fill_(std::min(steps_, last_step_));
 }
 
 void ForeachSgd::update_from_table(const std::vector<torch::Tensor>& params,

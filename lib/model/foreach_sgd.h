@@ -50,6 +50,19 @@ class ForeachSgd {
   /// schedule's step (kDevice: on the device, where nothing waits for it).
   void step();
 
+  /// What a checkpoint keeps of the optimizer: each parameter's momentum buffer (undefined before
+  /// its first update) and the steps taken, the schedule's position.
+  struct State {
+    std::vector<torch::Tensor> momentum;
+    std::int64_t steps = 0;
+  };
+  /// The state as it stands (the buffers themselves, not copies: save them before the next step).
+  State state() const { return {momentum_, steps_}; }
+  /// Continues from `state`: the buffers copied into ones laid out as their parameters, the
+  /// schedule's next step `state.steps` (kDevice: the device counter set, clamped to the table).
+  /// 	hrows std::invalid_argument when the buffers do not match the parameters (count, shape).
+  void load_state(const State& state);
+
   const std::vector<torch::Tensor>& parameters() const { return params_; }
   /// Whether the LR is read on the device (a schedule that is not constant).
   bool lr_on_device() const { return lr_table_.defined(); }
@@ -65,7 +78,7 @@ class ForeachSgd {
   double momentum_factor_;
   double weight_decay_;
   std::optional<LrSchedule> schedule_;  // kHost with a schedule that is not constant
-  std::int64_t host_step_ = 0;          // schedule_'s next step
+  std::int64_t steps_ = 0;              // step() calls: schedule_'s next step
   torch::Tensor lr_table_;  // float32 [total_steps]: -lr of each step; undefined: the scalar lr_
   torch::Tensor step_;      // int64 [1], on lr_table_'s device: the next step's index
   std::int64_t last_step_ = 0;

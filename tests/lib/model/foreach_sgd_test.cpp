@@ -90,7 +90,7 @@ TEST(ForeachSgdTest, ASchedulePassedFromTheHostIsLibTorchsSgdWithItsLrSetEachSte
   LrScheduleOptions cosine = constant;
   cosine.kind = LrScheduleKind::kCosine;
   cosine.warmup_steps = 2;
-  for (const LrSchedule schedule : {LrSchedule(constant), LrSchedule(cosine)}) {
+  for (const LrSchedule& schedule : {LrSchedule(constant), LrSchedule(cosine)}) {
     expect_same_steps_as_torch_sgd(
         [&](std::vector<torch::Tensor> p) {
           ForeachSgd sgd(std::move(p), schedule, 0.9, 1e-4, ForeachSgd::LrSource::kHost);
@@ -139,6 +139,47 @@ TEST(ForeachSgdTest, AScheduleGivesEachStepItsLearningRate) {
   // The schedule changed the steps: not all the same size.
   EXPECT_NE(schedule.lr_at(0), schedule.lr_at(1));
   EXPECT_NE(schedule.lr_at(3), schedule.lr_at(5));
+}
+
+TEST(ForeachSgdTest, AStateLoadedIntoAFreshOptimizerContinuesTheSameSteps) {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kCosine;
+  o.peak_lr = 0.5;
+  o.warmup_steps = 2;
+  o.total_steps = 6;
+  const LrSchedule schedule(o);
+  for (const ForeachSgd::LrSource source :
+       {ForeachSgd::LrSource::kHost, ForeachSgd::LrSource::kDevice}) {
+    auto a = torch::zeros({2, 3}, torch::requires_grad());
+    auto unused = torch::zeros({2}, torch::requires_grad());  // never a gradient: no buffer
+    ForeachSgd whole({a, unused}, schedule, 0.9, 1e-2, source);
+    const auto grad = [](int k) { return torch::full({2, 3}, 0.5f + static_cast<float>(k)); };
+    for (int k = 0; k < 3; ++k) {
+      a.mutable_grad() = grad(k);
+      whole.step();
+    }
+    // A checkpoint after step 3: the parameter's value and the optimizer's state.
+    ForeachSgd::State saved = whole.state();
+    EXPECT_EQ(saved.steps, 3);
+    ASSERT_TRUE(saved.momentum[0].defined());
+    EXPECT_FALSE(saved.momentum[1].defined());
+    saved.momentum[0] = saved.momentum[0].clone();
+    auto b = a.detach().clone().requires_grad_(true);
+    auto unused_b = torch::zeros({2}, torch::requires_grad());
+    ForeachSgd resumed({b, unused_b}, schedule, 0.9, 1e-2, source);
+    resumed.load_state(saved);
+    for (int k = 3; k < 6; ++k) {
+      a.mutable_grad() = grad(k);
+      whole.step();
+      b.mutable_grad() = grad(k);
+      resumed.step();
+      ASSERT_TRUE(torch::equal(a.detach(), b.detach())) << "step " << k;
+    }
+    // Buffers that do not fit the parameters are refused.
+    ForeachSgd::State wrong{{torch::zeros({3, 2}), torch::Tensor()}, 1};
+    EXPECT_THROW(resumed.load_state(wrong), std::invalid_argument);
+    EXPECT_THROW(resumed.load_state({{torch::zeros({2, 3})}, 1}), std::invalid_argument);
+  }
 }
 
 }  // namespace

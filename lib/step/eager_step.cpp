@@ -6,14 +6,11 @@
 #include <optional>
 #include <stdexcept>
 
-#include "data_pipeline/augment.h"
 #include "lib/device/autocast_guard.h"
 #include "lib/device/nvtx.h"
 #include "lib/dist/data_parallel.h"
 
 namespace workload {
-
-namespace dp = data_pipeline;
 
 EagerStep::EagerStep(const StepContext& ctx)
     : plan_(eager_plan(ctx.config)),
@@ -24,22 +21,14 @@ EagerStep::EagerStep(const StepContext& ctx)
       bf16_(ctx.config.precision == Precision::kBf16),
       layer_ranges_(ctx.config.nvtx_detail == NvtxDetail::kLayers),
       label_smoothing_(ctx.config.label_smoothing),
-      params_(model_->parameters()) {
-  // (x / 255 - mean) / std as x * scale + bias, applied on the device for uint8 batches.
-  std::vector<float> scale(3), bias(3);
-  for (int c = 0; c < 3; ++c) {
-    scale[c] = 1.0f / (255.0f * dp::kImageNetStd[c]);
-    bias[c] = -dp::kImageNetMean[c] / dp::kImageNetStd[c];
-  }
-  norm_scale_ = torch::tensor(scale).view({1, 3, 1, 1}).to(ctx.device);
-  norm_bias_ = torch::tensor(bias).view({1, 3, 1, 1}).to(ctx.device);
-}
+      params_(model_->parameters()),
+      normalize_(ctx.device) {}
 
 void EagerStep::run(StepPhase phase, StepInputs& in) {
   switch (phase) {
     case StepPhase::kNormalize:
       // Converts on the device; the NHWC strides are kept (memory format preserved).
-      in.images = in.images.to(torch::kFloat32).mul_(norm_scale_).add_(norm_bias_);
+      in.images = normalize_(in.images);
       return;
     case StepPhase::kForward:
       loss_ = forward_and_loss(in.images, in.labels);

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "lib/step/device_normalize.h"
 #include "lib/step/step_executor.h"
 
 namespace workload {
@@ -32,8 +33,8 @@ class EagerStep final : public StepExecutor {
   bool bf16_;
   bool layer_ranges_;
   double label_smoothing_;
-  std::vector<torch::Tensor> params_;     // model_->parameters(), gathered once for zero_grad
-  torch::Tensor norm_scale_, norm_bias_;  // uint8 -> normalised float, per channel (1x3x1x1)
+  std::vector<torch::Tensor> params_;  // model_->parameters(), gathered once for zero_grad
+  DeviceNormalize normalize_;          // uint8 batches -> normalised float32
   torch::Tensor loss_;
 };
 

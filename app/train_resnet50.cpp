@@ -1,5 +1,6 @@
 // train_resnet50: the profiling target. Parses flags, runs the Trainer, prints and writes results.
 #include <torch/version.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -49,6 +50,39 @@ Trainer::Progress progress_lines(const TrainConfig& c, const std::string& prefix
   };
 }
 
+// --epochs: a line per epoch; on a terminal also a live bar through each epoch's steps.
+struct EpochLines {
+  const TrainConfig& config;
+  std::string prefix;
+  std::int64_t steps_per_epoch = 0;
+  bool live = false;
+  double session_s = 0;  // this session's epochs, for the ETA
+  int session_epochs = 0;
+
+  void step(const StepRecord& r) const {
+    if (!live || !r.step || steps_per_epoch <= 0) return;
+    const std::int64_t epoch = *r.step / steps_per_epoch;
+    const std::int64_t done = *r.step % steps_per_epoch + 1;
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(kWidth * done / steps_per_epoch);
+    std::printf("\r%s[epoch %lld/%d] [%s%s] %lld/%lld", prefix.c_str(),
+                static_cast<long long>(epoch + 1), config.epochs,
+                std::string(static_cast<std::size_t>(filled), '#').c_str(),
+                std::string(static_cast<std::size_t>(kWidth - filled), '.').c_str(),
+                static_cast<long long>(done), static_cast<long long>(steps_per_epoch));
+    std::fflush(stdout);
+  }
+  void epoch(const EpochRecord& r) {
+    session_s += r.epoch_s;
+    ++session_epochs;
+    const double left = static_cast<double>(config.epochs - (r.epoch + 1));
+    const double eta = left > 0 ? left * session_s / session_epochs : -1;
+    if (live) std::printf("\r\033[K");
+    std::printf("%s", format_epoch(prefix, r, config.epochs, eta).c_str());
+    std::fflush(stdout);
+  }
+};
+
 int finish(const Outcome& outcome) {
   std::fputs(outcome.message.c_str(), stderr);
   return outcome.status;
@@ -74,7 +108,14 @@ int train(int argc, char** argv) {
   const SignalWatcher::Publication publication(*trainer);
   std::printf("%s", format_banner(trainer->facts(), trainer->notices(), prefix).c_str());
   std::fflush(stdout);
-  const RunFacts facts = trainer->facts(trainer->run(progress_lines(args.config, prefix)));
+  Trainer::Progress progress = progress_lines(args.config, prefix);
+  EpochLines epochs{args.config, prefix, trainer->steps_per_epoch(),
+                    !args.config.quiet && isatty(STDOUT_FILENO) != 0};
+  if (args.config.epochs > 0) {
+    progress = [&epochs](const StepRecord& r) { epochs.step(r); };
+    trainer->set_epoch_progress([&epochs](const EpochRecord& r) { epochs.epoch(r); });
+  }
+  const RunFacts facts = trainer->facts(trainer->run(progress));
   std::printf("%s", format_summary(facts).c_str());
   const std::string& report = trainer->outputs().report;
   if (!report.empty()) {

@@ -50,8 +50,59 @@ std::string to_string(const InjectedStall& s) {
   return out.str();
 }
 
+namespace {
+
+// --epochs and the flags that only mean something with it.
+void validate_epochs(const TrainConfig& c) {
+  if (c.epochs == 0) {
+    const char* alone = c.eval_every != 1                             ? "--eval-every"
+                        : c.eval_batch_size                           ? "--eval-batch-size"
+                        : c.eval_split != data_pipeline::Split::kTest ? "--eval-split"
+                        : !c.checkpoint_dir.empty()                   ? "--checkpoint-dir"
+                        : c.resume                                    ? "--resume"
+                        : c.capture_at                                ? "--capture-at"
+                        : c.target_top1                               ? "--target-top1"
+                                                                      : nullptr;
+    if (alone) {
+      throw UsageError(std::string(alone) + ": only meaningful with --epochs (a run of --warmup " +
+                       "+ --steps has no epochs, evaluation or checkpoints)");
+    }
+    return;
+  }
+  if (c.synthetic) {
+    throw UsageError(
+        "--epochs: an epoch is a pass over a split, and --synthetic reads none; give "
+        "--data");
+  }
+  if (c.mode != RunMode::kTrain) throw UsageError("--epochs: needs --mode train");
+  if (c.cuda_graph) {
+    throw UsageError(
+        "--epochs: not with --cuda-graph (the evaluation and the epochs' ends run eager); drop "
+        "one of the two");
+  }
+  if (c.resume && c.checkpoint_dir.empty()) {
+    throw UsageError("--resume: needs --checkpoint-dir, the directory to resume from");
+  }
+  if (c.target_top1 && c.eval_every == 0) {
+    throw UsageError("--target-top1: needs evaluations; --eval-every 0 makes none");
+  }
+  if (!c.inject_stall.empty() && !c.capture_at) {
+    throw UsageError(
+        "--inject-stall: its STEP counts the captured steps, and an --epochs run has "
+        "them only with --capture-at");
+  }
+  if (!c.torch_profiler_trace.empty() && !c.capture_at) {
+    throw UsageError(
+        "--torch-profiler-trace: records the capture window, and an --epochs run "
+        "has one only with --capture-at");
+  }
+}
+
+}  // namespace
+
 void validate(const TrainConfig& c) {
   visit_train_flags(c, CheckFlagRanges{});
+  validate_epochs(c);
   if (c.data.empty() && !c.synthetic) {
     throw UsageError("--data: required (a Food-101 root), unless --synthetic is given");
   }

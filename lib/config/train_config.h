@@ -146,6 +146,25 @@ struct TrainConfig {
   /// an eager run then gives a graph run's numbers bit for bit (lib/model/foreach_sgd.h). false:
   /// the LR is the scalar of the article's kernels. A constant schedule is the scalar either way.
   bool lr_on_device = false;
+  /// > 0: train this many passes over the split (each rank its shard) instead of --warmup +
+  /// --steps, with an evaluation and a checkpoint at epoch ends (Trainer: the run's shape).
+  int epochs = 0;
+  /// --epochs: evaluate after every this many epochs and after the last (0: never).
+  int eval_every = 1;
+  /// --epochs: the evaluation's batch; nullopt: --batch-size.
+  std::optional<std::int64_t> eval_batch_size;
+  /// --epochs: the split the evaluation reads (resize + centre crop, in order, every image once).
+  data_pipeline::Split eval_split = data_pipeline::Split::kTest;
+  /// --epochs: write a checkpoint here at every epoch end (lib/run/checkpoint.h); empty: none.
+  std::string checkpoint_dir;
+  /// --epochs: continue from the newest checkpoint in checkpoint_dir (none there: from the start).
+  bool resume = false;
+  /// --epochs: cudaProfilerStart before this 0-based step of the run and Stop after --steps steps
+  /// (whatever lies between them, an evaluation or a checkpoint, is in the window); nullopt: no
+  /// capture window.
+  std::optional<std::int64_t> capture_at;
+  /// --epochs: stop once an evaluation's top-1 (a fraction) reaches this, recording the time.
+  std::optional<double> target_top1;
   bool synthetic = false;   ///< Random batches made once on the device; no loader.
   std::string report;       ///< JSON report path; empty for none.
   bool copy_stream = true;  ///< H2D copies on a side stream (false: the step's stream).

@@ -64,7 +64,38 @@ void visit_train_flags(C& c, V&& v) {
             c.synthetic);
   v.integer({"warmup", kRunGroup, "steps before the capture (11 with --cuda-graph)"}, c.warmup, 0,
             1000000);
-  v.integer({"steps", kRunGroup, "captured steps"}, c.steps, 1, 1000000);
+  v.integer({"steps", kRunGroup, "captured steps (with --epochs: the window's, from --capture-at)"},
+            c.steps, 1, 1000000);
+  v.integer({"epochs", kRunGroup,
+             "train this many passes over the split (each rank its shard) instead of --warmup + "
+             "--steps, evaluating and checkpointing at epoch ends, a line per epoch (0: off)"},
+            c.epochs, 0, 100000);
+  v.integer({"eval-every", kRunGroup,
+             "with --epochs: evaluate after every N epochs and after the last (0: never)"},
+            c.eval_every, 0, 100000);
+  v.integer({"eval-batch-size", kRunGroup,
+             "with --epochs: the evaluation's batch (default: "
+             "--batch-size)"},
+            c.eval_batch_size, std::int64_t{1}, std::int64_t{1} << 16);
+  v.choice({"eval-split", kRunGroup,
+            "with --epochs: the split evaluated (resized, centre-cropped, every image once)"},
+           c.eval_split);
+  v.text({"checkpoint-dir", kRunGroup,
+          "with --epochs: write a checkpoint here at every epoch end (atomically; the previous "
+          "one kept until the new one is complete)"},
+         c.checkpoint_dir);
+  v.boolean({"resume", kRunGroup,
+             "with --checkpoint-dir: continue from its newest checkpoint (none: from the start)"},
+            c.resume);
+  v.integer({"capture-at", kRunGroup,
+             "with --epochs: the capture window opens before this 0-based step of the run and "
+             "closes after --steps steps, the evaluation and checkpoint between them included "
+             "(default: no window)"},
+            c.capture_at, std::int64_t{0}, std::int64_t{1} << 40);
+  v.real({"target-top1", kRunGroup,
+          "with --epochs: stop after the evaluation whose top-1 (0..1) reaches this, recording "
+          "the time to accuracy"},
+         c.target_top1, 0.0, 1.0);
   v.choice({"device", kRunGroup, "where the model runs"}, c.device);
   v.boolean({"cudnn-benchmark", kRunGroup, "let cuDNN time its algorithms"}, c.cudnn_benchmark);
   v.integer({"intra-op-threads", kRunGroup, "LibTorch CPU threads (the article uses 1)"},

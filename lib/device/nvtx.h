@@ -27,6 +27,14 @@ inline constexpr const char* kLossItem = "loss_item";  // --sync-every-step only
 // the window.
 inline constexpr const char* kGraphReplay = "graph_replay";
 inline constexpr const char* kGraphCapture = "graph_capture";
+// --epochs: an epoch's end, between its last step and the next epoch's first, on the main thread:
+// the evaluation pass over the test split, eval { eval_step { batch_wait, h2d_submit, [normalize],
+// forward }..., eval_reduce } (eval_reduce: the device's counts read, summed over the ranks), then
+// the checkpoint written (--checkpoint-dir). Neither is a torch_step.
+inline constexpr const char* kEval = "eval";
+inline constexpr const char* kEvalStep = "eval_step";
+inline constexpr const char* kEvalReduce = "eval_reduce";
+inline constexpr const char* kCheckpoint = "checkpoint";
 
 // The loader's ranges, on its worker threads in the data_pipeline domain (defined there, since
 // data_pipeline cannot see lib/): a worker filling a whole batch or one sample, and waiting for the

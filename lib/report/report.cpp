@@ -54,6 +54,7 @@ Json step_json(const StepRecord& r) {
   j["batch_in_epoch"] = r.batch_in_epoch;
   if (r.loss) j["loss"] = *r.loss;
   if (r.lr) j["lr"] = *r.lr;
+  if (r.step) j["step"] = *r.step;
   if (!r.injected_stalls.empty()) {
     auto& list = j["injected_stalls"] = Json::array();
     for (const auto& s : r.injected_stalls) list.push_back({{"phase", s.phase}, {"ms", s.ms}});
@@ -230,6 +231,21 @@ Json dist_json(const DistFacts& dist, const RunFacts& facts) {
   return d;
 }
 
+// --epochs: the epochs, the best evaluation, the target and the checkpoint resumed from.
+Json training_json(const TrainConfig& c, const RunResult& result) {
+  Json t;
+  t["epochs_planned"] = c.epochs;
+  t["resumed_from"] = result.resumed_from.empty() ? Json() : Json(result.resumed_from);
+  t["best_top1"] = or_null(result.best_top1);
+  t["best_top1_epoch"] = result.best_top1_epoch >= 0 ? Json(result.best_top1_epoch) : Json();
+  t["time_to_best_top1_s"] = result.best_top1 ? Json(result.time_to_best_top1_s) : Json();
+  t["target_top1"] = or_null(c.target_top1);
+  t["target_reached"] = result.target_reached;
+  auto& epochs = t["epochs"] = Json::array();
+  for (const EpochRecord& e : result.epochs) epochs.push_back(epoch_json(e));
+  return t;
+}
+
 // The sections of what the steps produced (none in a partial record).
 void add_run(Json& j, const RunFacts& facts) {
   const RunResult& result = facts.result;
@@ -238,12 +254,73 @@ void add_run(Json& j, const RunFacts& facts) {
   for (const auto& r : result.steps) steps.push_back(step_json(r));
   auto& warm = j["warmup"] = Json::array();
   for (const auto& r : result.warmup_steps) warm.push_back(step_json(r));
+  if (facts.config.epochs > 0) {
+    auto& after = j["steps_after_capture"] = Json::array();
+    for (const auto& r : result.steps_after_capture) after.push_back(step_json(r));
+    j["training"] = training_json(facts.config, result);
+  }
   j["summary"] = summary_json(result);
   j["skipped_images"] = skipped_images_json(result);
   j["loss_after_drain"] = or_null(result.loss_after_drain);
 }
 
 }  // namespace
+
+Json epoch_json(const EpochRecord& e) {
+  Json j;
+  j["epoch"] = e.epoch;
+  j["steps"] = e.steps;
+  j["train_loss"] = e.train_loss;
+  j["train_s"] = e.train_s;
+  j["images_per_s"] = e.images_per_s;
+  j["epoch_s"] = e.epoch_s;
+  j["elapsed_s"] = e.elapsed_s;
+  j["lr"] = e.lr;
+  if (e.eval) {
+    j["eval"] = {{"images", e.eval->images}, {"top1", e.eval->top1}, {"top5", e.eval->top5},
+                 {"loss", e.eval->loss},     {"ms", e.eval->ms},     {"steps", e.eval->steps}};
+  } else {
+    j["eval"] = nullptr;
+  }
+  if (e.checkpoint) {
+    j["checkpoint"] = {
+        {"path", e.checkpoint->path}, {"bytes", e.checkpoint->bytes}, {"ms", e.checkpoint->ms}};
+  } else {
+    j["checkpoint"] = nullptr;
+  }
+  if (e.resumed) j["resumed"] = true;
+  return j;
+}
+
+EpochRecord epoch_from_json(const Json& j) {
+  EpochRecord e;
+  e.epoch = j.value("epoch", std::int64_t{0});
+  e.steps = j.value("steps", std::int64_t{0});
+  e.train_loss = j.value("train_loss", 0.0);
+  e.train_s = j.value("train_s", 0.0);
+  e.images_per_s = j.value("images_per_s", 0.0);
+  e.epoch_s = j.value("epoch_s", 0.0);
+  e.elapsed_s = j.value("elapsed_s", 0.0);
+  e.lr = j.value("lr", 0.0);
+  if (j.contains("eval") && j["eval"].is_object()) {
+    const Json& v = j["eval"];
+    EvalRecord r;
+    r.images = v.value("images", std::int64_t{0});
+    r.top1 = v.value("top1", 0.0);
+    r.top5 = v.value("top5", 0.0);
+    r.loss = v.value("loss", 0.0);
+    r.ms = v.value("ms", 0.0);
+    r.steps = v.value("steps", 0);
+    e.eval = r;
+  }
+  if (j.contains("checkpoint") && j["checkpoint"].is_object()) {
+    const Json& v = j["checkpoint"];
+    e.checkpoint = CheckpointRecord{v.value("path", std::string()),
+                                    v.value("bytes", std::uint64_t{0}), v.value("ms", 0.0)};
+  }
+  e.resumed = j.value("resumed", false);
+  return e;
+}
 
 Json report_json(const RunFacts& facts) {
   Json j;

@@ -22,6 +22,11 @@ nlohmann::ordered_json config_json(const TrainConfig& config);
 /// Reads nothing but `facts`.
 nlohmann::ordered_json report_json(const RunFacts& facts);
 
+/// --epochs: one epoch's record as the report's `training.epochs` holds it (and a checkpoint
+/// keeps it), and back; fields missing from the JSON take their defaults.
+nlohmann::ordered_json epoch_json(const EpochRecord& epoch);
+EpochRecord epoch_from_json(const nlohmann::ordered_json& json);
+
 /// Writes `report` to `path` (lib/core/output_file.h: a symlink followed, a regular file replaced
 /// atomically, a character device written in place, nothing else ever replaced).
 /// \throws std::runtime_error naming --report and the path when it cannot be written.

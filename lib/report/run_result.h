@@ -30,6 +30,40 @@ struct StepRecord {
   /// Train mode: the learning rate of this step's optimizer step (lib/model/lr_schedule.h).
   std::optional<double> lr;
   std::vector<InjectedStall> injected_stalls;  ///< --inject-stall sleeps made in this step
+  /// --epochs: the step's 0-based number in the run (across epochs and resumes).
+  std::optional<std::int64_t> step;
+};
+
+/// --epochs: one evaluation pass (lib/run/evaluator.h): fractions of the images, loss per image.
+struct EvalRecord {
+  std::int64_t images = 0;  ///< Summed over the ranks: every image of the split once.
+  double top1 = 0;
+  double top5 = 0;
+  double loss = 0;  ///< Cross-entropy without label smoothing.
+  double ms = 0;    ///< Host wall time of the `eval` range.
+  int steps = 0;    ///< This rank's evaluation steps.
+};
+
+/// --epochs: the checkpoint written at an epoch's end (rank 0's).
+struct CheckpointRecord {
+  std::string path;
+  std::uint64_t bytes = 0;
+  double ms = 0;  ///< Host wall time of the `checkpoint` range (state gathered, written, synced).
+};
+
+/// --epochs: what one epoch did.
+struct EpochRecord {
+  std::int64_t epoch = 0;  ///< 0-based
+  std::int64_t steps = 0;
+  double train_loss = 0;    ///< Mean of the epoch's step losses (this rank's).
+  double train_s = 0;       ///< Its steps, through the read of their loss (which drains them).
+  double images_per_s = 0;  ///< This rank's images over train_s, times the ranks.
+  double epoch_s = 0;       ///< train_s, the evaluation and the checkpoint.
+  double elapsed_s = 0;     ///< The run's wall time at the epoch's end, earlier sessions included.
+  double lr = 0;            ///< The LR of the epoch's last step.
+  std::optional<EvalRecord> eval;
+  std::optional<CheckpointRecord> checkpoint;
+  bool resumed = false;  ///< Read from the checkpoint a resumed run started from.
 };
 
 /// What a run produced.
@@ -65,6 +99,19 @@ struct RunResult {
   /// Distributed runs: digest of every parameter after the drain (equal on every rank when the
   /// replicas are in sync).
   std::optional<std::uint64_t> parameter_digest;
+
+  // --epochs runs.
+  std::vector<EpochRecord> epochs;
+  /// Steps after the capture window (before it: warmup_steps; in it: steps). Without --capture-at
+  /// every step is in `steps`.
+  std::vector<StepRecord> steps_after_capture;
+  std::string resumed_from;  ///< The checkpoint this run continued from, empty when none.
+  /// The best evaluation's top-1 and when it came (epoch, elapsed_s), and whether --target-top1
+  /// was reached (the run then stopped at that epoch's end).
+  std::optional<double> best_top1;
+  std::int64_t best_top1_epoch = -1;
+  double time_to_best_top1_s = 0;
+  bool target_reached = false;
 };
 
 }  // namespace workload

@@ -17,6 +17,12 @@ std::string printed(const char* fmt, double v) {
   return buf;
 }
 
+std::string printed_int(const char* fmt, long long v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
 // "workers 8, prefetch 2, pinned yes, batch unit, iterator reused, decode cpu".
 std::string input_line(const RunFacts& f) {
   const TrainConfig& c = f.config;
@@ -49,6 +55,25 @@ std::string experiment_line(const TrainConfig& c) {
          (c.torch_profiler_trace.empty() ? ""
                                          : ", torch profiler trace " + c.torch_profiler_trace) +
          "\n";
+}
+
+// "3 warm-up + 8 captured steps", or with --epochs "10 epochs of 94 steps, evaluated every
+// epoch, capture window at step 90 for 8 steps".
+std::string shape_text(const RunFacts& f) {
+  const TrainConfig& c = f.config;
+  if (c.epochs == 0) {
+    return std::to_string(c.warmup) + " warm-up + " + std::to_string(c.steps) + " captured steps";
+  }
+  std::string out = std::to_string(c.epochs) + " epochs";
+  if (f.loader) out += " of " + std::to_string(f.loader->ring.batches_per_epoch) + " steps";
+  out += c.eval_every == 0   ? ", no evaluation"
+         : c.eval_every == 1 ? ", evaluated every epoch"
+                             : ", evaluated every " + std::to_string(c.eval_every) + " epochs";
+  if (c.capture_at) {
+    out += ", capture window at step " + std::to_string(*c.capture_at) + " for " +
+           std::to_string(c.steps) + " steps";
+  }
+  return out;
 }
 
 // "sgd: lr cosine, peak 0.05 (scaled: 0.1 x global batch 128 / 256), warm-up 1 of 11 steps", with
@@ -86,9 +111,8 @@ std::string format_banner(const RunFacts& f, const std::vector<std::string>& not
   const bool cuda = f.model && f.model->on_cuda;
   std::string out = prefix + "train_resnet50 " + kWorkloadVersion + ": " + (cuda ? "cuda" : "cpu") +
                     ", batch " + std::to_string(c.loader.batch_size) + ", " +
-                    std::to_string(c.loader.transform.image_size) + " px, " +
-                    std::to_string(c.warmup) + " warm-up + " + std::to_string(c.steps) +
-                    " captured steps, " + input_line(f) + "\n";
+                    std::to_string(c.loader.transform.image_size) + " px, " + shape_text(f) + ", " +
+                    input_line(f) + "\n";
   out += experiment_line(c);
   if (const std::string lr = lr_line(f); !lr.empty()) out += prefix + lr;
   if (f.dist) {
@@ -113,6 +137,34 @@ std::string format_step(const std::string& prefix, const StepRecord& r, int warm
   return prefix + buf;
 }
 
+std::string format_duration(double seconds) {
+  if (!(seconds >= 0)) return "?";
+  if (seconds < 60) return printed("%.1fs", seconds);
+  const auto total = static_cast<long long>(seconds + 0.5);
+  if (total < 3600) return printed_int("%lldm", total / 60) + printed_int("%02llds", total % 60);
+  return printed_int("%lldh", total / 3600) + printed_int("%02lldm", (total % 3600) / 60);
+}
+
+std::string format_epoch(const std::string& prefix, const EpochRecord& r, int epochs_total,
+                         double eta_s) {
+  const std::string total = std::to_string(epochs_total);
+  std::string number = std::to_string(r.epoch + 1);
+  if (number.size() < total.size()) number.insert(0, total.size() - number.size(), ' ');
+  std::string out =
+      prefix + "[epoch " + number + "/" + total + "]" + printed(" loss %.4f", r.train_loss);
+  if (r.eval) {
+    out += printed(" | top-1 %.2f%%", 100.0 * r.eval->top1) +
+           printed(" top-5 %.2f%%", 100.0 * r.eval->top5) +
+           printed(" (eval loss %.4f,", r.eval->loss) + printed(" %.1f s)", r.eval->ms / 1000.0);
+  }
+  out += printed(" | %.1f images/s", r.images_per_s) + " | " + format_duration(r.epoch_s);
+  if (r.checkpoint && r.checkpoint->bytes > 0) {
+    out += printed(" | checkpoint %.0f ms", r.checkpoint->ms);
+  }
+  if (eta_s >= 0) out += " | ETA " + format_duration(eta_s);
+  return out + "\n";
+}
+
 std::string format_summary(const RunFacts& f) {
   const TrainConfig& c = f.config;
   const RunResult& result = f.result;
@@ -123,11 +175,48 @@ std::string format_summary(const RunFacts& f) {
     std::snprintf(buf, sizeof(buf), "  %-28s %s\n", label, value.c_str());
     out += buf;
   };
-  out += "summary (" + std::to_string(result.steps.size()) + " captured steps of batch " +
-         std::to_string(c.loader.batch_size) + ", after " +
-         std::to_string(result.warmup_steps.size()) + " warm-up)\n";
-  line("throughput", printed("%.1f images/s", result.images_per_s));
-  line("capture window", printed("%.1f ms", result.elapsed_s * 1000.0));
+  const bool epochs_without_window = c.epochs > 0 && !c.capture_at;
+  if (c.epochs == 0) {
+    out += "summary (" + std::to_string(result.steps.size()) + " captured steps of batch " +
+           std::to_string(c.loader.batch_size) + ", after " +
+           std::to_string(result.warmup_steps.size()) + " warm-up)\n";
+  } else if (epochs_without_window) {
+    out += "summary (" + std::to_string(result.steps.size()) + " steps of batch " +
+           std::to_string(c.loader.batch_size) + ", no capture window)\n";
+  } else {
+    out += "summary (" + std::to_string(result.steps.size()) + " captured steps of batch " +
+           std::to_string(c.loader.batch_size) + ", after " +
+           std::to_string(result.warmup_steps.size()) + " and before " +
+           std::to_string(result.steps_after_capture.size()) + " others)\n";
+  }
+  if (c.epochs > 0) {
+    const std::size_t done = result.epochs.size();
+    line("epochs",
+         std::to_string(done) + " of " + std::to_string(c.epochs) +
+             (result.resumed_from.empty() ? std::string()
+                                          : " (resumed from " + result.resumed_from + ")"));
+    if (done > 0) {
+      const EpochRecord& last = result.epochs.back();
+      line("last epoch", printed("loss %.4f", last.train_loss) +
+                             (last.eval ? printed(", top-1 %.2f%%", 100.0 * last.eval->top1) +
+                                              printed(", top-5 %.2f%%", 100.0 * last.eval->top5)
+                                        : std::string()));
+      line("wall time", format_duration(last.elapsed_s));
+    }
+    if (result.best_top1) {
+      line("best top-1", printed("%.2f%%", 100.0 * *result.best_top1) + " after epoch " +
+                             std::to_string(result.best_top1_epoch + 1) + ", at " +
+                             format_duration(result.time_to_best_top1_s));
+    }
+    if (c.target_top1) {
+      line("target top-1", printed("%.2f%%: ", 100.0 * *c.target_top1) +
+                               (result.target_reached ? "reached" : "not reached"));
+    }
+  }
+  line("throughput", printed("%.1f images/s", result.images_per_s) +
+                         (epochs_without_window ? " (training steps, evaluations excluded)" : ""));
+  line(epochs_without_window ? "training steps" : "capture window",
+       printed("%.1f ms", result.elapsed_s * 1000.0));
   line("step time p50 / p95",
        printed("%.2f", s.step_ms_p50) + printed(" / %.2f ms", s.step_ms_p95));
   std::string max_wait = printed("%.2f ms", s.batch_wait_max_ms);

@@ -22,6 +22,15 @@ std::string format_banner(const RunFacts& facts, const std::vector<std::string>&
 std::string format_step(const std::string& prefix, const StepRecord& record, int warmup_total,
                         int steps_total);
 
+/// --epochs: one epoch's line, "[epoch  3/10] loss 3.2104 | top-1 12.34% top-5 40.10% (eval
+/// loss 3.1002, 1.2 s) | 2950.1 images/s | 14.2 s | ETA 1m40s", after `prefix`; `epochs_total`
+/// the run's, `eta_s` the time its remaining epochs should take (< 0: none shown).
+std::string format_epoch(const std::string& prefix, const EpochRecord& record, int epochs_total,
+                         double eta_s);
+
+/// "1h02m", "4m05s", "12.3s".
+std::string format_duration(double seconds);
+
 /// The human-readable summary printed at the end of a run.
 std::string format_summary(const RunFacts& facts);
 

@@ -10,6 +10,7 @@
 #include "lib/config/train_flags.h"
 #include "lib/device/cuda_device.h"
 #include "lib/dist/data_parallel.h"
+#include "lib/run/checkpoint.h"
 #include "lib/run/stall_injector.h"
 
 namespace workload {
@@ -44,18 +45,23 @@ TrainConfig default_train_config() {
 void validate_run(const TrainConfig& config) {
   validate(config);
   check_stalls(config);
-  run_lr_schedule(config, 1);  // whether it is valid does not depend on the ranks
+  // Whether it is valid does not depend on the ranks; an --epochs run's length is known once its
+  // split is read (the Trainer checks it then).
+  if (config.epochs == 0) run_lr_schedule(config, 1);
+  if (!config.checkpoint_dir.empty()) CheckpointDir{config.checkpoint_dir};
 }
 
-std::int64_t run_optimizer_steps(const TrainConfig& config) {
+std::int64_t run_optimizer_steps(const TrainConfig& config, std::int64_t steps_per_epoch) {
+  if (config.epochs > 0) return static_cast<std::int64_t>(config.epochs) * steps_per_epoch;
   return static_cast<std::int64_t>(config.warmup) + config.steps;
 }
 
-RunLrSchedule run_lr_schedule(const TrainConfig& config, int world_size) {
+RunLrSchedule run_lr_schedule(const TrainConfig& config, int world_size,
+                              std::int64_t steps_per_epoch) {
   try {
     return resolve_lr_schedule(config,
                                static_cast<std::int64_t>(config.loader.batch_size) * world_size,
-                               run_optimizer_steps(config));
+                               run_optimizer_steps(config, steps_per_epoch));
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }

@@ -3,6 +3,8 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
@@ -62,6 +64,10 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
     index_ = std::make_shared<const dp::Food101Index>(
         dp::Food101Index::load(config_.data, to_string(config_.split)));
     num_classes_ = index_->num_classes();
+    if (config_.epochs > 0 && config_.eval_every > 0) {
+      eval_index_ = std::make_shared<const dp::Food101Index>(
+          dp::Food101Index::load(config_.data, to_string(config_.eval_split)));
+    }
   }
   if (device_.is_cuda()) {
     use_cuda_device(gpu, config_.cudnn_benchmark);
@@ -78,15 +84,53 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
   stop_ = std::make_unique<StopControl>(dist_.get(), stop_request_);
   // Every warm-up and captured step is an optimizer step, over the global batch of every rank;
   // before the last resort, whose report records it too.
-  const RunLrSchedule lr_plan = run_lr_schedule(config_, dist_ ? dist_->world_size() : 1);
+  const int world = dist_ ? dist_->world_size() : 1;
+  if (config_.epochs > 0) {
+    // The loader's epoch, drop_last: whole batches of this rank's (padded) shard.
+    const std::int64_t shard = dp::shard_size(index_->size(), world);
+    steps_per_epoch_ = shard / config_.loader.batch_size;
+    if (steps_per_epoch_ == 0) {
+      throw dp::DataError(index_->dataset_dir().string() + "/meta/" + index_->split() +
+                          ".txt: split '" + index_->split() + "' has " +
+                          std::to_string(index_->size()) + " images (" + std::to_string(shard) +
+                          " a rank), fewer than one batch of " +
+                          std::to_string(config_.loader.batch_size) + ": no epoch to train");
+    }
+  }
+  const RunLrSchedule lr_plan = run_lr_schedule(config_, world, steps_per_epoch_);
   if (config_.mode == RunMode::kTrain) lr_plan_ = lr_plan;
   lr_schedule_.emplace(lr_plan.options);
   if (dist_) install_last_resort();
+  if (config_.epochs > 0) fingerprint_ = fingerprint(lr_plan);
+  if (!config_.checkpoint_dir.empty()) {
+    checkpoints_.emplace(config_.checkpoint_dir);
+    if (config_.resume) {
+      if (const std::optional<std::string> newest = checkpoints_->newest()) {
+        resume_ = read_checkpoint_file(*newest);
+        resume_path_ = *newest;
+        const std::string diff = fingerprint_mismatch(
+            resume_->meta.value("fingerprint", nlohmann::ordered_json()), fingerprint_);
+        if (!diff.empty()) {
+          throw CheckpointError("checkpoint " + *newest +
+                                ": made by a run that differs from this "
+                                "one (" +
+                                diff +
+                                "); resume with that run's settings, or give "
+                                "another --checkpoint-dir");
+        }
+        first_epoch_ = resume_->meta.value("epochs_done", std::int64_t{0});
+      } else {
+        notices_.push_back("--resume: no checkpoint in " + config_.checkpoint_dir +
+                           " yet: the run starts at its first epoch");
+      }
+    }
+  }
 
   model_ = ResNet50(num_classes_);
   model_->to(device_);
   if (config_.loader.transform.layout != dp::ImageLayout::kNchw) to_channels_last(*model_);
   if (config_.fused_bn) model_->set_norm_activation(fused_norm_activation());
+  if (resume_) restore_model(*resume_);  // before DDP's broadcast of rank 0's, the same values
   if (dist_) {
     // After the device and the memory format (the buckets' views follow the gradients' layout).
     // Collectives already: a peer lost here ends the setup with the watchdog's verdict.
@@ -114,6 +158,7 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
       config_.cuda_graph || config_.lr_on_device ? ForeachSgd::LrSource::kDevice
                                                  : ForeachSgd::LrSource::kHost);
   if (lr_plan_) lr_plan_->lr_on_device = optimizer_->lr_on_device();
+  if (resume_) restore_optimizer(*resume_);
   input_ =
       make_input_source({config_, index_, device_, num_classes_, dist_ ? dist_->world_size() : 1,
                          dist_ ? dist_->rank() : 0, notices_});
@@ -121,8 +166,24 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
   // A single process stops at once, even in batch_wait; ranks stop together
   // (lib/run/stop_control.h).
   stop_->add_cancel_hook([this] { input_->cancel(); });
+  if (eval_index_) {
+    evaluator_ =
+        std::make_unique<Evaluator>(config_, eval_index_, model_, device_, dist_.get(), notices_);
+    stop_->add_cancel_hook([this] { evaluator_->cancel(); });
+  }
   stalls_ = std::make_unique<StallInjector>(config_.inject_stall, *stop_);
   tracker_.on_enter = [this](const char* phase) { stalls_->at(phase); };
+  // The evaluation's source adds the training source's notices again.
+  std::vector<std::string> unique;
+  for (const std::string& n : notices_) {
+    if (std::find(unique.begin(), unique.end(), n) == unique.end()) unique.push_back(n);
+  }
+  notices_ = std::move(unique);
+  if (config_.epochs > 0 && !config_.capture_at && device_.is_cuda()) {
+    notices_.push_back(
+        "--epochs without --capture-at: no capture window (nsys "
+        "--capture-range=cudaProfilerApi records nothing)");
+  }
   if (!device_.is_cuda()) {
     notices_.push_back(std::string("CPU run: cudaProfilerStart/Stop skipped") +
                        (config_.nvtx ? " (the NVTX ranges are still emitted)" : ""));
@@ -135,6 +196,7 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
 Trainer::~Trainer() {
   if (dist_) dist_->stand_down();
   if (input_) input_->stop();
+  if (evaluator_) evaluator_->stop();
 }
 
 void Trainer::install_last_resort() {
@@ -216,7 +278,11 @@ StepRecord Trainer::step(int index, bool warmup) {
   stalls_->begin_step(index, warmup, &rec.injected_stalls);
   // The optimizer counts its steps on the device; the host's count, for the record: the warm-up's,
   // then the captured ones after every warm-up step (a capture follows a whole warm-up).
-  if (lr_plan_) rec.lr = lr_schedule_->lr_at(warmup ? index : config_.warmup + index);
+  // An --epochs run numbers its steps itself (run_step_).
+  rec.step = run_step_;
+  if (lr_plan_) {
+    rec.lr = lr_schedule_->lr_at(run_step_ ? *run_step_ : warmup ? index : config_.warmup + index);
+  }
   const StepPlan& plan = executor_->plan();
   const auto t_step = Clock::now();
   PhaseTimes times;
@@ -246,7 +312,9 @@ StepRecord Trainer::step(int index, bool warmup) {
 bool Trainer::guarded_step(int i, bool warmup, std::vector<StepRecord>& into,
                            const Progress& progress) {
   const std::string where =
-      std::string(warmup ? "warm-up" : "captured") + " step " + std::to_string(i);
+      run_step_ ? "step " + std::to_string(*run_step_) + " (epoch " +
+                      std::to_string(*run_step_ / steps_per_epoch_) + ")"
+                : std::string(warmup ? "warm-up" : "captured") + " step " + std::to_string(i);
   try {
     into.push_back(step(i, warmup));
     stop_->step_done();
@@ -328,7 +396,11 @@ RunResult Trainer::run(const Progress& progress) {
   RunResult result;
   std::optional<DistVerdict> verdict;
   try {
-    run_steps(result, progress);
+    if (config_.epochs > 0) {
+      run_epochs(result, progress);
+    } else {
+      run_steps(result, progress);
+    }
   } catch (const dp::DataError& e) {
     if (dist_) dist_->announce_failure(e.what());  // this rank's own data: the others stop at once
     throw;

@@ -20,6 +20,8 @@
 #include "lib/model/lr_schedule.h"
 #include "lib/model/resnet50.h"
 #include "lib/report/run_facts.h"
+#include "lib/run/checkpoint.h"
+#include "lib/run/evaluator.h"
 #include "lib/run/stall_injector.h"
 #include "lib/run/stop_control.h"
 #include "lib/step/step_executor.h"
@@ -78,6 +80,9 @@ class Trainer {
 
   /// Called after every step with its host-side record (for progress lines).
   using Progress = std::function<void(const StepRecord&)>;
+  /// --epochs: called at every epoch's end, after its evaluation and checkpoint.
+  using EpochProgress = std::function<void(const EpochRecord&)>;
+  void set_epoch_progress(EpochProgress progress) { epoch_progress_ = std::move(progress); }
 
   /// Runs warm-up and capture. After request_stop() the run ends at the next step boundary (or at
   /// once when waiting for a batch): the device is drained, a started capture is stopped and the
@@ -112,6 +117,12 @@ class Trainer {
   std::int64_t num_classes() const { return num_classes_; }
   std::int64_t parameters() const;
   bool on_cuda() const { return device_.is_cuda(); }
+  /// --epochs: training steps an epoch (each rank's), and evaluation steps a pass (0 without).
+  std::int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  std::int64_t eval_steps_per_pass() const { return evaluator_ ? evaluator_->steps_per_pass() : 0; }
+  /// --resume: the checkpoint the run continues from ("" when none) and the epochs it had done.
+  const std::string& resumed_from() const { return resume_path_; }
+  std::int64_t first_epoch() const { return first_epoch_; }
   /// Images in the split (0 in synthetic mode).
   std::int64_t dataset_images() const { return index_ ? index_->size() : 0; }
   /// Where the batches come from (its host ring and GPU stage counters, for the report).
@@ -132,6 +143,18 @@ class Trainer {
   void capture_window(RunResult& result, const Progress& progress);
   /// Warm-up, the executor's preparation, the ranks' barrier and the capture window.
   void run_steps(RunResult& result, const Progress& progress);
+  /// --epochs: every epoch's steps, then its evaluation and checkpoint; the capture window where
+  /// --capture-at puts it.
+  void run_epochs(RunResult& result, const Progress& progress);
+  /// What a checkpoint must share with the run resuming from it.
+  nlohmann::ordered_json fingerprint(const RunLrSchedule& plan) const;
+  /// --resume: the checkpoint's parameters, buffers and optimizer state put in place.
+  void restore_model(const Checkpoint& checkpoint);
+  void restore_optimizer(const Checkpoint& checkpoint);
+  /// Inside `checkpoint`: the state after `epochs_done` epochs with the epochs' records (rank 0
+  /// writes; the others only time the range).
+  CheckpointRecord write_checkpoint(std::int64_t epochs_done, const std::vector<EpochRecord>& done,
+                                    double elapsed_s);
   /// What the distributed watchdog writes when this thread does not come back after an abort: the
   /// report of what is known without this thread (facts copied now), then the process's exit.
   void install_last_resort();
@@ -155,6 +178,18 @@ class Trainer {
   std::unique_ptr<StepExecutor> executor_;
   std::unique_ptr<StallInjector> stalls_;
   PhaseTracker tracker_;  // the step's phases: which one runs, and the stall hook
+
+  // --epochs.
+  std::shared_ptr<const data_pipeline::Food101Index> eval_index_;
+  std::unique_ptr<Evaluator> evaluator_;
+  std::optional<CheckpointDir> checkpoints_;
+  std::optional<Checkpoint> resume_;  // read in the constructor, dropped once applied
+  std::string resume_path_;
+  std::int64_t first_epoch_ = 0;
+  std::int64_t steps_per_epoch_ = 0;
+  nlohmann::ordered_json fingerprint_;
+  std::optional<std::int64_t> run_step_;  // the step being run's number in an --epochs run
+  EpochProgress epoch_progress_;
 };
 
 }  // namespace workload

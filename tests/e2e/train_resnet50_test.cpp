@@ -153,6 +153,32 @@ TEST_F(TrainBinaryTest, NvtxTreeIsExactWithAndWithoutIteratorReuse) {
   }
 }
 
+// --epochs with --capture-at across an epoch's end: the window holds the last step of epoch 0, its
+// evaluation (every evaluation step with its own batch_wait and h2d_submit) and its checkpoint, and
+// the first step of epoch 1; nothing else changes the step's tree.
+TEST_F(TrainBinaryTest, NvtxTreeOfAnEpochBoundaryWithEvaluationAndCheckpoint) {
+  const fs::path data = tmp_->path() / "epochs_data";
+  test_util::make_dataset(data, 3, 4, 3, 0.25);  // 9 training images, 3 test
+  const fs::path log = tmp_->path() / "nvtx_epochs.tsv";
+  std::vector<std::string> a =
+      args({"--epochs=2", "--capture-at=1", "--steps=2", "--eval-batch-size=2",
+            "--checkpoint-dir=" + (tmp_->path() / "epochs_ckpt").string()});
+  a[1] = "--data=" + data.string();
+  const auto r =
+      test_util::run_process(a, {std::string("NVTX_INJECTION64_PATH=") + NVTX_RECORDER_LIB,
+                                 "NVTX_RECORDER_OUTPUT=" + log.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("[epoch 1/2]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[epoch 2/2]"), std::string::npos) << r.out;
+  const std::string step = step_tree({});
+  const std::string eval_step = "eval_step(batch_wait,h2d_submit,forward)";
+  // 9 images, batch 4: 2 steps an epoch; 3 test images, batch 2: 2 evaluation steps (one short).
+  const std::string eval = "eval(" + eval_step + "," + eval_step + ",eval_reduce)";
+  const std::string expected = step + ",capture_window(" + step + "," + eval + ",checkpoint," +
+                               step + ",capture_drain)," + step + "," + eval + ",checkpoint";
+  EXPECT_EQ(tree_with_parens(read_events(log), r.pid), expected);
+}
+
 TEST_F(TrainBinaryTest, NvtxOffSilencesEveryRangeAndThreadNameOfBothDomains) {
   for (const char* unit : {"--work-unit=batch", "--work-unit=sample"}) {
     const fs::path log = tmp_->path() / (std::string("nvtx_off") + unit + ".tsv");

@@ -163,7 +163,10 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
       // cuDNN's fused batch norm (issue 24)
       "fused_bn",
       // a learning-rate schedule that learns by default (issue 33)
-      "lr_schedule", "lr_warmup_steps", "label_smoothing", "lr_on_device"};
+      "lr_schedule", "lr_warmup_steps", "label_smoothing", "lr_on_device",
+      // epochs, evaluation, checkpoints and the capture window anywhere (issue 33)
+      "epochs", "eval_every", "eval_batch_size", "eval_split", "checkpoint_dir", "resume",
+      "capture_at", "target_top1"};
   // clang-format on
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["batch_size"], 128);

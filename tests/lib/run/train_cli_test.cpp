@@ -3,12 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "lib/config/cli.h"
 #include "lib/device/cuda_device.h"
 #include "lib/dist/data_parallel.h"
 #include "lib/report/report.h"
+#include "tests/support/test_util.h"
 
 namespace workload {
 namespace {
@@ -257,6 +259,50 @@ TEST(TrainCliTest, ExperimentFlags) {
                   .config.cuda_graph_memsets,
               GraphMemsets::kNodes);
   }
+}
+
+TEST(TrainCliTest, EpochFlagsAndTheirCombinations) {
+  test_util::TempDir tmp;
+  const std::string ckpt = (tmp.path() / "ckpt").string();
+  const TrainConfig c =
+      parse({"--data=/x", "--device=cpu", "--epochs=10", "--eval-every=2", "--eval-batch-size=64",
+             "--eval-split=train", "--checkpoint-dir=" + ckpt, "--resume", "--capture-at=90",
+             "--steps=8", "--target-top1=0.5"})
+          .config;
+  EXPECT_EQ(c.epochs, 10);
+  EXPECT_EQ(c.eval_every, 2);
+  EXPECT_EQ(c.eval_batch_size, 64);
+  EXPECT_EQ(c.eval_split, data_pipeline::Split::kTrain);
+  EXPECT_EQ(c.checkpoint_dir, ckpt);
+  EXPECT_TRUE(c.resume);
+  EXPECT_EQ(c.capture_at, 90);
+  EXPECT_EQ(c.target_top1, 0.5);
+  EXPECT_TRUE(std::filesystem::is_directory(ckpt)) << "created when the flags are checked";
+  for (const char* alone : {"--eval-every=2", "--eval-batch-size=8", "--eval-split=train",
+                            "--resume", "--capture-at=3", "--target-top1=0.2"}) {
+    const std::string flag = std::string(alone).substr(0, std::string(alone).find('='));
+    expect_usage_error({"--data=/x", "--device=cpu", alone},
+                       flag + ": only meaningful with --epochs");
+  }
+  expect_usage_error({"--data=/x", "--device=cpu", "--checkpoint-dir=" + ckpt},
+                     "--checkpoint-dir: only meaningful with --epochs");
+  expect_usage_error({"--device=cpu", "--synthetic", "--epochs=2"}, "--epochs: an epoch is a pass");
+  expect_usage_error({"--data=/x", "--device=cpu", "--epochs=2", "--mode=forward"},
+                     "--epochs: needs --mode train");
+  expect_usage_error({"--data=/x", "--device=cpu", "--epochs=2", "--resume"},
+                     "--resume: needs --checkpoint-dir");
+  expect_usage_error(
+      {"--data=/x", "--device=cpu", "--epochs=2", "--eval-every=0", "--target-top1=0.3"},
+      "--target-top1: needs evaluations");
+  expect_usage_error({"--data=/x", "--device=cpu", "--epochs=2", "--inject-stall=forward@1:5"},
+                     "--inject-stall: its STEP counts the captured steps");
+  expect_usage_error({"--data=/x", "--device=cpu", "--epochs=2", "--target-top1=1.5"},
+                     "--target-top1");
+  expect_usage_error({"--data=/x", "--device=cpu", "--epochs=-1"}, "--epochs");
+  const std::string file = (tmp.path() / "file").string();
+  test_util::write_text(file, "x");
+  expect_usage_error({"--data=/x", "--device=cpu", "--epochs=2", "--checkpoint-dir=" + file},
+                     "--checkpoint-dir " + file + ": not a directory");
 }
 
 TEST(TrainCliTest, HelpAndVersion) {

@@ -1,0 +1,83 @@
+// Checkpoint files: what an --epochs run writes at an epoch's end and resumes from, written
+// atomically and read back with every way a file can be wrong named.
+#pragma once
+
+#include <torch/types.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace workload {
+
+/// A checkpoint file that cannot be used: truncated, corrupt, foreign, of another version, or one
+/// that does not match the run (its message names the file and what is wrong). Exit status 1.
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// What a checkpoint holds: a JSON object of facts (the run's fingerprint, its position, its
+/// records) and named tensors (on the CPU once read).
+struct Checkpoint {
+  nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+};
+
+/// The file layout, version 1: "RN50CKPT", u32 version, u64 meta bytes, u64 payload bytes, u64
+/// digest (hash64 of meta then payload), the meta JSON, then the tensors serialized by LibTorch
+/// (torch::serialize::OutputArchive). Little-endian.
+inline constexpr char kCheckpointMagic[8] = {'R', 'N', '5', '0', 'C', 'K', 'P', 'T'};
+inline constexpr std::uint32_t kCheckpointVersion = 1;
+inline constexpr std::size_t kCheckpointHeaderBytes = 8 + 4 + 8 + 8 + 8;
+
+/// Writes `checkpoint` to `path` atomically: into `path`.tmp, flushed to the disk (fsync), renamed
+/// over `path`, the directory flushed. A failure (a full disk, an unwritable directory) leaves
+/// `path` as it was and removes the temporary file; a process killed meanwhile leaves at most the
+/// temporary file, which no reader takes for a checkpoint. Returns the bytes written.
+/// \throws CheckpointError naming the file and the system's reason.
+std::uint64_t write_checkpoint_file(const std::string& path, const Checkpoint& checkpoint);
+
+/// Reads `path`. \throws CheckpointError naming the file: missing or unreadable, shorter than its
+/// header says (truncated), without the magic (not a checkpoint), of another version, whose
+/// digest does not match (corrupt), or whose meta or tensors cannot be parsed.
+Checkpoint read_checkpoint_file(const std::string& path);
+
+/// A run's checkpoint directory: checkpoint-eNNNNNN.ckpt after epoch NNNNNN (1-based: the epochs
+/// done). Thread-safety: none needed (one trainer thread).
+class CheckpointDir {
+ public:
+  /// The newest two are kept: the one being replaced stays until its successor is complete, and
+  /// one more survives a corruption found only on reading.
+  static constexpr int kKeep = 2;
+
+  /// Creates `dir` when missing and checks that a file can be created in it.
+  /// \throws UsageError naming --checkpoint-dir and the reason.
+  explicit CheckpointDir(std::string dir);
+
+  const std::string& path() const { return dir_; }
+  /// The file of the checkpoint after `epochs_done` epochs.
+  std::string file_for(std::int64_t epochs_done) const;
+  /// Writes the checkpoint after `epochs_done` epochs (write_checkpoint_file), then removes all but
+  /// the newest kKeep and any stale temporary file. Returns its path.
+  std::string write(std::int64_t epochs_done, const Checkpoint& checkpoint,
+                    std::uint64_t* bytes = nullptr) const;
+  /// The newest complete checkpoint (the highest epoch of a file named as file_for names them;
+  /// temporary files and other names ignored), or nullopt when there is none.
+  std::optional<std::string> newest() const;
+
+ private:
+  std::vector<std::pair<std::int64_t, std::string>> list() const;  // (epoch, path), ascending
+  std::string dir_;
+};
+
+/// Fields of `expected` that `found` lacks or holds differently, as "name: checkpoint X, run Y"
+/// lines joined by "; " (empty when they match): what a resumed run must share with its checkpoint.
+std::string fingerprint_mismatch(const nlohmann::ordered_json& found,
+                                 const nlohmann::ordered_json& expected);
+
+}  // namespace workload

@@ -1,0 +1,220 @@
+// Tests for the Trainer's --epochs runs on the CPU: a tiny split learnt above chance, the schedule
+// over the epochs, resume equality, bad checkpoints, and a capture window across an epoch's end.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "lib/report/report.h"
+#include "lib/run/checkpoint.h"
+#include "lib/run/trainer.h"
+#include "tests/support/test_util.h"
+
+namespace workload {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kPi = 3.14159265358979323846;
+
+class TrainerEpochsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new test_util::TempDir();
+    // 3 classes, 24 training and 8 test images each, the class signal at its strongest.
+    test_util::make_dataset(tmp_->path() / "data", 3, 32, 5, 0.25, 1.0);
+  }
+  static void TearDownTestSuite() { delete tmp_; }
+  static TrainConfig config(int epochs) {
+    TrainConfig c;
+    c.data = (tmp_->path() / "data").string();
+    c.device = Device::kCpu;
+    c.loader.batch_size = 8;  // 9 steps an epoch
+    c.loader.transform.image_size = 32;
+    c.loader.workers = 2;
+    c.loader.seed = 2;
+    c.intra_op_threads = 2;  // CI's cores; the run is still deterministic
+    c.epochs = epochs;
+    c.quiet = true;
+    return c;
+  }
+  static fs::path dir(const std::string& name) { return tmp_->path() / name; }
+  static test_util::TempDir* tmp_;
+};
+test_util::TempDir* TrainerEpochsTest::tmp_ = nullptr;
+
+TEST_F(TrainerEpochsTest, TheDefaultRecipeLearnsATinySplitAboveChance) {
+  Trainer t(config(8));  // the default recipe: scaled peak, 25% warm-up, cosine
+  ASSERT_EQ(t.steps_per_epoch(), 9);
+  ASSERT_EQ(t.eval_steps_per_pass(), 3);
+  const RunResult r = t.run();
+  ASSERT_EQ(r.epochs.size(), 8u);
+  ASSERT_EQ(r.steps.size(), 72u);  // no capture window: every step in `steps`
+  for (const EpochRecord& e : r.epochs) {
+    ASSERT_TRUE(e.eval) << "epoch " << e.epoch;
+    EXPECT_EQ(e.eval->images, 24) << "every test image once";
+    EXPECT_EQ(e.eval->top5, 1.0) << "3 classes: the top 5 hold them all";
+    EXPECT_TRUE(std::isfinite(e.train_loss));
+    EXPECT_GT(e.images_per_s, 0);
+  }
+  const double chance = 1.0 / 3.0;
+  EXPECT_LE(r.epochs.front().eval->top1, chance + 1e-9) << "not learnt before training";
+  EXPECT_GE(r.epochs.back().eval->top1, chance + 0.3);
+  ASSERT_TRUE(r.best_top1);
+  EXPECT_GE(*r.best_top1, r.epochs.back().eval->top1);
+  EXPECT_LT(r.epochs.back().train_loss, r.epochs.front().train_loss);
+  // The report's training section.
+  const auto j = report_json(t.facts(r));
+  ASSERT_TRUE(j.contains("training"));
+  EXPECT_EQ(j["training"]["epochs"].size(), 8u);
+  EXPECT_EQ(j["training"]["epochs"][7]["eval"]["images"], 24);
+  EXPECT_EQ(j["steps"][71]["step"], 71);
+}
+
+TEST_F(TrainerEpochsTest, TheScheduleSpansEveryEpochAsItsFormulaSays) {
+  TrainConfig c = config(3);
+  c.eval_every = 0;
+  Trainer t(c);
+  const RunResult r = t.run();
+  ASSERT_EQ(r.steps.size(), 27u);
+  const double peak = 0.1 * 8 / 256;  // the scaling rule
+  const int total = 27, warm = 7;     // 25% of 27 steps, rounded
+  for (int s : {0, 3, 6, 7, 9, 13, 18, 26}) {
+    const double want = s < warm ? peak * (s + 1) / warm
+                                 : peak * (1 + std::cos(kPi * (s - warm) / (total - warm))) / 2;
+    ASSERT_TRUE(r.steps[static_cast<std::size_t>(s)].lr);
+    EXPECT_NEAR(*r.steps[static_cast<std::size_t>(s)].lr, want, 1e-12) << "step " << s;
+    EXPECT_EQ(r.steps[static_cast<std::size_t>(s)].step, s);
+    EXPECT_EQ(r.steps[static_cast<std::size_t>(s)].epoch, s / 9) << "the loader's epoch";
+  }
+  EXPECT_FALSE(r.epochs[0].eval) << "--eval-every 0";
+}
+
+TEST_F(TrainerEpochsTest, AResumedRunGivesTheUninterruptedRunsStepsBitForBit) {
+  TrainConfig c = config(3);
+  c.sync_every_step = true;  // every step's loss
+  c.checkpoint_dir = dir("resume").string();
+  Trainer full(c);
+  const RunResult whole = full.run();
+  ASSERT_EQ(whole.epochs.size(), 3u);
+  ASSERT_TRUE(whole.epochs[2].checkpoint);
+  const CheckpointDir ckpt(c.checkpoint_dir);
+  // The run "died" during epoch 3: only the checkpoint after epoch 2 remains.
+  fs::remove(ckpt.file_for(3));
+  ASSERT_EQ(ckpt.newest(), ckpt.file_for(2));
+
+  c.resume = true;
+  Trainer resumed(c);
+  EXPECT_EQ(resumed.first_epoch(), 2);
+  EXPECT_EQ(resumed.resumed_from(), ckpt.file_for(2));
+  const RunResult rest = resumed.run();
+  ASSERT_EQ(rest.steps.size(), 9u);
+  for (std::size_t i = 0; i < 9; ++i) {
+    const StepRecord& a = whole.steps[18 + i];
+    const StepRecord& b = rest.steps[i];
+    EXPECT_EQ(b.step, a.step);
+    EXPECT_EQ(b.digest, a.digest) << "step " << *a.step << ": the same batch";
+    ASSERT_TRUE(a.loss && b.loss);
+    EXPECT_EQ(*b.loss, *a.loss) << "step " << *a.step;
+    EXPECT_EQ(*b.lr, *a.lr);
+  }
+  ASSERT_EQ(rest.epochs.size(), 3u);
+  EXPECT_TRUE(rest.epochs[0].resumed && rest.epochs[1].resumed && !rest.epochs[2].resumed);
+  ASSERT_TRUE(rest.epochs[2].eval && whole.epochs[2].eval);
+  EXPECT_EQ(rest.epochs[2].eval->top1, whole.epochs[2].eval->top1);
+  EXPECT_EQ(rest.epochs[2].eval->loss, whole.epochs[2].eval->loss);
+  EXPECT_EQ(rest.epochs[2].train_loss, whole.epochs[2].train_loss);
+  const auto a = full.model()->named_parameters();
+  const auto b = resumed.model()->named_parameters();
+  for (const auto& p : a) {
+    EXPECT_TRUE(torch::equal(p.value(), b[p.key()])) << p.key();
+  }
+  for (const auto& buf : full.model()->named_buffers()) {
+    EXPECT_TRUE(torch::equal(buf.value(), resumed.model()->named_buffers()[buf.key()]))
+        << buf.key();
+  }
+  EXPECT_EQ(rest.resumed_from, ckpt.file_for(2));
+
+  // A run that already did every epoch resumes to nothing.
+  Trainer done(c);
+  EXPECT_EQ(done.first_epoch(), 3);
+  EXPECT_TRUE(done.run().steps.empty());
+}
+
+TEST_F(TrainerEpochsTest, BadCheckpointsAreErrorsNamingTheFile) {
+  TrainConfig c = config(1);
+  c.eval_every = 0;
+  c.checkpoint_dir = dir("bad").string();
+  Trainer(c).run();
+  const CheckpointDir ckpt(c.checkpoint_dir);
+  const std::string newest = ckpt.file_for(1);
+  ASSERT_TRUE(fs::exists(newest));
+  c.resume = true;
+  const auto message = [&](const TrainConfig& cfg) -> std::string {
+    try {
+      Trainer t(cfg);
+    } catch (const CheckpointError& e) {
+      return e.what();
+    }
+    return "no CheckpointError";
+  };
+  // Another run's settings.
+  TrainConfig other = c;
+  other.loader.seed = 3;
+  other.loader.batch_size = 4;
+  std::string m = message(other);
+  EXPECT_NE(m.find(newest), std::string::npos) << m;
+  EXPECT_NE(m.find("seed: checkpoint 2, run 3"), std::string::npos) << m;
+  EXPECT_NE(m.find("batch_size: checkpoint 8, run 4"), std::string::npos) << m;
+  // Truncated.
+  std::string bytes;
+  {
+    std::ifstream in(newest, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  {
+    std::ofstream out(newest, std::ios::binary | std::ios::trunc);
+    out << bytes.substr(0, bytes.size() - 1000);
+  }
+  m = message(c);
+  EXPECT_NE(m.find(newest), std::string::npos) << m;
+  EXPECT_NE(m.find("truncated"), std::string::npos) << m;
+  // Foreign.
+  {
+    std::ofstream out(newest, std::ios::binary | std::ios::trunc);
+    out << "not a checkpoint at all";
+  }
+  m = message(c);
+  EXPECT_NE(m.find("not a train_resnet50 checkpoint"), std::string::npos) << m;
+}
+
+TEST_F(TrainerEpochsTest, TheCaptureWindowSpansAnEpochsEndWhereverItIsPut) {
+  TrainConfig c = config(2);
+  c.capture_at = 7;  // the last two steps of epoch 0, its evaluation, the first two of epoch 1
+  c.steps = 4;
+  c.checkpoint_dir = dir("window").string();
+  Trainer t(c);
+  const RunResult r = t.run();
+  ASSERT_EQ(r.warmup_steps.size(), 7u);
+  ASSERT_EQ(r.steps.size(), 4u);
+  ASSERT_EQ(r.steps_after_capture.size(), 7u);
+  EXPECT_EQ(r.steps[0].step, 7);
+  EXPECT_EQ(r.steps[0].index, 0);
+  EXPECT_FALSE(r.steps[0].warmup);
+  EXPECT_EQ(r.steps[3].step, 10);
+  EXPECT_EQ(r.steps[3].epoch, 1);
+  EXPECT_EQ(r.steps_after_capture[0].step, 11);
+  ASSERT_EQ(r.epochs.size(), 2u);
+  EXPECT_TRUE(r.epochs[0].eval && r.epochs[0].checkpoint);
+  EXPECT_GT(r.epochs[0].checkpoint->bytes, 0u);
+  EXPECT_GT(r.elapsed_s, r.epochs[0].eval->ms / 1000.0) << "the window holds the evaluation";
+  const auto j = report_json(t.facts(r));
+  EXPECT_EQ(j["steps_after_capture"].size(), 7u);
+  EXPECT_EQ(j["capture"]["steps"], 4);
+}
+
+}  // namespace
+}  // namespace workload

@@ -14,10 +14,12 @@ usage: analyze.py EXPORT.sqlite --out DIR [--report run.json] [--untraced UNTRAC
 Writes into DIR:
   summary.json         numbers and checks (nsys_analysis.capture.summary.compute_summary lists every key)
   summary.md           (a tracer-bound capture: a warning paragraph first) capture cost, idle gaps, host
-                       stalls, checks, phases, per-step input timing, GPU time per phase,
-                       top kernels, kernel time by family (scripts/kernel_families.py compares runs),
-                       memory operations, CUDA API calls, other NVTX domains
-  fig1_phases.png      total duration of each phase range, torch_step and capture_window excluded
+                       stalls, checks, phases, per-step input timing, GPU time per phase, the epoch
+                       boundary (a window across an epoch's end), top kernels, kernel time by family
+                       (scripts/kernel_families.py compares runs), memory operations, CUDA API calls,
+                       other NVTX domains
+  fig1_phases.png      total duration of each phase range, torch_step, capture_window and the epoch
+                       boundary's ranges excluded
   fig2_top_kernels.png the twelve largest kernel groups by demangled name, with launch counts
   fig3_timeline.png    host ranges above kernel (and whole-graph) / copy / memset lanes, first step to
                        last device op
@@ -67,6 +69,15 @@ NVTX_EVENTS.text or, for registered strings, NVTX_EVENTS.textId -> StringIds. Th
 live in NVTX's default domain (domainId 0 or NULL); ranges of other domains (the C++ loader's
 `data_pipeline`: load_batch, load_sample, reuse_fence) are listed separately and never counted as
 steps or phases.
+
+A window across an epoch's end (train_resnet50 --epochs E --capture-at N) holds, between torch_step
+ranges, the evaluation pass (eval, with eval_step ranges holding their own batch_wait, h2d_submit,
+normalize and forward, and eval_reduce) and the checkpoint written (checkpoint). Only torch_step ranges
+are steps and only the ranges inside them phases: eval's nested ranges are listed as eval/NAME, its input
+copies are left out of copy_count, and the device work launched and the idle gaps begun inside eval or
+checkpoint are charged to "eval" or "checkpoint". summary.json's epoch_boundary and summary.md's "Epoch
+boundary" say what each cost against the median training step, beside the report's training.epochs
+timing of them (nsys_analysis.capture.epochs).
 
 Every export and --report is checked before any work (a missing file, a directory, an unreadable file),
 and so is every output: --out (and each --rank-out) must be a directory or creatable, and no file the

@@ -23,6 +23,8 @@ this):
     report        run reports (train_resnet50's JSON, seed_workload.py's line)
     intervals     interval arithmetic on ns times, the span holding a time (SpanIndex), grouped duration
                   statistics
+    epochs        the epoch boundary in a window across an epoch's end: its eval and checkpoint ranges,
+                  which are no steps, and what they cost against a step (summary.json's epoch_boundary)
     phases        the main thread's step-level phases, and the GPU time of the work launched in each
     idle_gaps     where and why the device sat idle inside the window; the host stalls among those gaps
     kernels       layout-conversion kernels, kernel families and short kernel labels

@@ -6,6 +6,7 @@ import re
 from collections import OrderedDict
 
 from .intervals import group_stats
+from .records import BOUNDARY_RANGES
 
 
 def capture_checks(s, window, device_data, report=None):
@@ -13,12 +14,14 @@ def capture_checks(s, window, device_data, report=None):
     expected_steps_source first), its Window and the run report, if any. Returns (checks, details):
     OrderedDicts by check name; a check is True, False, or None when the export lacks what it needs.
 
-      step_count             torch_step ranges in the window == the expected count (>= 1 without one)
+      step_count             torch_step ranges in the window == the expected count (>= 1 without one); the
+                             epoch boundary's eval and checkpoint ranges are no steps
       copy_count             host-to-device copies in the window == 2 x steps (images and labels of each
-                             step); with --decode gpu, none launched from the main thread and at least
-                             one from the GPU decode stage's thread, which makes them all (the labels,
-                             the crop list, the CPU path's images, nvJPEG's bitstream transfers); with
-                             --synthetic (the run report's config), none at all
+                             step; the evaluation's, enqueued inside eval, do not count); with --decode
+                             gpu, none launched from the main thread and at least one from the GPU decode
+                             stage's thread, which makes them all (the labels, the crop list, the CPU
+                             path's images, nvJPEG's bitstream transfers); with --synthetic (the run
+                             report's config), none at all
       capture_boundary       exactly one capture_window, every torch_step range inside it
       no_sync_in_steps       no synchronizing runtime call inside a step (see compute_summary)
       no_layout_conversions  no NCHW <-> NHWC conversion kernel launched inside a step (not evaluable when
@@ -62,6 +65,10 @@ def capture_checks(s, window, device_data, report=None):
         checks["copy_count"] = s["h2d_copies"] == 2 * s["steps"]
         details["copy_count"] = "%d host-to-device copies in the window, expected 2 x %d steps = %d" % (
             s["h2d_copies"], s["steps"], 2 * s["steps"])
+    if device_data and s.get("epoch_boundary"):
+        evals = s["epoch_boundary"]["evals"]
+        details["copy_count"] += " (not counted: %d enqueued inside %d eval range%s)" % (
+            sum(e["h2d_copies"] or 0 for e in evals), len(evals), "" if len(evals) == 1 else "s")
 
     problems = []
     if len(windows) != 1:
@@ -211,9 +218,10 @@ def injected_stalls_check(s, report, tolerance=STALL_TOLERANCE, min_ms=1.0):
     length (stall_length_ms()) is within tolerance (5 %) of MS; each entry matches one injection at most,
     the closest. No other: every unmatched entry measuring min_ms (1 ms) or more fails the check; shorter
     ones (the host at its usual pace where the device, no longer ahead after a stall, runs dry) are named
-    in the detail and pass. The length is the host's (the quiet interval less its usual length), not the
-    device gap's, which the work still queued shortens: docs/BENCHMARKS.md, "Known-answer stalls", says
-    how much.
+    in the detail and pass, and so are those of the epoch boundary (phase eval or checkpoint: the
+    evaluation's and the checkpoint's own host time, no injection's). The length is the host's (the quiet
+    interval less its usual length), not the device gap's, which the work still queued shortens:
+    docs/BENCHMARKS.md, "Known-answer stalls", says how much.
     """
     wanted = injected_stalls(report)
     if not wanted:
@@ -225,6 +233,8 @@ def injected_stalls_check(s, report, tolerance=STALL_TOLERANCE, min_ms=1.0):
     stalls = s.get("host_stalls")
     if stalls is None:
         return None, "not evaluable: the export has no CUDA tables (%d stall(s) injected)" % len(wanted)
+    edge = [st for st in stalls if st["phase"] in BOUNDARY_RANGES]
+    stalls = [st for st in stalls if st["phase"] not in BOUNDARY_RANGES]
     host_ms = _report_step_ms(report)
     used, found, missing = set(), [], []
     for text, phase, step, want in wanted:
@@ -259,6 +269,9 @@ def injected_stalls_check(s, report, tolerance=STALL_TOLERANCE, min_ms=1.0):
                  "no other host stall >= %g ms" % min_ms)
     if passed:
         parts.append("gaps >= 1 ms with the host at its usual pace (not stalls): " + "; ".join(passed))
+    if edge:
+        parts.append("host stalls of the epoch boundary (not injected): " + "; ".join(
+            "%s %.3f ms at %.3f ms" % (st["phase"], stall_length_ms(st), st["start_ms"]) for st in edge))
     return not missing and not extra, "; ".join(parts)
 
 

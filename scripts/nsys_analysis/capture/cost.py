@@ -14,14 +14,16 @@ gaps blame the host phases whose calls the tracer slowed. capture_cost says how 
                      batch_wait_ms and h2d_submit_ms where a report has no phase_ms): the median of the
                      traced report's steps and of the untraced reports' steps pooled, their difference
                      and ratio; `unknown` names the capture's phases a side cannot give
-  api_calls          the window's CUDA runtime calls (those starting inside it) per thread: calls and
+  api_calls          the window's CUDA runtime calls (those starting inside it, but not inside an eval or
+                     checkpoint range of the epoch boundary, which no step made) per thread: calls and
                      traced time inside them (clipped to the window) per captured step, and the most
                      frequent calls; threads named from nsys's ThreadNames, the main thread (the one of
                      the torch_step ranges) marked
   profiler_overhead  nsys's PROFILER_OVERHEAD rows overlapping the window (clipped to it): by name, by
                      the thread they ran on, and by the main thread's step-level phase they overlap
                      (their time split by overlap; a row counts once, for its largest share;
-                     "between steps" outside every torch_step); the rows outside the window in total
+                     "eval" and "checkpoint" inside the epoch boundary's ranges, "between steps" outside
+                     every torch_step and those); the rows outside the window in total
   idle_explained     how much of the window's time without device activity the tracer explains (below)
   trust              what to read from where, in words
 
@@ -29,6 +31,9 @@ The estimate of idle_explained. W: the traced window's duration; S: its captured
 (the traced report's capture.batch_size); U: the untraced images/s (median). The untraced run takes
 W_u = S x B / U for the same steps, so the tracer added max(0, W - W_u); with I the window's time without
 device activity (no_activity_pct of W), the tracer explains min(I, W - W_u) of it (ms, and as a share of I).
+A window across an epoch's end leaves its eval and checkpoint ranges out of W, and their time without
+device activity out of I (epoch_boundary_ms, epoch_boundary_idle_ms): the untraced run's S steps hold
+no evaluation.
 Per host range of the idle gaps (idle_gaps.host_by_range: host-caused gaps by the range they began in,
 forward, backward, batch_wait, ...): the host time that range gained under the tracer, (traced - untraced
 median) x S, next to the host-caused idle charged to it, and the share of that idle it explains (the
@@ -43,6 +48,7 @@ import math
 import statistics
 from collections import Counter, OrderedDict, defaultdict
 
+from .epochs import BoundaryIndex
 from .intervals import ms
 from .phases import phase_names, step_phases
 from .records import BATCH_WAIT, DATA_LOAD, H2D_SUBMIT, NORMALIZE, STEP
@@ -107,11 +113,13 @@ def _median(values):
 
 
 def _capture_phase_names(ex, window):
-    """The capture's step-level phases in step order, data_load's nested ranges right after it."""
+    """The capture's step-level phases in step order, data_load's nested ranges right after it (those of
+    the training steps: eval's own batch_wait, h2d_submit and normalize do not count)."""
     names = phase_names(step_phases(ex.ranges, window.steps))
     main = {r.tid for r in window.steps}
+    edge = BoundaryIndex(window.boundary)
     nested = {r.name for r in ex.ranges if r.tid in main and r.name in (BATCH_WAIT, H2D_SUBMIT, NORMALIZE)
-              and window.holds(r)}
+              and window.holds(r) and edge.holding(r) is None}
     out = []
     for name in names:
         out.append(name)
@@ -155,14 +163,16 @@ def _per_step(value, steps, digits=3):
 
 
 def _api_calls(ex, window, main_tids):
-    """The window's runtime calls per thread, per captured step; None without a runtime table or window."""
+    """The window's runtime calls per thread, per captured step, but those starting inside an epoch-boundary
+    range; None without a runtime table or window."""
     lo, hi = window.lo, window.hi
     if ex.api_calls is None or lo is None:
         return None
     steps = len(window.steps)
+    edge = BoundaryIndex(window.boundary)
     by_tid = defaultdict(list)
     for call in ex.api_calls:
-        if lo <= call.start < hi:
+        if lo <= call.start < hi and edge.at(call.start) is None:
             by_tid[call.tid].append(call)
     threads = []
     for tid, calls in by_tid.items():
@@ -188,21 +198,27 @@ def _overlap(a, b, spans):
     return out
 
 
-def _charge(a, b, steps, phases):
+def _charge(a, b, steps, phases, boundary=()):
     """{bucket: ns} of [a, b]: each main-thread step-level phase it overlaps, the rest of a torch_step
-    (IN_STEP) and the time outside every step (BETWEEN_STEPS). A zero-length row: {its bucket: 0}."""
+    (IN_STEP), each epoch-boundary range of boundary (eval, checkpoint: outside every step) and the time
+    outside every step and those (BETWEEN_STEPS). A zero-length row: {its bucket: 0}."""
     if a == b:
         holder = next((p.name for p in phases if p.start <= a < p.end), None)
+        if holder is None and any(st.start <= a < st.end for st in steps):
+            holder = IN_STEP
         if holder is None:
-            holder = IN_STEP if any(st.start <= a < st.end for st in steps) else BETWEEN_STEPS
+            holder = next((e.name for e in boundary if e.start <= a < e.end), BETWEEN_STEPS)
         return {holder: 0}
     shares = _overlap(a, b, phases)
     in_steps = sum(_overlap(a, b, steps).values())
     in_phases = sum(shares.values())
     if in_steps > in_phases:
         shares[IN_STEP] += in_steps - in_phases
-    if b - a > in_steps:
-        shares[BETWEEN_STEPS] += b - a - in_steps
+    edges = _overlap(a, b, boundary)
+    shares.update(edges)
+    outside = b - a - in_steps - sum(edges.values())
+    if outside > 0:
+        shares[BETWEEN_STEPS] += outside
     return shares
 
 
@@ -230,7 +246,7 @@ def _profiler_overhead(ex, window, main_tids):
     phases = step_phases(ex.ranges, window.steps)
     by_phase = defaultdict(lambda: [0, 0])
     for o, _ in clipped:
-        shares = _charge(max(o.start, lo), min(o.end, hi), window.steps, phases)
+        shares = _charge(max(o.start, lo), min(o.end, hi), window.steps, phases, window.boundary)
         for bucket, ns in shares.items():
             by_phase[bucket][1] += ns
         by_phase[max(sorted(shares), key=lambda k: shares[k])][0] += 1
@@ -251,19 +267,34 @@ def _idle_explained(s, report, cost):
     window_ms, steps, pct = s.get("capture_window_ms"), s.get("steps"), s.get("no_activity_pct")
     batch = report_metrics(report)["batch_size"] if report is not None else None
     untraced = cost["throughput"]["untraced_images_per_s"]
-    idle = window_ms * pct / 100.0 if window_ms is not None and pct is not None else None
+    eb = s.get("epoch_boundary")
+    edge_ms, edge_idle = _boundary_time(eb)
+    span = window_ms - edge_ms if window_ms is not None else None
+    idle = window_ms * pct / 100.0 - edge_idle if window_ms is not None and pct is not None else None
     untraced_ms = steps * batch / untraced * 1e3 if steps and batch and untraced else None
-    extra = max(0.0, window_ms - untraced_ms) if untraced_ms is not None and window_ms is not None else None
+    extra = max(0.0, span - untraced_ms) if untraced_ms is not None and span is not None else None
     explained = min(idle, extra) if idle is not None and extra is not None else None
     out = OrderedDict(
         method="min(I, W - S x B / U): I the window's time without device activity, W the window, S its "
-               "steps, B the batch size, U the untraced images/s",
-        window_ms=window_ms, steps=steps, batch_size=batch, untraced_images_per_s=untraced,
-        untraced_window_ms=_round(untraced_ms), tracer_extra_ms=_round(extra), no_activity_ms=_round(idle),
-        explained_ms=_round(explained),
-        explained_share=_round(explained / idle) if explained is not None and idle else None)
+               "steps, B the batch size, U the untraced images/s" + (
+                   "; W and I without the epoch boundary's eval and checkpoint ranges" if eb else ""),
+        window_ms=window_ms)
+    if eb:
+        out["epoch_boundary_ms"], out["epoch_boundary_idle_ms"] = _round(edge_ms), _round(edge_idle)
+    out.update(steps=steps, batch_size=batch, untraced_images_per_s=untraced,
+               untraced_window_ms=_round(untraced_ms), tracer_extra_ms=_round(extra), no_activity_ms=_round(idle),
+               explained_ms=_round(explained),
+               explained_share=_round(explained / idle) if explained is not None and idle else None)
     out["by_host_range"] = _by_host_range(s, cost["phases"]["rows"], steps)
     return out
+
+
+def _boundary_time(eb):
+    """(ms, ms without device activity) of the epoch boundary's eval and checkpoint ranges (summary
+    epoch_boundary; None: none), (0, 0) without them; the second None without device data."""
+    edges = (eb["evals"] + eb["checkpoints"]) if eb else []
+    idle = [e["gpu_idle_ms"] for e in edges]
+    return sum(e["ms"] for e in edges), None if None in idle else sum(idle)
 
 
 def _round(value):

@@ -3,8 +3,8 @@ backend). The sweep's figures 4 and 5 are sweep.figures'."""
 
 from ..common.plotting import (COPY_COLOR, GAP_COLOR, GRAPH_COLOR, H2D_COLOR, HOST_COLOR, INPUT_COLOR, KERNEL_COLOR,
                                MEMSET_COLOR, SEED_COLORS, require_matplotlib, save_figure)
+from .epochs import is_boundary_name
 from .intervals import merged_gaps
-from .phases import OTHER_BUCKETS
 from .records import (BACKWARD, BATCH_WAIT, DATA_LOAD, FORWARD, GRAPH_REPLAY, H2D_SUBMIT, ITERATOR_RESET,
                       LOSS_ITEM, OPTIMIZER_STEP, STEP, WINDOW, ZERO_GRAD)
 
@@ -17,9 +17,10 @@ INPUT_RANGES = (DATA_LOAD, BATCH_WAIT, H2D_SUBMIT, ITERATOR_RESET)
 
 
 def plot_phase_totals(s, path, title_suffix=""):
-    """Figure 1: total duration of each phase range (torch_step and capture_window excluded)."""
+    """Figure 1: total duration of each phase range (torch_step and capture_window excluded, and the epoch
+    boundary's eval and checkpoint ranges, summary.md's "Epoch boundary")."""
     plt = require_matplotlib()
-    phases = [p for p in s["phases"] if p["name"] not in ENCLOSING]
+    phases = [p for p in s["phases"] if p["name"] not in ENCLOSING and not is_boundary_name(p["name"])]
     fig, ax = plt.subplots(figsize=(8.5, 0.45 * max(len(phases), 3) + 1.4))
     names = [p["name"] for p in phases][::-1]
     totals = [p["total_ms"] for p in phases][::-1]
@@ -87,7 +88,8 @@ def plot_gpu_phases(s, path, title_suffix=""):
     ax.set_ylabel("GPU time (ms, device)")
     ax.set_title("GPU time of the work launched in each phase, per step%s" % title_suffix)
     ax.grid(axis="y", alpha=0.3)
-    left = [(k, totals[k]) for k in OTHER_BUCKETS if totals.get(k)]
+    # Buckets of no step: phases.OTHER_BUCKETS, and the epoch boundary's eval and checkpoint.
+    left = [(k, totals[k]) for k in totals if k not in per_step and totals[k]]
     fig.text(0.01, -0.02,
              "Kernels, copies and memsets charged to the main thread's phase in which their runtime call started, "
              "from any thread (backward's come from autograd's).%s" % (

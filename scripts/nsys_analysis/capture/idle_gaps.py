@@ -5,6 +5,7 @@ import bisect
 from collections import OrderedDict, defaultdict
 from typing import NamedTuple, Optional
 
+from .epochs import BoundaryIndex
 from .intervals import SpanIndex, ms
 from .kernels import short_kernel_label
 from .records import STEP, WINDOW, Kernel
@@ -53,9 +54,12 @@ def _gap_bucket(ns):
 
 class _RangeIndex:
     """Innermost default-domain range containing a time, per thread, for push/pop ranges (which
-    nest on their thread: the containing range that started last is the innermost)."""
+    nest on their thread: the containing range that started last is the innermost). A range lying in
+    one of boundary (the window's eval and checkpoint ranges) is named by it: eval, checkpoint
+    (epochs.BoundaryIndex.label())."""
 
-    def __init__(self, ranges):
+    def __init__(self, ranges, boundary=()):
+        self.boundary = BoundaryIndex(boundary)
         ranges = [r for r in ranges if r.name != WINDOW]
         self.by_tid = defaultdict(list)
         for r in sorted(ranges, key=lambda r: (r.start, -r.end)):
@@ -64,17 +68,17 @@ class _RangeIndex:
         self.starts = {tid: [r.start for r in rs] for tid, rs in self.by_tid.items()}
         self.all_starts = [r.start for r in self.all]
 
-    @staticmethod
-    def _find(ranges, starts, t):
+    def _find(self, ranges, starts, t):
         i = bisect.bisect_right(starts, t) - 1
         while i >= 0:
             if ranges[i].end >= t:
-                return ranges[i].name
+                return self.boundary.label(ranges[i])
             i -= 1
         return None
 
     def innermost(self, tid, t):
-        """On thread tid when it has a range there, else on any thread; None when none contains t."""
+        """The name of the innermost range holding t on thread tid when it has a range there, else on any
+        thread; None when none contains t."""
         if tid in self.by_tid:
             name = self._find(self.by_tid[tid], self.starts[tid], t)
             if name is not None:
@@ -116,7 +120,7 @@ def _next_label(name):
     return None if name is None else name if name.startswith("[") else short_kernel_label(name)
 
 
-def idle_gaps(ex, lo, hi, ranges, top_n=8):
+def idle_gaps(ex, lo, hi, ranges, top_n=8, boundary=()):
     """Every interval of [lo, hi] with no kernel, copy, memset or graph execution recorded whole, and why
     the device was idle there.
 
@@ -125,14 +129,16 @@ def idle_gaps(ex, lo, hi, ranges, top_n=8):
                     the device had nothing queued, so the host set the gap's length. host_range is the
                     innermost default-domain range containing the gap's start on the enqueuing thread
                     (on any thread when that one has none): batch_wait means the loader, h2d_submit the
-                    copy submission, a compute phase the launch rate.
+                    copy submission, a compute phase the launch rate; eval or checkpoint, a range of the
+                    epoch boundary (boundary: the window's eval and checkpoint ranges), whatever range
+                    nested in it (eval's own forward, batch_wait, ...) holds the gap's start.
       device        that activity was enqueued before the gap began: the work was waiting on the device
                     (launch latency between queued operations, a wait on another stream's event).
       unattributed  no runtime call correlates with that activity.
       tail          no activity follows inside the window (the end of the capture).
     Gap totals add up to the window minus the busy time of no_activity_pct.
     """
-    gaps = _find_gaps(_activities(ex, lo, hi), lo, hi, _RangeIndex(ranges))
+    gaps = _find_gaps(_activities(ex, lo, hi), lo, hi, _RangeIndex(ranges, boundary))
     causes = OrderedDict((c, {"count": 0, "total_ns": 0}) for c in GAP_CAUSES)
     buckets = OrderedDict((label, {"count": 0, "total_ns": 0}) for label in GAP_BUCKET_LABELS)
     host_ranges = defaultdict(lambda: {"count": 0, "total_ns": 0})
@@ -222,10 +228,17 @@ def _innermost_longest(ranges, a, b):
     return max(sorted(time), key=lambda name: time[name]) if time else None
 
 
-def host_stalls(ex, lo, hi, ranges, phases, steps, step_tids, skip_tids=(), min_ms=HOST_STALL_MIN_MS):
+def _shared(span, a, b):
+    """ns that span (None: none) shares with [a, b]."""
+    return 0 if span is None else max(0, min(span.end, b) - max(span.start, a))
+
+
+def host_stalls(ex, lo, hi, ranges, phases, steps, step_tids, skip_tids=(), min_ms=HOST_STALL_MIN_MS,
+                boundary=()):
     """The host gaps of at least min_ms in which the device ran none of the step's work, each attributed
     to a captured step and to the main thread's step-level phase (phases.step_phases()) in which the
-    host held the work back. A list, by start, of:
+    host held the work back, or to the epoch-boundary range (boundary: the window's eval and checkpoint
+    ranges) in which it did. A list, by start, of:
 
       start_ms, gap_ms   the gap: from the end of the step work the device had queued to the start of
                          the next, which the host enqueued only after the device had gone idle (ms from
@@ -254,16 +267,19 @@ def host_stalls(ex, lo, hi, ranges, phases, steps, step_tids, skip_tids=(), min_
       step, phase        the captured step and the main thread's step-level phase sharing the most time
                          with the quiet interval (with the gap where there is none); phase None when no
                          phase overlaps it (before the first step, in capture_drain), step None when no
-                         captured step does either.
+                         captured step does either. Where a range of boundary shares more of it than any
+                         phase, phase is that range's name (eval, checkpoint), step None: no training
+                         step's stall, and usual_quiet_ms None.
       range              the main thread's range that is innermost for the longest part of that interval:
                          the phase itself, or a range nested in it (batch_wait, h2d_submit or normalize in
-                         data_load; a layer of --nvtx-detail layers in forward).
+                         data_load; a layer of --nvtx-detail layers in forward; in eval, eval's own
+                         eval_step, batch_wait, forward, ...).
       host_range, next   as in idle_gaps()'s largest: the innermost range at the gap's start on the
                          enqueuing thread, and the activity that ended the gap.
     """
-    gaps = _find_gaps(_activities(ex, lo, hi, skip_tids), lo, hi, _RangeIndex(ranges))
+    gaps = _find_gaps(_activities(ex, lo, hi, skip_tids), lo, hi, _RangeIndex(ranges, boundary))
     calls = _merged_calls(ex.api_calls, step_tids) if ex.api_calls is not None else None
-    index, step_index = SpanIndex(phases), SpanIndex(steps)
+    index, step_index, edges = SpanIndex(phases), SpanIndex(steps), SpanIndex(boundary)
     main_tids = {st.tid for st in steps}
     main_ranges = sorted((r for r in ranges if r.tid in main_tids and r.name not in (STEP, WINDOW)),
                          key=lambda r: (r.start, -r.end))
@@ -273,7 +289,16 @@ def host_stalls(ex, lo, hi, ranges, phases, steps, step_tids, skip_tids=(), min_
             continue
         quiet = _quiet_interval(calls, g, lo) if calls is not None else None
         a, b = quiet[:2] if quiet else (g.start, g.end)
-        p = index.longest_overlap(a, b)
+        p, edge = index.longest_overlap(a, b), edges.longest_overlap(a, b)
+        if _shared(edge, a, b) > _shared(p, a, b):
+            p = None  # an eval or checkpoint range holds more of it than any phase: no training step's stall
+        else:
+            edge = None
+        holder = p if p is not None else edge
+        if p is not None:
+            step = p.step
+        else:
+            step = None if edge is not None else step_index.longest_overlap_index(a, b)
         usual = (_usual_quiet(calls, phases, p, quiet[2])
                  if quiet is not None and p is not None and quiet[2] >= 0 else None)
         out.append(OrderedDict(
@@ -283,8 +308,7 @@ def host_stalls(ex, lo, hi, ranges, phases, steps, step_tids, skip_tids=(), min_
             usual_quiet_ms=ms(usual),
             stall_ms=ms(max(quiet[1] - quiet[0] - (usual or 0), 0)) if quiet else None,
             held_ms=ms(g.end - quiet[0]) if quiet else None,
-            step=p.step if p is not None else step_index.longest_overlap_index(a, b),
-            phase=p.name if p is not None else None,
-            range=_innermost_longest(main_ranges, a, b) if p is not None else None,
+            step=step, phase=holder.name if holder is not None else None,
+            range=_innermost_longest(main_ranges, a, b) if holder is not None else None,
             host_range=g.host_range, next=_next_label(g.next_name)))
     return out

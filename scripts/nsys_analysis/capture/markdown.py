@@ -2,7 +2,7 @@
 repeats.md: the spread of several captures of one configuration."""
 
 from ..common.formatting import fmt, table
-from .records import BATCH_WAIT, DATA_LOAD, H2D_SUBMIT, STEP
+from .records import BATCH_WAIT, CHECKPOINT, DATA_LOAD, EVAL, H2D_SUBMIT, STEP
 
 
 def render_markdown(s):
@@ -59,7 +59,9 @@ def render_markdown(s):
                        for k, v in s["checks"].items()], ["l", "l", "l"]))
     out += ["", "## NVTX phases (default domain, inside the window)", "",
             "Ranges nest (batch_wait and h2d_submit lie inside data_load, everything inside torch_step), so "
-            "totals are not exclusive buckets.", ""]
+            "totals are not exclusive buckets.%s" % (
+                " The evaluation's own ranges nested in eval_step are listed as eval/NAME (eval/forward: its "
+                "forward passes, no training phase's)." if s.get("epoch_boundary") else ""), ""]
     out.append(table(["range", "count", "total ms", "avg ms", "min ms", "max ms"],
                       [(p["name"], p["count"], fmt(p["total_ms"]), fmt(p["avg_ms"]), fmt(p["min_ms"]),
                         fmt(p["max_ms"])) for p in s["phases"]]))
@@ -73,6 +75,7 @@ def render_markdown(s):
                 fmt(s["batch_wait_total_ms"]), fmt(s["batch_wait_max_ms"]), s["batch_wait_max_step"],
                 fmt(s["h2d_submit_total_ms"]))]
     out += _gpu_phases_section(s)
+    out += _epoch_boundary_section(s)
     if s["top_kernels"]:
         out += ["", "## Largest kernel groups (identical demangled names, whole export)", ""]
         out.append(table(["#", "label", "launches", "total ms", "avg us", "% kernel time", "demangled name"],
@@ -235,10 +238,12 @@ def _cost_overhead(over):
 
 def _cost_idle(idle):
     """The idle time the tracer explains, in all and per host range of the gaps."""
-    out = ["", "Idle time the tracer explains (an upper bound, see nsys_analysis.capture.cost): window %s ms; %s "
+    edge = (" less %s ms of evaluation and checkpoint (%s ms of it without device activity)" % (
+        fmt(idle["epoch_boundary_ms"]), fmt(idle["epoch_boundary_idle_ms"])) if "epoch_boundary_ms" in idle else "")
+    out = ["", "Idle time the tracer explains (an upper bound, see nsys_analysis.capture.cost): window %s ms%s; %s "
            "steps x %s images at the untraced %s images/s take %s ms, so the tracer added %s ms; of the window's "
            "%s ms without device activity it explains %s ms (%s)." % (
-               fmt(idle["window_ms"]), fmt(idle["steps"]), fmt(idle["batch_size"]),
+               fmt(idle["window_ms"]), edge, fmt(idle["steps"]), fmt(idle["batch_size"]),
                fmt(idle["untraced_images_per_s"], 1),
                fmt(idle["untraced_window_ms"]), fmt(idle["tracer_extra_ms"]), fmt(idle["no_activity_ms"]),
                fmt(idle["explained_ms"]),
@@ -298,7 +303,9 @@ def _gpu_phases_section(s):
            "in which its runtime call started, whichever thread made the call: backward's kernels come from "
            "autograd's thread. `main thread ms` is the part launched from the main thread itself, all that a "
            "projection of the main thread's ranges onto the device (nsys's nvtx_gpu_proj_sum) attributes. "
-           "`(input pipeline)`: launched by the loader's or the GPU decode stage's threads.", ""]
+           "`(input pipeline)`: launched by the loader's or the GPU decode stage's threads.%s" % (
+               " `eval`, `checkpoint`: launched while the main thread was in the epoch boundary's evaluation or "
+               "checkpoint, no training step's work." if s.get("epoch_boundary") else ""), ""]
     rows = []
     for name, v in by_phase.items():
         steps = [x for x in per_step.get(name) or () if x is not None]
@@ -313,6 +320,65 @@ def _gpu_phases_section(s):
         names = list(per_step)
         out += ["", "GPU ms per captured step and phase:", ""]
         out.append(table(["step"] + names, [[i] + [fmt(per_step[n][i]) for n in names] for i in range(s["steps"])]))
+    return out
+
+
+def _times(value):
+    """A duration as a multiple of the median training step: 6.25x, or n/a."""
+    return "n/a" if value is None else "%.2fx" % value
+
+
+def _epoch_boundary_section(s):
+    """The epoch boundary: what the window's evaluation and checkpoint cost against a training step
+    (summary epoch_boundary), with the run report's host timing of them beside; [] without them."""
+    eb = s.get("epoch_boundary")
+    if not eb:
+        return []
+    median = eb["step_median_ms"]
+    rows = [(EVAL, e) for e in eb["evals"]] + [(CHECKPOINT, c) for c in eb["checkpoints"]]
+    rows.sort(key=lambda row: row[1]["start_ms"])
+    words = []
+    for name, e in rows:
+        where = "before the first captured step" if e["after_step"] is None else "after captured step %d" % (
+            e["after_step"])
+        if name == EVAL:
+            what = "The evaluation pass %s (%d eval_step range%s, median %s ms; eval_reduce, its device sync, " \
+                   "%s ms)" % (where, e["eval_steps"], "" if e["eval_steps"] == 1 else "s",
+                               fmt(e["eval_step_median_ms"]), fmt(e["eval_reduce_ms"]))
+        else:
+            what = "The checkpoint %s" % where
+        words.append("%s took %s ms, %s the median training step, with the GPU busy %s%% of it." % (
+            what, fmt(e["ms"]), _times(e["over_step_median"]), fmt(e["gpu_busy_pct"], 1)))
+    out = ["", "## Epoch boundary (evaluation and checkpoint inside the window)", "",
+           "The window crosses an epoch's end; its median torch_step took %s ms. %s Neither counts as a training "
+           "step: the steps, the phase tables and the per-step figures hold torch_step ranges only, and the GPU "
+           "work launched and the host gaps begun inside these ranges count under `eval` and `checkpoint`."
+           % (fmt(median), " ".join(words)), ""]
+    reported = any(e["report"] for _, e in rows)
+    head = ["range", "epoch", "at ms", "ms", "x median step", "eval steps", "median eval_step ms", "eval_reduce ms",
+            "GPU busy %"] + (["report ms", "report x median step"] if reported else [])
+    body = []
+    for name, e in rows:
+        inner = ([fmt(e["eval_steps"]), fmt(e["eval_step_median_ms"]), fmt(e["eval_reduce_ms"])] if name == EVAL
+                 else ["", "", ""])
+        row = [name, fmt(e["epoch"]), fmt(e["start_ms"]), fmt(e["ms"]), _times(e["over_step_median"])] + inner + [
+            fmt(e["gpu_busy_pct"], 1)]
+        if reported:
+            host = (e["report"] or {}).get("ms")
+            row += [fmt(host), _times(round(host / median, 6) if host is not None and median else None)]
+        body.append(row)
+    out.append(table(head, body))
+    notes = []
+    for name, e in rows:
+        rep = e["report"]
+        if rep and name == EVAL:
+            notes.append("epoch %s's evaluation: %s images in %s steps, top-1 %s" % (
+                fmt(e["epoch"]), fmt(rep["images"]), fmt(rep["steps"]), fmt(rep["top1"], 4)))
+        elif rep:
+            notes.append("epoch %s's checkpoint: %s MB to `%s`" % (
+                fmt(e["epoch"]), fmt(rep["bytes"] / 1e6 if rep["bytes"] is not None else None, 1), rep["path"]))
+    if notes:
+        out += ["", "The run report (host-timed, training.epochs): " + "; ".join(notes) + "."]
     return out
 
 

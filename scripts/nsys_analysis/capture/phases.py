@@ -7,7 +7,10 @@ thread (the main thread): data_load, forward, zero_grad, backward, optimizer_ste
 (--sync-every-step); with --cuda-graph, data_load and graph_replay (whose graph's nodes, traced with
 --cuda-graph-trace=node, or the whole graph without it, correlate with its cudaGraphLaunch). Deeper
 ranges belong to the phase around them: batch_wait, h2d_submit and normalize count under data_load,
-the layer ranges of --nvtx-detail layers under forward.
+the layer ranges of --nvtx-detail layers under forward. The epoch boundary's eval and checkpoint ranges
+(records.BOUNDARY_RANGES; siblings of torch_step, with batch_wait, h2d_submit, normalize and forward of
+their own inside eval_step) are no step's phases: work launched inside one is charged to it, as "eval" or
+"checkpoint".
 """
 
 import bisect
@@ -18,7 +21,7 @@ from .intervals import SpanIndex, ms
 from .records import LOADER_DOMAIN, STEP, WINDOW
 
 # Buckets of gpu_time_by_phase() besides the phases themselves.
-OUTSIDE = "(outside phases)"        # launched while the main thread was in no step-level phase
+OUTSIDE = "(outside phases)"        # launched while the main thread was in no step-level phase, eval or checkpoint
 INPUT_PIPELINE = "(input pipeline)"  # launched by a thread of the loader's domain (the GPU decode stage)
 UNATTRIBUTED = "(unattributed)"     # no runtime call correlates with it
 OTHER_BUCKETS = (OUTSIDE, INPUT_PIPELINE, UNATTRIBUTED)
@@ -71,41 +74,49 @@ def input_pipeline_tids(ex, main_tids=()):
     return {r.tid for r in ex.other_ranges if r.domain == LOADER_DOMAIN and r.tid is not None} - set(main_tids)
 
 
-def charge(op, index, pipeline_tids):
+def charge(op, index, pipeline_tids, boundary=None):
     """(bucket, Phase or None) of one device activity: its launching runtime call's phase (index: a
-    SpanIndex of the phases)."""
+    SpanIndex of the phases), else the epoch-boundary range holding that call (boundary: a SpanIndex of
+    them, None for none), named as the range (eval, checkpoint), with no Phase."""
     if op.launch_ns is None:
         return UNATTRIBUTED, None
     if op.launch_tid in pipeline_tids:
         return INPUT_PIPELINE, None
     p = index.find(op.launch_ns)
-    return (p.name, p) if p is not None else (OUTSIDE, None)
+    if p is not None:
+        return p.name, p
+    b = boundary.find(op.launch_ns) if boundary is not None else None
+    return (b.name, None) if b is not None else (OUTSIDE, None)
 
 
-def gpu_time_by_phase(ex, lo, hi, phases, steps, main_tids, pipeline_tids):
+def gpu_time_by_phase(ex, lo, hi, phases, steps, main_tids, pipeline_tids, boundary=()):
     """Device time of the window (kernels, copies, memsets and graph executions recorded whole, each
     clipped to [lo, hi]; a whole graph counts from its first node's start to its last's end) by the
     main thread's step-level phase in which its runtime call started, whatever thread made the call
-    (backward's kernels come from autograd's thread while the main thread sits in backward).
+    (backward's kernels come from autograd's thread while the main thread sits in backward); work
+    launched while the main thread was in one of boundary (the window's eval and checkpoint ranges:
+    epochs.boundary_ranges()) is charged to that range's name instead.
 
     Returns an OrderedDict:
-      by_phase_ms     phase -> ms, phases in step order, then OTHER_BUCKETS: OUTSIDE (launched while the
-                      main thread was in no phase of a captured step: before the window, between steps,
-                      in capture_drain), INPUT_PIPELINE (launched by a thread of the loader's domain,
+      by_phase_ms     phase -> ms, phases in step order, then eval and checkpoint (only when boundary
+                      holds such a range), then OTHER_BUCKETS: OUTSIDE (launched while the main thread
+                      was in no phase of a captured step nor in boundary: before the window, between
+                      steps, in capture_drain), INPUT_PIPELINE (launched by a thread of the loader's domain,
                       which works for later steps, not for the phase it happens to overlap),
                       UNATTRIBUTED (no correlated runtime call). They add up to total_ms.
       per_step_ms     phase -> [ms per captured step], None where that step has no such range
-      main_thread_ms  phase -> ms of the part launched from the main thread itself
+      main_thread_ms  phase (and eval, checkpoint) -> ms of the part launched from the main thread itself
       counts          bucket -> activities
       total_ms        the summed device time of the window's activities (overlapping streams count
                       twice, so it may exceed device_busy_ms, the union)
       launch_tids     the threads that launched work charged to a phase (the step's threads)
     """
     names = phase_names(phases)
-    index = SpanIndex(phases)
-    total = OrderedDict((n, 0) for n in list(names) + list(OTHER_BUCKETS))
+    index, edges = SpanIndex(phases), SpanIndex(boundary)
+    edge_names = list(OrderedDict((b.name, None) for b in edges.spans))
+    total = OrderedDict((n, 0) for n in names + edge_names + list(OTHER_BUCKETS))
     counts = OrderedDict((n, 0) for n in total)
-    main = OrderedDict((n, 0) for n in names)
+    main = OrderedDict((n, 0) for n in names + edge_names)
     per_step = OrderedDict((n, [None] * len(steps)) for n in names)
     for p in phases:
         per_step[p.name][p.step] = 0
@@ -114,14 +125,14 @@ def gpu_time_by_phase(ex, lo, hi, phases, steps, main_tids, pipeline_tids):
         if op.end <= lo or op.start >= hi:
             continue
         ns = min(op.end, hi) - max(op.start, lo)
-        bucket, p = charge(op, index, pipeline_tids)
+        bucket, p = charge(op, index, pipeline_tids, edges)
         total[bucket] += ns
         counts[bucket] += 1
+        if bucket in main and op.launch_tid in main_tids:
+            main[bucket] += ns
         if p is not None:
             per_step[bucket][p.step] += ns
             launch_tids.add(op.launch_tid)
-            if op.launch_tid in main_tids:
-                main[bucket] += ns
     return OrderedDict(
         by_phase_ms=OrderedDict((k, ms(v)) for k, v in total.items()),
         per_step_ms=OrderedDict((k, [ms(v) for v in vs]) for k, vs in per_step.items()),

@@ -5,7 +5,7 @@ enqueued a device activity (None when no runtime record correlates with it).
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional, Sequence
 
 # Range names the workload emits (an interface: lib/device/nvtx.h, data_pipeline/nvtx_domain.h and
 # seed_workload.py use the same vocabulary; tests/scripts/nsys_analysis/capture/test_records.py checks them
@@ -25,6 +25,17 @@ OPTIMIZER_STEP = "optimizer_step"
 LOSS_ITEM = "loss_item"
 # Between steps: the loader's iterator rebuilt at an epoch's end.
 ITERATOR_RESET = "iterator_reset"
+# train_resnet50 --epochs: an epoch's end, between torch_step ranges on the main thread (siblings of
+# torch_step in capture_window): the evaluation pass, eval { eval_step { batch_wait, h2d_submit,
+# [normalize], forward }..., eval_reduce (the pass's one device sync) }, then the checkpoint written.
+# Neither is a training step, and the training loop's names inside eval_step are no training phases.
+EVAL = "eval"
+EVAL_STEP = "eval_step"
+EVAL_REDUCE = "eval_reduce"
+CHECKPOINT = "checkpoint"
+# The epoch boundary's top-level ranges (epochs.boundary_ranges()), and every range name of its own.
+BOUNDARY_RANGES = (EVAL, CHECKPOINT)
+BOUNDARY_NAMES = (EVAL, EVAL_STEP, EVAL_REDUCE, CHECKPOINT)
 # The C++ loader's NVTX domain (data_pipeline/nvtx_domain.h): its ranges sit on worker threads (and on
 # the GPU decode stage's thread), never on the main thread.
 LOADER_DOMAIN = "data_pipeline"
@@ -181,6 +192,7 @@ class Window(NamedTuple):
     all_steps: List[Range]     # every default-domain torch_step range, by start
     steps: List[Range]         # those lying wholly inside the window
     outside: List[Range]       # the others
+    boundary: Sequence[Range] = ()  # the epoch boundary's eval and checkpoint ranges in the window, by start
 
     def holds(self, r):
         """True when range r lies wholly inside the window (always, when there is no window)."""

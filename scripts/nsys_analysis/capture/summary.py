@@ -4,6 +4,7 @@ from collections import OrderedDict, defaultdict
 
 from .checks import capture_checks
 from .cost import DEFAULT_MAX_SLOWDOWN, capture_cost
+from .epochs import BoundaryIndex, boundary_ranges, epoch_boundary, launched_in_boundary, table_name
 from .idle_gaps import host_stalls, idle_gaps
 from .intervals import SpanIndex, group_stats, ms, union_length
 from .kernels import is_layout_conversion, kernel_family_table, kernel_labels
@@ -20,7 +21,8 @@ SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchr
 
 def find_window(ranges):
     """The capture window of default-domain ranges: the single `capture_window` range; the span of
-    several; without one, the span of the torch_step ranges (capture_boundary then fails)."""
+    several; without one, the span of the torch_step ranges (capture_boundary then fails). Its boundary
+    holds the epoch boundary's eval and checkpoint ranges in it (epochs.boundary_ranges())."""
     windows = [r for r in ranges if r.name == WINDOW]
     all_steps = sorted((r for r in ranges if r.name == STEP), key=lambda r: r.start)
     if len(windows) == 1:
@@ -36,7 +38,7 @@ def find_window(ranges):
     window = Window(lo, hi, source, windows, all_steps, [], [])
     for r in all_steps:
         (window.steps if window.holds(r) else window.outside).append(r)
-    return window
+    return window._replace(boundary=tuple(boundary_ranges(ranges, window)))
 
 
 def compute_summary(ex, report=None, expected_steps=None, top_n=12, untraced=None,
@@ -47,8 +49,11 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12, untraced=Non
     Definitions:
       window           the single default-domain `capture_window` range; without one, the span of the
                        torch_step ranges (capture_boundary then false).
-      steps            torch_step ranges lying wholly inside the window.
-      h2d_copies       host-to-device memcpy records whose device start lies in [window start, end).
+      steps            torch_step ranges lying wholly inside the window (only these: the epoch
+                       boundary's eval and checkpoint ranges are no steps).
+      h2d_copies       host-to-device memcpy records whose device start lies in [window start, end),
+                       but those the main thread enqueued inside an eval or checkpoint range (the
+                       evaluation's input: epoch_boundary's h2d_copies).
       synthetic        true when the run report's config says --synthetic (no per-step copies).
       decode           "gpu" when the run decoded on the GPU (the run report's config.decode, else the
                        GPU decode stage's ranges in the loader's domain: GPU_STAGE_RANGES), else "cpu".
@@ -79,11 +84,21 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12, untraced=Non
                        activities per bucket; the sum of all buckets (>= device_busy_ms: streams overlap).
       host_stalls      host-caused gaps >= 1 ms in the step's device work, each with its start and length,
                        the host's quiet interval, its usual length there, the stall (their difference),
-                       the captured step and the phase: idle_gaps.host_stalls().
+                       the captured step and the phase (eval or checkpoint where one of those ranges
+                       holds most of it): idle_gaps.host_stalls().
+      epoch_boundary   only when the window holds an eval or checkpoint range (train_resnet50 --epochs
+                       with the capture across an epoch's end): each one's start, duration, GPU busy %,
+                       eval's eval_step ranges and eval_reduce, against the median torch_step, with the
+                       run report's host timing of them: epochs.epoch_boundary(). Device work launched
+                       in them counts under gpu_time_by_phase_ms's "eval" and "checkpoint", and host
+                       gaps begun in them under idle_gaps' host_by_range "eval" and "checkpoint".
       batch_wait_ms, h2d_submit_ms, data_load_ms, step_ms
                        per step, the summed duration of those ranges nested in it (same thread);
                        null for a step without such a range.
-      phase_totals_ms  per default-domain range name, the total duration of its ranges in the window.
+      phase_totals_ms  per default-domain range name, the total duration of its ranges in the window;
+                       a training name nested in an eval (checkpoint) range counts as eval/NAME
+                       (checkpoint/NAME; eval/forward, eval/batch_wait: epochs.table_name()), not under
+                       the training phase's.
       sync_calls_in_steps
                        SYNC_CALLS calls starting inside a torch_step's time span, on any thread, except
                        calls enclosed by a range of the loader's domain (LOADER_DOMAIN) on their thread:
@@ -133,6 +148,9 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12, untraced=Non
     step_index = SpanIndex(window.steps)
     _add_device_activity(s, ex, window, step_index)
     _add_gpu_phases(s, ex, window)
+    eb = epoch_boundary(ex, window, report)
+    if eb is not None:
+        s["epoch_boundary"] = eb
     _add_decode_mode(s, ex, window, report)
     _add_graph_mode(s, ex, window, step_index, report)
     _add_sync_calls(s, ex, step_index)
@@ -176,8 +194,10 @@ def _add_step_timing(s, ex, steps):
 
 
 def _add_phases(s, ex, window):
-    """Totals per default-domain range name inside the window, and per range of the other domains."""
-    phases = group_stats((r.name, r.duration) for r in ex.ranges if window.holds(r))
+    """Totals per default-domain range name inside the window (a training name nested in the epoch
+    boundary's eval as eval/NAME, in checkpoint as checkpoint/NAME), and per range of the other domains."""
+    index = BoundaryIndex(window.boundary)
+    phases = group_stats((table_name(r, index), r.duration) for r in ex.ranges if window.holds(r))
     s["phase_totals_ms"] = OrderedDict((k, ms(v.total_ns)) for k, v in phases.items())
     s["phase_counts"] = OrderedDict((k, v.count) for k, v in phases.items())
     s["phases"] = [OrderedDict(name=k, count=v.count, total_ms=ms(v.total_ns),
@@ -202,10 +222,10 @@ def _add_device_activity(s, ex, window, step_index):
         busy = union_length(device, lo, hi)
         s["device_busy_ms"] = ms(busy)
         s["no_activity_pct"] = round(100.0 * (hi - lo - busy) / (hi - lo), 6)
-        s["idle_gaps"] = idle_gaps(ex, lo, hi, ex.ranges)
+        s["idle_gaps"] = idle_gaps(ex, lo, hi, ex.ranges, boundary=window.boundary)
     else:
         s["device_busy_ms"] = s["no_activity_pct"] = s["idle_gaps"] = None
-    s["h2d_copies"] = sum(1 for c in ex.memcpys if c.is_htod and (lo is None or lo <= c.start < hi))
+    s["h2d_copies"] = len(_window_htod(ex, window))
     s["kernel_launches"] = len(ex.kernels)
     last_dev = max((e for _, e in device), default=None)
     s["last_device_end_after_last_step_ms"] = (ms(last_dev - steps[-1].end)
@@ -232,14 +252,14 @@ def _add_gpu_phases(s, ex, window):
     phases = step_phases(ex.ranges, window.steps)
     main_tids = {r.tid for r in window.steps}
     pipeline = input_pipeline_tids(ex, main_tids)
-    g = gpu_time_by_phase(ex, lo, hi, phases, window.steps, main_tids, pipeline)
+    g = gpu_time_by_phase(ex, lo, hi, phases, window.steps, main_tids, pipeline, window.boundary)
     s["gpu_time_by_phase_ms"] = g["by_phase_ms"]
     s["gpu_time_by_phase_per_step_ms"] = g["per_step_ms"]
     s["gpu_time_by_phase_main_thread_ms"] = g["main_thread_ms"]
     s["gpu_activities_by_phase"] = g["counts"]
     s["gpu_time_total_ms"] = g["total_ms"]
     s["host_stalls"] = host_stalls(ex, lo, hi, ex.ranges, phases, window.steps, main_tids | g["launch_tids"],
-                                   pipeline)
+                                   pipeline, boundary=window.boundary)
 
 
 # LOADER_DOMAIN (records.py): the C++ loader's ranges sit on worker threads, where a wait on the device
@@ -261,12 +281,21 @@ def _add_decode_mode(s, ex, window, report):
     if not ex.device_data:
         s["h2d_copies_main_thread"] = s["h2d_copies_gpu_stage"] = None
         return
-    lo, hi = window.lo, window.hi
-    copies = [c for c in ex.memcpys if c.is_htod and (lo is None or lo <= c.start < hi)]
+    copies = _window_htod(ex, window)
     s["h2d_copies_main_thread"] = (sum(1 for c in copies if c.launch_tid in main_tids)
                                    if main_tids else None)
     s["h2d_copies_gpu_stage"] = (sum(1 for c in copies if c.launch_tid in stage_tids)
                                  if stage_tids else None)
+
+
+def _window_htod(ex, window):
+    """The host-to-device copies of the window (device start inside it), but those the main thread
+    enqueued inside an epoch-boundary range (epochs.launched_in_boundary()): the training steps' copies."""
+    lo, hi = window.lo, window.hi
+    index = BoundaryIndex(window.boundary)
+    main_tids = {r.tid for r in window.steps}
+    return [c for c in ex.memcpys if c.is_htod and (lo is None or lo <= c.start < hi)
+            and not launched_in_boundary(c, index, main_tids)]
 
 
 def _add_graph_mode(s, ex, window, step_index, report):

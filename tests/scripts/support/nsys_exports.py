@@ -1,5 +1,6 @@
 """Test helpers for the nsys_analysis tests: tiny SQLite exports with the real nsys table and column
-names (ExportBuilder, basic_export, rank_export for the ranks of a data-parallel run), and the real nsys
+names (ExportBuilder, basic_export, rank_export for the ranks of a data-parallel run, epoch_export for a
+window across an epoch's end), and the real nsys
 2025.3 export of the Python reference in tests/fixtures/nsys/ (RealFixtureCase)."""
 
 import glob
@@ -413,6 +414,103 @@ def simulated_run(steps=4, stalls=None, decode_stage=False):
             b.kernel(at + 0.05, at + 0.25, "void decode_stage_kernel()", launch_ms=at, tid=STAGE, stream=11)
             at += 2.0
     return b
+
+
+# epoch_export(): where its training steps start (ms), the evaluation's eval_step ranges (start, ms).
+EPOCH_STEP_STARTS = (1.0, 5.0, 29.5, 33.5)
+EPOCH_EVAL_STEPS = ((10.0, 2.5), (12.5, 3.0), (15.5, 4.0))
+
+
+def _epoch_input(b, t):
+    """batch_wait [t, t+0.5] and h2d_submit [t+0.5, t+1] with its two H2D copies, launched at t+0.6 and t+0.7
+    and run [t+0.8, t+0.9] and [t+0.9, t+1.0], on MAIN."""
+    b.range("batch_wait", t, t + 0.5)
+    b.range("h2d_submit", t + 0.5, t + 1.0)
+    b.memcpy(t + 0.8, t + 0.9, launch_ms=t + 0.6)
+    b.memcpy(t + 0.9, t + 1.0, launch_ms=t + 0.7)
+
+
+def epoch_export(boundary=True):
+    """A capture window across an epoch's end (train_resnet50 --epochs E --capture-at N): two training
+    steps, the evaluation pass and the checkpoint, two more steps. Window [0, 40] ms, everything on MAIN
+    but backward's kernels (AUTOGRAD).
+
+      torch_step     4 ms each, at s = 1, 5, 29.5, 33.5 (EPOCH_STEP_STARTS): data_load [s, s+1]
+                     (_epoch_input()'s batch_wait, h2d_submit and 2 H2D copies), forward [s+1, s+2] (kernel
+                     launched s+1.05, run [s+1.1, s+1.9]), zero_grad [s+2, s+2.1], backward [s+2.1, s+3.5]
+                     (kernel AUTOGRAD s+2.15, [s+2.2, s+3.4]), optimizer_step [s+3.5, s+4] (kernel s+3.55,
+                     [s+3.6, s+3.9]); device 2.5 ms a step
+      eval           [9.5, 21.5], 12 ms: eval_step [e, e+d] for (e, d) in EPOCH_EVAL_STEPS (2.5, 3, 4 ms:
+                     median 3), each batch_wait, h2d_submit with 2 H2D copies as a step's, forward [e+1, e+d]
+                     with a kernel launched e+1.05, run [e+1.1, e+d-0.1]; eval_reduce [19.5, 21] (1.5 ms):
+                     a kernel [19.6, 19.65] launched 19.55, a D2H copy [19.8, 19.85] launched 19.75, a
+                     cudaStreamSynchronize [19.76, 19.86]. Device busy 6.6 ms: 55 %
+      checkpoint     [21.5, 29.5], 8 ms: two D2H copies [21.7, 22.2] and [22.3, 22.8] launched 21.6 and
+                     22.25, then the file written with no device work: busy 1 ms (12.5 %), idle 7 ms
+      capture_drain  [37.5, 39.5], a cudaDeviceSynchronize [37.6, 39.4] in it
+      PROFILER_OVERHEAD  one CUPTI Buffer flush on MAIN [25, 25.5], inside checkpoint
+
+    Known answers: 4 steps (median 4 ms), 8 training H2D copies (the evaluation's 6 not among them);
+    eval 3x, checkpoint 2x the median step. Host gaps by the range they began in: forward 8 (1.6 ms:
+    0.1 + 0.3 a step), backward 4 (0.8), optimizer_step 3 (3.7: 0.9, the 1.9 before eval, 0.9), eval 8
+    (4.3, 1.85 of it from eval_reduce to the checkpoint's first copy), checkpoint 2 (7.6: 0.1 between its
+    copies, 7.5 to step 2's first copy), (no range) 1 (1.8, the window's first). GPU time: data_load 0.8,
+    forward 3.2, backward 4.8, optimizer_step 1.2, eval 6.6, checkpoint 1.0 ms.
+    boundary False: the same capture without the eval, eval_step, eval_reduce and checkpoint ranges (their
+    nested ranges and device work stay), as the analysis would see it if it ignored those names."""
+    b = ExportBuilder()
+    b.range("capture_window", 0.0, 40.0)
+    for s in EPOCH_STEP_STARTS:
+        b.range("torch_step", s, s + 4.0)
+        b.range("data_load", s, s + 1.0)
+        _epoch_input(b, s)
+        b.range("forward", s + 1.0, s + 2.0)
+        b.kernel(s + 1.1, s + 1.9, "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm>()", launch_ms=s + 1.05)
+        b.range("zero_grad", s + 2.0, s + 2.1)
+        b.range("backward", s + 2.1, s + 3.5)
+        b.kernel(s + 2.2, s + 3.4, "void cudnn::bn_bw_1C11_kernel_new<float>()", launch_ms=s + 2.15, tid=AUTOGRAD)
+        b.range("optimizer_step", s + 3.5, s + 4.0)
+        b.kernel(s + 3.6, s + 3.9, "void at::native::multi_tensor_apply_kernel<sgd>()", launch_ms=s + 3.55)
+    if boundary:
+        b.range("eval", 9.5, 21.5)
+        b.range("eval_reduce", 19.5, 21.0)
+        b.range("checkpoint", 21.5, 29.5)
+    for e, d in EPOCH_EVAL_STEPS:
+        if boundary:
+            b.range("eval_step", e, e + d)
+        _epoch_input(b, e)
+        b.range("forward", e + 1.0, e + d)
+        b.kernel(e + 1.1, e + d - 0.1, "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm>()", launch_ms=e + 1.05)
+    b.kernel(19.6, 19.65, "void at::native::reduce_kernel<512, 1>()", launch_ms=19.55)
+    b.memcpy(19.8, 19.85, kind=2, nbytes=8, launch_ms=19.75)
+    b.api("cudaStreamSynchronize_v3020", 19.76, 19.86)
+    b.memcpy(21.7, 22.2, kind=2, nbytes=50_000_000, launch_ms=21.6)
+    b.memcpy(22.3, 22.8, kind=2, nbytes=50_000_000, launch_ms=22.25)
+    b.range("capture_drain", 37.5, 39.5)
+    b.api("cudaDeviceSynchronize_v3020", 37.6, 39.4)
+    b.overhead("CUPTI Buffer flush", 25.0, 25.5, MAIN)
+    return b
+
+
+def epoch_report(eval_ms=12.4, checkpoint_ms=8.3):
+    """A train_resnet50 --epochs 2 run report for epoch_export(): its 4 captured steps (epochs 0, 0, 1, 1;
+    run-wide steps 10-13), batch size 8, and training.epochs with epoch 0's evaluation (96 images in 3
+    steps, top-1 0.25, eval_ms) and checkpoint (100 MB, checkpoint_ms); epoch 1 neither."""
+    steps = [{"index": i, "step": 10 + i, "epoch": 0 if i < 2 else 1, "batch_in_epoch": i % 2 + 4,
+              "batch_wait_ms": 0.5, "h2d_submit_ms": 0.5, "step_ms": 4.0,
+              "phase_ms": {"data_load": 1.0, "batch_wait": 0.5, "h2d_submit": 0.5, "forward": 1.0, "zero_grad": 0.1,
+                           "backward": 1.4, "optimizer_step": 0.5}} for i in range(4)]
+    return {"program": "train_resnet50",
+            "config": {"steps": 4, "batch_size": 8, "epochs": 2},
+            "capture": {"warmup_steps": 2, "steps": 4, "batch_size": 8, "elapsed_s": 0.04, "images_per_s": 800.0},
+            "steps": steps,
+            "steps_after_capture": [dict(steps[-1], index=4, step=14, batch_in_epoch=2)],
+            "training": {"epochs_planned": 2, "epochs": [
+                {"epoch": 0, "steps": 6, "eval": {"images": 96, "top1": 0.25, "top5": 0.5, "loss": 3.2,
+                                                  "ms": eval_ms, "steps": 3},
+                 "checkpoint": {"path": "ckpt/epoch0.pt", "bytes": 100_000_000, "ms": checkpoint_ms}},
+                {"epoch": 1, "steps": 6, "eval": None, "checkpoint": None}]},
+            "interrupted": False}
 
 
 def inject_stall(path, at_ns, stall_ns, latency_ns=1000):

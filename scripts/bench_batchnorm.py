@@ -22,27 +22,18 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nsys_analysis.common.argtypes import positive_int  # noqa: E402
 from nsys_analysis.common.exit_status import FAILURE, OK, exit_with  # noqa: E402
-
-
-def positive(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError("expected an integer >= 1, got %r" % text)
-    return value
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=positive, default=30, help="timed steps a run (default 30)")
-    p.add_argument("--warmup", type=positive, default=5, help="untimed steps before them (default 5)")
-    p.add_argument("--rounds", type=positive, default=3,
+    p.add_argument("--steps", type=positive_int, default=30, help="timed steps a run (default 30)")
+    p.add_argument("--warmup", type=positive_int, default=5, help="untimed steps before them (default 5)")
+    p.add_argument("--rounds", type=positive_int, default=3,
                    help="rounds, each a cuDNN run then an ATen run (default 3; the median is reported)")
-    p.add_argument("--batch-size", type=positive, default=128, help="images a step (default 128)")
+    p.add_argument("--batch-size", type=positive_int, default=128, help="images a step (default 128)")
     p.add_argument("--no-kernels", action="store_true", help="skip the profile of ATen's kernels")
     return p.parse_args(argv)
 

@@ -6,6 +6,7 @@ Four sub-packages, each importing only from those listed before it (tests/script
 this):
 
   common/    what every script shares, no analysis in it
+    argtypes      argparse types the scripts share (positive_int, unit_fraction)
     exit_status   the scripts' exit statuses, one name each (OK, FAILURE, USAGE, CHECKS_FAILED, DEADLINE)
     files         checks of input and output paths before any work; writes that follow symlinks, write
                   /dev/null in place and replace only regular files, atomically (write_text,

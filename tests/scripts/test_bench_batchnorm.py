@@ -5,33 +5,16 @@ Run: /usr/bin/python3 -m pytest -q tests/scripts/test_bench_batchnorm.py   (all 
 """
 
 import os
-import subprocess
 import sys
-import tempfile
 import unittest
 
-from scripts.support.testutil import REPO
+from scripts.support.testutil import REPO, StandInPackagesCase
 
 SCRIPT = os.path.join(REPO, "scripts", "bench_batchnorm.py")
 
 
-class BenchBatchnormTest(unittest.TestCase):
-    def setUp(self):
-        self._tmp = tempfile.TemporaryDirectory()
-        self.tmp = self._tmp.name
-
-    def tearDown(self):
-        self._tmp.cleanup()
-
-    def package(self, name, text):
-        os.makedirs(os.path.join(self.tmp, name), exist_ok=True)
-        with open(os.path.join(self.tmp, name, "__init__.py"), "w") as f:
-            f.write(text)
-
-    def run_script(self, *args):
-        env = dict(os.environ, PYTHONPATH=self.tmp)
-        return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, env=env,
-                              timeout=60)
+class BenchBatchnormTest(StandInPackagesCase):
+    SCRIPT = SCRIPT
 
     def test_help_names_every_flag_without_importing_torch(self):
         self.package("torch", "raise RuntimeError('imported for --help')\n")

@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import stat
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -111,3 +112,28 @@ class ScratchCase(unittest.TestCase):
 def _kill_if_alive(pid):
     if alive(pid):
         os.kill(pid, signal.SIGKILL)
+
+
+class StandInPackagesCase(unittest.TestCase):
+    """For a script that imports PyTorch: each test gets a temporary directory, tmp, first on the
+    PYTHONPATH of run_script(), where package() writes stand-in packages (a torch that raises ImportError,
+    one without CUDA, ...). SCRIPT is the script's path."""
+
+    SCRIPT = None
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="standin_test_")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def package(self, name, text):
+        """A package `name` (a/b for a sub-package) whose __init__.py is text."""
+        os.makedirs(os.path.join(self.tmp, name), exist_ok=True)
+        with open(os.path.join(self.tmp, name, "__init__.py"), "w") as f:
+            f.write(text)
+
+    def run_script(self, *args):
+        """SCRIPT run with args by this interpreter, the stand-ins first on its path: a CompletedProcess."""
+        env = dict(os.environ, PYTHONPATH=self.tmp)
+        return subprocess.run([sys.executable, self.SCRIPT, *args], capture_output=True, text=True, env=env,
+                              timeout=60)
+

@@ -1,6 +1,7 @@
 """The exit statuses of the Python scripts (analyze.py, sweep.py, benchmarks.py, kernel_families.py,
-bench_batchnorm.py), one name each. The project's table of every program's and script's statuses is
-lib/core/exit_status.h's, and the README's; a test checks these values against the README's table.
+bench_batchnorm.py, learning_curve.py, reference_epochs.py), one name each. The project's table of
+every program's and script's statuses is lib/core/exit_status.h's, and the README's; a test checks
+these values against the README's table.
 
 Each script uses the subset its docstring lists.
 """

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""The learning curve of one or several train_resnet50 --epochs runs: loss and top-1 against epoch and
+against wall time.
+
+usage: learning_curve.py REPORT.json [REPORT.json ...] [--names NAME ...] [--out FIGURE.png]
+                         [--table FILE.md] [--no-figures]
+
+Each REPORT.json is a train_resnet50 --report of an --epochs run (or scripts/reference_epochs.py's) (its `training.epochs`: per epoch the
+training loss, the evaluation's top-1, top-5 and loss, images/s and the run's wall time at the epoch's
+end; a resumed run's report holds the epochs of the run it continued). Prints a Markdown table per
+run (epoch, train loss, eval loss, top-1, top-5, images/s, wall time), then the best top-1 and when it
+came, and draws four panels into --out (default learning_curve.png): training and evaluation loss,
+and top-1, each against the epoch and against wall time. --names labels the runs (default: each
+report's file name without .json).
+
+Example, the default recipe against the article's constant 0.1:
+
+  train_resnet50 --data DIR --epochs 10 --report out/default.json
+  train_resnet50 --data DIR --epochs 10 --lr-schedule constant --lr 0.1 --report out/constant.json
+  scripts/learning_curve.py out/default.json out/constant.json --out out/curve.png
+
+--out and --table are checked before anything is read (a directory, FIFO or socket there is refused)
+and written atomically.
+
+Exit status (nsys_analysis.common.exit_status): 0 done; 1 an output could not be written when its turn
+came, or matplotlib missing (use --no-figures, or /usr/bin/python3); 2 a report missing, not JSON, not
+train_resnet50's, without epochs (a run of --warmup + --steps) or with epochs of another form, --names
+of another length, or an output that cannot be written; 130 Ctrl-C.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nsys_analysis.common.exit_status import FAILURE, OK, USAGE, exit_with  # noqa: E402
+from nsys_analysis.common.files import (OutputError, UsageError, check_input_file,  # noqa: E402
+                                        check_output_file, write_text)
+from nsys_analysis.common.formatting import fmt, table  # noqa: E402
+
+
+# The programs whose reports hold `training.epochs`: the workload and scripts/reference_epochs.py.
+PROGRAMS = ("train_resnet50", "reference_epochs")
+
+
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def load(path):
+    """The run's epochs as a list of dicts (epoch, train_loss, elapsed_s, images_per_s, and eval_top1,
+    eval_top5, eval_loss or None), and its training section. Raises UsageError naming the file."""
+    check_input_file("report", path, "a train_resnet50 --report JSON")
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise UsageError("%s: cannot read (%s)" % (path, e.strerror))
+    except ValueError as e:
+        raise UsageError("%s: not JSON (%s)" % (path, e))
+    if not isinstance(doc, dict) or doc.get("program") not in PROGRAMS:
+        raise UsageError("%s: not a train_resnet50 or reference_epochs.py report (no \"program\": "
+                         "\"train_resnet50\")" % path)
+    training = doc.get("training")
+    if not isinstance(training, dict) or not isinstance(training.get("epochs"), list):
+        raise UsageError("%s: no training.epochs (a run of --warmup + --steps, not --epochs)" % path)
+    epochs = []
+    for i, e in enumerate(training["epochs"]):
+        if not (isinstance(e, dict) and all(_number(e.get(k)) for k in
+                                            ("epoch", "train_loss", "elapsed_s", "images_per_s"))):
+            raise UsageError("%s: training.epochs[%d] lacks a number for epoch, train_loss, elapsed_s or "
+                             "images_per_s" % (path, i))
+        ev = e.get("eval")
+        if ev is not None and not (isinstance(ev, dict) and all(_number(ev.get(k))
+                                                                for k in ("top1", "top5", "loss"))):
+            raise UsageError("%s: training.epochs[%d].eval lacks a number for top1, top5 or loss" % (path, i))
+        epochs.append({"epoch": int(e["epoch"]) + 1, "train_loss": e["train_loss"],
+                       "elapsed_s": e["elapsed_s"], "images_per_s": e["images_per_s"],
+                       "eval_top1": ev["top1"] if ev else None, "eval_top5": ev["top5"] if ev else None,
+                       "eval_loss": ev["loss"] if ev else None, "resumed": bool(e.get("resumed"))})
+    if not epochs:
+        raise UsageError("%s: training.epochs is empty (the run stopped before its first epoch ended)" % path)
+    return epochs, training
+
+
+def _pct(v):
+    return fmt(100.0 * v, 2) if v is not None else "-"
+
+
+def run_table(name, epochs, training):
+    """Markdown lines for one run."""
+    rows = [[str(e["epoch"]) + (" (resumed)" if e["resumed"] else ""), fmt(e["train_loss"], 4),
+             fmt(e["eval_loss"], 4) if e["eval_loss"] is not None else "-", _pct(e["eval_top1"]),
+             _pct(e["eval_top5"]), fmt(e["images_per_s"], 1), fmt(e["elapsed_s"], 1)] for e in epochs]
+    lines = ["### %s" % name, "",
+             table(["epoch", "train loss", "eval loss", "top-1 %", "top-5 %", "images/s", "wall s"], rows,
+                   ["l"] + ["r"] * 6)]
+    scored = [e for e in epochs if e["eval_top1"] is not None]
+    if scored:
+        best = max(scored, key=lambda e: e["eval_top1"])
+        lines += ["", "Best top-1 %s%% after epoch %d, at %s s." % (_pct(best["eval_top1"]), best["epoch"],
+                                                                   fmt(best["elapsed_s"], 1))]
+    if training.get("target_top1") is not None:
+        lines.append("Target top-1 %s%%: %s." % (_pct(training["target_top1"]),
+                                                 "reached" if training.get("target_reached") else "not reached"))
+    return lines + [""]
+
+
+def draw(runs, path):
+    from nsys_analysis.common.plotting import SEED_COLORS, require_matplotlib, save_figure
+    plt = require_matplotlib()
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    for i, (name, epochs) in enumerate(runs):
+        colour = SEED_COLORS[i % len(SEED_COLORS)]
+        for col, key in ((0, "epoch"), (1, "elapsed_s")):
+            xs = [e[key] for e in epochs]
+            ax = axes[0][col]
+            ax.plot(xs, [e["train_loss"] for e in epochs], "-o", color=colour, ms=3, label="%s train" % name)
+            scored = [e for e in epochs if e["eval_loss"] is not None]
+            ax.plot([e[key] for e in scored], [e["eval_loss"] for e in scored], "--s", color=colour, ms=3,
+                    label="%s eval" % name)
+            ax = axes[1][col]
+            ax.plot([e[key] for e in scored], [100.0 * e["eval_top1"] for e in scored], "-o", color=colour,
+                    ms=3, label=name)
+    axes[0][0].set_title("loss by epoch")
+    axes[0][1].set_title("loss by wall time")
+    axes[1][0].set_title("test top-1 by epoch")
+    axes[1][1].set_title("test top-1 by wall time")
+    for ax in axes[0]:
+        ax.set_ylabel("cross-entropy")
+        ax.legend(fontsize=8)
+    for ax in axes[1]:
+        ax.set_ylabel("top-1 %")
+        ax.legend(fontsize=8)
+    for ax in (axes[0][0], axes[1][0]):
+        ax.set_xlabel("epoch")
+    for ax in (axes[0][1], axes[1][1]):
+        ax.set_xlabel("wall time (s, evaluation included)")
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("reports", nargs="+", metavar="REPORT.json")
+    ap.add_argument("--names", nargs="+", help="run names, one per report")
+    ap.add_argument("--out", default="learning_curve.png", help="the figure (default learning_curve.png)")
+    ap.add_argument("--table", help="also write the tables here (Markdown)")
+    ap.add_argument("--no-figures", action="store_true", help="print the tables only")
+    args = ap.parse_args(argv)
+    try:
+        if args.names and len(args.names) != len(args.reports):
+            raise UsageError("--names: expected %d names (one per report), got %d"
+                             % (len(args.reports), len(args.names)))
+        if not args.no_figures:
+            check_output_file("--out", args.out)
+        if args.table is not None:
+            check_output_file("--table", args.table)
+        loaded = [load(p) for p in args.reports]
+    except UsageError as e:
+        print("learning_curve.py: error: %s" % e, file=sys.stderr)
+        return USAGE
+    names = args.names or [os.path.splitext(os.path.basename(p))[0] for p in args.reports]
+    lines = []
+    for name, (epochs, training) in zip(names, loaded):
+        lines += run_table(name, epochs, training)
+    text = "\n".join(lines)
+    sys.stdout.write(text)
+    try:
+        if args.table:
+            write_text(args.table, text)
+        if not args.no_figures:
+            draw([(n, e) for n, (e, _) in zip(names, loaded)], args.out)
+            print("figure: %s" % args.out)
+    except OutputError as e:
+        print("learning_curve.py: error: %s" % e, file=sys.stderr)
+        return FAILURE
+    return OK
+
+
+if __name__ == "__main__":
+    exit_with(main, "learning_curve.py")

@@ -1,0 +1,103 @@
+"""Tests for scripts/learning_curve.py: the tables and the figure of one and of two --epochs reports, a
+resumed run's epochs marked, and the inputs it refuses.
+
+Run: /usr/bin/python3 -m pytest -q tests/scripts/test_learning_curve.py   (all tests: scripts/python_tests.sh)
+"""
+
+import contextlib
+import io
+import json
+import os
+import unittest
+
+from scripts.support.nsys_exports import TempDirCase
+import learning_curve
+
+
+def _epoch(i, loss, top1, elapsed, resumed=False, evaluated=True):
+    # The keys lib/report/report.cpp's epoch_json writes.
+    e = {"epoch": i, "steps": 9, "train_loss": loss, "train_s": 2.0, "images_per_s": 36.0, "epoch_s": 2.5,
+         "elapsed_s": elapsed, "lr": 0.01,
+         "eval": {"images": 24, "top1": top1, "top5": 1.0, "loss": loss + 0.5, "ms": 100.0, "steps": 3}
+         if evaluated else None,
+         "checkpoint": None}
+    if resumed:
+        e["resumed"] = True
+    return e
+
+
+def _report(epochs, target=None, reached=False):
+    return {"program": "train_resnet50", "config": {"epochs": len(epochs)},
+            "training": {"epochs_planned": len(epochs), "resumed_from": None, "best_top1": None,
+                         "target_top1": target, "target_reached": reached, "epochs": epochs}}
+
+
+class LearningCurveTest(TempDirCase):
+    def write(self, name, obj):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(obj if isinstance(obj, str) else json.dumps(obj))
+        return path
+
+    def run_main(self, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = learning_curve.main(list(argv))
+        return rc, out.getvalue(), err.getvalue()
+
+    def test_tables_best_top1_and_the_figure_of_two_runs(self):
+        a = self.write("default.json", _report([_epoch(0, 1.2, 0.3333, 2.5, resumed=True),
+                                                _epoch(1, 0.9, 0.75, 5.0), _epoch(2, 0.5, 0.6667, 7.5)],
+                                               target=0.7, reached=True))
+        b = self.write("constant.json", _report([_epoch(0, 1.1, 0.3333, 3.0, evaluated=False),
+                                                 _epoch(1, 1.1, 0.3333, 6.0)]))
+        fig = os.path.join(self.tmp, "curve.png")
+        md = os.path.join(self.tmp, "curve.md")
+        rc, out, err = self.run_main(a, b, "--out", fig, "--table", md)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("### default", out)
+        self.assertIn("### constant", out)
+        self.assertIn("| 1 (resumed) | 1.2000 | 1.7000 | 33.33 | 100.00 | 36.0 | 2.5 |", out)
+        self.assertIn("| 1 | 1.1000 | - | - | - | 36.0 | 3.0 |", out)  # an epoch not evaluated
+        self.assertIn("Best top-1 75.00% after epoch 2, at 5.0 s.", out)
+        self.assertIn("Target top-1 70.00%: reached.", out)
+        with open(md) as f:
+            self.assertIn("### default", f.read())
+        with open(fig, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+    def test_no_figures_prints_the_tables_only(self):
+        a = self.write("r.json", _report([_epoch(0, 1.0, 0.5, 1.0)]))
+        rc, out, _ = self.run_main(a, "--no-figures", "--out", os.path.join(self.tmp, "never.png"))
+        self.assertEqual(rc, 0)
+        self.assertIn("### r", out)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "never.png")))
+
+    def test_refused_inputs_are_usage_errors_naming_the_file(self):
+        steps_run = self.write("steps.json", {"program": "train_resnet50", "steps": []})
+        cases = [
+            (os.path.join(self.tmp, "missing.json"), "no such file"),
+            (self.write("bad.json", "{not json"), "not JSON"),
+            (self.write("other.json", {"program": "seed_workload"}), "not a train_resnet50 or reference_epochs.py report"),
+            (steps_run, "no training.epochs"),
+            (self.write("empty.json", _report([])), "training.epochs is empty"),
+            (self.write("noloss.json", _report([{"epoch": 0}])), "training.epochs[0] lacks a number"),
+            (self.write("badeval.json", _report([dict(_epoch(0, 1.0, 0.5, 1.0), eval={"top1": "x"})])),
+             "training.epochs[0].eval lacks a number"),
+        ]
+        for path, why in cases:
+            rc, _, err = self.run_main(path, "--no-figures")
+            self.assertEqual(rc, 2, path)
+            self.assertIn(why, err, path)
+            self.assertIn(os.path.basename(path), err)
+        good = self.write("good.json", _report([_epoch(0, 1.0, 0.5, 1.0)]))
+        rc, _, err = self.run_main(good, "--names", "a", "b", "--no-figures")
+        self.assertEqual(rc, 2)
+        self.assertIn("--names: expected 1 names", err)
+        rc, _, err = self.run_main(good, "--out", self.tmp)  # a directory
+        self.assertEqual(rc, 2)
+        self.assertIn("--out", err)
+
+
+if __name__ == "__main__":
+    unittest.main()

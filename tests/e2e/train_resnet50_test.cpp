@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -177,6 +179,35 @@ TEST_F(TrainBinaryTest, NvtxTreeOfAnEpochBoundaryWithEvaluationAndCheckpoint) {
   const std::string expected = step + ",capture_window(" + step + "," + eval + ",checkpoint," +
                                step + ",capture_drain)," + step + "," + eval + ",checkpoint";
   EXPECT_EQ(tree_with_parens(read_events(log), r.pid), expected);
+}
+
+// A run SIGKILLed anywhere (in a step, an evaluation or a checkpoint's write) leaves a directory
+// that --resume continues from: the newest complete checkpoint, never a half-written one.
+TEST_F(TrainBinaryTest, AKilledRunResumesFromItsLastCompleteCheckpoint) {
+  const fs::path data = tmp_->path() / "kill_data";
+  test_util::make_dataset(data, 3, 4, 3, 0.25);
+  const auto run_args = [&](const fs::path& ckpt, bool resume) {
+    std::vector<std::string> a =
+        args({"--epochs=3", "--quiet", "--checkpoint-dir=" + ckpt.string()});
+    a[1] = "--data=" + data.string();
+    if (resume) a.push_back("--resume");
+    return a;
+  };
+  int killed = 0, tried = 0;
+  for (const double after_s : {2.5, 4.5}) {
+    const fs::path ckpt = tmp_->path() / ("kill_ckpt_" + std::to_string(tried++));
+    const auto first = test_util::run_process(run_args(ckpt, false), {}, 120, SIGKILL, after_s);
+    if (first.exit_code == 0) continue;  // done before the kill
+    ASSERT_EQ(first.exit_code, 128 + SIGKILL) << first.err;
+    ++killed;
+    const auto again = test_util::run_process(run_args(ckpt, true), {}, 120);
+    ASSERT_EQ(again.exit_code, 0) << "killed after " << after_s << " s: " << again.err;
+    EXPECT_NE(again.out.find("[epoch 3/3]"), std::string::npos) << again.out;
+    for (const auto& entry : fs::directory_iterator(ckpt)) {
+      EXPECT_NE(entry.path().extension(), ".tmp") << "the last write removes a killed one's";
+    }
+  }
+  EXPECT_GT(killed, 0) << "every run ended before its kill: kill earlier";
 }
 
 TEST_F(TrainBinaryTest, NvtxOffSilencesEveryRangeAndThreadNameOfBothDomains) {

@@ -182,6 +182,51 @@ TEST_F(DistributedTest, TrainResnet50RanksStayInSyncAndWriteTheirOwnReports) {
   EXPECT_EQ(j0["loader"]["batches_per_epoch"], 4);
 }
 
+// --epochs under two ranks: each evaluates its unpadded shard and the counts are summed, so both
+// report every test image once and the same figures; rank 0 writes the checkpoint, both resume
+// from it.
+TEST_F(DistributedTest, EpochRanksSumTheirEvaluationsAndShareOneCheckpoint) {
+  const fs::path data = tmp_->path() / "epochs_data";
+  test_util::make_dataset(data, 3, 12, 5, 0.25);  // 27 training images, 9 test: 5 and 4 a rank
+  const fs::path dir = tmp_->path() / "epochs";
+  fs::create_directories(dir);
+  const auto run = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> a = train({"--epochs=2", "--checkpoint-dir=" + (dir / "ckpt").string(),
+                                        "--report=" + (dir / (name + ".json")).string()});
+    a[1] = "--data=" + data.string();
+    a.insert(a.end(), extra.begin(), extra.end());
+    const auto r = test_util::run_process(launch(2, a), {}, 300);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    return std::make_pair(read_json(dir / (name + ".rank0.json")),
+                          read_json(dir / (name + ".rank1.json")));
+  };
+  const auto [r0, r1] = run("full", {});
+  for (const auto* j : {&r0, &r1}) {
+    const auto& epochs = (*j)["training"]["epochs"];
+    ASSERT_EQ(epochs.size(), 2u);
+    EXPECT_EQ(epochs[1]["eval"]["images"], 9) << "every test image once, summed over the ranks";
+    EXPECT_EQ(epochs[1]["steps"], 4) << "14 images a rank (padded), batches of 3";
+  }
+  EXPECT_EQ(r0["training"]["epochs"][1]["eval"]["top1"],
+            r1["training"]["epochs"][1]["eval"]["top1"]);
+  EXPECT_EQ(r0["training"]["epochs"][1]["eval"]["loss"],
+            r1["training"]["epochs"][1]["eval"]["loss"]);
+  EXPECT_GT(r0["training"]["epochs"][1]["checkpoint"]["bytes"], 0) << "rank 0 writes";
+  EXPECT_EQ(r1["training"]["epochs"][1]["checkpoint"]["bytes"], 0) << "rank 1 does not";
+  // Both ranks resume from the checkpoint after epoch 1 and end where the uninterrupted run did.
+  fs::remove(dir / "ckpt" / "checkpoint-e000002.ckpt");
+  const auto [s0, s1] = run("resumed", {"--resume"});
+  for (const auto* j : {&s0, &s1}) {
+    EXPECT_EQ((*j)["training"]["resumed_from"],
+              (dir / "ckpt" / "checkpoint-e000001.ckpt").string());
+    EXPECT_EQ((*j)["steps"].size(), 4u) << "only epoch 2";
+  }
+  EXPECT_EQ(s0["dist"]["parameter_digest"], r0["dist"]["parameter_digest"]);
+  EXPECT_EQ(s1["dist"]["parameter_digest"], r1["dist"]["parameter_digest"]);
+  EXPECT_EQ(s0["training"]["epochs"][1]["eval"]["loss"],
+            r0["training"]["epochs"][1]["eval"]["loss"]);
+}
+
 // DataParallel's gradient_as_bucket_view, in one process (one Gloo rank): after the iterations
 // the gradients of one bucket share its flat tensor (here one bucket holds them all), without it
 // each has a tensor of its own, and the values are the same either way.

@@ -4,7 +4,6 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
@@ -111,12 +110,8 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
         const std::string diff = fingerprint_mismatch(
             resume_->meta.value("fingerprint", nlohmann::ordered_json()), fingerprint_);
         if (!diff.empty()) {
-          throw CheckpointError("checkpoint " + *newest +
-                                ": made by a run that differs from this "
-                                "one (" +
-                                diff +
-                                "); resume with that run's settings, or give "
-                                "another --checkpoint-dir");
+          throw CheckpointError("checkpoint " + *newest + ": made by another run (" + diff +
+                                "); resume with its settings, or give another --checkpoint-dir");
         }
         first_epoch_ = resume_->meta.value("epochs_done", std::int64_t{0});
       } else {

@@ -208,6 +208,20 @@ TEST_F(TrainBinaryTest, AKilledRunResumesFromItsLastCompleteCheckpoint) {
     }
   }
   EXPECT_GT(killed, 0) << "every run ended before its kill: kill earlier";
+  // A damaged newest checkpoint ends a resumed run before its first step: one line naming the file,
+  // exit 1.
+  const fs::path ckpt = tmp_->path() / "kill_ckpt_0";
+  fs::path newest;
+  for (const auto& entry : fs::directory_iterator(ckpt)) {
+    if (entry.path().extension() == ".ckpt" && entry.path() > newest) newest = entry.path();
+  }
+  ASSERT_FALSE(newest.empty());
+  fs::resize_file(newest, fs::file_size(newest) / 2);
+  const auto bad = test_util::run_process(run_args(ckpt, true), {}, 120);
+  EXPECT_EQ(bad.exit_code, 1) << bad.err;
+  EXPECT_NE(bad.err.find("checkpoint " + newest.string() + ": truncated"), std::string::npos)
+      << bad.err;
+  EXPECT_EQ(bad.out.find("[epoch"), std::string::npos) << "no step ran";
 }
 
 TEST_F(TrainBinaryTest, NvtxOffSilencesEveryRangeAndThreadNameOfBothDomains) {

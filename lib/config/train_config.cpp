@@ -75,6 +75,11 @@ void validate_epochs(const TrainConfig& c) {
         "--data");
   }
   if (c.mode != RunMode::kTrain) throw UsageError("--epochs: needs --mode train");
+  if (!c.reuse_iterator) {
+    throw UsageError(
+        "--reuse-iterator=false: an --epochs run starts each epoch's traversal itself "
+        "and has no iterator_reset; drop the flag");
+  }
   if (c.cuda_graph) {
     throw UsageError(
         "--epochs: not with --cuda-graph (the evaluation and the epochs' ends run eager); drop "

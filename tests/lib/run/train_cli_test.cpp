@@ -289,6 +289,8 @@ TEST(TrainCliTest, EpochFlagsAndTheirCombinations) {
   expect_usage_error({"--device=cpu", "--synthetic", "--epochs=2"}, "--epochs: an epoch is a pass");
   expect_usage_error({"--data=/x", "--device=cpu", "--epochs=2", "--mode=forward"},
                      "--epochs: needs --mode train");
+  expect_usage_error({"--data=/x", "--device=cpu", "--epochs=2", "--reuse-iterator=false"},
+                     "--reuse-iterator=false: an --epochs run");
   expect_usage_error({"--data=/x", "--device=cpu", "--epochs=2", "--resume"},
                      "--resume: needs --checkpoint-dir");
   expect_usage_error(

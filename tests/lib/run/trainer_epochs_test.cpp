@@ -1,5 +1,6 @@
-// Tests for the Trainer's --epochs runs on the CPU: a tiny split learnt above chance, the schedule
-// over the epochs, resume equality, bad checkpoints, and a capture window across an epoch's end.
+// Tests for the Trainer's --epochs runs on the CPU: a tiny split learnt above chance on the
+// schedule's formula, --eval-every, resume equality, bad checkpoints, and a capture window across
+// an epoch's end.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -72,25 +73,30 @@ TEST_F(TrainerEpochsTest, TheDefaultRecipeLearnsATinySplitAboveChance) {
   EXPECT_EQ(j["training"]["epochs"].size(), 8u);
   EXPECT_EQ(j["training"]["epochs"][7]["eval"]["images"], 24);
   EXPECT_EQ(j["steps"][71]["step"], 71);
-}
-
-TEST_F(TrainerEpochsTest, TheScheduleSpansEveryEpochAsItsFormulaSays) {
-  TrainConfig c = config(3);
-  c.eval_every = 0;
-  Trainer t(c);
-  const RunResult r = t.run();
-  ASSERT_EQ(r.steps.size(), 27u);
-  const double peak = 0.1 * 8 / 256;  // the scaling rule
-  const int total = 27, warm = 7;     // 25% of 27 steps, rounded
-  for (int s : {0, 3, 6, 7, 9, 13, 18, 26}) {
+  // The schedule spans the 8 epochs as its formula says: the scaling rule's peak, a warm-up of 25%
+  // of the 72 steps, then the cosine to 0.
+  const double peak = 0.1 * 8 / 256;
+  const int total = 72, warm = 18;
+  for (int s : {0, 9, 17, 18, 27, 40, 63, 71}) {
     const double want = s < warm ? peak * (s + 1) / warm
                                  : peak * (1 + std::cos(kPi * (s - warm) / (total - warm))) / 2;
-    ASSERT_TRUE(r.steps[static_cast<std::size_t>(s)].lr);
-    EXPECT_NEAR(*r.steps[static_cast<std::size_t>(s)].lr, want, 1e-12) << "step " << s;
-    EXPECT_EQ(r.steps[static_cast<std::size_t>(s)].step, s);
-    EXPECT_EQ(r.steps[static_cast<std::size_t>(s)].epoch, s / 9) << "the loader's epoch";
+    const StepRecord& step = r.steps[static_cast<std::size_t>(s)];
+    ASSERT_TRUE(step.lr);
+    EXPECT_NEAR(*step.lr, want, 1e-12) << "step " << s;
+    EXPECT_EQ(step.step, s);
+    EXPECT_EQ(step.epoch, s / 9) << "the loader's epoch";
   }
-  EXPECT_FALSE(r.epochs[0].eval) << "--eval-every 0";
+}
+
+TEST_F(TrainerEpochsTest, EvalEveryNSkipsTheOthersButTheLast) {
+  TrainConfig c = config(3);
+  c.eval_every = 2;
+  c.loader.batch_size = 24;  // 3 steps an epoch
+  const RunResult r = Trainer(c).run();
+  ASSERT_EQ(r.epochs.size(), 3u);
+  EXPECT_FALSE(r.epochs[0].eval);
+  EXPECT_TRUE(r.epochs[1].eval);
+  EXPECT_TRUE(r.epochs[2].eval) << "the last epoch is always evaluated";
 }
 
 TEST_F(TrainerEpochsTest, AResumedRunGivesTheUninterruptedRunsStepsBitForBit) {

@@ -117,7 +117,7 @@ TEST(CheckpointFile, AFailedWriteLeavesThePreviousFileIntact) {
   write_checkpoint_file(path.string(), sample());
   const std::string before = read_all(path);
   // A full disk: the temporary file is /dev/full, whose writes fail with ENOSPC.
-  ASSERT_TRUE(fs::exists("/dev/full"));
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this machine";
   fs::create_symlink("/dev/full", path.string() + ".tmp");
   Checkpoint bigger = sample();
   bigger.tensors.emplace_back("param/big", torch::zeros({1 << 16}));

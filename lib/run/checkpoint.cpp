@@ -103,13 +103,13 @@ std::uint64_t write_checkpoint_file(const std::string& path, const Checkpoint& c
   meta["tensor_names"] = names;
   const std::string meta_text = meta.dump();
 
-  std::string bytes(kCheckpointMagic, sizeof(kCheckpointMagic));
-  put_u32(bytes, kCheckpointVersion);
-  put_u64(bytes, meta_text.size());
-  put_u64(bytes, payload.size());
-  put_u64(bytes, digest_of(meta_text, payload));
-  bytes += meta_text;
-  bytes += payload;
+  // The header and meta, then the payload as it is (no copy of the tensors' bytes).
+  std::string head(kCheckpointMagic, sizeof(kCheckpointMagic));
+  put_u32(head, kCheckpointVersion);
+  put_u64(head, meta_text.size());
+  put_u64(head, payload.size());
+  put_u64(head, digest_of(meta_text, payload));
+  head += meta_text;
 
   const std::string tmp = path + kTmpSuffix;
   const auto fail = [&](const std::string& what, int err) {
@@ -119,7 +119,7 @@ std::uint64_t write_checkpoint_file(const std::string& path, const Checkpoint& c
   };
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw fail("cannot create", errno);
-  if (!write_all(fd, bytes)) {
+  if (!write_all(fd, head) || !write_all(fd, payload)) {
     const int err = errno;
     ::close(fd);
     throw fail("write failed", err);
@@ -140,7 +140,7 @@ std::uint64_t write_checkpoint_file(const std::string& path, const Checkpoint& c
     ::fsync(dfd);
     ::close(dfd);
   }
-  return bytes.size();
+  return head.size() + payload.size();
 }
 
 Checkpoint read_checkpoint_file(const std::string& path) {

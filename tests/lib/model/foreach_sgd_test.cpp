@@ -50,6 +50,16 @@ void expect_same_steps_as_torch_sgd(
   }
 }
 
+// A cosine of 6 steps, 2 of them warming up to 0.5: every step's LR differs.
+LrSchedule short_cosine() {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kCosine;
+  o.peak_lr = 0.5;
+  o.warmup_steps = 2;
+  o.total_steps = 6;
+  return LrSchedule(o);
+}
+
 TEST(ForeachSgdTest, MatchesTorchOptimSgdExactly) {
   expect_same_steps_as_torch_sgd(
       [](std::vector<torch::Tensor> p) { return ForeachSgd(std::move(p), 0.05, 0.9, 1e-4); },
@@ -109,12 +119,7 @@ TEST(ForeachSgdTest, ASchedulePassedFromTheHostIsLibTorchsSgdWithItsLrSetEachSte
 // same kernels, or read from the table on the device at the optimizer's own count; past the end,
 // the last LR.
 TEST(ForeachSgdTest, AScheduleGivesEachStepItsLearningRate) {
-  LrScheduleOptions o;
-  o.kind = LrScheduleKind::kCosine;
-  o.peak_lr = 0.5;
-  o.warmup_steps = 2;
-  o.total_steps = 6;
-  const LrSchedule schedule(o);
+  const LrSchedule schedule = short_cosine();
   for (const ForeachSgd::LrSource source :
        {ForeachSgd::LrSource::kHost, ForeachSgd::LrSource::kDevice}) {
     const bool device = source == ForeachSgd::LrSource::kDevice;
@@ -142,12 +147,7 @@ TEST(ForeachSgdTest, AScheduleGivesEachStepItsLearningRate) {
 }
 
 TEST(ForeachSgdTest, AStateLoadedIntoAFreshOptimizerContinuesTheSameSteps) {
-  LrScheduleOptions o;
-  o.kind = LrScheduleKind::kCosine;
-  o.peak_lr = 0.5;
-  o.warmup_steps = 2;
-  o.total_steps = 6;
-  const LrSchedule schedule(o);
+  const LrSchedule schedule = short_cosine();
   for (const ForeachSgd::LrSource source :
        {ForeachSgd::LrSource::kHost, ForeachSgd::LrSource::kDevice}) {
     auto a = torch::zeros({2, 3}, torch::requires_grad());

@@ -105,6 +105,11 @@ void validate_epochs(const TrainConfig& c) {
 
 }  // namespace
 
+WeightCast resolve_weight_cast(WeightCast asked, bool distributed) {
+  if (asked != WeightCast::kAuto) return asked;
+  return distributed ? WeightCast::kPerLayer : WeightCast::kTogether;
+}
+
 void validate(const TrainConfig& c) {
   visit_train_flags(c, CheckFlagRanges{});
   validate_epochs(c);
@@ -115,6 +120,9 @@ void validate(const TrainConfig& c) {
     throw UsageError(
         "--precision bf16: bf16 autocast is implemented for CUDA only; use --precision fp32 with "
         "--device cpu");
+  }
+  if (c.weight_cast != WeightCast::kAuto && c.precision != Precision::kBf16) {
+    throw UsageError("--weight-cast: only meaningful with --precision bf16 (fp32 casts nothing)");
   }
   if (c.forward_bn != ForwardBn::kEval && c.mode != RunMode::kForward) {
     throw UsageError("--forward-bn: only meaningful with --mode forward");

@@ -33,6 +33,19 @@ inline constexpr EnumName<Precision> kPrecisionNames[] = {{Precision::kFp32, "fp
                                                           {Precision::kBf16, "bf16"}};
 constexpr const auto& enum_names(Precision) { return kPrecisionNames; }
 
+/// --precision bf16: how autocast's bf16 copies of the weights are made each forward.
+enum class WeightCast {
+  kAuto,      ///< kTogether in a single process, kPerLayer under torchrun (resolve_weight_cast).
+  kTogether,  ///< All at the start of forward in one multi-tensor kernel, the gradients cast back
+              ///< in one at the end of backward (lib/model/weight_cast.h).
+  kPerLayer,  ///< Autocast's own: each where its layer uses it, a kernel each way per weight, each
+              ///< gradient ready for DDP's bucket as soon as its layer's backward is.
+};
+inline constexpr EnumName<WeightCast> kWeightCastNames[] = {{WeightCast::kAuto, "auto"},
+                                                            {WeightCast::kTogether, "together"},
+                                                            {WeightCast::kPerLayer, "per-layer"}};
+constexpr const auto& enum_names(WeightCast) { return kWeightCastNames; }
+
 /// What a step does.
 enum class RunMode {
   kTrain,    ///< forward, zero_grad, backward, optimizer_step.
@@ -174,6 +187,7 @@ struct TrainConfig {
 
   // Experiments beyond the article; the defaults keep its behaviour.
   Precision precision = Precision::kFp32;
+  WeightCast weight_cast = WeightCast::kAuto;  ///< Only meaningful with Precision::kBf16.
   NvtxDetail nvtx_detail = NvtxDetail::kSteps;
   std::string torch_profiler_trace;  ///< Chrome trace of the capture window (LibTorch profiler).
   RunMode mode = RunMode::kTrain;
@@ -203,6 +217,11 @@ struct TrainConfig {
   /// the all-reduced bucket is the gradient (no copy back). Off by default, as DDP.
   bool grad_bucket_view = false;
 };
+
+/// What kAuto means for a run: kTogether in a single process, kPerLayer in a distributed one (one
+/// cast node would hold every gradient back until the end of backward, and DDP's all-reduces with
+/// it). An explicit choice is kept.
+WeightCast resolve_weight_cast(WeightCast asked, bool distributed);
 
 /// Checks what the flags' own ranges cannot: combinations, the machine (a CUDA device for
 /// Device::kCuda), the parts this build has (lib/core/build_features.h) and output paths

@@ -128,6 +128,13 @@ void visit_train_flags(C& c, V&& v) {
   v.boolean({"nvtx", kRunGroup, "emit NVTX ranges and thread names (false measures their cost)"},
             c.nvtx);
   v.choice({"precision", kExperimentsGroup, "bf16 autocasts forward and loss (CUDA)"}, c.precision);
+  v.choice({"weight-cast", kExperimentsGroup,
+            "with --precision bf16: together casts every weight to bf16 at the start of forward "
+            "and every gradient back at the end of backward, one kernel each; per-layer is "
+            "autocast's own cast where each layer runs, a kernel each way per weight; auto: "
+            "together, per-layer under torchrun (where DDP overlaps the gradients' all-reduce "
+            "with backward)"},
+           c.weight_cast);
   v.choice({"nvtx-detail", kExperimentsGroup, "layers adds ranges per stage and block in forward"},
            c.nvtx_detail);
   v.text({"torch-profiler-trace", kExperimentsGroup,

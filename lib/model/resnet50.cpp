@@ -2,10 +2,14 @@
 #include "lib/model/resnet50.h"
 
 #include <torch/nn/functional/activation.h>
+#include <torch/nn/functional/conv.h>
 #include <torch/nn/init.h>
 #include <torch/types.h>
 
+#include <optional>
 #include <utility>
+
+#include "lib/device/autocast_guard.h"
 
 namespace workload {
 
@@ -14,6 +18,21 @@ torch::nn::Conv2d conv(std::int64_t in, std::int64_t out, std::int64_t k, std::i
                        std::int64_t padding) {
   return torch::nn::Conv2d(
       torch::nn::Conv2dOptions(in, out, k).stride(stride).padding(padding).bias(false));
+}
+
+// What `c`'s forward computes, with `weights`' copy of its weight (Conv2dImpl applies its own
+// weight only). The model's convolutions pad with zeros, which is all this passes on.
+torch::Tensor conv_with(const torch::nn::Conv2dImpl& c, const torch::Tensor& x,
+                        const ForwardWeights& weights) {
+  namespace F = torch::nn::functional;
+  const auto& o = c.options;
+  return F::conv2d(x, weights[c.weight],
+                   F::Conv2dFuncOptions()
+                       .bias(c.bias)
+                       .stride(o.stride())
+                       .padding(o.padding())
+                       .dilation(o.dilation())
+                       .groups(o.groups()));
 }
 }  // namespace
 
@@ -37,12 +56,20 @@ void BottleneckImpl::set_norm_activation(std::shared_ptr<const NormActivation> n
   norm_ = std::move(norm);
 }
 
-torch::Tensor BottleneckImpl::forward(const torch::Tensor& x) {
-  torch::Tensor out = norm_->bn_relu(*bn1_, conv1_(x));
-  out = norm_->bn_relu(*bn2_, conv2_(out));
-  return norm_->bn_add_relu(*bn3_, conv3_(out), [&] {
-    return downsample_ ? norm_->bn(*downsample_bn_, downsample_conv_(x)) : x;
+torch::Tensor BottleneckImpl::forward(const torch::Tensor& x) { return forward_with(x, {}); }
+
+torch::Tensor BottleneckImpl::forward_with(const torch::Tensor& x, const ForwardWeights& w) {
+  torch::Tensor out = norm_->bn_relu(*bn1_, conv_with(*conv1_, x, w));
+  out = norm_->bn_relu(*bn2_, conv_with(*conv2_, out, w));
+  return norm_->bn_add_relu(*bn3_, conv_with(*conv3_, out, w), [&] {
+    return downsample_ ? norm_->bn(*downsample_bn_, conv_with(*downsample_conv_, x, w)) : x;
   });
+}
+
+std::vector<torch::Tensor> BottleneckImpl::conv_weights() const {
+  std::vector<torch::Tensor> out = {conv1_->weight, conv2_->weight, conv3_->weight};
+  if (downsample_conv_) out.push_back(downsample_conv_->weight);
+  return out;
 }
 
 ResNet50Impl::ResNet50Impl(std::int64_t num_classes) : num_classes_(num_classes) {
@@ -68,6 +95,16 @@ ResNet50Impl::ResNet50Impl(std::int64_t num_classes) : num_classes_(num_classes)
       torch::nn::init::zeros_(b->bias);
     }
   }
+  // The parameters' handles: to(), to_channels_last() and loading a state keep them.
+  cast_weights_.push_back(conv1_->weight);
+  for (auto* layer : {&layer1_, &layer2_, &layer3_, &layer4_}) {
+    for (auto& block : **layer) {
+      for (torch::Tensor& w : block.get<BottleneckImpl>().conv_weights())
+        cast_weights_.push_back(w);
+    }
+  }
+  cast_weights_.push_back(fc_->weight);
+  cast_weights_.push_back(fc_->bias);
 }
 
 torch::nn::Sequential ResNet50Impl::make_layer(std::int64_t planes, std::int64_t blocks,
@@ -87,20 +124,30 @@ void ResNet50Impl::set_norm_activation(const std::shared_ptr<const NormActivatio
   }
 }
 
-torch::Tensor ResNet50Impl::forward(const torch::Tensor& x) {
-  DeferredBatchCounts counts;
-  torch::Tensor y = maxpool_(norm_->bn_relu(*bn1_, conv1_(x)));
-  y = layer4_->forward(layer3_->forward(layer2_->forward(layer1_->forward(y))));
-  y = fc_(torch::flatten(avgpool_(y), 1));
-  counts.flush();
-  return y;
+ForwardWeights ResNet50Impl::forward_weights(const torch::Tensor& x) const {
+  if (!cast_together_) return {};
+  const std::optional<at::ScalarType> dtype = autocast_dtype(x.device().type());
+  // Autocast casts a layer's floating weights to its lower precision where the layer runs in it
+  // (convolutions and linear layers); off, or already there, nothing is cast.
+  if (!dtype || cast_weights_.front().scalar_type() == *dtype) return {};
+  return ForwardWeights(cast_weights_, *dtype);
 }
 
+torch::Tensor ResNet50Impl::forward(const torch::Tensor& x) { return forward_impl(x, nullptr); }
+
 torch::Tensor ResNet50Impl::forward_with_hook(const torch::Tensor& x, const ForwardHook& hook) {
+  return forward_impl(x, &hook);
+}
+
+torch::Tensor ResNet50Impl::forward_impl(const torch::Tensor& x, const ForwardHook* hook) {
+  const auto mark = [hook](const char* name, bool enter) {
+    if (hook) (*hook)(name, enter);
+  };
   DeferredBatchCounts counts;
-  hook("stem", true);
-  torch::Tensor y = maxpool_(norm_->bn_relu(*bn1_, conv1_(x)));
-  hook("stem", false);
+  const ForwardWeights w = forward_weights(x);
+  mark("stem", true);
+  torch::Tensor y = maxpool_(norm_->bn_relu(*bn1_, conv_with(*conv1_, x, w)));
+  mark("stem", false);
   static const char* const kBlockNames[4][6] = {
       {"layer1.0", "layer1.1", "layer1.2"},
       {"layer2.0", "layer2.1", "layer2.2", "layer2.3"},
@@ -109,19 +156,19 @@ torch::Tensor ResNet50Impl::forward_with_hook(const torch::Tensor& x, const Forw
   static const char* const kLayerNames[4] = {"layer1", "layer2", "layer3", "layer4"};
   torch::nn::Sequential* layers[4] = {&layer1_, &layer2_, &layer3_, &layer4_};
   for (int l = 0; l < 4; ++l) {
-    hook(kLayerNames[l], true);
+    mark(kLayerNames[l], true);
     int b = 0;
     for (auto& block : **layers[l]) {
-      hook(kBlockNames[l][b], true);
-      y = block.forward(y);
-      hook(kBlockNames[l][b], false);
+      mark(kBlockNames[l][b], true);
+      y = block.get<BottleneckImpl>().forward_with(y, w);
+      mark(kBlockNames[l][b], false);
       ++b;
     }
-    hook(kLayerNames[l], false);
+    mark(kLayerNames[l], false);
   }
-  hook("fc", true);
-  y = fc_(torch::flatten(avgpool_(y), 1));
-  hook("fc", false);
+  mark("fc", true);
+  y = torch::linear(torch::flatten(avgpool_(y), 1), w[fc_->weight], w[fc_->bias]);
+  mark("fc", false);
   counts.flush();
   return y;
 }

@@ -14,8 +14,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lib/model/norm_activation.h"
+#include "lib/model/weight_cast.h"
 
 namespace workload {
 
@@ -25,6 +27,11 @@ class BottleneckImpl : public torch::nn::Module {
   static constexpr std::int64_t kExpansion = 4;
   BottleneckImpl(std::int64_t in_planes, std::int64_t planes, std::int64_t stride);
   torch::Tensor forward(const torch::Tensor& x);
+  /// forward(x) with the convolutions' weights taken from `weights` (their cast copies, where
+  /// the model made them).
+  torch::Tensor forward_with(const torch::Tensor& x, const ForwardWeights& weights);
+  /// The block's convolution weights, in the order forward uses them.
+  std::vector<torch::Tensor> conv_weights() const;
   /// How the block's BatchNorms and what follows them run (module_norm_activation() until set).
   /// \throws c10::Error for nullptr.
   void set_norm_activation(std::shared_ptr<const NormActivation> norm);
@@ -52,7 +59,10 @@ class ResNet50Impl : public torch::nn::Module {
  public:
   explicit ResNet50Impl(std::int64_t num_classes);
   /// The logits. In training mode with fused_norm_activation() the BatchNorms' num_batches_tracked
-  /// are advanced together at the end, in one kernel (DeferredBatchCounts).
+  /// are advanced together at the end, in one kernel (DeferredBatchCounts). Under autocast with
+  /// set_cast_weights_together(true), every weight autocast would cast (the convolutions' and the
+  /// head's weight and bias) is cast at the start, together (cast_together): one kernel each way
+  /// instead of one per weight, the same values.
   torch::Tensor forward(const torch::Tensor& x);
   /// Same computation with `hook` called around the stem, each stage, each block and the head.
   torch::Tensor forward_with_hook(const torch::Tensor& x, const ForwardHook& hook);
@@ -61,9 +71,21 @@ class ResNet50Impl : public torch::nn::Module {
   /// modules) or fused_norm_activation() (--fused-bn). The module tree, the parameters and the
   /// buffers are the same either way.
   void set_norm_activation(const std::shared_ptr<const NormActivation>& norm);
+  /// Whether a forward under autocast casts the weights together at its start (true) or autocast
+  /// casts each where its layer uses it (false, the default: one cast kernel each way per weight,
+  /// each weight's gradient ready as soon as its layer's backward is, which DDP's overlap needs).
+  void set_cast_weights_together(bool together) { cast_together_ = together; }
+  bool cast_weights_together() const { return cast_together_; }
+  /// The weights autocast casts to its lower precision: every convolution's, in the order forward
+  /// uses them, then the head's weight and bias. The parameters themselves (not copies).
+  const std::vector<torch::Tensor>& low_precision_weights() const { return cast_weights_; }
 
  private:
   torch::nn::Sequential make_layer(std::int64_t planes, std::int64_t blocks, std::int64_t stride);
+  /// The weights this forward of `x` uses: cast together now, or the modules' own.
+  ForwardWeights forward_weights(const torch::Tensor& x) const;
+  /// forward(x), calling `hook` (when not null) around the stem, each stage, block and the head.
+  torch::Tensor forward_impl(const torch::Tensor& x, const ForwardHook* hook);
   std::int64_t num_classes_;
   std::int64_t in_planes_ = 64;
   torch::nn::Conv2d conv1_{nullptr};
@@ -73,6 +95,8 @@ class ResNet50Impl : public torch::nn::Module {
   torch::nn::AdaptiveAvgPool2d avgpool_{nullptr};
   torch::nn::Linear fc_{nullptr};
   std::shared_ptr<const NormActivation> norm_ = module_norm_activation();
+  std::vector<torch::Tensor> cast_weights_;  // low_precision_weights()
+  bool cast_together_ = false;
 };
 TORCH_MODULE(ResNet50);
 

@@ -94,6 +94,7 @@ Json model_json(const ModelFacts& m, const TrainConfig& c) {
   j["num_classes"] = m.num_classes;
   j["parameters"] = m.parameters;
   j["memory_format"] = to_string(c.loader.transform.layout);
+  j["weight_cast"] = m.weight_cast ? Json(to_string(*m.weight_cast)) : Json(nullptr);
   return j;
 }
 

@@ -36,7 +36,8 @@ std::string input_line(const RunFacts& f) {
 }
 
 // The experiment line, or "" for the article's settings.
-std::string experiment_line(const TrainConfig& c) {
+std::string experiment_line(const RunFacts& f) {
+  const TrainConfig& c = f.config;
   const TrainConfig article;
   const auto& lo = c.loader;
   if (c.precision == article.precision && lo.transform.dtype == article.loader.transform.dtype &&
@@ -46,7 +47,11 @@ std::string experiment_line(const TrainConfig& c) {
   }
   const std::string bn =
       c.mode == RunMode::kForward ? std::string(" (BN ") + to_string(c.forward_bn) + ")" : "";
-  return std::string("experiment: precision ") + to_string(c.precision) + ", host dtype " +
+  const std::string cast =
+      f.model && f.model->weight_cast
+          ? std::string(" (weights cast ") + to_string(*f.model->weight_cast) + ")"
+          : "";
+  return std::string("experiment: precision ") + to_string(c.precision) + cast + ", host dtype " +
          to_string(lo.transform.dtype) + ", mode " + to_string(c.mode) + bn + ", nvtx detail " +
          to_string(c.nvtx_detail) +
          (c.fused_bn ? ", batch norm fused with ReLU and add (cuDNN)" : "") +
@@ -113,7 +118,7 @@ std::string format_banner(const RunFacts& f, const std::vector<std::string>& not
                     ", batch " + std::to_string(c.loader.batch_size) + ", " +
                     std::to_string(c.loader.transform.image_size) + " px, " + shape_text(f) + ", " +
                     input_line(f) + "\n";
-  out += experiment_line(c);
+  out += experiment_line(f);
   if (const std::string lr = lr_line(f); !lr.empty()) out += prefix + lr;
   if (f.dist) {
     const DistEnv& e = f.dist->env;

@@ -125,6 +125,10 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
   model_->to(device_);
   if (config_.loader.transform.layout != dp::ImageLayout::kNchw) to_channels_last(*model_);
   if (config_.fused_bn) model_->set_norm_activation(fused_norm_activation());
+  if (config_.precision == Precision::kBf16) {
+    weight_cast_ = resolve_weight_cast(config_.weight_cast, dist_ != nullptr);
+    model_->set_cast_weights_together(*weight_cast_ == WeightCast::kTogether);
+  }
   if (resume_) restore_model(*resume_);  // before DDP's broadcast of rank 0's, the same values
   if (dist_) {
     // After the device and the memory format (the buckets' views follow the gradients' layout).
@@ -228,7 +232,8 @@ RunFacts Trainer::facts(RunResult result) const {
   RunFacts f;
   f.config = config_;
   f.environment = collect_environment(device_.is_cuda());
-  if (!model_.is_empty()) f.model = ModelFacts{num_classes_, parameters(), device_.is_cuda()};
+  if (!model_.is_empty())
+    f.model = ModelFacts{num_classes_, parameters(), device_.is_cuda(), weight_cast_};
   if (input_) {
     if (const std::optional<HostRingFacts> ring = input_->host_ring()) {
       f.loader = LoaderFacts{*ring, dataset_images()};

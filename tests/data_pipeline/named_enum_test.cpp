@@ -46,6 +46,7 @@ TEST(NamedEnumTest, EveryTableIsConsistent) {
   expect_consistent_table<BadImagePolicy>(2);
   expect_consistent_table<workload::Device>(2);
   expect_consistent_table<workload::Precision>(2);
+  expect_consistent_table<workload::WeightCast>(3);
   expect_consistent_table<workload::RunMode>(2);
   expect_consistent_table<workload::NvtxDetail>(2);
   expect_consistent_table<workload::ForwardBn>(2);
@@ -56,6 +57,7 @@ TEST(NamedEnumTest, NamesAreTheFlagAndReportSpellings) {
   EXPECT_STREQ(to_string(HostDType::kUInt8), "uint8");
   EXPECT_STREQ(to_string(BadImagePolicy::kSkip), "skip");
   EXPECT_STREQ(to_string(workload::Precision::kBf16), "bf16");
+  EXPECT_STREQ(to_string(workload::WeightCast::kPerLayer), "per-layer");
   EXPECT_EQ(enum_choices<workload::Device>(", "), "cuda, cpu");
   EXPECT_FALSE(parse_enum<WorkUnit>("Batch").has_value());  // case matters
 }

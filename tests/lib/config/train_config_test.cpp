@@ -55,12 +55,27 @@ TEST(TrainConfigTest, CombinationsThatCannotRunNameTheirFlag) {
   c.cuda_graph_memsets = GraphMemsets::kNodes;
   expect_invalid(c, "--cuda-graph-memsets: only meaningful with --cuda-graph");
 
+  for (const WeightCast w : {WeightCast::kTogether, WeightCast::kPerLayer}) {
+    c = cpu_config();
+    c.weight_cast = w;
+    expect_invalid(c, "--weight-cast: only meaningful with --precision bf16");
+  }
+
   c = cpu_config();
   c.device = Device::kCuda;
   if (cuda_available()) {
     EXPECT_NO_THROW(validate(c));
   } else {
     expect_invalid(c, "--device cuda: no CUDA device");
+  }
+}
+
+TEST(TrainConfigTest, AutoCastsTheWeightsTogetherInASingleProcessOnly) {
+  EXPECT_EQ(resolve_weight_cast(WeightCast::kAuto, /*distributed=*/false), WeightCast::kTogether);
+  EXPECT_EQ(resolve_weight_cast(WeightCast::kAuto, /*distributed=*/true), WeightCast::kPerLayer);
+  for (const bool distributed : {false, true}) {
+    EXPECT_EQ(resolve_weight_cast(WeightCast::kTogether, distributed), WeightCast::kTogether);
+    EXPECT_EQ(resolve_weight_cast(WeightCast::kPerLayer, distributed), WeightCast::kPerLayer);
   }
 }
 
@@ -166,7 +181,9 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
       "lr_schedule", "lr_warmup_steps", "label_smoothing", "lr_on_device",
       // epochs, evaluation, checkpoints and the capture window anywhere (issue 33)
       "epochs", "eval_every", "eval_batch_size", "eval_split", "checkpoint_dir", "resume",
-      "capture_at", "target_top1"};
+      "capture_at", "target_top1",
+      // autocast's weight casts made together (issue 32)
+      "weight_cast"};
   // clang-format on
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["batch_size"], 128);
@@ -179,6 +196,7 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
   EXPECT_EQ(j["image_size"], 224);
   EXPECT_EQ(j["warmup"], 3);
   EXPECT_EQ(j["steps"], 8);
+  EXPECT_EQ(j["weight_cast"], "auto");
   // The learning rate is the one default beyond the article's: null where a rule decides (the
   // scaled peak, the warm-up's share), the cosine schedule, no label smoothing.
   EXPECT_TRUE(j["lr"].is_null());

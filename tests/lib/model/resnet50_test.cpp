@@ -1,13 +1,24 @@
 // Tests for ResNet50: torchvision's architecture (parameter count, names, init), channels_last,
-// the hooked forward, and that one SGD step lowers the loss on a fixed batch.
+// the hooked forward, that one SGD step lowers the loss on a fixed batch, and the weights cast
+// together under autocast (the same loss and gradients as autocast's own casts, in one node).
 #include "lib/model/resnet50.h"
 
+#include <ATen/Context.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/function.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
 
 #include <cmath>
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
 #include <vector>
+
+#include "lib/core/build_features.h"
+#include "lib/device/autocast_guard.h"
+#include "lib/device/cuda_device.h"
 
 namespace workload {
 namespace {
@@ -93,6 +104,142 @@ TEST(ResNet50Test, InitialLossIsNearLogKAndOneStepLowersIt) {
   opt.step();
   const auto loss1 = torch::nn::functional::cross_entropy(m->forward(x), y);
   EXPECT_LT(loss1.item<double>(), loss0.item<double>());
+}
+
+// How many nodes of each name the autograd graph behind `root` holds (each node once).
+std::map<std::string, int> graph_nodes(const torch::Tensor& root) {
+  std::map<std::string, int> count;
+  std::set<const torch::autograd::Node*> seen;
+  std::deque<std::shared_ptr<torch::autograd::Node>> todo = {root.grad_fn()};
+  while (!todo.empty()) {
+    const std::shared_ptr<torch::autograd::Node> node = todo.front();
+    todo.pop_front();
+    if (!node || !seen.insert(node.get()).second) continue;
+    std::string name = node->name();
+    if (name.find("CastTogether") != std::string::npos) name = "CastTogether";
+    ++count[name];
+    for (const auto& edge : node->next_edges()) todo.push_back(edge.function);
+  }
+  return count;
+}
+
+/// One forward and backward of a small ResNet-50 under bf16 autocast on `device` (or without it),
+/// its weights cast together or by autocast: the loss, every gradient, the graph's nodes.
+struct CastRun {
+  float loss = 0;
+  std::vector<torch::Tensor> grads;
+  std::map<std::string, int> nodes;
+};
+
+class CastFixture {
+ public:
+  CastFixture(torch::Device device, bool fused) : model_(nullptr), device_(device) {
+    torch::manual_seed(3);
+    model_ = ResNet50(5);
+    model_->to(device);
+    to_channels_last(*model_);
+    if (fused) model_->set_norm_activation(fused_norm_activation());
+    model_->train();
+    torch::manual_seed(4);
+    const auto on = torch::TensorOptions().device(device);
+    x_ = torch::randn({2, 3, 32, 32}, on).contiguous(torch::MemoryFormat::ChannelsLast);
+    y_ = torch::randint(5, {2}, on.dtype(torch::kInt64));
+  }
+  CastRun run(bool together, bool autocast) {
+    model_->set_cast_weights_together(together);
+    model_->zero_grad();
+    CastRun r;
+    torch::Tensor loss;
+    {
+      AutocastGuard guard(autocast, device_.type());
+      loss = torch::nn::functional::cross_entropy(model_->forward(x_), y_);
+    }
+    r.nodes = graph_nodes(loss);
+    loss.backward();
+    r.loss = loss.item<float>();
+    for (const auto& p : model_->parameters()) r.grads.push_back(p.grad().clone());
+    return r;
+  }
+  const ResNet50& model() const { return model_; }
+
+ private:
+  ResNet50 model_;
+  torch::Device device_;
+  torch::Tensor x_, y_;
+};
+
+void expect_same_step(const CastRun& together, const CastRun& per_layer) {
+  EXPECT_EQ(together.loss, per_layer.loss);
+  ASSERT_EQ(together.grads.size(), per_layer.grads.size());
+  for (std::size_t i = 0; i < together.grads.size(); ++i) {
+    EXPECT_EQ(together.grads[i].scalar_type(), torch::kFloat) << "parameter " << i;
+    EXPECT_TRUE(torch::equal(together.grads[i], per_layer.grads[i])) << "parameter " << i;
+    EXPECT_EQ(together.grads[i].strides(), per_layer.grads[i].strides()) << "parameter " << i;
+  }
+}
+
+int nodes_named(const CastRun& r, const std::string& name) {
+  const auto it = r.nodes.find(name);
+  return it == r.nodes.end() ? 0 : it->second;
+}
+
+TEST(ResNet50Test, TheWeightsAutocastCastsAreTheConvolutionsAndTheHead) {
+  ResNet50 m(5);
+  const auto& w = m->low_precision_weights();
+  ASSERT_EQ(w.size(), 53u + 2u);  // 49 convolutions in the blocks, 4 projections, the stem; fc
+  const auto params = m->named_parameters();
+  EXPECT_TRUE(w.front().is_same(params["conv1.weight"]));
+  EXPECT_TRUE(w[1].is_same(params["layer1.0.conv1.weight"]));
+  EXPECT_TRUE(w[4].is_same(params["layer1.0.downsample.0.weight"]));
+  EXPECT_TRUE(w[w.size() - 2].is_same(params["fc.weight"]));
+  EXPECT_TRUE(w.back().is_same(params["fc.bias"]));
+  EXPECT_FALSE(m->cast_weights_together());  // autocast's own casts unless asked
+}
+
+// Under autocast the weights cast together make one node where autocast made one cast per weight,
+// and the step is the same to the bit (CPU autocast here; the CUDA case below).
+TEST(ResNet50Test, WeightsCastTogetherGiveAutocastsLossAndGradientsInOneNode) {
+  CastFixture f(torch::kCPU, /*fused=*/false);
+  const CastRun per_layer = f.run(/*together=*/false, /*autocast=*/true);
+  const CastRun together = f.run(/*together=*/true, /*autocast=*/true);
+  expect_same_step(together, per_layer);
+  const int weights = static_cast<int>(f.model()->low_precision_weights().size());
+  EXPECT_EQ(nodes_named(per_layer, "CastTogether"), 0);
+  EXPECT_EQ(nodes_named(together, "CastTogether"), 1);
+  EXPECT_EQ(nodes_named(per_layer, "ToCopyBackward0") - nodes_named(together, "ToCopyBackward0"),
+            weights);
+}
+
+TEST(ResNet50Test, WithoutAutocastNothingIsCast) {
+  CastFixture f(torch::kCPU, /*fused=*/false);
+  const CastRun plain = f.run(/*together=*/false, /*autocast=*/false);
+  const CastRun asked = f.run(/*together=*/true, /*autocast=*/false);
+  expect_same_step(asked, plain);
+  EXPECT_EQ(nodes_named(asked, "CastTogether"), 0);
+  EXPECT_EQ(nodes_named(asked, "ToCopyBackward0"), 0);
+}
+
+// The run's configuration: CUDA bf16 autocast, cuDNN's fused batch norm where this build has it.
+// Deterministic cuDNN so that two backward passes can be compared to the bit.
+TEST(ResNet50Test, GpuWeightsCastTogetherGiveAutocastsLossAndGradientsInOneNode) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto& ctx = at::globalContext();
+  const bool deterministic = ctx.deterministicCuDNN(), benchmark = ctx.benchmarkCuDNN();
+  ctx.setDeterministicCuDNN(true);
+  ctx.setBenchmarkCuDNN(false);
+  for (const bool fused : {false, true}) {
+    if (fused && !built(Feature::kFusedBn)) continue;
+    SCOPED_TRACE(fused ? "fused batch norm" : "LibTorch's batch norm");
+    CastFixture f(torch::kCUDA, fused);
+    const CastRun per_layer = f.run(false, true);
+    const CastRun together = f.run(true, true);
+    expect_same_step(together, per_layer);
+    EXPECT_EQ(nodes_named(together, "CastTogether"), 1);
+    EXPECT_EQ(nodes_named(per_layer, "ToCopyBackward0") - nodes_named(together, "ToCopyBackward0"),
+              static_cast<int>(f.model()->low_precision_weights().size()));
+  }
+  ctx.setDeterministicCuDNN(deterministic);
+  ctx.setBenchmarkCuDNN(benchmark);
 }
 
 }  // namespace

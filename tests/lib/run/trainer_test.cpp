@@ -248,6 +248,7 @@ TEST_F(TrainerTest, NchwKeepsTheModelAndBatchesContiguous) {
   ASSERT_TRUE(r.loss_after_drain.has_value());
   EXPECT_TRUE(std::isfinite(*r.loss_after_drain));
   EXPECT_EQ(report_json(t.facts(r))["model"]["memory_format"], "nchw");
+  EXPECT_TRUE(report_json(t.facts(r))["model"]["weight_cast"].is_null());  // fp32: nothing cast
   // The same images and labels, in another layout: the channels_last run's loss, to rounding.
   const RunResult cl = Trainer(channels_last).run();
   // (oneDNN picks other convolution algorithms per layout: 4e-4 relative was measured.)
@@ -651,6 +652,32 @@ TEST_F(TrainerTest, ACudaGraphOfTheDataParallelStepTrainsAsEagerDdp) {
     std::cout << "[ calibrate ] DDP " << what << ": worst relative loss difference " << worst
               << " (tolerance " << tolerance << ")\n";
   }
+}
+
+// --precision bf16 in one process casts the weights together unless told otherwise, and trains as
+// autocast's own casts do: the same batches, the same losses (cuDNN's algorithms may differ run to
+// run in the last bits; lib/model's test compares the two to the bit with deterministic cuDNN).
+TEST_F(TrainerTest, Bf16WeightsCastTogetherTrainAsAutocastsOwnCasts) {
+  if (!cuda_available()) GTEST_SKIP() << "needs a CUDA device";
+  TrainConfig c = config();
+  c.device = Device::kCuda;
+  c.precision = Precision::kBf16;
+  c.sync_every_step = true;  // a loss per step
+  auto run = [&](WeightCast w, const char* expected) {
+    c.weight_cast = w;
+    Trainer t(c);
+    EXPECT_EQ(t.model()->cast_weights_together(), std::string(expected) == "together");
+    const RunResult r = t.run();
+    EXPECT_EQ(report_json(t.facts(r))["model"]["weight_cast"], expected);
+    return r;
+  };
+  const RunResult together = run(WeightCast::kAuto, "together");
+  const RunResult per_layer = run(WeightCast::kPerLayer, "per-layer");
+  EXPECT_EQ(digests(together), digests(per_layer));
+  const double worst = worst_loss_difference(per_layer, together, 1e-3, "weight casts");
+  std::cout << "[ calibrate ] bf16 weights cast together against per layer: worst relative loss "
+               "difference "
+            << worst << "\n";
 }
 
 TEST_F(TrainerTest, CudaDeviceWithoutAGpuIsRejected) {

@@ -26,6 +26,10 @@ int main(int argc, char** argv) {
           {"crop", "Floor", "a centred crop of this side as the region of interest (0: whole)"},
           o.crop, 0, 65536);
       v.boolean({"sync-each", "Floor", "wait for each batch on the host"}, o.sync_each);
+      v.choice({"output", "Floor",
+                "what nvJPEG writes: interleaved RGB (the stage's), the coded YUV planes, or luma "
+                "alone (yuv and y: whole images only)"},
+               o.output);
     };
     visit(DeclareFlags(options));
     options.add_options("Floor")("h,help", "print this help", request_value());
@@ -37,9 +41,10 @@ int main(int argc, char** argv) {
     FlagReader(result).reject_unmatched();
     visit(ReadFlags(result));
     if (o.data.empty()) throw UsageError("--data: required (a Food-101 root)");
-    std::printf("nvjpeg_floor: %.1f images/s (batch %d, %s bitstreams, %s, %s)\n",
+    std::printf("nvjpeg_floor: %.1f images/s (batch %d, %s bitstreams, %s, %s output, %s)\n",
                 bench::run_nvjpeg_floor(o), o.batch, o.pinned ? "pinned" : "pageable",
                 o.crop > 0 ? ("crop " + std::to_string(o.crop)).c_str() : "whole images",
+                data_pipeline::to_string(o.output),
                 o.sync_each ? "synchronised each batch" : "queued");
     return kExitOk;
   });

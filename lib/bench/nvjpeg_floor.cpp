@@ -58,7 +58,20 @@ Bitstreams load_bitstreams(const FloorOptions& o) {
   return b;
 }
 
-// One output buffer per image, sized for its region (interleaved RGB).
+nvjpegOutputFormat_t nvjpeg_format(FloorOutput output) {
+  switch (output) {
+    case FloorOutput::kRgbi:
+      return NVJPEG_OUTPUT_RGBI;
+    case FloorOutput::kYuv:
+      return NVJPEG_OUTPUT_YUV;
+    case FloorOutput::kY:
+      return NVJPEG_OUTPUT_Y;
+  }
+  return NVJPEG_OUTPUT_RGBI;
+}
+
+// One output buffer per plane an image's output has, sized for its region: one interleaved RGB
+// plane, the luma plane alone, or each coded plane at its own (subsampled) size.
 struct Outputs {
   std::vector<gpu::DeviceMemory> memory;
   std::vector<nvjpegImage_t> images;
@@ -66,7 +79,7 @@ struct Outputs {
   std::vector<nvjpegDecodeParams_t> raw_params;
 };
 
-Outputs make_outputs(nvjpegHandle_t h, const Bitstreams& b, int crop) {
+Outputs make_outputs(nvjpegHandle_t h, const Bitstreams& b, int crop, FloorOutput output) {
   Outputs out;
   for (std::size_t i = 0; i < b.data.size(); ++i) {
     int components = 0, widths[NVJPEG_MAX_COMPONENT] = {}, heights[NVJPEG_MAX_COMPONENT] = {};
@@ -77,7 +90,7 @@ Outputs make_outputs(nvjpegHandle_t h, const Bitstreams& b, int crop) {
     nvjpegDecodeParams_t p = nullptr;
     WORKLOAD_NVJPEG_CHECK(nvjpegDecodeParamsCreate(h, &p));
     out.params.emplace_back(p);
-    WORKLOAD_NVJPEG_CHECK(nvjpegDecodeParamsSetOutputFormat(p, NVJPEG_OUTPUT_RGBI));
+    WORKLOAD_NVJPEG_CHECK(nvjpegDecodeParamsSetOutputFormat(p, nvjpeg_format(output)));
     if (crop > 0) {
       const int side = std::min({crop, w, hgt});
       x = (w - side) / 2;
@@ -86,10 +99,27 @@ Outputs make_outputs(nvjpegHandle_t h, const Bitstreams& b, int crop) {
       WORKLOAD_NVJPEG_CHECK(nvjpegDecodeParamsSetROI(p, x, y, w, hgt));
     }
     out.raw_params.push_back(p);
-    out.memory.emplace_back(static_cast<std::size_t>(w) * hgt * 3);
     nvjpegImage_t img{};
-    img.channel[0] = out.memory.back().data();
-    img.pitch[0] = static_cast<std::size_t>(w) * 3;
+    auto plane = [&](int c, int plane_w, int plane_h, int bytes_per_pixel) {
+      out.memory.emplace_back(static_cast<std::size_t>(plane_w) * plane_h * bytes_per_pixel);
+      img.channel[c] = out.memory.back().data();
+      img.pitch[c] = static_cast<std::size_t>(plane_w) * bytes_per_pixel;
+    };
+    switch (output) {
+      case FloorOutput::kRgbi:
+        plane(0, w, hgt, 3);
+        break;
+      case FloorOutput::kY:
+        plane(0, w, hgt, 1);
+        break;
+      case FloorOutput::kYuv:
+        // Every coded plane at its size; a grey image's missing chroma planes get buffers too.
+        for (int c = 0; c < 3; ++c) {
+          const int k = c < components ? c : 0;
+          plane(c, std::max(widths[k], 1), std::max(heights[k], 1), 1);
+        }
+        break;
+    }
     out.images.push_back(img);
   }
   return out;
@@ -98,6 +128,10 @@ Outputs make_outputs(nvjpegHandle_t h, const Bitstreams& b, int crop) {
 }  // namespace
 
 double run_nvjpeg_floor(const FloorOptions& o) {
+  if (o.crop > 0 && o.output != FloorOutput::kRgbi) {
+    throw UsageError(std::string("--output ") + data_pipeline::to_string(o.output) +
+                     ": the planes are sized for whole images; use --crop 0");
+  }
   nvjpegHandle_t raw = nullptr;
   if (nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT, &raw) !=
       NVJPEG_STATUS_SUCCESS) {
@@ -110,9 +144,9 @@ double run_nvjpeg_floor(const FloorOptions& o) {
   cudaStream_t stream = nullptr;
   WORKLOAD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const Bitstreams b = load_bitstreams(o);
-  Outputs out = make_outputs(handle.get(), b, o.crop);
-  WORKLOAD_NVJPEG_CHECK(
-      nvjpegDecodeBatchedInitialize(handle.get(), state.get(), o.batch, 1, NVJPEG_OUTPUT_RGBI));
+  Outputs out = make_outputs(handle.get(), b, o.crop, o.output);
+  WORKLOAD_NVJPEG_CHECK(nvjpegDecodeBatchedInitialize(handle.get(), state.get(), o.batch, 1,
+                                                      nvjpeg_format(o.output)));
   auto decode = [&] {
     WORKLOAD_NVJPEG_CHECK(nvjpegDecodeBatchedEx(handle.get(), state.get(), b.data.data(),
                                                 b.lengths.data(), out.images.data(),

@@ -650,9 +650,19 @@ class ProfileShRanksTest(ProfileShCase):
         self.fake("torchrun", FAKE_TORCHRUN)
 
     def path_without_torchrun(self):
-        """PATH with the fake nsys first and no directory that holds a torchrun."""
-        dirs = [d for d in os.environ["PATH"].split(os.pathsep)
-                if d and not os.access(os.path.join(d, "torchrun"), os.X_OK)]
+        """PATH with the fake nsys first and no torchrun: a directory that holds one (Debian's
+        python3-torch puts it in /usr/bin, beside dirname and the rest) is replaced by a directory of
+        links to everything else in it."""
+        dirs = []
+        for i, d in enumerate(d for d in os.environ["PATH"].split(os.pathsep) if d):
+            if os.access(os.path.join(d, "torchrun"), os.X_OK):
+                mirror = os.path.join(self.tmp, "path_without_torchrun_%d" % i)
+                os.makedirs(mirror, exist_ok=True)
+                for name in os.listdir(d):
+                    if name != "torchrun" and not os.path.lexists(os.path.join(mirror, name)):
+                        os.symlink(os.path.join(d, name), os.path.join(mirror, name))
+                d = mirror
+            dirs.append(d)
         return os.pathsep.join([self.bin] + dirs)
 
     def post_commands(self, prefix, n=2):

@@ -53,6 +53,7 @@ TEST(ReportTest, AFinishedRunHasEverySectionInOrder) {
   EXPECT_EQ(j["environment"]["cuda_device_max_connections"], "32");
   EXPECT_EQ(j["environment"]["cuda_device_max_connections_from"], "program");
   EXPECT_EQ(j["model"]["num_classes"], 101);
+  EXPECT_TRUE(j["model"]["weight_cast"].is_null());  // fp32
   EXPECT_EQ(j["loader"]["dataset_images"], 3000);
   EXPECT_EQ(j["capture"]["steps"], 2);
   EXPECT_EQ(j["steps"][1]["digest"], "0x0000000000000abc");

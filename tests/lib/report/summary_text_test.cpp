@@ -46,6 +46,10 @@ TEST(SummaryTextTest, TheBannerNamesExperimentsTheRankAndEachNotice) {
             std::string::npos)
       << b;
   EXPECT_NE(b.find("[rank 1] note: first\n[rank 1] note: second\n"), std::string::npos) << b;
+  // The weights' casts as the run resolved them.
+  f.model->weight_cast = WeightCast::kPerLayer;
+  EXPECT_NE(format_banner(f, {}, "").find("\nexperiment: precision bf16 (weights cast per-layer), "),
+            std::string::npos);
 }
 
 TEST(SummaryTextTest, TheBannerSaysTheLearningRateSchedule) {

@@ -48,8 +48,9 @@ TEST(SummaryTextTest, TheBannerNamesExperimentsTheRankAndEachNotice) {
   EXPECT_NE(b.find("[rank 1] note: first\n[rank 1] note: second\n"), std::string::npos) << b;
   // The weights' casts as the run resolved them.
   f.model->weight_cast = WeightCast::kPerLayer;
-  EXPECT_NE(format_banner(f, {}, "").find("\nexperiment: precision bf16 (weights cast per-layer), "),
-            std::string::npos);
+  EXPECT_NE(
+      format_banner(f, {}, "").find("\nexperiment: precision bf16 (weights cast per-layer), "),
+      std::string::npos);
 }
 
 TEST(SummaryTextTest, TheBannerSaysTheLearningRateSchedule) {

@@ -126,8 +126,8 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
   if (config_.loader.transform.layout != dp::ImageLayout::kNchw) to_channels_last(*model_);
   if (config_.fused_bn) model_->set_norm_activation(fused_norm_activation());
   if (config_.precision == Precision::kBf16) {
-    weight_cast_ = resolve_weight_cast(config_.weight_cast, dist_ != nullptr);
-    model_->set_cast_weights_together(*weight_cast_ == WeightCast::kTogether);
+    model_->set_cast_weights_together(resolve_weight_cast(config_.weight_cast, dist_ != nullptr) ==
+                                      WeightCast::kTogether);
   }
   if (resume_) restore_model(*resume_);  // before DDP's broadcast of rank 0's, the same values
   if (dist_) {
@@ -232,8 +232,13 @@ RunFacts Trainer::facts(RunResult result) const {
   RunFacts f;
   f.config = config_;
   f.environment = collect_environment(device_.is_cuda());
-  if (!model_.is_empty())
-    f.model = ModelFacts{num_classes_, parameters(), device_.is_cuda(), weight_cast_};
+  if (!model_.is_empty()) {
+    std::optional<WeightCast> cast;  // what ran: bf16 only
+    if (config_.precision == Precision::kBf16) {
+      cast = model_->cast_weights_together() ? WeightCast::kTogether : WeightCast::kPerLayer;
+    }
+    f.model = ModelFacts{num_classes_, parameters(), device_.is_cuda(), cast};
+  }
   if (input_) {
     if (const std::optional<HostRingFacts> ring = input_->host_ring()) {
       f.loader = LoaderFacts{*ring, dataset_images()};

@@ -170,7 +170,6 @@ class Trainer {
   std::unique_ptr<Distributed> dist_;      // declared before ddp_ and stop_: outlives them
   std::unique_ptr<StopControl> stop_;
   ResNet50 model_{nullptr};
-  std::optional<WeightCast> weight_cast_;  // --precision bf16: --weight-cast resolved
   std::optional<RunLrSchedule> lr_plan_;  // train mode: the schedule and its origin, for the report
   std::optional<LrSchedule> lr_schedule_;
   std::unique_ptr<ForeachSgd> optimizer_;

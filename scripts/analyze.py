@@ -33,7 +33,8 @@ What the capture itself cost (summary.json's capture_cost, summary.md's "Capture
 nsys_analysis.capture.cost says how each figure is made): --untraced names the report of a run of the same
 command without nsys (scripts/profile.sh makes one after each capture; repeatable: their median counts).
 The summary then compares the traced and untraced images/s and host time per phase, counts the CUDA
-runtime calls of each thread per step, charges nsys's own PROFILER_OVERHEAD to threads and phases, and
+runtime calls of each thread per step (a helper thread's also per unit of its work, e.g. per gpu_decode
+batch of the decode stage), charges nsys's own PROFILER_OVERHEAD to threads and phases, and
 estimates how much of the window's idle time the tracer explains; the check capture_cost (present only
 with --untraced) fails when traced / untraced images/s < 1 - F (--max-tracer-slowdown, default 0.10), and
 summary.md then opens with a paragraph saying the capture is tracer-bound: trust the untraced figures for

@@ -18,7 +18,9 @@ gaps blame the host phases whose calls the tracer slowed. capture_cost says how 
                      checkpoint range of the epoch boundary, which no step made) per thread: calls and
                      traced time inside them (clipped to the window) per captured step, and the most
                      frequent calls; threads named from nsys's ThreadNames, the main thread (the one of
-                     the torch_step ranges) marked
+                     the torch_step ranges) marked; for the other threads, their calls per unit of work
+                     (unit: the outermost NVTX range of the thread holding most of its calls, gpu_decode
+                     for the decode stage; see _unit_of_work)
   profiler_overhead  nsys's PROFILER_OVERHEAD rows overlapping the window (clipped to it): by name, by
                      the thread they ran on, and by the main thread's step-level phase they overlap
                      (their time split by overlap; a row counts once, for its largest share;
@@ -44,6 +46,7 @@ removing the tracer could take off the idle time, that is what cannot be blamed 
 is no measurement of either.
 """
 
+import bisect
 import math
 import statistics
 from collections import Counter, OrderedDict, defaultdict
@@ -183,10 +186,44 @@ def _api_calls(ex, window, main_tids):
             thread=ex.thread_name(tid), tid=tid, main=tid in main_tids, calls=len(calls),
             calls_per_step=_per_step(len(calls), steps), traced_ms=ms(traced_ns),
             traced_ms_per_step=_per_step(ms(traced_ns), steps, 6),
-            top=[OrderedDict(name=name, calls=n, per_step=_per_step(n, steps)) for name, n in top]))
+            top=[OrderedDict(name=name, calls=n, per_step=_per_step(n, steps)) for name, n in top],
+            unit=None if tid in main_tids else _unit_of_work(ex, tid, calls, lo, hi)))
     threads.sort(key=lambda t: (-t["calls"], t["thread"], t["tid"] or 0))
     total = sum(t["calls"] for t in threads)
     return OrderedDict(steps=steps, calls=total, calls_per_step=_per_step(total, steps), threads=threads)
+
+
+def _unit_of_work(ex, tid, calls, lo, hi):
+    """A helper thread's calls per unit of its work: among its outermost NVTX ranges (any domain) lying
+    inside the window, the name whose ranges hold the most of its calls (gpu_decode for the GPU decode
+    stage) and their count; the thread's window calls per such range (calls_per_range: every call of the
+    thread, those of the work between the units too, such as the stage's resize) and the calls inside them
+    per range (inside_per_range); None when no range of the thread holds a call. A stage that runs ahead
+    of the steps (by up to its prefetch) does a varying number of units inside a window of S steps, so
+    its calls per step vary from capture to capture where its calls per unit do not."""
+    if tid is None:
+        return None
+    mine = sorted((r for r in list(ex.ranges) + list(ex.other_ranges)
+                   if r.tid == tid and lo <= r.start and r.end <= hi), key=lambda r: (r.start, -r.end))
+    outer = []
+    for r in mine:
+        if not outer or r.start >= outer[-1].end:  # else inside (or across) the last outermost range
+            outer.append(r)
+    if not outer:
+        return None
+    starts = [r.start for r in outer]
+    by_name = defaultdict(lambda: [0, 0])  # name: [ranges, calls inside]
+    for r in outer:
+        by_name[r.name][0] += 1
+    for c in calls:
+        i = bisect.bisect_right(starts, c.start) - 1
+        if i >= 0 and c.start < outer[i].end:
+            by_name[outer[i].name][1] += 1
+    name, (count, inside) = min(by_name.items(), key=lambda kv: (-kv[1][1], kv[0]))
+    if not inside:
+        return None
+    return OrderedDict(range=name, ranges=count, calls_per_range=_per_step(len(calls), count),
+                       calls_inside=inside, inside_per_range=_per_step(inside, count))
 
 
 def _overlap(a, b, spans):

@@ -212,11 +212,25 @@ def _cost_calls(calls):
         return ["", "CUDA runtime calls per thread: not known (the export has no runtime table)."]
     out = ["", "CUDA runtime calls starting inside the window, per thread and captured step (%d steps; the time "
            "inside them, blocking calls included):" % calls["steps"], ""]
-    out.append(table(["thread", "calls per step", "traced ms per step", "most frequent (per step)"],
+    out.append(table(["thread", "calls per step", "traced ms per step", "calls per unit of work",
+                      "most frequent (per step)"],
                      [(_thread_label(th), _calls(th["calls_per_step"]), fmt(th["traced_ms_per_step"]),
+                       _unit(th.get("unit")),
                        ", ".join("%s %s" % (c["name"], _calls(c["per_step"])) for c in th["top"]))
-                      for th in calls["threads"]], ["l", "r", "r", "l"]))
+                      for th in calls["threads"]], ["l", "r", "r", "l", "l"]))
+    if any(th.get("unit") for th in calls["threads"]):
+        out += ["", "A helper thread's unit of work is its outermost NVTX range that holds most of its calls "
+                "(gpu_decode: one batch); calls per unit counts all of the thread's calls in the window, those "
+                "between its units too. A stage that decodes ahead of the steps does a varying number of "
+                "batches inside the window, so compare captures by calls per unit, not per step."]
     return out
+
+
+def _unit(u):
+    """'655 per gpu_decode (63 in the window, 640 inside them)', or '' for the main thread and threads
+    without one."""
+    return "" if not u else "%s per %s (%d in the window, %s inside them)" % (
+        _calls(u["calls_per_range"]), u["range"], u["ranges"], _calls(u["inside_per_range"]))
 
 
 def _cost_overhead(over):

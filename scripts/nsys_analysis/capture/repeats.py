@@ -87,7 +87,25 @@ def _figures(summaries, untraced_ips):
         label = "CUDA calls per step, main thread" if t == MAIN_THREAD else "CUDA calls per step, %s" % t
         rows.append(OrderedDict([("figure", "calls_per_step:%s" % t), ("label", label)]
                                 + list(spread([p.get(t) for p in per]).items())))
+    units = [_calls_per_unit(s) for s in summaries]
+    for key in sorted({k for u in units for k in u}):
+        thread, unit = key
+        rows.append(OrderedDict([("figure", "calls_per_unit:%s:%s" % (thread, unit)),
+                                 ("label", "CUDA calls per %s, %s" % (unit, thread))]
+                                + list(spread([u.get(key) for u in units]).items())))
     return rows
+
+
+def _calls_per_unit(s):
+    """{(thread name, unit range): calls per unit of work} of the helper threads that have one (a thread
+    name shared by several threads: the first, by calls)."""
+    calls = _cost(s, "api_calls")
+    out = OrderedDict()
+    for t in (calls or {}).get("threads") or ():
+        u = t.get("unit")
+        if u and u["calls_per_range"] is not None:
+            out.setdefault((t["thread"], u["range"]), u["calls_per_range"])
+    return out
 
 
 def _checks(summaries):

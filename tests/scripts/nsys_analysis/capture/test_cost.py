@@ -40,6 +40,31 @@ class CaptureCostTest(TempDirCase):
         self.assertEqual((stage["traced_ms"], stage["traced_ms_per_step"]), (0.276, 0.092))
         self.assertEqual(calls["calls"], 43)
 
+    def test_calls_per_unit_of_work_of_the_helper_threads(self):
+        _, c = self.cost()
+        units = {t["thread"]: t["unit"] for t in c["api_calls"]["threads"]}
+        # loader/gpu: its 3 gpu_decode ranges hold its 33 window calls; the others have no range.
+        self.assertEqual(dict(units["loader/gpu"]), {"range": "gpu_decode", "ranges": 3, "calls_per_range": 11.0,
+                                                    "calls_inside": 33, "inside_per_range": 11.0})
+        self.assertEqual([units[t] for t in ("train_resnet50", "pt_autograd_0", "tid 200")], [None, None, None])
+        # A stage one batch ahead: a fourth gpu_decode inside the window with the same 11 calls, one nested
+        # range, an empty range, and a range across the window's end that holds a call. Per step 45 / 3;
+        # inside the units still 11 a unit (the range across the end is not counted, its call is still the
+        # thread's: 45 / 4 per unit in all).
+        b = tracer_cost_export()
+        b.range("gpu_decode", 10.0, 10.9, tid=STAGE, domain=1)
+        b.range("resize_normalize", 10.5, 10.85, tid=STAGE, domain=1)
+        b.range("reuse_fence", 10.92, 10.95, tid=STAGE, domain=1)
+        for i in range(11):
+            b.api("cudaLaunchKernel_v7000", 10.05 + 0.07 * i, 10.06 + 0.07 * i, tid=STAGE)
+        b.range("gpu_decode", 29.95, 31.5, tid=STAGE, domain=1)
+        b.api("cudaLaunchKernel_v7000", 29.96, 29.97, tid=STAGE)
+        _, c = self.cost(builder=b)
+        stage = c["api_calls"]["threads"][0]
+        self.assertEqual((stage["thread"], stage["calls"], stage["calls_per_step"]), ("loader/gpu", 45, 15.0))
+        self.assertEqual(dict(stage["unit"]), {"range": "gpu_decode", "ranges": 4, "calls_per_range": 11.25,
+                                               "calls_inside": 44, "inside_per_range": 11.0})
+
     def test_profiler_overhead_charged_to_threads_and_phases(self):
         _, c = self.cost()
         o = c["profiler_overhead"]

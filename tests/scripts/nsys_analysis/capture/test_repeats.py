@@ -56,6 +56,10 @@ class ComputeRepeatsTest(TempDirCase):
         self.assertEqual(fig["profiler_overhead_ms"]["values"], [3.4] * 3)
         self.assertEqual(fig["calls_per_step:loader/gpu"]["values"], [11.0, 12.0, 11.0])
         self.assertEqual(fig["calls_per_step:%s" % MAIN_THREAD]["median"], 2.0)
+        # The extra call lies inside the stage's gpu_decode ranges: one more call per batch too.
+        self.assertEqual(fig["calls_per_unit:loader/gpu:gpu_decode"]["values"], [11.0, 12.0, 11.0])
+        self.assertEqual(fig["calls_per_unit:loader/gpu:gpu_decode"]["label"], "CUDA calls per gpu_decode, loader/gpu")
+        self.assertFalse([f for f in fig if f.startswith("calls_per_unit:") and "gpu_decode" not in f])
         self.assertEqual(fig["batch_wait_total_ms"]["values"], [3.0] * 3)
         checks = {c["check"]: c for c in r["checks"]}
         self.assertEqual((checks["capture_cost"]["text"], checks["capture_cost"]["values"]),

@@ -14,8 +14,9 @@ import os
 import subprocess
 import sys
 
-from scripts.support.nsys_exports import (MAIN, SCHEMA, ExportBuilder, TempDirCase, basic_export, epoch_export,
-                                          epoch_report, phase_export, simulated_run, write_json)
+from scripts.support.nsys_exports import (EPOCH_STEP_STARTS, MAIN, SCHEMA, STAGE, ExportBuilder, TempDirCase,
+                                          basic_export, epoch_export, epoch_report, phase_export, simulated_run,
+                                          write_json)
 from scripts.support.testutil import REPO
 from nsys_analysis.capture.checks import injected_stalls_check
 from nsys_analysis.capture.markdown import render_markdown
@@ -135,6 +136,22 @@ class EpochBoundaryTest(TempDirCase):
         # or the checkpoint's 2.
         main = next(t for t in s["capture_cost"]["api_calls"]["threads"] if t["main"])
         self.assertEqual((main["tid"], main["calls"], main["calls_per_step"]), (MAIN, 17, 4.25))
+
+    def test_calls_per_unit_of_work_leave_the_boundary_out(self):
+        # The decode stage: a gpu_decode range with 3 calls before each training step, and two with 5 calls
+        # each inside eval (the evaluation's batches): neither those calls nor those ranges count.
+        b = epoch_export()
+        b.thread_name(STAGE, "loader/gpu")
+        b.domain(1, "data_pipeline", tid=STAGE)
+        for at in [s + 0.2 for s in EPOCH_STEP_STARTS] + [10.0, 14.0]:
+            b.range("gpu_decode", at, at + 0.4, tid=STAGE, domain=1)
+            for i in range(5 if at in (10.0, 14.0) else 3):
+                b.api("cudaLaunchKernel_v7000", at + 0.05 + 0.05 * i, at + 0.06 + 0.05 * i, tid=STAGE)
+        s = self.summarize(b, epoch_report(), untraced=[("u.json", epoch_report())])
+        stage = next(t for t in s["capture_cost"]["api_calls"]["threads"] if t["thread"] == "loader/gpu")
+        self.assertEqual((stage["calls"], stage["calls_per_step"]), (12, 3.0))
+        self.assertEqual(dict(stage["unit"]), {"range": "gpu_decode", "ranges": 4, "calls_per_range": 3.0,
+                                               "calls_inside": 12, "inside_per_range": 3.0})
 
     def test_injected_stalls_check_ignores_the_boundary(self):
         s = self.summary()

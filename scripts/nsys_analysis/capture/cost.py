@@ -187,24 +187,26 @@ def _api_calls(ex, window, main_tids):
             calls_per_step=_per_step(len(calls), steps), traced_ms=ms(traced_ns),
             traced_ms_per_step=_per_step(ms(traced_ns), steps, 6),
             top=[OrderedDict(name=name, calls=n, per_step=_per_step(n, steps)) for name, n in top],
-            unit=None if tid in main_tids else _unit_of_work(ex, tid, calls, lo, hi)))
+            unit=None if tid in main_tids else _unit_of_work(ex, tid, calls, lo, hi, edge)))
     threads.sort(key=lambda t: (-t["calls"], t["thread"], t["tid"] or 0))
     total = sum(t["calls"] for t in threads)
     return OrderedDict(steps=steps, calls=total, calls_per_step=_per_step(total, steps), threads=threads)
 
 
-def _unit_of_work(ex, tid, calls, lo, hi):
+def _unit_of_work(ex, tid, calls, lo, hi, edge):
     """A helper thread's calls per unit of its work: among its outermost NVTX ranges (any domain) lying
     inside the window, the name whose ranges hold the most of its calls (gpu_decode for the GPU decode
     stage) and their count; the thread's window calls per such range (calls_per_range: every call of the
     thread, those of the work between the units too, such as the stage's resize) and the calls inside them
-    per range (inside_per_range); None when no range of the thread holds a call. A stage that runs ahead
-    of the steps (by up to its prefetch) does a varying number of units inside a window of S steps, so
-    its calls per step vary from capture to capture where its calls per unit do not."""
+    per range (inside_per_range); None when no range of the thread holds a call. Like the calls, ranges
+    starting inside an eval or checkpoint range of the epoch boundary (edge) are left out. A stage that
+    runs ahead of the steps (by up to its prefetch) does a varying number of units inside a window of S
+    steps, so its calls per step vary from capture to capture where its calls per unit do not."""
     if tid is None:
         return None
     mine = sorted((r for r in list(ex.ranges) + list(ex.other_ranges)
-                   if r.tid == tid and lo <= r.start and r.end <= hi), key=lambda r: (r.start, -r.end))
+                   if r.tid == tid and lo <= r.start and r.end <= hi and edge.at(r.start) is None),
+                  key=lambda r: (r.start, -r.end))
     outer = []
     for r in mine:
         if not outer or r.start >= outer[-1].end:  # else inside (or across) the last outermost range

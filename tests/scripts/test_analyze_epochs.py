@@ -128,10 +128,28 @@ class EpochBoundaryTest(TempDirCase):
                          (40.0, 20.0, 12.4))
         # 22.4 ms of the window without device activity, 12.4 of them in eval and checkpoint.
         self.assertEqual(s["no_activity_pct"], 56.0)
-        self.assertEqual((idle["no_activity_ms"], idle["untraced_window_ms"], idle["tracer_extra_ms"]),
-                         (10.0, 40.0, 0.0))
+        # The untraced run's 800 images/s count its own eval (12.4 ms) and checkpoint (8.3 ms) too: its 4 x 8
+        # images take 40 - 20.7 = 19.3 ms, the traced window without its boundary 20 ms.
+        self.assertEqual((idle["no_activity_ms"], idle["untraced_epoch_boundary_ms"], idle["untraced_window_ms"],
+                          idle["tracer_extra_ms"], idle["explained_ms"]), (10.0, 20.7, 19.3, 0.7, 0.7))
         self.assertIn("without the epoch boundary's eval and checkpoint ranges", idle["method"])
-        self.assertIn("less 20.000 ms of evaluation and checkpoint", render_markdown(s))
+        self.assertIn("without the untraced runs' own evaluation and checkpoint time", idle["method"])
+        md = render_markdown(s)
+        self.assertIn("less 20.000 ms of evaluation and checkpoint", md)
+        self.assertIn("less the untraced runs' 20.700 ms of evaluation and checkpoint, take 19.300 ms", md)
+        # The median of the untraced runs' boundary times; a report without them does not count.
+        runs = [("u1.json", epoch_report(10.0, 8.0)), ("u2.json", epoch_report(14.0, 9.0)),
+                ("u3.json", dict(epoch_report(), training=None))]
+        idle = self.summarize(epoch_export(), epoch_report(), untraced=runs,
+                              name="median.sqlite")["capture_cost"]["idle_explained"]
+        self.assertEqual((idle["untraced_epoch_boundary_ms"], idle["untraced_window_ms"]), (20.5, 19.5))
+        # No untraced report gives them: the untraced window, and what the tracer explains, are unknown.
+        s = self.summarize(epoch_export(), epoch_report(), untraced=runs[2:], name="unknown.sqlite")
+        idle = s["capture_cost"]["idle_explained"]
+        self.assertIn("less the untraced runs' evaluation and checkpoint (not in their reports), take n/a ms",
+                      render_markdown(s))
+        self.assertEqual((idle["untraced_epoch_boundary_ms"], idle["untraced_window_ms"], idle["explained_ms"]),
+                         (None, None, None))
         # The main thread's runtime calls a step: 4 a step and the drain's sync, none of the evaluation's 12
         # or the checkpoint's 2.
         main = next(t for t in s["capture_cost"]["api_calls"]["threads"] if t["main"])

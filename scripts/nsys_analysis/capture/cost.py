@@ -34,8 +34,10 @@ The estimate of idle_explained. W: the traced window's duration; S: its captured
 W_u = S x B / U for the same steps, so the tracer added max(0, W - W_u); with I the window's time without
 device activity (no_activity_pct of W), the tracer explains min(I, W - W_u) of it (ms, and as a share of I).
 A window across an epoch's end leaves its eval and checkpoint ranges out of W, and their time without
-device activity out of I (epoch_boundary_ms, epoch_boundary_idle_ms): the untraced run's S steps hold
-no evaluation.
+device activity out of I (epoch_boundary_ms, epoch_boundary_idle_ms); the untraced runs' images/s count
+their own evaluation and checkpoint of the same epochs, so W_u is S x B / U less those runs' reported
+eval and checkpoint times (untraced_epoch_boundary_ms, the median; W_u unknown when no untraced report
+gives them).
 Per host range of the idle gaps (idle_gaps.host_by_range: host-caused gaps by the range they began in,
 forward, backward, batch_wait, ...): the host time that range gained under the tracer, (traced - untraced
 median) x S, next to the host-caused idle charged to it, and the share of that idle it explains (the
@@ -51,7 +53,7 @@ import math
 import statistics
 from collections import Counter, OrderedDict, defaultdict
 
-from .epochs import BoundaryIndex
+from .epochs import BoundaryIndex, report_boundary_ms
 from .intervals import ms
 from .phases import phase_names, step_phases
 from .records import BATCH_WAIT, DATA_LOAD, H2D_SUBMIT, NORMALIZE, STEP
@@ -80,7 +82,7 @@ def capture_cost(ex, s, window, report=None, untraced=(), max_slowdown=DEFAULT_M
     main_tids = {r.tid for r in window.steps}
     out["api_calls"] = _api_calls(ex, window, main_tids)
     out["profiler_overhead"] = _profiler_overhead(ex, window, main_tids)
-    out["idle_explained"] = _idle_explained(s, report, out)
+    out["idle_explained"] = _idle_explained(s, report, [rep for _, rep in untraced], out)
     out["trust"] = _trust(out)
     return out
 
@@ -301,7 +303,7 @@ def _profiler_overhead(ex, window, main_tids):
         outside_window=OrderedDict(count=len(outside), total_ms=ms(sum(o.end - o.start for o in outside))))
 
 
-def _idle_explained(s, report, cost):
+def _idle_explained(s, report, untraced_reports, cost):
     """The share of the window's time without device activity that the tracer explains (module docstring)."""
     window_ms, steps, pct = s.get("capture_window_ms"), s.get("steps"), s.get("no_activity_pct")
     batch = report_metrics(report)["batch_size"] if report is not None else None
@@ -311,15 +313,24 @@ def _idle_explained(s, report, cost):
     span = window_ms - edge_ms if window_ms is not None else None
     idle = window_ms * pct / 100.0 - edge_idle if window_ms is not None and pct is not None else None
     untraced_ms = steps * batch / untraced * 1e3 if steps and batch and untraced else None
+    untraced_edge = None
+    if eb:
+        # The untraced runs' images/s count their own evaluation and checkpoint inside the window: take
+        # those out as the traced side's are (their reports' times for the same epochs, median).
+        known = [v for v in (report_boundary_ms(eb, rep) for rep in untraced_reports) if v is not None]
+        untraced_edge = statistics.median(known) if known else None
+        untraced_ms = untraced_ms - untraced_edge if untraced_ms is not None and untraced_edge is not None else None
     extra = max(0.0, span - untraced_ms) if untraced_ms is not None and span is not None else None
     explained = min(idle, extra) if idle is not None and extra is not None else None
     out = OrderedDict(
         method="min(I, W - S x B / U): I the window's time without device activity, W the window, S its "
                "steps, B the batch size, U the untraced images/s" + (
-                   "; W and I without the epoch boundary's eval and checkpoint ranges" if eb else ""),
+                   "; W and I without the epoch boundary's eval and checkpoint ranges, S x B / U without the "
+                   "untraced runs' own evaluation and checkpoint time (their reports', median)" if eb else ""),
         window_ms=window_ms)
     if eb:
         out["epoch_boundary_ms"], out["epoch_boundary_idle_ms"] = _round(edge_ms), _round(edge_idle)
+        out["untraced_epoch_boundary_ms"] = _round(untraced_edge)
     out.update(steps=steps, batch_size=batch, untraced_images_per_s=untraced,
                untraced_window_ms=_round(untraced_ms), tracer_extra_ms=_round(extra), no_activity_ms=_round(idle),
                explained_ms=_round(explained),

@@ -184,3 +184,19 @@ def epoch_boundary(ex, window, report=None):
             row["report"] = _report_part(by_epoch.get(epoch), CHECKPOINT, ("ms", "bytes", "path"))
             out["checkpoints"].append(row)
     return out
+
+
+def report_boundary_ms(boundary, report):
+    """The host time (ms) a run report gives to the evaluations and checkpoints of summary epoch_boundary
+    `boundary`, matched by their epochs (training.epochs[].eval.ms and .checkpoint.ms): what the same
+    boundary took in another run of the same command, such as an untraced one. None when the report lacks
+    one of them, or a boundary range's epoch is unknown."""
+    _, by_epoch = _report_epochs(report)
+    total = 0.0
+    for key, rows in ((EVAL, boundary["evals"]), (CHECKPOINT, boundary["checkpoints"])):
+        for row in rows:
+            part = _report_part(by_epoch.get(row["epoch"]), key, ("ms",)) if row["epoch"] is not None else None
+            if part is None or part["ms"] is None:
+                return None
+            total += part["ms"]
+    return total

@@ -254,11 +254,16 @@ def _cost_idle(idle):
     """The idle time the tracer explains, in all and per host range of the gaps."""
     edge = (" less %s ms of evaluation and checkpoint (%s ms of it without device activity)" % (
         fmt(idle["epoch_boundary_ms"]), fmt(idle["epoch_boundary_idle_ms"])) if "epoch_boundary_ms" in idle else "")
+    untraced_edge = ""
+    if "untraced_epoch_boundary_ms" in idle:
+        untraced_edge = (", less the untraced runs' %s ms of evaluation and checkpoint," % fmt(
+            idle["untraced_epoch_boundary_ms"]) if idle["untraced_epoch_boundary_ms"] is not None else
+            ", less the untraced runs' evaluation and checkpoint (not in their reports),")
     out = ["", "Idle time the tracer explains (an upper bound, see nsys_analysis.capture.cost): window %s ms%s; %s "
-           "steps x %s images at the untraced %s images/s take %s ms, so the tracer added %s ms; of the window's "
+           "steps x %s images at the untraced %s images/s%s take %s ms, so the tracer added %s ms; of the window's "
            "%s ms without device activity it explains %s ms (%s)." % (
                fmt(idle["window_ms"]), edge, fmt(idle["steps"]), fmt(idle["batch_size"]),
-               fmt(idle["untraced_images_per_s"], 1),
+               fmt(idle["untraced_images_per_s"], 1), untraced_edge,
                fmt(idle["untraced_window_ms"]), fmt(idle["tracer_extra_ms"]), fmt(idle["no_activity_ms"]),
                fmt(idle["explained_ms"]),
                "n/a" if idle["explained_share"] is None else "%.1f%%" % (100 * idle["explained_share"]))]

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "data_pipeline/cuda_check.h"
@@ -67,7 +69,8 @@ nvjpegOutputFormat_t nvjpeg_format(FloorOutput output) {
     case FloorOutput::kY:
       return NVJPEG_OUTPUT_Y;
   }
-  return NVJPEG_OUTPUT_RGBI;
+  throw std::logic_error("nvjpeg_floor: unknown FloorOutput " +
+                         std::to_string(static_cast<int>(output)));
 }
 
 // One output buffer per plane an image's output has, sized for its region: one interleaved RGB

@@ -3,7 +3,10 @@
 # matplotlib, installing Debian's python3-matplotlib (and python3-pytest) first when no interpreter has
 # it. CTest runs this from the repository root.
 #
-# usage: scripts/python_tests.sh [--no-install] [PYTEST OR UNITTEST ARGS...]
+# usage: scripts/python_tests.sh [--no-install] [--only PATH] [PYTEST OR UNITTEST ARGS...]
+#
+# --only PATH: only the tests of PATH, a test file or folder under tests/scripts (CTest runs each
+# of them as a suite of its own, python_<name>, so that two of them can run at once).
 #
 # Interpreter: $PYTHON, then python3, then /usr/bin/python3, the first that imports matplotlib. Runs
 # pytest when that interpreter has it, else unittest discovery. Both import the tests as the package
@@ -23,6 +26,15 @@ if [[ ${1:-} == --no-install ]]; then
   install=0
   shift
 fi
+only=tests/scripts
+if [[ ${1:-} == --only ]]; then
+  only=${2:-}
+  shift 2 || { echo "python_tests.sh: --only needs a path" >&2; exit 2; }
+  if [[ $only != tests/scripts/* || ! -e $only ]]; then
+    echo "python_tests.sh: --only: expected a test file or folder under tests/scripts, got '$only'" >&2
+    exit 2
+  fi
+fi
 
 if ! py=$(find_python matplotlib); then
   if ((install)) && command -v apt-get >/dev/null 2>&1 && [[ $(id -u) == 0 ]]; then
@@ -39,6 +51,9 @@ fi
 
 echo "python_tests.sh: $py ($("$py" -c 'import sys; print(sys.version.split()[0])'))" >&2
 if "$py" -c "import pytest" >/dev/null 2>&1; then
-  exec "$py" -m pytest -q -p no:cacheprovider tests/scripts "$@"
+  exec "$py" -m pytest -q -p no:cacheprovider "$only" "$@"
 fi
-exec "$py" -m unittest discover -s tests/scripts -t tests "$@"
+if [[ -f $only ]]; then
+  exec "$py" -m unittest discover -s "$(dirname "$only")" -t tests -p "$(basename "$only")" "$@"
+fi
+exec "$py" -m unittest discover -s "$only" -t tests "$@"

@@ -3,6 +3,7 @@
 // an epoch's end.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -47,8 +48,27 @@ class TrainerEpochsTest : public ::testing::Test {
 };
 test_util::TempDir* TrainerEpochsTest::tmp_ = nullptr;
 
+// The median of the steps' losses in [first, last).
+double median_loss(const std::vector<StepRecord>& steps, std::size_t first, std::size_t last) {
+  std::vector<double> losses;
+  for (std::size_t i = first; i < last; ++i) losses.push_back(steps[i].loss.value());
+  std::sort(losses.begin(), losses.end());
+  return losses[losses.size() / 2];
+}
+
+// What the run learns is chaotic: any difference in rounding (another ATen capability, oneDNN's
+// convolutions or LibTorch's own, another thread count) takes it elsewhere, so the bars are those
+// every path met with room to spare, measured over 6 seeds on each of ATEN_CPU_CAPABILITY
+// default / avx2 / avx512 and oneDNN on / off (docs/BENCHMARKS.md, "Learning tests across CPU
+// kernel paths"). The mean of an epoch's step losses is no such figure: the images are flat class
+// colours, so a batch of 8 normalised by its own statistics mistakes an image of a class it holds
+// once (a 4/3/1 batch), and once the logits are in the tens that one image costs more than the
+// other seven together. The last epoch's mean loss measured 0.00 to 1.52 against the first's
+// 1.18 to 1.48; its median 0.000 to 0.18 against 1.07 to 1.60.
 TEST_F(TrainerEpochsTest, TheDefaultRecipeLearnsATinySplitAboveChance) {
-  Trainer t(config(8));  // the default recipe: scaled peak, 25% warm-up, cosine
+  TrainConfig c = config(8);  // the default recipe: scaled peak, 25% warm-up, cosine
+  c.sync_every_step = true;   // every step's loss (the same steps, read on the host)
+  Trainer t(c);
   ASSERT_EQ(t.steps_per_epoch(), 9);
   ASSERT_EQ(t.eval_steps_per_pass(), 3);
   const RunResult r = t.run();
@@ -61,12 +81,14 @@ TEST_F(TrainerEpochsTest, TheDefaultRecipeLearnsATinySplitAboveChance) {
     EXPECT_TRUE(std::isfinite(e.train_loss));
     EXPECT_GT(e.images_per_s, 0);
   }
-  const double chance = 1.0 / 3.0;
-  EXPECT_LE(r.epochs.front().eval->top1, chance + 1e-9) << "not learnt before training";
-  EXPECT_GE(r.epochs.back().eval->top1, chance + 0.3);
+  // Chance is 1/3; every path reached 2/3 or more at some epoch and ended at 0.62 or more.
   ASSERT_TRUE(r.best_top1);
+  EXPECT_GE(*r.best_top1, 0.6);
+  EXPECT_GE(r.epochs.back().eval->top1, 0.5);
   EXPECT_GE(*r.best_top1, r.epochs.back().eval->top1);
-  EXPECT_LT(r.epochs.back().train_loss, r.epochs.front().train_loss);
+  // The typical step of the last epoch against the first's: at most 0.11 of it on every path.
+  const double first = median_loss(r.steps, 0, 9), last = median_loss(r.steps, 63, 72);
+  EXPECT_LT(last, first / 4) << "median step loss: first epoch " << first << ", last " << last;
   // The report's training section.
   const auto j = report_json(t.facts(r));
   ASSERT_TRUE(j.contains("training"));

@@ -369,7 +369,9 @@ TEST_F(TrainerTest, AConstantScheduleIsTheArticlesRecipeBitForBit) {
 
   // --lr-on-device: the same schedule read from the device table (as a graph reads it). Its
   // product-then-sum rounds apart from the scalar's multiply-add, so only the records and the
-  // first update's loss are the same (this tiny run is chaotic, and amplifies the last bits).
+  // first update's loss are the same (this tiny run is chaotic, and amplifies the last bits): that
+  // loss within 1e-3 of the scalar's. The rounding moved it by 0 to 1.1e-4 over ATen's default,
+  // avx2 and avx512 kernels, oneDNN on and off; an LR 0.1% off moves it by 1.6e-2.
   c.lr_on_device = true;
   Trainer table_trainer(c);
   const RunResult table = table_trainer.run();
@@ -381,7 +383,7 @@ TEST_F(TrainerTest, AConstantScheduleIsTheArticlesRecipeBitForBit) {
   }
   EXPECT_EQ(*table.warmup_steps[0].loss, *cosine.warmup_steps[0].loss);
   EXPECT_NEAR(*table.warmup_steps[1].loss, *cosine.warmup_steps[1].loss,
-              1e-4 * *cosine.warmup_steps[1].loss);
+              1e-3 * *cosine.warmup_steps[1].loss);
   const auto t = report_json(table_trainer.facts(table));
   EXPECT_EQ(t["lr_schedule"]["lr_on_device"], true);
   EXPECT_EQ(t["config"]["lr_on_device"], true);

@@ -74,6 +74,15 @@ fs::path make_dataset(const fs::path& root, int classes, int per_class, std::uin
   return root;
 }
 
+double start_and_exit_seconds(const std::string& binary) {
+  const ProcessResult r = run_process({binary, "--version"}, {}, 60);
+  if (r.exit_code != 0) {
+    throw std::runtime_error(binary + " --version: exit " + std::to_string(r.exit_code) + ": " +
+                             r.err);
+  }
+  return r.seconds;
+}
+
 namespace {
 ProcessResult run_impl(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                        double timeout_s, int signal, double signal_after_s,

@@ -86,6 +86,12 @@ ProcessResult run_process_signal_on(const std::vector<std::string>& argv, const 
                                     const std::vector<std::string>& env = {},
                                     double again_after_s = -1);
 
+/// The seconds this machine takes now to start `binary` and end it without running anything
+/// (`binary --version`: its libraries loaded, its flags parsed, its exit). A bound on a child's
+/// wall time is the program's promise plus this, which a busy machine stretches as it stretches
+/// the child's. \throws std::runtime_error when the binary does not exit 0.
+double start_and_exit_seconds(const std::string& binary);
+
 /// Writes a small synthetic Food-101 dataset (real JPEGs) under `root` and returns root.
 std::filesystem::path make_dataset(const std::filesystem::path& root, int classes, int per_class,
                                    std::uint64_t seed = 7, double test_fraction = 0.25,

@@ -8,20 +8,23 @@
 #                                   a note anyway: CMake names what is really missing)
 #   QUICK=1 scripts/test.sh         only the Release build's suite: no sanitizer or fuzzer builds
 #   CTEST_JOBS=1 scripts/test.sh    the suites one at a time (default 2 at once; a suite that fails
-#                                   beside another is run again alone)
+#                                   beside another is run again alone, and named FLAKY when it
+#                                   passes there)
 #   FUZZ_SECONDS=300 scripts/test.sh  fuzz longer (default 60 s)
 #
 # The LibTorch is chosen as scripts/run.sh chooses it (scripts/install_deps.sh): on a GPU machine
 # with a CUDA PyTorch installed, its LibTorch, so the CUDA test cases run; a GPU machine with only a
 # CPU LibTorch is an error (ALLOW_CPU_LIBTORCH=1 to test on the CPU anyway). First, every C++ file
 # must follow .clang-format (scripts/check_format.sh; skipped with a note where clang-format 14 is
-# missing). Besides the Release build (build/), it
-# builds and runs, as CI does:
+# missing). Besides the Release build (build/), whose suites run once and whose learning and
+# numerics suites (label numerics) run again under every ATen CPU capability and with oneDNN off,
+# it builds (beside the Release suites, at the lowest priority) and runs, as CI does:
 #   build-asan/  the data_pipeline tests and the loader stress test under ASan + UBSan
 #   build-tsan/  the same under ThreadSanitizer (suppressions: tests/support/sanitizers/tsan.supp)
 #   build-fuzz/  the libFuzzer target on the JPEG decode + augment path (clang), FUZZ_SECONDS long,
 #                on a seed corpus of every JPEG kind
-# LibTorch itself is not instrumented; the sanitizer trees build only what they test.
+# LibTorch itself is not instrumented; the sanitizer trees build only what they test. It ends with
+# the seconds each phase took and the list of FLAKY suites, if any.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -52,7 +55,7 @@ log "format"
 scripts/check_format.sh --if-available
 
 # --- configure, build, test ------------------------------------------------------------------------
-configure_and_test() {  # <build dir> [extra cmake args...]
+configure_and_build() {  # <build dir> [extra cmake args...]
   local dir=$1
   shift
   log "configure $dir $*"
@@ -67,10 +70,14 @@ configure_and_test() {  # <build dir> [extra cmake args...]
   fi
   log "build $dir"
   timed "build $dir" cmake --build "$dir" -j "$JOBS"
+}
+
+test_tree() {  # <build dir>
+  local dir=$1
   log "test $dir"
   timed "suites $dir" run_suites "$dir" -LE numerics
-  # What training did must hold on every CPU kernel path LibTorch can take (docs/testing in the
-  # README): the learning and numerics suites again under each ATen capability this CPU runs, and
+  # What training did must hold on every CPU kernel path LibTorch can take (the README's Tests
+  # section): the learning and numerics suites again under each ATen capability this CPU runs, and
   # with oneDNN's convolutions off.
   local cap
   for cap in $(cpu_capabilities); do
@@ -123,29 +130,54 @@ run_suites() {
   fi
 }
 
-configure_and_test "$BUILD_DIR"
-
-if [ "${QUICK:-0}" != 1 ]; then
-  for kind in address thread; do
-    dir="${BUILD_DIR}-${kind/address/asan}"
-    dir="${dir/thread/tsan}"
-    log "sanitizer build ($kind) in $dir"
-    cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORKLOAD_SANITIZE=$kind \
-      "${TORCH_CMAKE_ARGS[@]}"
-    timed "build $dir" cmake --build "$dir" -j "$JOBS" --target sanitize_tests
-    timed "suites $dir" ctest --test-dir "$dir" --output-on-failure -L sanitize
-  done
-  if command -v clang++ >/dev/null; then
-    log "fuzzer build in ${BUILD_DIR}-fuzz (${FUZZ_SECONDS:-60} s)"
+# The sanitizer and fuzzer trees, built at the lowest priority while the Release tree's suites run:
+# those mostly wait (on timeouts, sockets, child processes), and nice 19 leaves them every cycle
+# they ask for, so the builds fill the idle cores instead of adding minutes to CI.
+build_checked_trees() {
+  local start=$SECONDS
+  renice -n 19 "$BASHPID" >/dev/null
+  cmake -S "$ROOT" -B "${BUILD_DIR}-asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DWORKLOAD_SANITIZE=address "${TORCH_CMAKE_ARGS[@]}" &&
+    cmake --build "${BUILD_DIR}-asan" -j "$JOBS" --target sanitize_tests &&
+    cmake -S "$ROOT" -B "${BUILD_DIR}-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DWORKLOAD_SANITIZE=thread "${TORCH_CMAKE_ARGS[@]}" &&
+    cmake --build "${BUILD_DIR}-tsan" -j "$JOBS" --target sanitize_tests &&
     CC=clang CXX=clang++ cmake -S "$ROOT" -B "${BUILD_DIR}-fuzz" -G Ninja \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORKLOAD_SANITIZE=fuzzer "${TORCH_CMAKE_ARGS[@]}"
-    timed "build ${BUILD_DIR}-fuzz" cmake --build "${BUILD_DIR}-fuzz" -j "$JOBS" --target fuzz_tests
-    FUZZ_SECONDS=${FUZZ_SECONDS:-60} timed "fuzz ${BUILD_DIR}-fuzz" \
-      ctest --test-dir "${BUILD_DIR}-fuzz" --output-on-failure -L fuzz
-  else
-    echo "test.sh: clang++ not found: the fuzzer build is skipped (apt install clang libclang-rt-dev)" >&2
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORKLOAD_SANITIZE=fuzzer "${TORCH_CMAKE_ARGS[@]}" &&
+    cmake --build "${BUILD_DIR}-fuzz" -j "$JOBS" --target fuzz_tests || return 1
+  echo "test.sh: the sanitizer and fuzzer trees built in $((SECONDS - start)) s (nice 19)"
+}
+
+configure_and_build "$BUILD_DIR"
+if [ "${QUICK:-0}" != 1 ]; then
+  if ! command -v clang++ >/dev/null; then
+    echo "test.sh: clang++ not found: the fuzzer build cannot run (apt install clang libclang-rt-dev)" >&2
     exit 1
   fi
+  checked_log="${BUILD_DIR}-checked-trees.log"
+  log "the sanitizer and fuzzer trees build beside the suites (nice 19; log: $checked_log)"
+  build_checked_trees > "$checked_log" 2>&1 &
+  checked_pid=$!
+  trap 'kill "$checked_pid" 2>/dev/null || true' EXIT
+fi
+test_tree "$BUILD_DIR"
+
+if [ "${QUICK:-0}" != 1 ]; then
+  log "waiting for the sanitizer and fuzzer trees"
+  if ! timed "sanitizer and fuzzer builds, left after the suites" wait "$checked_pid"; then
+    tail -n 60 "$checked_log"
+    log "the sanitizer or fuzzer build failed (the whole log: $checked_log)"
+    exit 1
+  fi
+  tail -n 1 "$checked_log"
+  for kind in asan tsan; do
+    log "sanitizer suites in ${BUILD_DIR}-$kind"
+    timed "suites ${BUILD_DIR}-$kind" \
+      ctest --test-dir "${BUILD_DIR}-$kind" --output-on-failure -L sanitize
+  done
+  log "fuzzing in ${BUILD_DIR}-fuzz (${FUZZ_SECONDS:-60} s)"
+  FUZZ_SECONDS=${FUZZ_SECONDS:-60} timed "fuzz ${BUILD_DIR}-fuzz" \
+    ctest --test-dir "${BUILD_DIR}-fuzz" --output-on-failure -L fuzz
 fi
 log "where the time went (total $SECONDS s)"
 printf '%s\n' "${TIMES[@]}"

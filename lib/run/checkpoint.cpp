@@ -2,6 +2,7 @@
 #include "lib/run/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <sstream>
 
 #include "data_pipeline/hash64.h"
+#include "lib/core/unique_fd.h"
 #include "lib/core/usage_error.h"
 
 namespace workload {
@@ -81,7 +83,81 @@ std::int64_t epoch_of(const std::string& name) {
   return std::stoll(digits);
 }
 
+// True for a temporary file of a checkpoint: NAME.tmp (older builds) or NAME.tmp.PID.
+bool is_checkpoint_tmp(const std::string& name) {
+  const std::size_t at = name.rfind(kTmpSuffix);
+  if (at == std::string::npos || epoch_of(name.substr(0, at)) < 0) return false;
+  const std::string rest = name.substr(at + std::strlen(kTmpSuffix));
+  if (rest.empty()) return true;
+  return rest.size() > 1 && rest[0] == '.' &&
+         std::all_of(rest.begin() + 1, rest.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The command line of this process, its arguments joined by spaces (for the lock's holder).
+std::string own_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!all.empty() && all.back() == '\0') all.pop_back();
+  std::replace(all.begin(), all.end(), '\0', ' ');
+  return all;
+}
+
 }  // namespace
+
+void check_checkpoint_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::path p(dir);
+  if (fs::exists(p, ec)) {
+    if (!fs::is_directory(p, ec)) throw UsageError("--checkpoint-dir " + dir + ": not a directory");
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+      throw UsageError("--checkpoint-dir " + dir + ": cannot write in it: " + system_error(errno));
+    }
+    return;
+  }
+  // Missing: the run creates it, in its nearest existing parent.
+  fs::path parent = fs::absolute(p, ec).parent_path();
+  while (!parent.empty() && !fs::exists(parent, ec)) parent = parent.parent_path();
+  if (parent.empty()) parent = "/";
+  if (!fs::is_directory(parent, ec)) {
+    throw UsageError("--checkpoint-dir " + dir + ": cannot create it: " + parent.string() +
+                     " is not a directory");
+  }
+  if (::access(parent.c_str(), W_OK | X_OK) != 0) {
+    throw UsageError("--checkpoint-dir " + dir + ": cannot create it in " + parent.string() + ": " +
+                     system_error(errno));
+  }
+}
+
+CheckpointLock::CheckpointLock(const std::string& dir) {
+  const std::string path = (fs::path(dir) / ".lock").string();
+  fd_ = UniqueFd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd_) {
+    throw UsageError("--checkpoint-dir " + dir + ": cannot create its lock " + path + ": " +
+                     system_error(errno));
+  }
+  if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err != EWOULDBLOCK) {
+      throw UsageError("--checkpoint-dir " + dir + ": cannot lock " + path + ": " +
+                       system_error(err));
+    }
+    std::string holder;
+    char buf[4096];
+    const ssize_t n = ::pread(fd_.get(), buf, sizeof(buf) - 1, 0);
+    if (n > 0) holder.assign(buf, static_cast<std::size_t>(n));
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    std::replace(holder.begin(), holder.end(), '\n', ' ');
+    throw UsageError("--checkpoint-dir " + dir + ": another run is writing checkpoints there (" +
+                     (holder.empty() ? std::string("its pid unknown") : holder) +
+                     "); wait for it to end, or give another directory");
+  }
+  const std::string me = "pid " + std::to_string(::getpid()) + ": " + own_command_line() + "\n";
+  // The holder's line, for the message of a run refused; the lock holds without it.
+  if (::ftruncate(fd_.get(), 0) == 0) {
+    const ssize_t n = ::pwrite(fd_.get(), me.data(), me.size(), 0);
+    static_cast<void>(n);
+  }
+}
 
 std::uint64_t write_checkpoint_file(const std::string& path, const Checkpoint& checkpoint) {
   std::string payload;
@@ -111,72 +187,98 @@ std::uint64_t write_checkpoint_file(const std::string& path, const Checkpoint& c
   put_u64(head, digest_of(meta_text, payload));
   head += meta_text;
 
-  const std::string tmp = path + kTmpSuffix;
+  const std::string tmp = path + kTmpSuffix + "." + std::to_string(::getpid());
   const auto fail = [&](const std::string& what, int err) {
     ::unlink(tmp.c_str());
     return CheckpointError("checkpoint " + tmp + ": " + what + ": " + system_error(err) +
                            (fs::exists(path) ? "; " + path + " is left as it was" : ""));
   };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw fail("cannot create", errno);
-  if (!write_all(fd, head) || !write_all(fd, payload)) {
-    const int err = errno;
-    ::close(fd);
-    throw fail("write failed", err);
-  }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw fail("fsync failed", err);
-  }
-  if (::close(fd) != 0) throw fail("close failed", errno);
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd) throw fail("cannot create", errno);
+  if (!write_all(fd.get(), head) || !write_all(fd.get(), payload))
+    throw fail("write failed", errno);
+  if (::fsync(fd.get()) != 0) throw fail("fsync failed", errno);
+  if (fd.close() != 0) throw fail("close failed", errno);
   if (::rename(tmp.c_str(), path.c_str()) != 0) throw fail("rename to " + path + " failed", errno);
   // The rename is durable once the directory is.
   const std::string dir = fs::path(path).parent_path().empty()
                               ? std::string(".")
                               : fs::path(path).parent_path().string();
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  const UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dfd) ::fsync(dfd.get());
   return head.size() + payload.size();
+}
+
+// Reads exactly `n` bytes at `offset` of `fd` into `out`; false with errno set on failure (a
+// short read sets EIO: the file shrank under us).
+bool read_exactly(int fd, std::uint64_t offset, std::uint64_t n, std::string& out) {
+  out.resize(n);
+  std::uint64_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::pread(fd, out.data() + done, n - done, static_cast<off_t>(offset + done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (got == 0) {
+      errno = EIO;
+      return false;
+    }
+    done += static_cast<std::uint64_t>(got);
+  }
+  return true;
 }
 
 Checkpoint read_checkpoint_file(const std::string& path) {
   const auto error = [&](const std::string& what) {
     return CheckpointError("checkpoint " + path + ": " + what);
   };
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw error("cannot open: " + system_error(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw error("read failed");
-  if (bytes.size() < sizeof(kCheckpointMagic) ||
-      bytes.compare(0, sizeof(kCheckpointMagic), kCheckpointMagic, sizeof(kCheckpointMagic)) != 0) {
+  // The header is read and checked against the file's size before anything else: a file that is
+  // not a checkpoint (a 30 GB image named like one) costs 36 bytes, not its size in memory.
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw error("cannot open: " + system_error(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw error("cannot stat: " + system_error(errno));
+  if (!S_ISREG(st.st_mode)) throw error("not a regular file");
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  std::string head;
+  if (!read_exactly(fd.get(), 0, std::min<std::uint64_t>(size, kCheckpointHeaderBytes), head)) {
+    throw error("read failed: " + system_error(errno));
+  }
+  if (head.size() < sizeof(kCheckpointMagic) ||
+      head.compare(0, sizeof(kCheckpointMagic), kCheckpointMagic, sizeof(kCheckpointMagic)) != 0) {
     throw error("not a train_resnet50 checkpoint (no RN50CKPT header)");
   }
-  if (bytes.size() < kCheckpointHeaderBytes) {
-    throw error("truncated: " + std::to_string(bytes.size()) + " bytes, shorter than its header");
+  if (size < kCheckpointHeaderBytes) {
+    throw error("truncated: " + std::to_string(size) + " bytes, shorter than its header");
   }
-  const auto version = static_cast<std::uint32_t>(get_le(bytes, 8, 4));
+  const auto version = static_cast<std::uint32_t>(get_le(head, 8, 4));
   if (version != kCheckpointVersion) {
     throw error("version " + std::to_string(version) + ", this build reads version " +
                 std::to_string(kCheckpointVersion));
   }
-  const std::uint64_t meta_bytes = get_le(bytes, 12, 8);
-  const std::uint64_t payload_bytes = get_le(bytes, 20, 8);
-  const std::uint64_t digest = get_le(bytes, 28, 8);
-  const std::uint64_t body = bytes.size() - kCheckpointHeaderBytes;
+  const std::uint64_t meta_bytes = get_le(head, 12, 8);
+  const std::uint64_t payload_bytes = get_le(head, 20, 8);
+  const std::uint64_t digest = get_le(head, 28, 8);
+  const std::uint64_t body = size - kCheckpointHeaderBytes;
   if (meta_bytes > body || payload_bytes > body - meta_bytes) {
-    throw error("truncated: " + std::to_string(bytes.size()) + " bytes where its header says " +
+    throw error("truncated: " + std::to_string(size) + " bytes where its header says " +
                 std::to_string(kCheckpointHeaderBytes + meta_bytes + payload_bytes));
   }
   if (meta_bytes + payload_bytes != body) {
     throw error("corrupt: " + std::to_string(body - meta_bytes - payload_bytes) +
                 " bytes after its end");
   }
-  const std::string meta_text = bytes.substr(kCheckpointHeaderBytes, meta_bytes);
-  const std::string payload = bytes.substr(kCheckpointHeaderBytes + meta_bytes);
+  if (meta_bytes > kCheckpointMaxMetaBytes) {
+    throw error("corrupt: its header gives its facts " + std::to_string(meta_bytes) +
+                " bytes, more than the " + std::to_string(kCheckpointMaxMetaBytes) +
+                " any checkpoint holds");
+  }
+  std::string meta_text, payload;
+  if (!read_exactly(fd.get(), kCheckpointHeaderBytes, meta_bytes, meta_text) ||
+      !read_exactly(fd.get(), kCheckpointHeaderBytes + meta_bytes, payload_bytes, payload)) {
+    throw error("read failed: " + system_error(errno));
+  }
   if (digest_of(meta_text, payload) != digest) {
     throw error("corrupt: its contents do not match their digest");
   }
@@ -222,6 +324,12 @@ CheckpointDir::CheckpointDir(std::string dir) : dir_(std::move(dir)) {
   }
   ::close(fd);
   ::unlink(probe.c_str());
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    if (epoch_of(entry.path().filename().string()) >= 0 && !entry.is_regular_file(ec)) {
+      throw UsageError("--checkpoint-dir " + dir_ + ": " + entry.path().string() +
+                       " is named as a checkpoint but is not a file; move it away");
+    }
+  }
 }
 
 std::string CheckpointDir::file_for(std::int64_t epochs_done) const {
@@ -249,16 +357,34 @@ std::string CheckpointDir::write(std::int64_t epochs_done, const Checkpoint& che
   if (bytes) *bytes = written;
   const auto files = list();
   for (std::size_t i = 0; i + kKeep < files.size(); ++i) ::unlink(files[i].second.c_str());
-  // Temporary files a killed run left.
+  // Temporary files a killed run left (this run holds the directory's lock: none is being written).
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    if (is_checkpoint_tmp(entry.path().filename().string())) ::unlink(entry.path().c_str());
+  }
+  return path;
+}
+
+std::vector<std::string> CheckpointDir::files() const {
+  std::vector<std::string> out;
+  for (const auto& [epoch, path] : list()) out.push_back(path);
+  return out;
+}
+
+int CheckpointDir::remove_all() const {
+  int removed = 0;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir_, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, kTmpSuffix) == 0 &&
-        epoch_of(name.substr(0, name.size() - 4)) >= 0) {
-      ::unlink(entry.path().c_str());
+    const bool checkpoint = epoch_of(name) >= 0;
+    if (!checkpoint && !is_checkpoint_tmp(name)) continue;
+    if (::unlink(entry.path().c_str()) != 0 && errno != ENOENT) {
+      throw UsageError("--start-over: cannot delete " + entry.path().string() + ": " +
+                       system_error(errno));
     }
+    if (checkpoint) ++removed;
   }
-  return path;
+  return removed;
 }
 
 std::optional<std::string> CheckpointDir::newest() const {

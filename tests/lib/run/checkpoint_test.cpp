@@ -116,16 +116,19 @@ TEST(CheckpointFile, AFailedWriteLeavesThePreviousFileIntact) {
   const fs::path path = tmp.path() / "c.ckpt";
   write_checkpoint_file(path.string(), sample());
   const std::string before = read_all(path);
-  // A full disk: the temporary file is /dev/full, whose writes fail with ENOSPC.
+  // A full disk: the temporary file (this process's, NAME.tmp.PID) is /dev/full, whose writes fail
+  // with ENOSPC.
   if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this machine";
-  fs::create_symlink("/dev/full", path.string() + ".tmp");
+  fs::create_symlink("/dev/full", path.string() + ".tmp." + std::to_string(::getpid()));
   Checkpoint bigger = sample();
   bigger.tensors.emplace_back("param/big", torch::zeros({1 << 16}));
   const std::string m = error_of([&] { write_checkpoint_file(path.string(), bigger); });
   EXPECT_NE(m.find("No space left"), std::string::npos) << m;
   EXPECT_NE(m.find("is left as it was"), std::string::npos) << m;
   EXPECT_EQ(read_all(path), before);
-  EXPECT_FALSE(fs::exists(fs::symlink_status(path.string() + ".tmp")));
+  for (const auto& entry : fs::directory_iterator(path.parent_path())) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+  }
 }
 
 TEST(CheckpointDir, NewestIgnoresTemporaryAndForeignNamesAndKeepsTwo) {
@@ -136,14 +139,102 @@ TEST(CheckpointDir, NewestIgnoresTemporaryAndForeignNamesAndKeepsTwo) {
   EXPECT_EQ(dir.newest(), dir.file_for(3));
   EXPECT_FALSE(fs::exists(dir.file_for(1)));  // all but the newest two removed
   EXPECT_TRUE(fs::exists(dir.file_for(2)));
-  // A write killed half way leaves only its temporary file: never taken for a checkpoint.
+  // A write killed half way leaves only its temporary file: never taken for a checkpoint (an older
+  // build's NAME.tmp, this one's NAME.tmp.PID).
   write_all(dir.file_for(4) + ".tmp", read_all(dir.file_for(3)).substr(0, 50));
+  write_all(dir.file_for(4) + ".tmp.4242", read_all(dir.file_for(3)).substr(0, 50));
   write_all(tmp.path() / "ckpt" / "checkpoint-e000009.ckpt.bak", "x");
   write_all(tmp.path() / "ckpt" / "checkpoint-eX.ckpt", "x");
   EXPECT_EQ(dir.newest(), dir.file_for(3));
   dir.write(4, sample());  // and the next write clears it
   EXPECT_EQ(dir.newest(), dir.file_for(4));
   EXPECT_FALSE(fs::exists(dir.file_for(4) + ".tmp"));
+  EXPECT_FALSE(fs::exists(dir.file_for(4) + ".tmp.4242"));
+  EXPECT_TRUE(fs::exists(tmp.path() / "ckpt" / "checkpoint-e000009.ckpt.bak")) << "not ours";
+  EXPECT_EQ(dir.files(), (std::vector<std::string>{dir.file_for(3), dir.file_for(4)}));
+  // --start-over: every checkpoint and temporary file of one goes, nothing else.
+  write_all(dir.file_for(5) + ".tmp.77", "x");
+  EXPECT_EQ(dir.remove_all(), 2);
+  EXPECT_FALSE(dir.newest());
+  EXPECT_FALSE(fs::exists(dir.file_for(5) + ".tmp.77"));
+  EXPECT_TRUE(fs::exists(tmp.path() / "ckpt" / "checkpoint-eX.ckpt"));
+}
+
+// The header is checked against the file's size before anything else is read: a huge file that is
+// no checkpoint (sparse here: 30 GB of holes) is refused at once, not read whole.
+TEST(CheckpointFile, AHugeFileIsRefusedFromItsHeaderAlone) {
+  test_util::TempDir tmp;
+  const fs::path huge = tmp.path() / "checkpoint-e000009.ckpt";
+  write_all(huge, "");
+  fs::resize_file(huge, std::uintmax_t{30} << 30);
+  std::string m = error_of([&] { read_checkpoint_file(huge.string()); });
+  EXPECT_NE(m.find("checkpoint " + huge.string() + ": not a train_resnet50 checkpoint"),
+            std::string::npos)
+      << m;
+  // A real header whose facts claim more than any checkpoint holds, backed by as many bytes.
+  const fs::path path = tmp.path() / "c.ckpt";
+  write_checkpoint_file(path.string(), sample());
+  std::string bytes = read_all(path);
+  const std::uint64_t meta = (std::uint64_t{1} << 30) - 64;  // a GiB of facts
+  for (int i = 0; i < 8; ++i) bytes[12 + i] = static_cast<char>((meta >> (8 * i)) & 0xFF);
+  for (int i = 0; i < 8; ++i) bytes[20 + i] = 0;  // and no payload
+  write_all(path, bytes.substr(0, kCheckpointHeaderBytes));
+  fs::resize_file(path, kCheckpointHeaderBytes + meta);
+  m = error_of([&] { read_checkpoint_file(path.string()); });
+  EXPECT_NE(m.find("more than the 67108864 any checkpoint holds"), std::string::npos) << m;
+  // A directory under a checkpoint's name: not a file.
+  fs::create_directory(tmp.path() / "dir.ckpt");
+  m = error_of([&] { read_checkpoint_file((tmp.path() / "dir.ckpt").string()); });
+  EXPECT_NE(m.find("not a regular file"), std::string::npos) << m;
+}
+
+// One run writes into a directory: a second is refused at once, naming the holder; the lock goes
+// with its holder.
+TEST(CheckpointLock, ASecondRunIsRefusedNamingTheFirst) {
+  test_util::TempDir tmp;
+  const std::string dir = tmp.path().string();
+  {
+    const CheckpointLock first(dir);
+    try {
+      CheckpointLock second(dir);
+      FAIL() << "no UsageError";
+    } catch (const UsageError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(
+          m.find("--checkpoint-dir " + dir + ": another run is writing checkpoints there (pid " +
+                 std::to_string(::getpid()) + ": "),
+          std::string::npos)
+          << m;
+      EXPECT_NE(m.find("checkpoint_test"), std::string::npos) << "its command line: " << m;
+    }
+  }
+  EXPECT_NO_THROW(CheckpointLock{dir}) << "released with its holder";
+}
+
+TEST(CheckpointDir, ANonFileUnderACheckpointsNameIsRefusedAtTheStart) {
+  test_util::TempDir tmp;
+  fs::create_directories(tmp.path() / "checkpoint-e000003.ckpt");
+  try {
+    CheckpointDir{tmp.path().string()};
+    FAIL() << "no UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint-e000003.ckpt is named as a checkpoint but is "
+                                         "not a file"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// --print-config and profile.sh's --dry-run check the directory without making it.
+TEST(CheckpointDir, TheCheckMakesNothing) {
+  test_util::TempDir tmp;
+  const fs::path missing = tmp.path() / "a" / "b";
+  EXPECT_NO_THROW(check_checkpoint_dir(missing.string()));
+  EXPECT_FALSE(fs::exists(tmp.path() / "a"));
+  const fs::path file = tmp.path() / "file";
+  write_all(file, "x");
+  EXPECT_THROW(check_checkpoint_dir(file.string()), UsageError);
+  EXPECT_THROW(check_checkpoint_dir((file / "sub").string()), UsageError);
 }
 
 TEST(CheckpointDir, AnUnusableDirectoryIsAUsageErrorNamingTheFlag) {

@@ -60,6 +60,7 @@ void validate_epochs(const TrainConfig& c) {
                         : c.eval_split != data_pipeline::Split::kTest ? "--eval-split"
                         : !c.checkpoint_dir.empty()                   ? "--checkpoint-dir"
                         : c.resume                                    ? "--resume"
+                        : c.start_over                                ? "--start-over"
                         : c.capture_at                                ? "--capture-at"
                         : c.target_top1                               ? "--target-top1"
                                                                       : nullptr;
@@ -87,6 +88,14 @@ void validate_epochs(const TrainConfig& c) {
   }
   if (c.resume && c.checkpoint_dir.empty()) {
     throw UsageError("--resume: needs --checkpoint-dir, the directory to resume from");
+  }
+  if (c.start_over && c.checkpoint_dir.empty()) {
+    throw UsageError("--start-over: needs --checkpoint-dir, the directory to start over in");
+  }
+  if (c.start_over && c.resume) {
+    throw UsageError(
+        "--start-over: not with --resume (one continues the directory's run, the "
+        "other deletes it); drop one of the two");
   }
   if (c.target_top1 && c.eval_every == 0) {
     throw UsageError("--target-top1: needs evaluations; --eval-every 0 makes none");

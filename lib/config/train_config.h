@@ -172,6 +172,12 @@ struct TrainConfig {
   std::string checkpoint_dir;
   /// --epochs: continue from the newest checkpoint in checkpoint_dir (none there: from the start).
   bool resume = false;
+  /// --epochs: delete checkpoint_dir's checkpoints and train from the first epoch (without it, or
+  /// resume, a directory that holds checkpoints is refused).
+  bool start_over = false;
+  /// Go on after a loss that is not finite (NaN, inf) instead of stopping with exit status 1; a
+  /// --target-top1 is then never reached.
+  bool allow_nonfinite_loss = false;
   /// --epochs: cudaProfilerStart before this 0-based step of the run and Stop after --steps steps
   /// (whatever lies between them, an evaluation or a checkpoint, is in the window); nullopt: no
   /// capture window.

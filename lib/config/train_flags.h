@@ -87,6 +87,16 @@ void visit_train_flags(C& c, V&& v) {
   v.boolean({"resume", kRunGroup,
              "with --checkpoint-dir: continue from its newest checkpoint (none: from the start)"},
             c.resume);
+  v.boolean({"start-over", kRunGroup,
+             "with --checkpoint-dir: delete the checkpoints it holds (another run's, or an earlier "
+             "start of this one) and train from the first epoch; without it or --resume, a "
+             "directory that holds checkpoints is refused"},
+            c.start_over);
+  v.boolean(
+      {"allow-nonfinite-loss", kRunGroup,
+       "go on when a loss is NaN or infinite (default: stop at the epoch's end, or the run's, "
+       "naming the step, exit 1); --target-top1 is then never reached"},
+      c.allow_nonfinite_loss);
   v.integer({"capture-at", kRunGroup,
              "with --epochs: the capture window opens before this 0-based step of the run and "
              "closes after --steps steps, the evaluation and checkpoint between them included "

@@ -13,6 +13,8 @@ std::string signal_name(int signal) {
       return "SIGINT";
     case SIGTERM:
       return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
     default:
       return "signal " + std::to_string(signal);
   }

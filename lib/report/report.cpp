@@ -263,6 +263,8 @@ void add_run(Json& j, const RunFacts& facts) {
   j["summary"] = summary_json(result);
   j["skipped_images"] = skipped_images_json(result);
   j["loss_after_drain"] = or_null(result.loss_after_drain);
+  j["nonfinite_loss"] = result.nonfinite_loss.empty() ? Json() : Json(result.nonfinite_loss);
+  j["nonfinite_stopped"] = result.nonfinite_stopped;
 }
 
 }  // namespace
@@ -280,6 +282,7 @@ Json epoch_json(const EpochRecord& e) {
   if (e.eval) {
     j["eval"] = {{"images", e.eval->images}, {"top1", e.eval->top1}, {"top5", e.eval->top5},
                  {"loss", e.eval->loss},     {"ms", e.eval->ms},     {"steps", e.eval->steps}};
+    if (!e.eval->skipped.empty()) j["eval"]["skipped_images"] = e.eval->skipped;
   } else {
     j["eval"] = nullptr;
   }
@@ -290,6 +293,7 @@ Json epoch_json(const EpochRecord& e) {
     j["checkpoint"] = nullptr;
   }
   if (e.resumed) j["resumed"] = true;
+  if (e.eval_cut) j["eval_cut"] = true;
   return j;
 }
 
@@ -312,6 +316,7 @@ EpochRecord epoch_from_json(const Json& j) {
     r.loss = v.value("loss", 0.0);
     r.ms = v.value("ms", 0.0);
     r.steps = v.value("steps", 0);
+    r.skipped = v.value("skipped_images", std::vector<std::string>());
     e.eval = r;
   }
   if (j.contains("checkpoint") && j["checkpoint"].is_object()) {
@@ -320,6 +325,7 @@ EpochRecord epoch_from_json(const Json& j) {
                                     v.value("bytes", std::uint64_t{0}), v.value("ms", 0.0)};
   }
   e.resumed = j.value("resumed", false);
+  e.eval_cut = j.value("eval_cut", false);
   return e;
 }
 

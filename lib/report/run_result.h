@@ -42,6 +42,9 @@ struct EvalRecord {
   double loss = 0;  ///< Cross-entropy without label smoothing.
   double ms = 0;    ///< Host wall time of the `eval` range.
   int steps = 0;    ///< This rank's evaluation steps.
+  /// The images --on-bad-image skip could not read, this rank's: left out of every count (the
+  /// image the loader put in their place is not counted a second time).
+  std::vector<std::string> skipped;
 };
 
 /// --epochs: the checkpoint written at an epoch's end (rank 0's).
@@ -64,6 +67,9 @@ struct EpochRecord {
   std::optional<EvalRecord> eval;
   std::optional<CheckpointRecord> checkpoint;
   bool resumed = false;  ///< Read from the checkpoint a resumed run started from.
+  /// A stop (a signal) came during its evaluation: the evaluation was cut short and left out, and
+  /// the epoch's training kept (its checkpoint written) before the run stopped.
+  bool eval_cut = false;
 };
 
 /// What a run produced.
@@ -84,6 +90,12 @@ struct RunResult {
   int graph_memset_kernels = -1;
   int graph_memset_nodes = -1;
   std::optional<double> loss_after_drain;
+  /// The first loss that was not finite, where it was read ("step 17 (epoch 1): loss nan", "the
+  /// evaluation after epoch 2: loss inf"), or "" when every loss read was finite.
+  std::string nonfinite_loss;
+  /// True when the run stopped for nonfinite_loss (not with --allow-nonfinite-loss): its epoch was
+  /// neither evaluated nor saved, and the run ends with exit status 1.
+  bool nonfinite_stopped = false;
   bool capture_started = false;
   std::string torch_trace;  ///< the Chrome trace written, if one was asked for
   bool interrupted = false;

@@ -162,6 +162,7 @@ std::string format_epoch(const std::string& prefix, const EpochRecord& r, int ep
            printed(" top-5 %.2f%%", 100.0 * r.eval->top5) +
            printed(" (eval loss %.4f,", r.eval->loss) + printed(" %.1f s)", r.eval->ms / 1000.0);
   }
+  if (r.eval_cut) out += " | evaluation cut short by the stop";
   out += printed(" | %.1f images/s", r.images_per_s) + " | " + format_duration(r.epoch_s);
   if (r.checkpoint && r.checkpoint->bytes > 0) {
     out += printed(" | checkpoint %.0f ms", r.checkpoint->ms);
@@ -251,6 +252,11 @@ std::string format_summary(const RunFacts& f) {
   }
   line("loss after drain",
        result.loss_after_drain ? printed("%.4f", *result.loss_after_drain) : std::string("n/a"));
+  if (!result.nonfinite_loss.empty()) {
+    line("non-finite loss",
+         result.nonfinite_loss + (result.nonfinite_stopped ? " (no result: exit 1)"
+                                                           : " (--allow-nonfinite-loss: went on)"));
+  }
   if (result.interrupted) line("interrupted", interruption(result));
   if (f.dist) {
     line("rank", std::to_string(f.dist->env.rank) + " of " +

@@ -1,6 +1,7 @@
 // The evaluation pass of an --epochs run (lib/run/evaluator.h).
 #include "lib/run/evaluator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
@@ -29,7 +30,11 @@ Evaluator::Evaluator(const TrainConfig& config, std::shared_ptr<const dp::Food10
       dist_(dist),
       step_(model, config, device),
       normalize_(config.loader.transform.dtype == dp::HostDType::kUInt8) {
-  const TrainConfig eval = eval_input_config(config);
+  TrainConfig eval = eval_input_config(config);
+  // No batch larger than this rank's share of the split: the ring is sized for what a pass reads.
+  const int world = dist ? dist->world_size() : 1;
+  eval.loader.batch_size =
+      std::min<std::int64_t>(eval.loader.batch_size, dp::shard_size(index->size(), world));
   const std::int64_t classes = index->num_classes();
   input_ = make_input_source({eval, std::move(index), device, classes,
                               dist ? dist->world_size() : 1, dist ? dist->rank() : 0, notices});
@@ -39,6 +44,22 @@ Evaluator::Evaluator(const TrainConfig& config, std::shared_ptr<const dp::Food10
 }
 
 Evaluator::~Evaluator() { stop(); }
+
+void Evaluator::leave_out_skipped(StepInputs& inputs, EvalRecord& result) const {
+  const dp::BatchInfo& info = input_->info();
+  if (info.skipped().empty()) return;
+  std::vector<std::int64_t> positions;
+  for (const dp::SkippedImage& s : info.skipped()) {
+    result.skipped.push_back(s.path);
+    const auto& indices = info.indices();
+    for (std::size_t i = 0; i < indices.size(); ++i) {
+      if (indices[i] == s.dataset_index) positions.push_back(static_cast<std::int64_t>(i));
+    }
+  }
+  // cross_entropy's ignore_index: EvalStep counts no image, hit or loss for it.
+  inputs.labels = inputs.labels.clone();
+  inputs.labels.index_fill_(0, torch::tensor(positions).to(inputs.labels.device()), -100);
+}
 
 EvalRecord Evaluator::run(PhaseTracker* tracker) {
   using Clock = std::chrono::steady_clock;
@@ -63,6 +84,7 @@ EvalRecord Evaluator::run(PhaseTracker* tracker) {
         Phase submit(nvtx::kH2dSubmit, tracker);
         inputs = input_->submit();
       }
+      leave_out_skipped(inputs, result);
       if (normalize_) {
         Phase norm(nvtx::kNormalize, tracker);
         step_.normalize(inputs);

@@ -53,6 +53,10 @@ class Evaluator {
   void stop() { input_->stop(); }
 
  private:
+  // The images the loader replaced in the batch just submitted (--on-bad-image skip): their labels
+  // set to -100 so that the step counts them nowhere, their paths into `result`.
+  void leave_out_skipped(StepInputs& inputs, EvalRecord& result) const;
+
   ResNet50 model_;
   Distributed* dist_;
   std::unique_ptr<InputSource> input_;

@@ -14,6 +14,12 @@ Outcome run_outcome(const RunResult& result, int stop_requested, int stop_signal
                 std::to_string(steps) + " steps" + (report.empty() ? "" : "; report: " + report) +
                 "\n"};
   }
+  if (result.nonfinite_stopped && !result.interrupted) {
+    return {exit_status(Ending::kFailed),
+            who + ": error: a loss that is not finite, at " + result.nonfinite_loss +
+                "; the run's figures are no result (--allow-nonfinite-loss to go on)" +
+                (report.empty() ? "" : "; report: " + report) + "\n"};
+  }
   Outcome out;
   if (!result.aborted.empty()) out.message = who + ": " + result.aborted + "\n";
   out.status = result.interrupted ? exit_status(Ending::kStopped, stop_signal)

@@ -1,4 +1,4 @@
-// SIGINT and SIGTERM for a run (lib/run/signals.h).
+// SIGINT, SIGTERM and SIGHUP for a run (lib/run/signals.h).
 #include "lib/run/signals.h"
 
 #include <fcntl.h>
@@ -66,11 +66,13 @@ SignalWatcher::SignalWatcher(std::shared_ptr<StopRequest> stop) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
   action.sa_mask = stop_signals;
   action.sa_flags = SA_RESTART;
-  if (::sigaction(SIGINT, &action, nullptr) != 0 || ::sigaction(SIGTERM, &action, nullptr) != 0) {
+  if (::sigaction(SIGINT, &action, nullptr) != 0 || ::sigaction(SIGTERM, &action, nullptr) != 0 ||
+      ::sigaction(SIGHUP, &action, nullptr) != 0) {
     throw std::runtime_error(std::string("cannot install the signal handlers: ") +
                              std::strerror(errno));
   }

@@ -1,5 +1,5 @@
-// SIGINT and SIGTERM for a run: a real handler, a watcher thread that turns a signal into the
-// process's stop request, and a second signal that ends the process at once.
+// SIGINT, SIGTERM and SIGHUP for a run: a real handler, a watcher thread that turns a signal into
+// the process's stop request, and a second signal that ends the process at once.
 #pragma once
 
 #include <memory>
@@ -10,13 +10,14 @@ namespace workload {
 
 class Trainer;
 
-/// Takes the process's SIGINT and SIGTERM for the rest of its life. A process-directed signal goes
+/// Takes the process's SIGINT, SIGTERM and SIGHUP (a closed terminal or SSH session: a stop like
+/// SIGTERM's, exit 129) for the rest of its life. A process-directed signal goes
 /// to any thread that does not block it, and some of those threads are not ours: a profiler's
 /// injection library (Nsight Systems preloads one) starts threads before main() with the default
 /// mask. So the signals get a real handler, which runs in whichever thread the kernel picks: it
 /// records the first signal and wakes the watcher thread through a pipe (both async-signal-safe),
 /// and the watcher asks for the stop in ordinary code (`stop`, and the published trainer); a second
-/// signal ends the process at once (128 + the signal). The threads started after this blocks both
+/// signal ends the process at once (128 + the signal). The threads started after this blocks the
 /// signals (the mask is inherited), so their system calls are not interrupted; the watcher unblocks
 /// them, so there is always a thread of ours to take one.
 ///

@@ -48,7 +48,8 @@ void validate_run(const TrainConfig& config) {
   // Whether it is valid does not depend on the ranks; an --epochs run's length is known once its
   // split is read (the Trainer checks it then).
   if (config.epochs == 0) run_lr_schedule(config, 1);
-  if (!config.checkpoint_dir.empty()) CheckpointDir{config.checkpoint_dir};
+  // Checked, not created: --print-config and profile.sh's --dry-run leave no directory behind.
+  if (!config.checkpoint_dir.empty()) check_checkpoint_dir(config.checkpoint_dir);
 }
 
 std::int64_t run_optimizer_steps(const TrainConfig& config, std::int64_t steps_per_epoch) {
@@ -97,6 +98,15 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
   }
   if (!reader.given().count("dist-backend"))
     out.config.dist_backend = backend_for(out.config.device);
+  // An --epochs run's steps are its epochs': --warmup means nothing there, --steps the window's.
+  if (out.config.epochs > 0 && reader.given().count("warmup")) {
+    throw UsageError("--warmup: unused with --epochs (the run's steps are its epochs'); drop it");
+  }
+  if (out.config.epochs > 0 && !out.config.capture_at && reader.given().count("steps")) {
+    throw UsageError(
+        "--steps: with --epochs, counts the capture window's steps, and needs "
+        "--capture-at");
+  }
   out.print_config = given_boolean(result, "print-config");
   validate_run(out.config);
   return out;

@@ -1,10 +1,12 @@
 // The training workload: ResNet-50 steps with the article's NVTX ranges and a capture window.
 #include "lib/run/trainer.h"
+#include "lib/core/usage_error.h"
 
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 #include <utility>
@@ -39,6 +41,109 @@ std::string rank_output(const std::string& flag, const std::string& path,
   return mine;
 }
 }  // namespace
+
+// The checkpoint directory: rank 0 locks it (one run writes there); a run that does not resume
+// refuses one that holds checkpoints unless --start-over deletes them; --resume reads the newest.
+void Trainer::open_checkpoints() {
+  checkpoints_.emplace(config_.checkpoint_dir);
+  const bool writer = !dist_ || dist_->rank() == 0;
+  if (writer) checkpoint_lock_.emplace(config_.checkpoint_dir);
+  if (!config_.resume) {
+    if (config_.start_over) {
+      if (writer) {
+        const int removed = checkpoints_->remove_all();
+        if (removed > 0) {
+          notices_.push_back("--start-over: deleted " + std::to_string(removed) +
+                             " checkpoint(s) in " + config_.checkpoint_dir);
+        }
+      }
+    } else if (const std::optional<std::string> newest = checkpoints_->newest()) {
+      throw UsageError("--checkpoint-dir " + config_.checkpoint_dir + ": holds checkpoints (" +
+                       std::to_string(checkpoints_->files().size()) + ", the newest " + *newest +
+                       "); --resume to continue their run, --start-over to delete them, or "
+                       "another directory");
+    }
+    return;
+  }
+  const std::optional<std::string> newest = checkpoints_->newest();
+  if (!newest) {
+    notices_.push_back("--resume: no checkpoint in " + config_.checkpoint_dir +
+                       " yet: the run starts at its first epoch");
+    return;
+  }
+  try {
+    resume_ = read_checkpoint_file(*newest);
+  } catch (const CheckpointError& e) {
+    const std::vector<std::string> files = checkpoints_->files();
+    if (files.size() < 2) throw;
+    throw CheckpointError(std::string(e.what()) + "; the one before it, " +
+                          files[files.size() - 2] +
+                          ", may be whole: move the newest away to resume from it");
+  }
+  resume_path_ = *newest;
+  check_resumed_fingerprint(*newest);
+  first_epoch_ = resume_->meta.value("epochs_done", std::int64_t{-1});
+  if (checkpoints_->file_for(first_epoch_) != *newest) {
+    throw CheckpointError("checkpoint " + *newest + ": holds the run after " +
+                          std::to_string(first_epoch_) +
+                          " epochs, which its name does not say; it was renamed or is not this "
+                          "directory's");
+  }
+}
+
+// The checkpoint resumed from must be this run's: the same fingerprint. Its schedule spans its
+// --epochs, so a resumed run cannot lengthen it; that mismatch is named as the flag.
+void Trainer::check_resumed_fingerprint(const std::string& path) {
+  nlohmann::ordered_json found = resume_->meta.value("fingerprint", nlohmann::ordered_json());
+  nlohmann::ordered_json expected = fingerprint_;
+  if (found.is_object() && !found.contains("train_split")) {
+    expected.erase("train_split");
+    notices_.push_back("--resume: " + path +
+                       " predates the split's digest in checkpoints: its dataset is not checked");
+  }
+  const std::string diff = fingerprint_mismatch(found, expected);
+  if (diff.empty()) return;
+  nlohmann::ordered_json found_rest = found, expected_rest = expected;
+  for (const char* key : {"optimizer_steps", "lr_warmup_steps"}) {
+    if (found_rest.is_object()) found_rest.erase(key);
+    expected_rest.erase(key);
+  }
+  if (fingerprint_mismatch(found_rest, expected_rest).empty() && steps_per_epoch_ > 0) {
+    const std::int64_t epochs = found.value("optimizer_steps", std::int64_t{0}) / steps_per_epoch_;
+    throw UsageError("--epochs " + std::to_string(config_.epochs) + ": " + path + " is a run of " +
+                     std::to_string(epochs) +
+                     " epochs, and its learning-rate schedule spans them; a resumed run keeps "
+                     "them: pass --epochs " +
+                     std::to_string(epochs) + " (or --start-over for a run of another length)");
+  }
+  throw CheckpointError("checkpoint " + path + ": made by another run (" + diff +
+                        "); resume with its settings, or give another --checkpoint-dir");
+}
+
+// --capture-at's window, once the run's length (and where a resumed run starts) is known: inside
+// this session's steps, whole.
+void Trainer::check_capture_window() const {
+  const std::int64_t total = static_cast<std::int64_t>(config_.epochs) * steps_per_epoch_;
+  const std::int64_t first = first_epoch_ * steps_per_epoch_;
+  const std::int64_t at = *config_.capture_at, end = at + config_.steps;
+  const std::string run = "the run's steps are 0 to " + std::to_string(total - 1) + " (" +
+                          std::to_string(config_.epochs) + " epochs of " +
+                          std::to_string(steps_per_epoch_) + ")";
+  if (at >= total) {
+    throw UsageError("--capture-at " + std::to_string(at) + ": " + run +
+                     ", so the window would never open");
+  }
+  if (end > total) {
+    throw UsageError("--capture-at " + std::to_string(at) + " --steps " +
+                     std::to_string(config_.steps) + ": the window would end at step " +
+                     std::to_string(end - 1) + ", and " + run);
+  }
+  if (at < first) {
+    throw UsageError("--capture-at " + std::to_string(at) + ": this run resumes at step " +
+                     std::to_string(first) + " (epoch " + std::to_string(first_epoch_) +
+                     "), after the window would open");
+  }
+}
 
 RunOutputs run_outputs(const TrainConfig& config, const std::optional<DistEnv>& dist) {
   RunOutputs out;
@@ -101,25 +206,8 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
   lr_schedule_.emplace(lr_plan.options);
   if (dist_) install_last_resort();
   if (config_.epochs > 0) fingerprint_ = fingerprint(lr_plan);
-  if (!config_.checkpoint_dir.empty()) {
-    checkpoints_.emplace(config_.checkpoint_dir);
-    if (config_.resume) {
-      if (const std::optional<std::string> newest = checkpoints_->newest()) {
-        resume_ = read_checkpoint_file(*newest);
-        resume_path_ = *newest;
-        const std::string diff = fingerprint_mismatch(
-            resume_->meta.value("fingerprint", nlohmann::ordered_json()), fingerprint_);
-        if (!diff.empty()) {
-          throw CheckpointError("checkpoint " + *newest + ": made by another run (" + diff +
-                                "); resume with its settings, or give another --checkpoint-dir");
-        }
-        first_epoch_ = resume_->meta.value("epochs_done", std::int64_t{0});
-      } else {
-        notices_.push_back("--resume: no checkpoint in " + config_.checkpoint_dir +
-                           " yet: the run starts at its first epoch");
-      }
-    }
-  }
+  if (!config_.checkpoint_dir.empty()) open_checkpoints();
+  if (config_.epochs > 0 && config_.capture_at) check_capture_window();
 
   model_ = ResNet50(num_classes_);
   model_->to(device_);
@@ -166,8 +254,17 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
   // (lib/run/stop_control.h).
   stop_->add_cancel_hook([this] { input_->cancel(); });
   if (eval_index_) {
-    evaluator_ =
-        std::make_unique<Evaluator>(config_, eval_index_, model_, device_, dist_.get(), notices_);
+    try {
+      evaluator_ =
+          std::make_unique<Evaluator>(config_, eval_index_, model_, device_, dist_.get(), notices_);
+    } catch (const dp::DataError&) {
+      throw;  // names its file
+    } catch (const std::exception& e) {
+      throw std::runtime_error("the evaluation's input (--eval-batch-size " +
+                               std::to_string(eval_input_config(config_).loader.batch_size) +
+                               ", --eval-split " + to_string(config_.eval_split) +
+                               "): " + e.what());
+    }
     stop_->add_cancel_hook([this] { evaluator_->cancel(); });
   }
   stalls_ = std::make_unique<StallInjector>(config_.inject_stall, *stop_);
@@ -397,7 +494,34 @@ void Trainer::run_steps(RunResult& result, const Progress& progress) {
   capture_window(result, progress);
 }
 
+// A --warmup + --steps run: the first step whose loss was read (--sync-every-step) and is not
+// finite, else the loss read after the drain. The run has ended; a non-finite loss makes it exit 1.
+void Trainer::note_nonfinite_steps(RunResult& result) const {
+  const auto first_bad = [](const std::vector<StepRecord>& steps) -> const StepRecord* {
+    for (const StepRecord& r : steps) {
+      if (r.loss && !std::isfinite(*r.loss)) return &r;
+    }
+    return nullptr;
+  };
+  if (const StepRecord* r = first_bad(result.warmup_steps)) {
+    result.nonfinite_loss =
+        "warm-up step " + std::to_string(r->index) + ": loss " + std::to_string(*r->loss);
+  } else if (const StepRecord* s = first_bad(result.steps)) {
+    result.nonfinite_loss =
+        "captured step " + std::to_string(s->index) + ": loss " + std::to_string(*s->loss);
+  } else if (result.loss_after_drain && !std::isfinite(*result.loss_after_drain)) {
+    result.nonfinite_loss =
+        "the last step's loss, read after the drain: " + std::to_string(*result.loss_after_drain);
+  }
+  result.nonfinite_stopped = !result.nonfinite_loss.empty() && !config_.allow_nonfinite_loss;
+}
+
 RunResult Trainer::run(const Progress& progress) {
+  // The checkpoint directory is this run's until it ends, however it ends.
+  struct ReleaseAfter {
+    std::optional<CheckpointLock>& lock;
+    ~ReleaseAfter() { lock.reset(); }
+  } release_after{checkpoint_lock_};
   RunResult result;
   std::optional<DistVerdict> verdict;
   try {
@@ -437,6 +561,7 @@ RunResult Trainer::run(const Progress& progress) {
   if (const torch::Tensor loss = executor_->loss(); loss.defined()) {
     result.loss_after_drain = loss.item<float>();
   }
+  if (config_.epochs == 0) note_nonfinite_steps(result);
   if (dist_) {
     device_synchronize();  // the drain's, when the run stopped before the capture
     result.parameter_digest = parameter_digest(*model_);

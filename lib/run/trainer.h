@@ -149,6 +149,15 @@ class Trainer {
   /// What a checkpoint must share with the run resuming from it.
   nlohmann::ordered_json fingerprint(const RunLrSchedule& plan) const;
   /// --resume: the checkpoint's parameters, buffers and optimizer state put in place.
+  void open_checkpoints();
+  void check_resumed_fingerprint(const std::string& path);
+  void check_capture_window() const;
+  // Records the first non-finite loss of `losses` (the losses of steps first_step...; `epoch` -1
+  // outside an --epochs run) in `result`, unless one is recorded already. Returns true when the run
+  // must stop for it (no --allow-nonfinite-loss). Synchronizes with the device.
+  bool note_nonfinite(RunResult& result, const torch::Tensor& losses, std::int64_t first_step,
+                      std::int64_t epoch) const;
+  void note_nonfinite_steps(RunResult& result) const;
   void restore_model(const Checkpoint& checkpoint);
   void restore_optimizer(const Checkpoint& checkpoint);
   /// Inside `checkpoint`: the state after `epochs_done` epochs with the epochs' records (rank 0
@@ -183,6 +192,8 @@ class Trainer {
   std::shared_ptr<const data_pipeline::Food101Index> eval_index_;
   std::unique_ptr<Evaluator> evaluator_;
   std::optional<CheckpointDir> checkpoints_;
+  // Rank 0's, from the constructor to the end of run(): the one writer of checkpoints_.
+  std::optional<CheckpointLock> checkpoint_lock_;
   std::optional<Checkpoint> resume_;  // read in the constructor, dropped once applied
   std::string resume_path_;
   std::int64_t first_epoch_ = 0;

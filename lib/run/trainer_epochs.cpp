@@ -1,10 +1,14 @@
 // The Trainer's --epochs run: epochs of steps, evaluations and checkpoints at their ends, and a
 // capture window anywhere (lib/run/trainer.h).
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <map>
 #include <stdexcept>
 
 #include "data_pipeline/data_error.h"
+#include "data_pipeline/hash64.h"
 #include "lib/device/nvtx.h"
 #include "lib/device/torch_trace.h"
 #include "lib/dist/distributed.h"
@@ -14,6 +18,7 @@
 namespace workload {
 
 namespace dp = data_pipeline;
+namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::ordered_json;
 
@@ -53,6 +58,22 @@ class SavedTensors {
   std::map<std::string, torch::Tensor> by_name_;
 };
 
+// The split's images (paths below the dataset, labels, sizes) as one hex digest.
+std::string split_digest(const dp::Food101Index& index) {
+  std::uint64_t h = 0;
+  std::error_code ec;
+  for (const dp::Sample& s : index.samples()) {
+    const std::string rel = s.path.lexically_relative(index.dataset_dir()).generic_string();
+    const auto size = static_cast<std::uint64_t>(fs::file_size(s.path, ec));
+    h = dp::hash64(rel.data(), rel.size(), h);
+    h = dp::hash64(&s.label, sizeof(s.label), h);
+    h = dp::hash64(&size, sizeof(size), h);
+  }
+  char out[17];
+  std::snprintf(out, sizeof(out), "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
 }  // namespace
 
 Json Trainer::fingerprint(const RunLrSchedule& plan) const {
@@ -73,6 +94,8 @@ Json Trainer::fingerprint(const RunLrSchedule& plan) const {
   f["momentum"] = config_.momentum;
   f["weight_decay"] = config_.weight_decay;
   f["label_smoothing"] = config_.label_smoothing;
+  // The split itself, not its counts alone: another dataset of as many images does not resume.
+  if (!config_.checkpoint_dir.empty() && index_) f["train_split"] = split_digest(*index_);
   return f;
 }
 
@@ -132,6 +155,18 @@ CheckpointRecord Trainer::write_checkpoint(std::int64_t epochs_done,
   }
   out.ms = std::chrono::duration<double, std::milli>(Clock::now() - t).count();
   return out;
+}
+
+bool Trainer::note_nonfinite(RunResult& result, const torch::Tensor& losses,
+                             std::int64_t first_step, std::int64_t epoch) const {
+  if (!result.nonfinite_loss.empty()) return false;  // the first one is named already
+  const torch::Tensor bad = torch::nonzero(torch::isfinite(losses).logical_not()).cpu();
+  const std::int64_t k = bad.numel() > 0 ? bad[0][0].item<std::int64_t>() : 0;
+  std::string where = "step " + std::to_string(first_step + k);
+  if (epoch >= 0) where += " (epoch " + std::to_string(epoch) + ")";
+  result.nonfinite_loss = where + ": loss " + std::to_string(losses[k].item<double>());
+  result.nonfinite_stopped = !config_.allow_nonfinite_loss;
+  return result.nonfinite_stopped;
 }
 
 void Trainer::run_epochs(RunResult& result, const Progress& progress) {
@@ -210,13 +245,14 @@ void Trainer::run_epochs(RunResult& result, const Progress& progress) {
 
   const auto t_run = Clock::now();
   double train_s = 0;  // this session's, for the run's images/s without a window
-  const torch::Tensor loss_sum =
-      torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
+  // Each step's loss, kept on the device (one copy a step, no synchronization): the epoch's mean,
+  // and the first step whose loss is not finite, are read once at its end.
+  const torch::Tensor epoch_losses =
+      torch::zeros({spe}, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
   bool stopped = false;
   std::int64_t g = first_epoch_ * spe;
   for (std::int64_t e = first_epoch_; e < config_.epochs && !stopped; ++e) {
     const auto t_epoch = Clock::now();
-    loss_sum.zero_();
     std::int64_t done = 0;
     for (std::int64_t b = 0; b < spe; ++b, ++g) {
       if (stop_->at_boundary()) {
@@ -237,7 +273,7 @@ void Trainer::run_epochs(RunResult& result, const Progress& progress) {
         stopped = true;
         break;
       }
-      loss_sum.add_(executor_->loss().detach());
+      epoch_losses.select(0, b).copy_(executor_->loss().detach());
       ++done;
       if (in_window && g + 1 == window_end) close_window();
     }
@@ -245,7 +281,9 @@ void Trainer::run_epochs(RunResult& result, const Progress& progress) {
     EpochRecord rec;
     rec.epoch = e;
     rec.steps = done;
-    rec.train_loss = loss_sum.item<double>() / static_cast<double>(done);  // drains the steps
+    const torch::Tensor losses = epoch_losses.narrow(0, 0, done);
+    rec.train_loss = losses.sum().item<double>() / static_cast<double>(done);  // drains the steps
+    if (!std::isfinite(rec.train_loss) && note_nonfinite(result, losses, e * spe, e)) break;
     rec.train_s = s_since(t_epoch);
     train_s += rec.train_s;
     rec.images_per_s = static_cast<double>(done * batch * world) / rec.train_s;
@@ -255,9 +293,12 @@ void Trainer::run_epochs(RunResult& result, const Progress& progress) {
       try {
         rec.eval = evaluator_->run(&tracker_);
       } catch (const dp::Cancelled&) {
-        break;
-      } catch (const dp::DataError&) {
-        throw;
+        // A stop during the evaluation: the epoch's training is whole, so it is kept (recorded and
+        // saved) without the evaluation, and the run stops after the checkpoint.
+        rec.eval_cut = true;
+        stopped = true;
+      } catch (const dp::DataError& ex) {
+        throw dp::DataError("the evaluation after epoch " + std::to_string(e) + ": " + ex.what());
       } catch (const c10::Error& ex) {
         throw std::runtime_error(std::string(tracker_.current) + " of the evaluation after epoch " +
                                  std::to_string(e) + ": " + ex.what_without_backtrace());
@@ -267,12 +308,22 @@ void Trainer::run_epochs(RunResult& result, const Progress& progress) {
       }
     }
     rec.elapsed_s = elapsed_before + s_since(t_run);
+    if (rec.eval && !std::isfinite(rec.eval->loss) && result.nonfinite_loss.empty()) {
+      result.nonfinite_loss = "the evaluation after epoch " + std::to_string(e) + ": loss " +
+                              std::to_string(rec.eval->loss);
+      if (!config_.allow_nonfinite_loss) {
+        result.nonfinite_stopped = true;
+        break;
+      }
+    }
     if (rec.eval && (!result.best_top1 || rec.eval->top1 > *result.best_top1)) {
       result.best_top1 = rec.eval->top1;
       result.best_top1_epoch = e;
       result.time_to_best_top1_s = rec.elapsed_s;
     }
-    if (rec.eval && config_.target_top1 && rec.eval->top1 >= *config_.target_top1) {
+    // Only a run whose every loss was finite reaches its target.
+    if (rec.eval && config_.target_top1 && rec.eval->top1 >= *config_.target_top1 &&
+        result.nonfinite_loss.empty()) {
       result.target_reached = true;
     }
     if (checkpoints_) {
@@ -283,7 +334,7 @@ void Trainer::run_epochs(RunResult& result, const Progress& progress) {
     rec.epoch_s = s_since(t_epoch);
     result.epochs.push_back(rec);
     if (epoch_progress_) epoch_progress_(result.epochs.back());
-    if (result.target_reached) break;
+    if (result.target_reached || stopped) break;
   }
   if (window) close_window();
   if (window_first < 0) {

@@ -30,10 +30,11 @@ void EvalStep::forward(const StepInputs& in) {
   const std::int64_t k = std::min<std::int64_t>(5, logits.size(1));
   const torch::Tensor top = std::get<1>(logits.topk(k, /*dim=*/1));
   const torch::Tensor hit = top.eq(in.labels.unsqueeze(1));
-  const torch::Tensor counts =
-      torch::stack({torch::full({}, static_cast<double>(in.labels.size(0)), totals_.options()),
-                    hit.select(1, 0).sum().to(torch::kFloat64),
-                    hit.any(1).sum().to(torch::kFloat64), loss.to(torch::kFloat64)});
+  // A label below 0 marks an image left out (one the loader could not read): no image, no hit, and
+  // cross_entropy's ignore_index (-100) leaves it out of the loss.
+  const torch::Tensor counts = torch::stack(
+      {in.labels.ge(0).sum().to(torch::kFloat64), hit.select(1, 0).sum().to(torch::kFloat64),
+       hit.any(1).sum().to(torch::kFloat64), loss.to(torch::kFloat64)});
   totals_.add_(counts);
 }
 

@@ -13,8 +13,9 @@
 
 namespace workload {
 
-/// An evaluation's totals: images seen, top-1 and top-5 hits, and the sum of their cross-entropy
-/// losses (without label smoothing), summed over a pass (and over the ranks, by the caller).
+/// An evaluation's totals: images seen (labels >= 0: a negative label leaves its image out), top-1
+/// and top-5 hits, and the sum of their cross-entropy losses (without label smoothing), summed over
+/// a pass (and over the ranks, by the caller).
 struct EvalCounts {
   std::int64_t images = 0;
   std::int64_t top1 = 0;

@@ -1,5 +1,6 @@
 // End-to-end failure modes of train_resnet50: every bad input is one clear message with exit 1
-// (data) or 2 (usage) and never a crash; every JPEG kind trains; SIGINT/SIGTERM stop cleanly.
+// (data) or 2 (usage) and never a crash; every JPEG kind trains; SIGINT/SIGTERM/SIGHUP stop
+// cleanly.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -245,6 +246,10 @@ TEST_F(FailureModesTest, EveryJpegKindAndOddMetaFilesTrain) {
 
 class SignalTest : public FailureModesTest, public ::testing::WithParamInterface<int> {};
 
+const char* signal_label(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "?";
+}
+
 TEST_P(SignalTest, StopsAtOnceAndWritesAPartialReport) {
   const int sig = GetParam();
   // "At once" is a step in flight, the drain and the report, then the process's exit, which a busy
@@ -266,7 +271,7 @@ TEST_P(SignalTest, StopsAtOnceAndWritesAPartialReport) {
     ASSERT_TRUE(in.good()) << "no partial report after " << phase;
     const auto j = nlohmann::json::parse(in);
     EXPECT_EQ(j["interrupted"], true);
-    EXPECT_EQ(j["interrupt_signal"], sig == SIGINT ? "SIGINT" : "SIGTERM");
+    EXPECT_EQ(j["interrupt_signal"], signal_label(sig));
     EXPECT_LT(j["steps"].size(), 1000u);
     EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
   }
@@ -316,10 +321,9 @@ TEST_P(SignalTest, ASecondSignalExitsAtOnce) {
   EXPECT_EQ(r.out.find("summary"), std::string::npos) << r.out;
 }
 
-INSTANTIATE_TEST_SUITE_P(IntAndTerm, SignalTest, ::testing::Values(SIGINT, SIGTERM),
-                         [](const auto& info) {
-                           return info.param == SIGINT ? "SIGINT" : "SIGTERM";
-                         });
+// SIGHUP (a closed terminal or SSH session) stops a run as SIGTERM does.
+INSTANTIATE_TEST_SUITE_P(IntTermAndHup, SignalTest, ::testing::Values(SIGINT, SIGTERM, SIGHUP),
+                         [](const auto& info) { return std::string(signal_label(info.param)); });
 
 // What stands at an output path is never replaced unless it is a regular file: /dev/null keeps
 // working as an output and stays a device; /dev/full fails naming it, after the run, exit 1; a

@@ -182,6 +182,8 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
       // epochs, evaluation, checkpoints and the capture window anywhere (issue 33)
       "epochs", "eval_every", "eval_batch_size", "eval_split", "checkpoint_dir", "resume",
       "capture_at", "target_top1",
+      // a checkpoint directory owned by one run, and no figures from a broken one (issue 42)
+      "start_over", "allow_nonfinite_loss",
       // autocast's weight casts made together (issue 32)
       "weight_cast"};
   // clang-format on

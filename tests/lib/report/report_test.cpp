@@ -44,10 +44,13 @@ RunFacts finished_run() {
 
 TEST(ReportTest, AFinishedRunHasEverySectionInOrder) {
   const nlohmann::ordered_json j = report_json(finished_run());
-  EXPECT_EQ(keys(j), (std::vector<std::string>{"program", "version", "config", "environment",
-                                               "model", "loader", "capture", "steps", "warmup",
-                                               "summary", "skipped_images", "loss_after_drain",
-                                               "interrupted", "dist"}));
+  EXPECT_EQ(keys(j),
+            (std::vector<std::string>{"program", "version", "config", "environment", "model",
+                                      "loader", "capture", "steps", "warmup", "summary",
+                                      "skipped_images", "loss_after_drain", "nonfinite_loss",
+                                      "nonfinite_stopped", "interrupted", "dist"}));
+  EXPECT_TRUE(j["nonfinite_loss"].is_null()) << "every loss finite";
+  EXPECT_EQ(j["nonfinite_stopped"], false);
   EXPECT_EQ(j["config"]["data"], "/data/food");
   EXPECT_EQ(j["environment"]["libtorch"], "9.9.9");
   EXPECT_EQ(j["environment"]["cuda_device_max_connections"], "32");
@@ -96,10 +99,11 @@ TEST(ReportTest, TheLearningRateScheduleSectionSaysWhatRan) {
   f.lr_schedule = RunLrSchedule{o, true, 128, true};
   f.result.steps[1].lr = 0.005;
   const nlohmann::ordered_json j = report_json(f);
-  EXPECT_EQ(keys(j), (std::vector<std::string>{"program", "version", "config", "environment",
-                                               "model", "loader", "lr_schedule", "capture", "steps",
-                                               "warmup", "summary", "skipped_images",
-                                               "loss_after_drain", "interrupted", "dist"}));
+  EXPECT_EQ(keys(j),
+            (std::vector<std::string>{
+                "program", "version", "config", "environment", "model", "loader", "lr_schedule",
+                "capture", "steps", "warmup", "summary", "skipped_images", "loss_after_drain",
+                "nonfinite_loss", "nonfinite_stopped", "interrupted", "dist"}));
   EXPECT_EQ(j["lr_schedule"],
             nlohmann::ordered_json::parse(
                 R"({"kind": "step", "lr": 0.05, "scaled": true, "global_batch": 128,

@@ -41,6 +41,33 @@ TEST(TrainCliTest, PrintConfigIsAskedForAfterValidation) {
   expect_usage_error({"--device=cpu", "--print-config"}, "--data: required");
 }
 
+// The flags an --epochs run and its checkpoint directory take: named when they mean nothing or
+// contradict, and a directory checked without being made.
+TEST(TrainCliTest, EpochFlagsThatMeanNothingOrContradictAreNamed) {
+  const std::vector<std::string> e = {"--data=/x", "--device=cpu", "--epochs=2"};
+  const auto with = [&e](std::vector<std::string> more) {
+    std::vector<std::string> a = e;
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  expect_usage_error(with({"--warmup=3"}), "--warmup: unused with --epochs");
+  expect_usage_error(with({"--steps=4"}),
+                     "--steps: with --epochs, counts the capture window's steps, "
+                     "and needs --capture-at");
+  EXPECT_EQ(parse(with({"--capture-at=5", "--steps=4"})).config.steps, 4);
+  expect_usage_error(with({"--start-over"}), "--start-over: needs --checkpoint-dir");
+  expect_usage_error(with({"--checkpoint-dir=/tmp/c", "--start-over", "--resume"}),
+                     "--start-over: not with --resume");
+  expect_usage_error({"--data=/x", "--device=cpu", "--start-over"},
+                     "--start-over: only meaningful");
+  expect_usage_error({"--data=/x", "--device=cpu", "--allow-nonfinite-loss=maybe"},
+                     "--allow-nonfinite-loss");
+  test_util::TempDir tmp;
+  const std::string dir = (tmp.path() / "new" / "checkpoints").string();
+  EXPECT_TRUE(parse(with({"--checkpoint-dir=" + dir, "--print-config"})).print_config);
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() / "new")) << "--print-config made the directory";
+}
+
 // The learning rate is the one default beyond the article's: a peak scaled with the global batch,
 // a warm-up and a cosine (--lr-schedule constant --lr 0.1 is the article's).
 TEST(TrainCliTest, TheLearningRateDefaultsToAScaledPeakWarmUpAndCosine) {
@@ -287,7 +314,7 @@ TEST(TrainCliTest, EpochFlagsAndTheirCombinations) {
   EXPECT_TRUE(c.resume);
   EXPECT_EQ(c.capture_at, 90);
   EXPECT_EQ(c.target_top1, 0.5);
-  EXPECT_TRUE(std::filesystem::is_directory(ckpt)) << "created when the flags are checked";
+  EXPECT_FALSE(std::filesystem::exists(ckpt)) << "checked, not made, when the flags are checked";
   for (const char* alone : {"--eval-every=2", "--eval-batch-size=8", "--eval-split=train",
                             "--resume", "--capture-at=3", "--target-top1=0.2"}) {
     const std::string flag = std::string(alone).substr(0, std::string(alone).find('='));

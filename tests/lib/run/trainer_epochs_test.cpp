@@ -3,15 +3,21 @@
 // an epoch's end.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "data_pipeline/data_error.h"
+#include "lib/core/usage_error.h"
 #include "lib/report/report.h"
 #include "lib/run/checkpoint.h"
+#include "lib/run/outcome.h"
 #include "lib/run/trainer.h"
 #include "tests/support/test_util.h"
 
@@ -243,6 +249,195 @@ TEST_F(TrainerEpochsTest, TheCaptureWindowSpansAnEpochsEndWhereverItIsPut) {
   const auto j = report_json(t.facts(r));
   EXPECT_EQ(j["steps_after_capture"].size(), 7u);
   EXPECT_EQ(j["capture"]["steps"], 4);
+}
+
+// The message of the `Error` that constructing a Trainer of `c` throws ("no Error" when none).
+template <typename Error>
+std::string construction_error(const TrainConfig& c) {
+  try {
+    Trainer t(c);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no Error";
+}
+
+TEST_F(TrainerEpochsTest, ARunOwnsItsCheckpointDirectory) {
+  TrainConfig c = config(1);
+  c.eval_every = 0;
+  c.checkpoint_dir = dir("owned").string();
+  Trainer(c).run();
+  const CheckpointDir ckpt(c.checkpoint_dir);
+  ASSERT_TRUE(fs::exists(ckpt.file_for(1)));
+  // A run that does not resume: refused at the start, naming the ways on; nothing is deleted.
+  std::string m = construction_error<UsageError>(c);
+  EXPECT_NE(m.find("--checkpoint-dir " + c.checkpoint_dir + ": holds checkpoints (1, the newest " +
+                   ckpt.file_for(1) +
+                   "); --resume to continue their run, --start-over to delete "
+                   "them, or another directory"),
+            std::string::npos)
+      << m;
+  EXPECT_TRUE(fs::exists(ckpt.file_for(1)));
+  // --start-over deletes them and trains from the first epoch.
+  c.start_over = true;
+  {
+    Trainer again(c);
+    EXPECT_EQ(again.first_epoch(), 0);
+    EXPECT_FALSE(fs::exists(ckpt.file_for(1)));
+    EXPECT_NE(std::find(again.notices().begin(), again.notices().end(),
+                        "--start-over: deleted 1 checkpoint(s) in " + c.checkpoint_dir),
+              again.notices().end());
+    again.run();
+  }
+  EXPECT_TRUE(fs::exists(ckpt.file_for(1)));
+  // While a run holds the directory (from its construction to the end of its run), no other gets
+  // it: refused, naming the holder.
+  c.start_over = false;
+  c.resume = true;
+  Trainer holder(c);
+  m = construction_error<UsageError>(c);
+  EXPECT_NE(m.find("another run is writing checkpoints there (pid " + std::to_string(::getpid())),
+            std::string::npos)
+      << m;
+  holder.run();
+  EXPECT_EQ(construction_error<UsageError>(c), "no Error") << "free once the run has ended";
+}
+
+TEST_F(TrainerEpochsTest, AResumedRunMustBeTheCheckpointsRunOnTheSameData) {
+  TrainConfig c = config(2);
+  c.eval_every = 0;
+  c.checkpoint_dir = dir("same").string();
+  Trainer(c).run();
+  const CheckpointDir ckpt(c.checkpoint_dir);
+  c.resume = true;
+  // A longer run: its schedule would differ; the flag is named, with the value that resumes.
+  TrainConfig longer = c;
+  longer.epochs = 3;
+  std::string m = construction_error<UsageError>(longer);
+  EXPECT_NE(m.find("--epochs 3: " + ckpt.file_for(2) + " is a run of 2 epochs"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("pass --epochs 2"), std::string::npos) << m;
+  // Another dataset of as many images.
+  TrainConfig other = c;
+  other.data = (tmp_->path() / "other").string();
+  test_util::make_dataset(other.data, 3, 32, 6, 0.25, 1.0);
+  m = construction_error<CheckpointError>(other);
+  EXPECT_NE(m.find("made by another run (train_split: checkpoint"), std::string::npos) << m;
+  // A file whose name does not say its epoch.
+  fs::rename(ckpt.file_for(2), ckpt.file_for(3));
+  m = construction_error<CheckpointError>(c);
+  EXPECT_NE(
+      m.find(ckpt.file_for(3) + ": holds the run after 2 epochs, which its name does not say"),
+      std::string::npos)
+      << m;
+  // An empty newest file beside a whole older one: the older one is named.
+  fs::remove(ckpt.file_for(3));
+  Trainer(TrainConfig(c)).run();  // resumes after epoch 1: the checkpoint after epoch 2 again
+  ASSERT_TRUE(fs::exists(ckpt.file_for(2)));
+  fs::resize_file(ckpt.file_for(2), 0);
+  m = construction_error<CheckpointError>(c);
+  EXPECT_NE(m.find(ckpt.file_for(2) + ": not a train_resnet50 checkpoint"), std::string::npos) << m;
+  EXPECT_NE(m.find("the one before it, " + ckpt.file_for(1) + ", may be whole"), std::string::npos)
+      << m;
+}
+
+TEST_F(TrainerEpochsTest, TheCaptureWindowIsCheckedAgainstTheRun) {
+  TrainConfig c = config(1);  // steps 0 to 8
+  c.eval_every = 0;
+  c.capture_at = 9;
+  EXPECT_NE(construction_error<UsageError>(c).find(
+                "--capture-at 9: the run's steps are 0 to 8 (1 epochs of 9), so the window would "
+                "never open"),
+            std::string::npos);
+  c.capture_at = 6;
+  c.steps = 4;
+  EXPECT_NE(construction_error<UsageError>(c).find("--capture-at 6 --steps 4: the window would end "
+                                                   "at step 9"),
+            std::string::npos);
+  c.steps = 3;
+  EXPECT_EQ(construction_error<UsageError>(c), "no Error");
+}
+
+// A loss that is not finite ends the run at its epoch's end, before the evaluation and the
+// checkpoint, naming the first such step; with --allow-nonfinite-loss the run goes on, and no
+// target is reached.
+TEST_F(TrainerEpochsTest, ANonFiniteLossStopsTheRunNamingItsStep) {
+  TrainConfig c = config(2);
+  c.lr_schedule = LrScheduleKind::kConstant;
+  c.lr = 1e6;
+  c.checkpoint_dir = dir("nan").string();
+  const RunResult r = Trainer(c).run();
+  EXPECT_TRUE(r.nonfinite_stopped);
+  EXPECT_NE(r.nonfinite_loss.find(" (epoch 0): loss "), std::string::npos) << r.nonfinite_loss;
+  EXPECT_EQ(r.nonfinite_loss.rfind("step ", 0), 0u) << r.nonfinite_loss;
+  EXPECT_TRUE(r.epochs.empty()) << "the epoch is neither evaluated nor saved";
+  EXPECT_FALSE(CheckpointDir(c.checkpoint_dir).newest());
+  const Outcome o = run_outcome(r, -1, -1, "train_resnet50", "r.json");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.message.find("train_resnet50: error: a loss that is not finite, at step "),
+            std::string::npos)
+      << o.message;
+
+  c.checkpoint_dir = dir("nan_allowed").string();
+  c.allow_nonfinite_loss = true;
+  c.target_top1 = 0.0;  // every evaluation would reach it
+  const RunResult a = Trainer(c).run();
+  EXPECT_FALSE(a.nonfinite_stopped);
+  EXPECT_FALSE(a.nonfinite_loss.empty());
+  EXPECT_EQ(a.epochs.size(), 2u);
+  EXPECT_FALSE(a.target_reached) << "a run with a non-finite loss reaches no target";
+  EXPECT_EQ(run_outcome(a, -1, -1, "train_resnet50", "").status, 0);
+}
+
+// A stop during the evaluation keeps the epoch's training: recorded without the evaluation and
+// saved, then the run stops.
+TEST_F(TrainerEpochsTest, AStopDuringTheEvaluationKeepsTheEpochsTraining) {
+  TrainConfig c = config(2);
+  c.checkpoint_dir = dir("stop_in_eval").string();
+  Trainer t(c);
+  const RunResult r = t.run([&t](const StepRecord& s) {
+    if (s.step == 8) t.request_stop(SIGTERM);  // the epoch's last step: its evaluation is next
+  });
+  ASSERT_EQ(r.epochs.size(), 1u);
+  EXPECT_TRUE(r.epochs[0].eval_cut);
+  EXPECT_FALSE(r.epochs[0].eval);
+  ASSERT_TRUE(r.epochs[0].checkpoint);
+  EXPECT_TRUE(fs::exists(r.epochs[0].checkpoint->path));
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_EQ(r.steps.size(), 9u);
+  EXPECT_EQ(report_json(t.facts(r))["training"]["epochs"][0]["eval_cut"], true);
+}
+
+// The evaluation's images: one it cannot read is named as the evaluation's; under --on-bad-image
+// skip it is left out of every count (the image put in its place is not counted twice) and listed.
+TEST_F(TrainerEpochsTest, AnUnreadableTestImageIsTheEvaluationsAndNeverCountedTwice) {
+  const fs::path data = tmp_->path() / "bad_test_image";
+  test_util::make_dataset(data, 3, 32, 5, 0.25, 1.0);
+  std::string first_test;
+  {
+    std::ifstream in(data / "food-101" / "meta" / "test.txt");
+    std::getline(in, first_test);
+  }
+  const fs::path bad = data / "food-101" / "images" / (first_test + ".jpg");
+  test_util::write_text(bad, "not a jpeg");
+  TrainConfig c = config(1);
+  c.data = data.string();
+  try {
+    Trainer(c).run();
+    FAIL() << "no DataError";
+  } catch (const data_pipeline::DataError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("the evaluation after epoch 0: ", 0), 0u) << e.what();
+    EXPECT_NE(std::string(e.what()).find(bad.string()), std::string::npos) << e.what();
+  }
+  c.loader.on_bad_image = data_pipeline::BadImagePolicy::kSkip;
+  Trainer t(c);
+  const RunResult r = t.run();
+  ASSERT_EQ(r.epochs.size(), 1u);
+  ASSERT_TRUE(r.epochs[0].eval);
+  EXPECT_EQ(r.epochs[0].eval->images, 23) << "24 test images, one unreadable";
+  EXPECT_EQ(r.epochs[0].eval->skipped, std::vector<std::string>{bad.string()});
+  const auto j = report_json(t.facts(r));
+  EXPECT_EQ(j["training"]["epochs"][0]["eval"]["skipped_images"][0], bad.string());
 }
 
 }  // namespace

@@ -19,8 +19,9 @@ Example, the default recipe against the article's constant 0.1:
   train_resnet50 --data DIR --epochs 10 --lr-schedule constant --lr 0.1 --report out/constant.json
   scripts/learning_curve.py out/default.json out/constant.json --out out/curve.png
 
---out and --table are checked before anything is read (a directory, FIFO or socket there is refused)
-and written atomically.
+--out and --table are checked before anything is read (a directory, FIFO or socket there is refused,
+and so is a report given as input, or one file for both) and written atomically; --out must name a
+figure format (.png, .pdf, .svg, .eps, .ps, .jpg).
 
 Exit status (nsys_analysis.common.exit_status): 0 done; 1 an output could not be written when its turn
 came, or matplotlib missing (use --no-figures, or /usr/bin/python3); 2 a report missing, not JSON, not
@@ -37,12 +38,15 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nsys_analysis.common.exit_status import FAILURE, OK, USAGE, exit_with  # noqa: E402
 from nsys_analysis.common.files import (OutputError, UsageError, check_input_file,  # noqa: E402
-                                        check_output_file, write_text)
+                                        check_output_file, check_outputs_apart, write_text)
 from nsys_analysis.common.formatting import fmt, table  # noqa: E402
 
 
 # The programs whose reports hold `training.epochs`: the workload and scripts/reference_epochs.py.
 PROGRAMS = ("train_resnet50", "reference_epochs")
+
+# The figure formats --out takes (matplotlib's, without optional backends), by file extension.
+FIGURE_FORMATS = (".png", ".pdf", ".svg", ".eps", ".ps", ".jpg", ".jpeg")
 
 
 def _number(value):
@@ -155,9 +159,16 @@ def main(argv=None):
             raise UsageError("--names: expected %d names (one per report), got %d"
                              % (len(args.reports), len(args.names)))
         if not args.no_figures:
+            if os.path.splitext(args.out)[1].lower() not in FIGURE_FORMATS:
+                raise UsageError("--out %s: expected a figure file (%s), got '%s'"
+                                 % (args.out, ", ".join(FIGURE_FORMATS),
+                                    os.path.splitext(args.out)[1] or "no extension"))
             check_output_file("--out", args.out)
         if args.table is not None:
             check_output_file("--table", args.table)
+        check_outputs_apart([("--out", None if args.no_figures else args.out),
+                             ("--table", args.table)],
+                            [("report", p) for p in args.reports])
         loaded = [load(p) for p in args.reports]
     except UsageError as e:
         print("learning_curve.py: error: %s" % e, file=sys.stderr)

@@ -2,6 +2,7 @@
 """A Food-101-shaped dataset made of real photos: each photo a class, each image a random view of it.
 
 usage: photo_dataset.py OUT PHOTO.jpg [PHOTO.jpg ...] [--per-class 200] [--test-fraction 0.25] [--seed 7]
+                        [--replace]
 
 Writes OUT/food-101/{images/<class>/<n>.jpg, meta/classes.txt, train.txt, test.txt, train.json,
 test.json}, which train_resnet50 --data OUT and torchvision's Food101 read. Class k is the k-th photo
@@ -14,15 +15,20 @@ sample images, say) this is the "held-out-like real photos" check of docs/BENCHM
 statistics and real JPEGs, where food101_synth's are drawn shapes; the task (which photo is this view
 of?) is easier than Food-101's. Deterministic for a seed.
 
+The tree is written beside OUT/food-101 and renamed into place once whole: a photo that cannot be
+decoded leaves nothing behind. An existing OUT/food-101 is refused, so that no dataset is overwritten;
+--replace replaces one that this script made (it leaves meta/photo_dataset.json), never another.
+
 Exit status (nsys_analysis.common.exit_status): 0 done; 1 a photo that cannot be decoded or an output
-that cannot be written; 2 a bad flag, a missing photo, two photos of one name or fewer than two; 130
-Ctrl-C.
+that cannot be written; 2 a bad flag, a missing photo, two photos of one name or fewer than two, a
+split with no image, or an OUT/food-101 already there; 130 Ctrl-C.
 """
 
 import argparse
 import json
 import os
 import random
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -69,16 +75,57 @@ def view(photo, rng):
     return img.resize((max(1, int(round(img.size[0] * scale))), max(1, int(round(img.size[1] * scale)))))
 
 
-def write(out, photos, per_class, test_fraction, seed):
-    from PIL import Image
+# The file that marks a tree as this script's (--replace replaces no other).
+MARKER = os.path.join("meta", "photo_dataset.json")
+
+
+def test_images(per_class, test_fraction):
+    """Images a class puts in the test split."""
+    return max(1, int(round(per_class * test_fraction)))
+
+
+def check_out(out, replace):
+    """Raises UsageError unless OUT/food-101 can be written: absent, or (--replace) this script's."""
     root = os.path.join(out, "food-101")
+    if os.path.lexists(root):
+        if not replace:
+            raise UsageError("%s already exists: give another OUT, or --replace to replace a tree this "
+                             "script made" % root)
+        if not os.path.isfile(os.path.join(root, MARKER)):
+            raise UsageError("--replace: %s was not made by photo_dataset.py (no %s): it is left as it "
+                             "is; give another OUT" % (root, MARKER))
+    parent = out if os.path.isdir(out) else os.path.dirname(os.path.abspath(out))
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UsageError("OUT %s: is not a directory" % out)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError("OUT %s: cannot write in %s" % (out, parent))
+
+
+def write(out, photos, per_class, test_fraction, seed):
+    """Writes the tree into a temporary sibling of OUT/food-101 and renames it into place."""
+    os.makedirs(out, exist_ok=True)
+    final = os.path.join(out, "food-101")
+    root = os.path.join(out, ".food-101.tmp-%d" % os.getpid())
+    try:
+        counts = _write_tree(root, photos, per_class, test_fraction, seed)
+        if os.path.lexists(final):  # --replace, checked: this script's own tree
+            shutil.rmtree(final)
+        os.rename(root, final)
+        return counts
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _write_tree(root, photos, per_class, test_fraction, seed):
+    from PIL import Image
     names = [class_name(p) for p in photos]
     splits = {"train": {}, "test": {}}
-    n_test = max(1, int(round(per_class * test_fraction)))
+    n_test = test_images(per_class, test_fraction)
     for k, (path, name) in enumerate(zip(photos, names)):
         try:
-            photo = Image.open(path).convert("RGB")
-        except OSError as e:
+            with Image.open(path) as opened:
+                photo = opened.convert("RGB")
+        except (OSError, ValueError, MemoryError, Image.DecompressionBombError) as e:
             raise RuntimeError("%s: cannot decode it (%s)" % (path, e))
         folder = os.path.join(root, "images", name)
         os.makedirs(folder, exist_ok=True)
@@ -101,6 +148,9 @@ def write(out, photos, per_class, test_fraction, seed):
             f.write("".join(i + "\n" for n in names for i in by_class[n]))
         with open(os.path.join(meta, split + ".json"), "w") as f:
             json.dump(by_class, f)
+    with open(os.path.join(root, MARKER), "w") as f:
+        json.dump({"photos": [os.path.abspath(p) for p in photos], "per_class": per_class,
+                   "test_fraction": test_fraction, "seed": seed}, f)
     return len(names) * (per_class - n_test), len(names) * n_test
 
 
@@ -112,6 +162,8 @@ def main(argv=None):
     ap.add_argument("--test-fraction", type=fraction_below_one, default=0.25,
                     help="share of each class in meta/test.txt (default 0.25)")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--replace", action="store_true",
+                    help="replace an OUT/food-101 that this script made (never another)")
     args = ap.parse_args(argv)
     try:
         if len(args.photos) < 2:
@@ -124,6 +176,12 @@ def main(argv=None):
             raise UsageError("two photos make the class %s: rename one" % dupes[0])
         if args.per_class < 2:
             raise UsageError("--per-class: expected 2 or more (a training and a test image), got %d" % args.per_class)
+        n_test = test_images(args.per_class, args.test_fraction)
+        if n_test >= args.per_class:
+            raise UsageError("--per-class %d --test-fraction %g: puts all %d images of a class in the test "
+                             "split, none in training; give more images or a smaller fraction"
+                             % (args.per_class, args.test_fraction, args.per_class))
+        check_out(args.out, args.replace)
     except UsageError as e:
         print("photo_dataset.py: error: %s" % e, file=sys.stderr)
         return USAGE

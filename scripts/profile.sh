@@ -57,7 +57,9 @@
 # device starved that runs at its ceiling untraced. train_resnet50 gets `--report PREFIX.untraced.json` in
 # place of any --report of its arguments; a wrapped command's last JSON stdout line becomes
 # PREFIX.untraced.json (none under --nproc). analyze.py reads it (--untraced): summary.md's "Capture cost"
-# says what the tracing cost and whether the capture is tracer-bound.
+# says what the tracing cost and whether the capture is tracer-bound. The untraced run never shares the
+# capture's --checkpoint-dir: it gets a private temporary directory instead (with --resume, holding a copy
+# of the checkpoint the capture resumed from), removed after it.
 #
 # The binary is checked first, --dry-run included: a path must be an executable file, a bare name a
 # program on PATH. Before a capture, every output (PREFIX.nsys-rep, .sqlite, .json, .untraced.json, .log,
@@ -88,6 +90,12 @@ source "$script_dir/output_files.sh"
 # the file holding the last run's output alone (a wrapped command's report line is read from it).
 declare -A logs_begun=()
 run_output=""
+untraced_checkpoints=""  # set below, when the untraced run needs a checkpoint directory of its own
+# shellcheck disable=SC2317  # called by the EXIT trap
+cleanup() {
+  [[ -z $run_output ]] || rm -f -- "$run_output"
+  [[ -z $untraced_checkpoints || $dry_run == 1 ]] || rm -rf -- "$untraced_checkpoints"
+}
 
 # run_logged LOG WHAT WHERE CMD...: runs CMD with its output on stdout, in LOG and in $run_output; exits
 # with CMD's status when it failed (WHAT names the run in the message, WHERE adds "from <launcher>").
@@ -96,7 +104,7 @@ run_logged() {
   shift 3
   if [[ -z $run_output ]]; then
     run_output=$(mktemp "${TMPDIR:-/tmp}/profile_sh.XXXXXXXX") || die "cannot create a temporary file" 1
-    trap 'rm -f -- "$run_output"' EXIT
+    trap cleanup EXIT
   fi
   [[ -n ${logs_begun[$log]:-} ]] && append=(-a)
   logs_begun[$log]=1
@@ -257,7 +265,8 @@ read_train_config() {
   if ((status != 0)); then
     die "$(show_cmd "${command[@]}" --print-config) failed (exit $status): the training flags are refused (its message above), or the binary predates --print-config" 2
   fi
-  # Two NUL-terminated fields: cuda_graph (1 or 0) and the --report path ("" when none), or "!" and why not.
+  # Four NUL-terminated fields: cuda_graph (1 or 0), the --report path ("" when none), the
+  # --checkpoint-dir ("" when none) and resume (1 or 0); or "!" and why not.
   mapfile -d '' -t fields < <("$py" -c '
 import json, sys
 try:
@@ -267,18 +276,26 @@ except ValueError as e:
     c, why = None, "not JSON (%s)" % e
 if why is None and not (isinstance(c.get("cuda_graph"), bool) and isinstance(c.get("report"), str)):
     why = "no boolean cuda_graph and string report"
-sys.stdout.write("%s\0%s\0" % (("!", why) if why else (int(c["cuda_graph"]), c["report"])))
+if why:
+    sys.stdout.write("!\0%s\0\0\0" % why)
+else:
+    sys.stdout.write("%s\0%s\0%s\0%s\0" % (int(c["cuda_graph"]), c["report"],
+                     c.get("checkpoint_dir", ""), int(bool(c.get("resume", False)))))
 ' <<<"$config")
-  if ((${#fields[@]} != 2)) || [[ ${fields[0]} == '!' ]]; then
+  if ((${#fields[@]} != 4)) || [[ ${fields[0]} == '!' ]]; then
     die "expected $(show_cmd "${command[@]}" --print-config) to print the run's configuration as one JSON object, got ${fields[1]:-nothing readable}: ${config:0:200}" 2
   fi
   cuda_graph=${fields[0]}
   given_report=${fields[1]}
+  given_checkpoints=${fields[2]}
+  given_resume=${fields[3]}
 }
 
 is_train=0
 [[ $(basename -- "${command[0]}") == train_resnet50* ]] && is_train=1
 given_report=""
+given_checkpoints=""
+given_resume=0
 nsys_opts=("${NSYS_PROFILE_OPTS[@]}")
 # shellcheck disable=SC2054  # the comma belongs to --trace's value
 ((lean)) && nsys_opts=(--trace=cuda,nvtx "${NSYS_PROFILE_OPTS[@]:1}")
@@ -302,9 +319,37 @@ set_traced_cmd() {
   return 0
 }
 
+# The untraced run's checkpoints: never the capture's directory (it would resume from the capture's
+# last epoch, or overwrite it), but a private one, made before each capture (holding a copy of the
+# checkpoint the capture resumes from, with --resume) and removed after the untraced run.
+if ((is_train)) && [[ -n $given_checkpoints ]]; then
+  if ((dry_run)); then
+    untraced_checkpoints="${TMPDIR:-/tmp}/profile_sh_checkpoints.XXXXXXXX"
+  else
+    untraced_checkpoints=$(mktemp -d "${TMPDIR:-/tmp}/profile_sh_checkpoints.XXXXXXXX") ||
+      die "cannot create a temporary directory for the untraced run's checkpoints" 1
+    trap cleanup EXIT
+  fi
+fi
+
+# untraced_checkpoints_prepare: before a capture, the untraced run's directory emptied, with a copy of
+# the newest checkpoint the capture resumes from.
+untraced_checkpoints_prepare() {
+  [[ -n $untraced_checkpoints ]] || return 0
+  local newest
+  if ! { rm -rf -- "$untraced_checkpoints" && mkdir -p -- "$untraced_checkpoints"; }; then
+    die "cannot make $untraced_checkpoints, the untraced run's checkpoint directory" 1
+  fi
+  ((given_resume)) || return 0
+  newest=$(find "$given_checkpoints" -maxdepth 1 -type f -name 'checkpoint-e*.ckpt' 2>/dev/null | sort | tail -n 1)
+  [[ -z $newest ]] || cp -- "$newest" "$untraced_checkpoints/" ||
+    die "cannot copy $newest for the untraced run" 1
+}
+
 # set_untraced_cmd REPORT: untraced_cmd, the program without nsys: train_resnet50 with any --report of its
-# arguments removed and --report REPORT added (its own report, whatever the user's says); a wrapped
-# command as it is.
+# arguments removed and --report REPORT added (its own report, whatever the user's says), and its
+# --checkpoint-dir, --resume and --start-over replaced by the private directory (resumed from when the
+# capture resumed); a wrapped command as it is.
 set_untraced_cmd() {
   local word skip=0
   untraced_cmd=()
@@ -315,12 +360,17 @@ set_untraced_cmd() {
   for word in "${command[@]}"; do
     if ((skip)); then skip=0; continue; fi
     case $word in
-      --report) skip=1 ;;
-      --report=*) ;;
+      --report | --checkpoint-dir) skip=1 ;;
+      --report=* | --checkpoint-dir=* | --resume | --resume=* | --start-over | --start-over=*) ;;
       *) untraced_cmd+=("$word") ;;
     esac
   done
   untraced_cmd+=(--report "$1")
+  if [[ -n $untraced_checkpoints ]]; then
+    untraced_cmd+=(--checkpoint-dir "$untraced_checkpoints")
+    ((given_resume)) && untraced_cmd+=(--resume)
+  fi
+  return 0
 }
 
 # set_export_cmd PFX, set_stats_cmd PFX: export_cmd and stats_cmd for the capture PFX.nsys-rep.
@@ -515,6 +565,7 @@ profile_ranks() {
   set_ranks_cmds
   ((dry_run)) && ranks_dry_run
   ranks_prepare
+  ((ranks_untraced)) && untraced_checkpoints_prepare
 
   run_logged "$prefix.log" "the profiled program" "from $launcher" "${traced_launch[@]}"
   for ((r = 0; r < nproc; r++)); do
@@ -526,6 +577,7 @@ profile_ranks() {
 
   if ((ranks_untraced)); then
     run_logged "$prefix.untraced.log" "the untraced run" "from $launcher" "${untraced_launch[@]}"
+    [[ -z $untraced_checkpoints ]] || rm -rf -- "$untraced_checkpoints"
     for ((r = 0; r < nproc; r++)); do
       [[ -f $prefix.untraced.rank$r.json ]] ||
         { echo "profile.sh: warning: rank $r's untraced run wrote no $prefix.untraced.rank$r.json" >&2; untraced_args=(); }
@@ -626,6 +678,7 @@ done
 capture_and_untraced() {
   local pfx=$1
   set_traced_cmd "$pfx" "$pfx.json"
+  ((untraced)) && untraced_checkpoints_prepare
   run_logged "$prefix.log" "the profiled program" "" \
     nsys profile "${nsys_opts[@]}" --force-overwrite=true "--output=$pfx" "${traced_cmd[@]}"
   [[ -f $pfx.nsys-rep ]] ||
@@ -643,6 +696,7 @@ capture_and_untraced() {
   ((untraced)) || return 0
   set_untraced_cmd "$pfx.untraced.json"
   run_logged "$prefix.untraced.log" "the untraced run" "" "${untraced_cmd[@]}"
+  [[ -z $untraced_checkpoints ]] || rm -rf -- "$untraced_checkpoints"
   ((is_train)) || save_report_line "$pfx.untraced.json"
   [[ -f $pfx.untraced.json ]] || echo "profile.sh: warning: no untraced run report at $pfx.untraced.json" >&2
   return 0

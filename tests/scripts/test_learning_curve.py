@@ -98,6 +98,25 @@ class LearningCurveTest(TempDirCase):
         self.assertEqual(rc, 2)
         self.assertIn("--out", err)
 
+    def test_no_output_is_written_over_an_input_and_out_is_a_figure(self):
+        report = self.write("r.json", _report([_epoch(0, 1.0, 0.5, 1.0)]))
+        with open(report) as f:
+            before = f.read()
+        png = os.path.join(self.tmp, "c.png")
+        cases = [(("--no-figures", "--table", report), "--table %s: is the report %s" % (report, report)),
+                 (("--out", report), "--out %s: expected a figure file" % report),
+                 (("--out", os.path.join(self.tmp, "curve.txt")), "got '.txt'"),
+                 (("--out", png, "--table", png), "--table %s: is --out's file too" % png)]
+        for args, message in cases:
+            with self.subTest(args=args):
+                rc, out, err = self.run_main(report, *args)
+                self.assertEqual(rc, 2, err)
+                self.assertIn(message, err)
+                self.assertEqual(out, "", "refused before anything is printed")
+        with open(report) as f:
+            self.assertEqual(f.read(), before)
+        self.assertFalse(os.path.exists(png))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -10,6 +10,7 @@ import io
 import json
 import os
 import unittest
+from unittest import mock
 
 from scripts.support.nsys_exports import TempDirCase
 import photo_dataset
@@ -98,6 +99,51 @@ class PhotoDatasetTest(TempDirCase):
         rc, _, err = self.run_main(os.path.join(self.tmp, "o2"), a, bad)
         self.assertEqual(rc, 1)
         self.assertIn("bad.jpg: cannot decode it", err)
+        self.assertEqual(os.listdir(os.path.join(self.tmp, "o2")), [], "a failure leaves no tree behind")
+        # A test fraction that leaves no training image.
+        rc, _, err = self.run_main(os.path.join(self.tmp, "o3"), a, self.photo("d.jpg", (1, 2, 3)),
+                                   "--per-class", "2", "--test-fraction", "0.9")
+        self.assertEqual(rc, 2)
+        self.assertIn("--per-class 2 --test-fraction 0.9: puts all 2 images of a class in the test split", err)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "o3")))
+
+    def test_a_decompression_bomb_is_a_photo_that_cannot_be_decoded(self):
+        a = self.photo("a.jpg", (10, 200, 10))
+        bomb = self.photo("bomb.jpg", (200, 10, 10), (400, 300))
+        with mock.patch.object(Image, "MAX_IMAGE_PIXELS", 50000):  # 120,000 pixels: over twice the limit
+            rc, _, err = self.run_main(os.path.join(self.tmp, "o"), a, bomb, "--per-class", "4")
+        self.assertEqual(rc, 1, err)
+        self.assertIn("bomb.jpg: cannot decode it", err)
+        self.assertNotIn("Traceback", err)
+        self.assertEqual(os.listdir(os.path.join(self.tmp, "o")), [])
+
+    def test_no_tree_it_did_not_make_is_written_into(self):
+        a, b = self.photo("a.jpg", (10, 200, 10)), self.photo("b.jpg", (200, 10, 10))
+        data = os.path.join(self.tmp, "data")
+        meta = os.path.join(data, "food-101", "meta")
+        os.makedirs(meta)
+        with open(os.path.join(meta, "train.txt"), "w") as f:
+            f.write("apple_pie/1\n")
+        for extra, message in (((), "already exists"), (("--replace",), "was not made by photo_dataset.py")):
+            rc, _, err = self.run_main(data, a, b, "--per-class", "4", *extra)
+            self.assertEqual(rc, 2, err)
+            self.assertIn(message, err)
+        with open(os.path.join(meta, "train.txt")) as f:
+            self.assertEqual(f.read(), "apple_pie/1\n")
+        self.assertEqual(os.listdir(data), ["food-101"])
+        self.assertEqual(os.listdir(meta), ["train.txt"])
+        # Its own tree: refused again without --replace, replaced whole with it.
+        mine = os.path.join(self.tmp, "mine")
+        self.assertEqual(self.run_main(mine, a, b, "--per-class", "8")[0], 0)
+        rc, _, err = self.run_main(mine, a, b, "--per-class", "4")
+        self.assertEqual(rc, 2)
+        self.assertIn("already exists", err)
+        rc, out, err = self.run_main(mine, a, b, "--per-class", "4", "--replace")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("2 classes, 6 training and 2 test images", out)
+        self.assertEqual(sorted(os.listdir(os.path.join(mine, "food-101", "images", "a"))),
+                         ["0.jpg", "1.jpg", "2.jpg", "3.jpg"], "no image of the tree it replaced is left")
+        self.assertEqual(os.listdir(mine), ["food-101"])
 
 
 if __name__ == "__main__":

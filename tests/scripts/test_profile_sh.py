@@ -115,6 +115,9 @@ if os.environ.get("FAKE_IPS"):
 print("fake train_resnet50 %s" % ("traced" if traced else "untraced"))
 report = {"capture": {"steps": int(args[args.index("--steps") + 1]) if "--steps" in args else 8,
                       "images_per_s": ips, "batch_size": 4}, "argv": args}
+if "--checkpoint-dir" in args:  # what the run found there
+    d = args[args.index("--checkpoint-dir") + 1]
+    report["checkpoint_files"] = {n: open(os.path.join(d, n)).read() for n in sorted(os.listdir(d))}
 if "RANK" in os.environ:
     root, ext = os.path.splitext(path)
     path = "%s.rank%s%s" % (root, os.environ["RANK"], ext)
@@ -479,6 +482,32 @@ class ProfileShUntracedTest(ProfileShCase):
         self.assertIn("untraced:    %s.untraced.json" % p, r.stdout)
         self.assertIn("untraced log: %s.untraced.log" % p, r.stdout)
         self.assertIn("profile.sh: %s --steps 2 --report %s.untraced.json" % (self.train, p), r.stderr)
+
+    def test_the_untraced_run_never_shares_the_captures_checkpoints(self):
+        ckpt = os.path.join(self.tmp, "ckpt")
+        os.makedirs(ckpt)
+        for e in (1, 2):
+            with open(os.path.join(ckpt, "checkpoint-e%06d.ckpt" % e), "w") as f:
+                f.write("epoch %d" % e)
+        for resume in (True, False):
+            with self.subTest(resume=resume):
+                flags = ["--epochs", "3", "--checkpoint-dir", ckpt] + (["--resume"] if resume else [])
+                r = self.run_sh("--prefix", self.prefix, "--binary", self.train, *flags)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                with open(self.prefix + ".json") as f:
+                    self.assertEqual(json.load(f)["argv"][:len(flags)], flags)
+                with open(self.prefix + ".untraced.json") as f:
+                    untraced = json.load(f)
+                args = untraced["argv"]
+                private = args[args.index("--checkpoint-dir") + 1]
+                self.assertNotEqual(os.path.realpath(private), os.path.realpath(ckpt))
+                self.assertNotIn(ckpt, args)
+                self.assertEqual("--resume" in args, resume)
+                # With --resume a copy of the checkpoint the capture resumed from, and nothing else.
+                self.assertEqual(untraced["checkpoint_files"],
+                                 {"checkpoint-e000002.ckpt": "epoch 2"} if resume else {})
+                self.assertFalse(os.path.exists(private), "removed after the untraced run")
+                self.assertEqual(sorted(os.listdir(ckpt)), ["checkpoint-e000001.ckpt", "checkpoint-e000002.ckpt"])
 
     def test_no_untraced(self):
         r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--no-untraced", FAKE_ORDER_LOG=self.order_log)

@@ -3,21 +3,57 @@
 import json
 import math
 import os
+import select
+import stat
+import time
 from collections import OrderedDict
 
 from .export import AnalysisError
 
 
+# How long a report given as a stream (a FIFO, `<(command)`) may take to arrive whole.
+STREAM_SECONDS = 60.0
+
+
+def _read_stream(path, seconds=STREAM_SECONDS):
+    """The text of the FIFO or pipe at path, read without blocking on a writer that never comes:
+    AnalysisError when nothing has ended it within `seconds`."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    chunks, deadline = [], time.monotonic() + seconds
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AnalysisError("report %s: a stream that did not end within %g s (is anything "
+                                    "writing to it?)" % (path, seconds))
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
 def load_report(path):
     """Read a run report: train_resnet50's JSON document, or seed_workload.py's one JSON line (the last
-    line of a log that parses as a JSON object)."""
+    line of a log that parses as a JSON object). A FIFO or pipe is read for at most STREAM_SECONDS."""
     if not os.path.exists(path):
         raise AnalysisError("no such report: %s" % path)
     if os.path.isdir(path):
         raise AnalysisError("report %s is a directory, expected a run report file" % path)
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
+        if stat.S_ISFIFO(os.stat(path).st_mode):
+            text = _read_stream(path)
+        else:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
     except OSError as e:
         raise AnalysisError("cannot read report %s: %s" % (path, e.strerror or e))
     try:
@@ -155,3 +191,36 @@ def step_phase_ms(report):
 def _finite(value):
     value = _num(value)
     return value if value is not None and math.isfinite(value) else None
+
+
+# The config fields an untraced run may hold apart from its capture's: where its outputs go (profile.sh
+# gives it its own report and checkpoint directory), and a command line that names them.
+UNTRACED_MAY_DIFFER = ("report", "torch_profiler_trace", "checkpoint_dir", "resume", "start_over", "argv")
+
+
+def check_untraced(report, untraced):
+    """Raises AnalysisError unless each untraced run, [(path, report)], is complete (not interrupted,
+    not stopped by a non-finite loss) and, when the capture's run report is given, a run of the same
+    program and configuration: every config field but UNTRACED_MAY_DIFFER equal (the first that
+    differs named). A comparison of unlike runs would blame the tracer for the difference."""
+    for path, u in untraced:
+        if u.get("interrupted"):
+            raise AnalysisError("--untraced %s: the run was interrupted (%s): its images/s are no "
+                                "baseline" % (path, u.get("interrupt_signal") or "stopped"))
+        if u.get("nonfinite_stopped"):
+            raise AnalysisError("--untraced %s: the run stopped at a non-finite loss (%s)"
+                                % (path, u.get("nonfinite_loss")))
+        if not report:
+            continue
+        if u.get("program") != report.get("program"):
+            raise AnalysisError("--untraced %s: a report of %s, the capture's of %s"
+                                % (path, u.get("program"), report.get("program")))
+        mine, theirs = report.get("config"), u.get("config")
+        if not isinstance(mine, dict) or not isinstance(theirs, dict):
+            continue
+        for key in sorted(set(mine) | set(theirs)):
+            if key in UNTRACED_MAY_DIFFER or mine.get(key) == theirs.get(key):
+                continue
+            raise AnalysisError("--untraced %s: config.%s is %s, the capture's %s: not a run of the "
+                                "same command" % (path, key, json.dumps(theirs.get(key)),
+                                                  json.dumps(mine.get(key))))

@@ -11,7 +11,7 @@ from .kernels import is_layout_conversion, kernel_family_table, kernel_labels
 from .phases import gpu_time_by_phase, input_pipeline_tids, step_phases
 from .records import (BATCH_WAIT, DATA_LOAD, GPU_STAGE_RANGES, GRAPH_LAUNCH, GRAPH_REPLAY, H2D_SUBMIT,
                       LOADER_DOMAIN, STALL_DOMAIN, STEP, WINDOW, Window)
-from .report import report_metrics
+from .report import check_untraced, report_metrics
 
 
 # CUDA runtime calls that block the calling host thread until device work completes. nsys names them
@@ -156,6 +156,7 @@ def compute_summary(ex, report=None, expected_steps=None, top_n=12, untraced=Non
     _add_sync_calls(s, ex, step_index)
     _add_tables(s, ex, top_n)
     _add_expected_steps(s, report_metrics(report), expected_steps)
+    check_untraced(report, list(untraced or ()))
     s["capture_cost"] = capture_cost(ex, s, window, report, list(untraced or ()), max_slowdown)
     checks, details = capture_checks(s, window, ex.device_data, report)
     s["checks"] = checks

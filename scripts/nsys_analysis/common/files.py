@@ -124,6 +124,31 @@ def check_output_file(flag, path, create_dirs=False):
         raise UsageError("%s %s: %s" % (flag, path, e))
 
 
+def _same_file(a, b):
+    """True when paths a and b name one file: the same existing file (links followed), or the same
+    path once resolved."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_outputs_apart(outputs, inputs):
+    """Before any work: raises UsageError unless no output is an input or another output. outputs:
+    (flag, path) pairs (path None: not asked for); inputs: (what, path) pairs. A script never writes
+    over what it reads."""
+    given = [(flag, path) for flag, path in outputs if path]
+    for i, (flag, path) in enumerate(given):
+        for what, source in inputs:
+            if _same_file(path, source):
+                raise UsageError("%s %s: is the %s %s; write the output elsewhere"
+                                 % (flag, path, what, source))
+        for other_flag, other in given[:i]:
+            if _same_file(path, other):
+                raise UsageError("%s %s: is %s's file too; give each output its own"
+                                 % (flag, path, other_flag))
+
+
 def check_output_dir(flag, path):
     """Before any work: raises UsageError naming flag and path unless path is a writable directory
     (symlinks followed) or can be created (its nearest existing leading directory is writable)."""

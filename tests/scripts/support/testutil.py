@@ -46,11 +46,16 @@ if "--print-config" in sys.argv[1:]:
     if "FAKE_PRINT_CONFIG" in os.environ:
         print(os.environ["FAKE_PRINT_CONFIG"])
         sys.exit(0)
-    _config = {"data": "", "cuda_graph": False, "report": "", "steps": 64, "workers": 8}
+    _config = {"data": "", "cuda_graph": False, "report": "", "steps": 64, "workers": 8, "checkpoint_dir": "",
+               "resume": False}
     for i, arg in enumerate(_args):
         name, eq, value = arg.partition("=")
-        if not eq and name in ("--report", "--steps", "--data", "--workers"):
+        if not eq and name in ("--report", "--steps", "--data", "--workers", "--checkpoint-dir"):
             value = _args[i + 1] if i + 1 < len(_args) else ""
+        if name == "--checkpoint-dir":
+            _config["checkpoint_dir"] = value
+        if name == "--resume":
+            _config["resume"] = not eq or value in ("true", "1", "yes", "on")
         if name == "--cuda-graph":
             value = value if eq else "true"
             if value not in ("true", "1", "yes", "on", "false", "0", "no", "off"):

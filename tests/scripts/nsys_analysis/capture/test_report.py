@@ -10,8 +10,9 @@ import unittest
 
 from scripts.support.nsys_exports import TempDirCase, basic_export
 from nsys_analysis.capture.export import AnalysisError
-from nsys_analysis.capture.report import (FROM_NOTHING, FROM_PHASE_MS, FROM_STEP_FIELDS, last_json_object,
-                                          load_report, report_metrics, step_phase_ms)
+from nsys_analysis.capture.report import (FROM_NOTHING, FROM_PHASE_MS, FROM_STEP_FIELDS, _read_stream,
+                                          check_untraced, last_json_object, load_report, report_metrics,
+                                          step_phase_ms)
 
 
 class ReportTest(TempDirCase):
@@ -72,6 +73,69 @@ class ReportTest(TempDirCase):
             f.write("no json here\n")
         with self.assertRaises(AnalysisError):
             load_report(path)
+
+
+
+class UntracedTest(TempDirCase):
+    """check_untraced(): only a complete run of the capture's command is a baseline."""
+
+    RUN = {"program": "train_resnet50", "interrupted": False,
+           "config": {"device": "cuda", "batch_size": 128, "precision": "bf16", "mode": "train",
+                      "cuda_graph": False, "report": "run.json", "checkpoint_dir": "c", "resume": True}}
+
+    def untraced(self, **changes):
+        doc = json.loads(json.dumps(self.RUN))
+        config = changes.pop("config", {})
+        doc.update(changes)
+        doc["config"].update(config)
+        return doc
+
+    def test_the_same_command_with_its_own_outputs_passes(self):
+        check_untraced(self.RUN, [("u.json", self.untraced(config={"report": "u.json", "checkpoint_dir": "/tmp/x",
+                                                                   "resume": False}))])
+        check_untraced(None, [("u.json", self.untraced(config={"batch_size": 64}))])  # nothing to compare
+
+    def test_another_configuration_is_named(self):
+        for key, value in (("device", "cpu"), ("batch_size", 64), ("precision", "fp32"), ("mode", "forward"),
+                           ("cuda_graph", True)):
+            with self.subTest(key=key):
+                with self.assertRaises(AnalysisError) as e:
+                    check_untraced(self.RUN, [("u.json", self.untraced(config={key: value}))])
+                self.assertIn("--untraced u.json: config.%s is %s, the capture's %s" % (
+                    key, json.dumps(value), json.dumps(self.RUN["config"][key])), str(e.exception))
+        with self.assertRaises(AnalysisError) as e:
+            check_untraced(self.RUN, [("u.json", self.untraced(program="seed_workload"))])
+        self.assertIn("a report of seed_workload", str(e.exception))
+
+    def test_an_incomplete_run_is_no_baseline(self):
+        with self.assertRaises(AnalysisError) as e:
+            check_untraced(None, [("u.json", self.untraced(interrupted=True, interrupt_signal="SIGINT"))])
+        self.assertIn("--untraced u.json: the run was interrupted (SIGINT)", str(e.exception))
+        with self.assertRaises(AnalysisError) as e:
+            check_untraced(self.RUN, [("u.json", self.untraced(nonfinite_stopped=True,
+                                                               nonfinite_loss="step 3: loss nan"))])
+        self.assertIn("non-finite loss (step 3: loss nan)", str(e.exception))
+
+    def test_a_stream_nobody_writes_ends_with_a_message(self):
+        fifo = os.path.join(self.tmp, "fifo")
+        os.mkfifo(fifo)
+        with self.assertRaises(AnalysisError) as e:  # nobody has it open for writing
+            _read_stream(fifo, seconds=0.3)
+        self.assertIn("report %s: a stream that did not end within 0.3 s" % fifo, str(e.exception))
+        writer = os.open(fifo, os.O_RDWR)  # a writer that never writes nor closes
+        try:
+            with self.assertRaises(AnalysisError):
+                _read_stream(fifo, seconds=0.3)
+        finally:
+            os.close(writer)
+        # A stream whose writer writes and closes: read whole.
+        r, w = os.pipe()
+        os.write(w, b'{"program": "train_resnet50"}')
+        os.close(w)
+        try:
+            self.assertEqual(_read_stream("/proc/self/fd/%d" % r, seconds=5), '{"program": "train_resnet50"}')
+        finally:
+            os.close(r)
 
 
 if __name__ == "__main__":

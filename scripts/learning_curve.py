@@ -53,6 +53,14 @@ def _number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _loss(value):
+    """A loss: a finite number, or null where the run's loss was not finite (JSON has no NaN: the report
+    writes null, and says where in `nonfinite_loss`); None when it is neither."""
+    if value is None:
+        return float("nan")
+    return value if _number(value) else None
+
+
 def load(path):
     """The run's epochs as a list of dicts (epoch, train_loss, elapsed_s, images_per_s, and eval_top1,
     eval_top5, eval_loss or None), and its training section. Raises UsageError naming the file."""
@@ -72,18 +80,20 @@ def load(path):
         raise UsageError("%s: no training.epochs (a run of --warmup + --steps, not --epochs)" % path)
     epochs = []
     for i, e in enumerate(training["epochs"]):
-        if not (isinstance(e, dict) and all(_number(e.get(k)) for k in
-                                            ("epoch", "train_loss", "elapsed_s", "images_per_s"))):
+        if not (isinstance(e, dict) and all(_number(e.get(k)) for k in ("epoch", "elapsed_s", "images_per_s"))
+                and "train_loss" in e and _loss(e["train_loss"]) is not None):
             raise UsageError("%s: training.epochs[%d] lacks a number for epoch, train_loss, elapsed_s or "
                              "images_per_s" % (path, i))
         ev = e.get("eval")
-        if ev is not None and not (isinstance(ev, dict) and all(_number(ev.get(k))
-                                                                for k in ("top1", "top5", "loss"))):
+        if ev is not None and not (isinstance(ev, dict) and all(_number(ev.get(k)) for k in ("top1", "top5"))
+                                   and "loss" in ev and _loss(ev["loss"]) is not None):
             raise UsageError("%s: training.epochs[%d].eval lacks a number for top1, top5 or loss" % (path, i))
-        epochs.append({"epoch": int(e["epoch"]) + 1, "train_loss": e["train_loss"],
+        epochs.append({"epoch": int(e["epoch"]) + 1, "train_loss": _loss(e["train_loss"]),
                        "elapsed_s": e["elapsed_s"], "images_per_s": e["images_per_s"],
                        "eval_top1": ev["top1"] if ev else None, "eval_top5": ev["top5"] if ev else None,
-                       "eval_loss": ev["loss"] if ev else None, "resumed": bool(e.get("resumed"))})
+                       "eval_loss": _loss(ev["loss"]) if ev else None, "resumed": bool(e.get("resumed"))})
+    if doc.get("nonfinite_loss"):
+        training = dict(training, nonfinite_loss=doc["nonfinite_loss"])
     if not epochs:
         raise UsageError("%s: training.epochs is empty (the run stopped before its first epoch ended)" % path)
     return epochs, training
@@ -106,6 +116,9 @@ def run_table(name, epochs, training):
         best = max(scored, key=lambda e: e["eval_top1"])
         lines += ["", "Best top-1 %s%% after epoch %d, at %s s." % (_pct(best["eval_top1"]), best["epoch"],
                                                                    fmt(best["elapsed_s"], 1))]
+    if training.get("nonfinite_loss"):
+        lines.append("A loss was not finite at %s: the figures after it are no result."
+                     % training["nonfinite_loss"])
     if training.get("target_top1") is not None:
         lines.append("Target top-1 %s%%: %s." % (_pct(training["target_top1"]),
                                                  "reached" if training.get("target_reached") else "not reached"))

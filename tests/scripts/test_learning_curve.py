@@ -98,6 +98,19 @@ class LearningCurveTest(TempDirCase):
         self.assertEqual(rc, 2)
         self.assertIn("--out", err)
 
+    def test_a_run_that_went_on_after_a_non_finite_loss_is_drawn_and_said(self):
+        # --allow-nonfinite-loss: the report writes NaN as null and names the first such loss.
+        doc = _report([_epoch(0, 1.2, 0.3333, 2.5), dict(_epoch(1, 1.0, 0.3333, 5.0), train_loss=None)])
+        doc["training"]["epochs"][1]["eval"]["loss"] = None
+        doc["nonfinite_loss"] = "step 12 (epoch 1): loss nan"
+        path = self.write("nan.json", doc)
+        fig = os.path.join(self.tmp, "nan.png")
+        rc, out, err = self.run_main(path, "--out", fig)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| 2 | nan | nan | 33.33 |", out)
+        self.assertIn("A loss was not finite at step 12 (epoch 1): loss nan", out)
+        self.assertTrue(os.path.exists(fig))
+
     def test_no_output_is_written_over_an_input_and_out_is_a_figure(self):
         report = self.write("r.json", _report([_epoch(0, 1.0, 0.5, 1.0)]))
         with open(report) as f:

@@ -322,7 +322,7 @@ set_traced_cmd() {
 # The untraced run's checkpoints: never the capture's directory (it would resume from the capture's
 # last epoch, or overwrite it), but a private one, made before each capture (holding a copy of the
 # checkpoint the capture resumes from, with --resume) and removed after the untraced run.
-if ((is_train)) && [[ -n $given_checkpoints ]]; then
+if ((is_train && untraced)) && [[ -n $given_checkpoints ]]; then
   if ((dry_run)); then
     untraced_checkpoints="${TMPDIR:-/tmp}/profile_sh_checkpoints.XXXXXXXX"
   else

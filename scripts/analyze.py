@@ -105,7 +105,7 @@ from nsys_analysis.capture.pipeline import (REPEATS_FILES, analyze, analyze_rank
                                             capture_outputs, check_outputs, ranks_outputs)
 from nsys_analysis.common.exit_status import CHECKS_FAILED, FAILURE, OK, USAGE, exit_with  # noqa: E402
 from nsys_analysis.common.files import (OutputError, UsageError, check_input_file,  # noqa: E402
-                                        check_output_file)
+                                        check_output_file, check_outputs_apart)
 from nsys_analysis.common.formatting import fmt  # noqa: E402
 from nsys_analysis.common.plotting import require_matplotlib  # noqa: E402
 
@@ -188,7 +188,14 @@ def check_paths(a, ranks_mode):
     for path in a.untraced or ():
         check_input_file("--untraced", path, "an untraced run's report file", streams=True)
     figures = not a.no_figures
-    check_outputs("--out", a.out, ranks_outputs(figures) if ranks_mode else capture_outputs(figures))
+    names = ranks_outputs(figures) if ranks_mode else capture_outputs(figures)
+    check_outputs("--out", a.out, names)
+    inputs = ([("export", p) for p in a.export] + [("--report", p) for p in a.report or ()] +
+              [("--untraced", p) for p in a.untraced or ()])
+    outputs = [("--out", os.path.join(a.out, name)) for name in names]
+    if a.repeats:
+        outputs += [("--repeats-json", a.repeats_json), ("--repeats-md", a.repeats_md)]
+    check_outputs_apart(outputs, inputs)
     if a.repeats:
         for flag, path, name in (("--repeats-json", a.repeats_json, REPEATS_FILES[0]),
                                  ("--repeats-md", a.repeats_md, REPEATS_FILES[1])):

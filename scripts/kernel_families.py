@@ -33,7 +33,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nsys_analysis.capture.kernels import KERNEL_FAMILIES  # noqa: E402
 from nsys_analysis.common.exit_status import FAILURE, OK, USAGE, exit_with  # noqa: E402
-from nsys_analysis.common.files import OutputError, UsageError, check_output_file, write_text  # noqa: E402
+from nsys_analysis.common.files import (OutputError, UsageError, check_output_file,  # noqa: E402
+                                        check_outputs_apart, write_text)
 from nsys_analysis.common.formatting import fmt, table  # noqa: E402
 
 
@@ -119,6 +120,7 @@ def main(argv=None):
                              % (len(args.summaries), len(args.names)))
         if args.out is not None:
             check_output_file("--out", args.out)
+            check_outputs_apart([("--out", args.out)], [("summary", p) for p in args.summaries])
         summaries = [load(p) for p in args.summaries]
     except UsageError as e:
         print("kernel_families.py: error: %s" % e, file=sys.stderr)

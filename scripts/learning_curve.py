@@ -45,6 +45,9 @@ from nsys_analysis.common.formatting import fmt, table  # noqa: E402
 # The programs whose reports hold `training.epochs`: the workload and scripts/reference_epochs.py.
 PROGRAMS = ("train_resnet50", "reference_epochs")
 
+# The most a report holds (a long run's: megabytes); a larger file is refused before it is read.
+MAX_REPORT_BYTES = 256 << 20
+
 # The figure formats --out takes (matplotlib's, without optional backends), by file extension.
 FIGURE_FORMATS = (".png", ".pdf", ".svg", ".eps", ".ps", ".jpg", ".jpeg")
 
@@ -65,6 +68,9 @@ def load(path):
     """The run's epochs as a list of dicts (epoch, train_loss, elapsed_s, images_per_s, and eval_top1,
     eval_top5, eval_loss or None), and its training section. Raises UsageError naming the file."""
     check_input_file("report", path, "a train_resnet50 --report JSON")
+    if os.path.getsize(path) > MAX_REPORT_BYTES:
+        raise UsageError("%s: %d bytes, more than the %d a run report holds"
+                         % (path, os.path.getsize(path), MAX_REPORT_BYTES))
     try:
         with open(path) as f:
             doc = json.load(f)

@@ -117,7 +117,8 @@ void Trainer::check_resumed_fingerprint(const std::string& path) {
                      std::to_string(epochs) + " (or --start-over for a run of another length)");
   }
   throw CheckpointError("checkpoint " + path + ": made by another run (" + diff +
-                        "); resume with its settings, or give another --checkpoint-dir");
+                        "); resume with its settings, --start-over to delete its checkpoints, or "
+                        "give another --checkpoint-dir");
 }
 
 // --capture-at's window, once the run's length (and where a resumed run starts) is known: inside

@@ -58,7 +58,9 @@ TEST(BatchRingTest, SlotsAreDisjointAlignedRegionsOfOneBlock) {
   for (std::size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(ring.images(i)) % 256, 0u);
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(ring.labels(i)) % 256, 0u);
-    if (i > 0) EXPECT_GE(ring.images(i) - ring.images(i - 1), 32);
+    if (i > 0) {
+      EXPECT_GE(ring.images(i) - ring.images(i - 1), 32);
+    }
   }
   EXPECT_GE(reinterpret_cast<std::uint8_t*>(ring.labels(0)), ring.images(3) + 32);
   EXPECT_GE(ring.bytes(), 4u * (32 + 32));

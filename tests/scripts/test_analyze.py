@@ -431,6 +431,14 @@ class CaptureCostCliTest(TempDirCase):
                 self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
                 self.assertIn(message, r.stderr)
                 self.assertNotIn("Traceback", r.stderr)
+        # An output of --out that is an input: refused before anything is written over it.
+        os.makedirs(self.out, exist_ok=True)
+        inside = write_json(os.path.join(self.out, "summary.json"), tracer_cost_report(480.0))
+        r = self.run_cli("--untraced", inside)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--out %s: is the --untraced %s" % (inside, inside), r.stderr)
+        with open(inside) as f:
+            self.assertEqual(json.load(f), tracer_cost_report(480.0))
         bad = write_json(os.path.join(self.tmp, "bad.json"), [1, 2])
         r = self.run_cli("--untraced", bad)
         self.assertEqual(r.returncode, 2)

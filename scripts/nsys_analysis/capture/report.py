@@ -13,6 +13,9 @@ from .export import AnalysisError
 
 # How long a report given as a stream (a FIFO, `<(command)`) may take to arrive whole.
 STREAM_SECONDS = 60.0
+# The most a run report holds (a long --epochs run's: megabytes); a larger file is no report, and is
+# refused before it is read.
+MAX_REPORT_BYTES = 256 << 20
 
 
 def _read_stream(path, seconds=STREAM_SECONDS):
@@ -36,6 +39,9 @@ def _read_stream(path, seconds=STREAM_SECONDS):
             if not chunk:
                 break
             chunks.append(chunk)
+            if sum(len(c) for c in chunks) > MAX_REPORT_BYTES:
+                raise AnalysisError("report %s: more than the %d bytes a run report holds"
+                                    % (path, MAX_REPORT_BYTES))
     finally:
         os.close(fd)
     return b"".join(chunks).decode("utf-8", errors="replace")
@@ -49,8 +55,12 @@ def load_report(path):
     if os.path.isdir(path):
         raise AnalysisError("report %s is a directory, expected a run report file" % path)
     try:
-        if stat.S_ISFIFO(os.stat(path).st_mode):
+        st = os.stat(path)
+        if stat.S_ISFIFO(st.st_mode):
             text = _read_stream(path)
+        elif st.st_size > MAX_REPORT_BYTES:
+            raise AnalysisError("report %s: %d bytes, more than the %d a run report holds"
+                                % (path, st.st_size, MAX_REPORT_BYTES))
         else:
             with open(path, encoding="utf-8", errors="replace") as f:
                 text = f.read()

@@ -62,7 +62,9 @@ TEST(ResNet50Test, OutputShapeAndChannelsLast) {
   ResNet50 m(7);
   to_channels_last(*m);
   for (const auto& p : m->parameters()) {
-    if (p.dim() == 4) EXPECT_TRUE(p.is_contiguous(torch::MemoryFormat::ChannelsLast));
+    if (p.dim() == 4) {
+      EXPECT_TRUE(p.is_contiguous(torch::MemoryFormat::ChannelsLast));
+    }
   }
   const auto x = torch::randn({2, 3, 64, 64}).contiguous(torch::MemoryFormat::ChannelsLast);
   const auto y = m->forward(x);

@@ -27,7 +27,7 @@ RunFacts finished_run() {
   f.environment.device_name = "cpu";
   f.environment.cuda_connections = {std::string("32"), "program"};
   f.environment.nccl_nvls_enable = "0";
-  f.model = ModelFacts{101, 23715493, false};
+  f.model = ModelFacts{101, 23715493, false, std::nullopt};
   f.loader = LoaderFacts{HostRingFacts{4, 1 << 20, false, 12, 0}, 3000};
   f.result.warmup_steps.resize(1);
   f.result.warmup_steps[0].warmup = true;

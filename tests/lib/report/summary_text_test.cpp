@@ -14,7 +14,7 @@ RunFacts loader_run() {
   RunFacts f;
   f.config.data = "/data/food";
   f.config.loader.workers = 6;
-  f.model = ModelFacts{101, 1, true};
+  f.model = ModelFacts{101, 1, true, std::nullopt};
   f.loader = LoaderFacts{HostRingFacts{4, 1, true, 10, 0}, 100};
   return f;
 }

@@ -53,7 +53,9 @@ TEST(EvalStep, CountsHitsAndSumsTheLossOverBatches) {
     }
     EXPECT_EQ(c.top1, top1) << classes << " classes";
     EXPECT_EQ(c.top5, top5) << classes << " classes";
-    if (classes <= 5) EXPECT_EQ(c.top5, 8) << "every class is in the top 5";
+    if (classes <= 5) {
+      EXPECT_EQ(c.top5, 8) << "every class is in the top 5";
+    }
     EXPECT_NEAR(c.loss_sum, loss, 1e-4 * std::abs(loss)) << classes << " classes";
     // begin() starts a new pass.
     step.begin();

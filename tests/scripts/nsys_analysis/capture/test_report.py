@@ -116,6 +116,15 @@ class UntracedTest(TempDirCase):
                                                                nonfinite_loss="step 3: loss nan"))])
         self.assertIn("non-finite loss (step 3: loss nan)", str(e.exception))
 
+    def test_a_file_larger_than_any_report_is_refused_unread(self):
+        huge = os.path.join(self.tmp, "huge.json")
+        with open(huge, "wb") as f:
+            f.truncate(1 << 30)  # sparse: a GiB of nothing
+        with self.assertRaises(AnalysisError) as e:
+            load_report(huge)
+        self.assertIn("report %s: 1073741824 bytes, more than the 268435456 a run report holds" % huge,
+                      str(e.exception))
+
     def test_a_stream_nobody_writes_ends_with_a_message(self):
         fifo = os.path.join(self.tmp, "fifo")
         os.mkfifo(fifo)

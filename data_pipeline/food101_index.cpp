@@ -28,13 +28,24 @@ struct NumberedLine {
   std::string text;
 };
 
+// The most a split or class list holds: Food-101's train.txt is 1.5 MB; a larger file is no list,
+// and is refused before it is read.
+constexpr std::uint64_t kMaxListBytes = std::uint64_t{256} << 20;
+
 // Non-blank lines of a text file, trimmed (handles CRLF and a missing final newline). Read with
-// read_file, which refuses a FIFO or a device instead of blocking on it; no size cap.
+// read_file, which refuses a FIFO or a device instead of blocking on it.
 std::vector<NumberedLine> read_lines(const fs::path& file) {
   std::error_code ec;
   const auto st = fs::status(file, ec);
   if (ec || !fs::exists(st)) throw DataError(file.string() + ": file not found");
   if (fs::is_directory(st)) throw DataError(file.string() + ": expected a file, got a directory");
+  if (fs::is_regular_file(st)) {
+    const std::uint64_t size = fs::file_size(file, ec);
+    if (!ec && size > kMaxListBytes) {
+      throw DataError(file.string() + ": " + std::to_string(size) + " bytes, more than the " +
+                      std::to_string(kMaxListBytes) + " a split or class list holds");
+    }
+  }
   std::vector<std::uint8_t> bytes;
   read_file(file.string(), bytes, std::numeric_limits<std::uint64_t>::max());
   const std::string text(bytes.begin(), bytes.end());

@@ -152,6 +152,16 @@ TEST_F(Food101IndexTest, MetaFileThatIsAFifoIsRefusedWithoutWaitingForAWriter) {
   EXPECT_EQ(Food101Index::load(tmp_.path(), "train").size(), 2);
 }
 
+// A list file far larger than any (a 30 GB file of nothing here, sparse) is refused before it is
+// read, not read whole.
+TEST_F(Food101IndexTest, AListLargerThanAnyIsRefusedUnread) {
+  const HangGuard guard(60);
+  const fs::path file = dir_ / "meta" / "train.txt";
+  fs::resize_file(file, std::uintmax_t{30} << 30);
+  expect_error({"meta/train.txt: 32212254720 bytes, more than the 268435456 a split or class list "
+                "holds"});
+}
+
 TEST_F(Food101IndexTest, UnknownSplitName) {
   expect_error({"split", "'validation'"}, "validation");
 }

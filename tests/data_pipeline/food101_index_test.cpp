@@ -158,8 +158,9 @@ TEST_F(Food101IndexTest, AListLargerThanAnyIsRefusedUnread) {
   const HangGuard guard(60);
   const fs::path file = dir_ / "meta" / "train.txt";
   fs::resize_file(file, std::uintmax_t{30} << 30);
-  expect_error({"meta/train.txt: 32212254720 bytes, more than the 268435456 a split or class list "
-                "holds"});
+  expect_error(
+      {"meta/train.txt: 32212254720 bytes, more than the 268435456 a split or class list "
+       "holds"});
 }
 
 TEST_F(Food101IndexTest, UnknownSplitName) {

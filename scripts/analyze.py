@@ -101,49 +101,115 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nsys_analysis.capture.checks import failed_checks  # noqa: E402
 from nsys_analysis.capture.export import AnalysisError  # noqa: E402
 from nsys_analysis.capture.cost import DEFAULT_MAX_SLOWDOWN  # noqa: E402
-from nsys_analysis.capture.pipeline import (REPEATS_FILES, analyze, analyze_ranks, analyze_repeats,  # noqa: E402
-                                            capture_outputs, check_outputs, ranks_outputs)
-from nsys_analysis.common.exit_status import CHECKS_FAILED, FAILURE, OK, USAGE, exit_with  # noqa: E402
-from nsys_analysis.common.files import (OutputError, UsageError, check_input_file,  # noqa: E402
-                                        check_output_file, check_outputs_apart)
+from nsys_analysis.capture.pipeline import (
+    REPEATS_FILES,
+    analyze,
+    analyze_ranks,
+    analyze_repeats,  # noqa: E402
+    capture_outputs,
+    check_outputs,
+    ranks_outputs,
+)
+from nsys_analysis.common.exit_status import (
+    CHECKS_FAILED,
+    FAILURE,
+    OK,
+    USAGE,
+    exit_with,
+)  # noqa: E402
+from nsys_analysis.common.files import (
+    OutputError,
+    UsageError,
+    check_input_file,  # noqa: E402
+    check_output_file,
+    check_outputs_apart,
+)
 from nsys_analysis.common.formatting import fmt  # noqa: E402
 from nsys_analysis.common.plotting import require_matplotlib  # noqa: E402
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n".join(__doc__.split("\n")[2:]))
-    p.add_argument("export", nargs="+",
-                   help="nsys SQLite export (nsys export --type=sqlite); several: one per rank, in rank order")
-    p.add_argument("--out", required=True,
-                   help="directory for summary.json, summary.md and figures (ranks.json, ranks.md and "
-                        "rank<r>/ for several exports)")
-    p.add_argument("--report", action="append",
-                   help="run report: train_resnet50 --report JSON, or seed_workload.py's line; once per export")
-    p.add_argument("--rank-out", action="append", metavar="DIR",
-                   help="where a rank's summary goes instead of OUT/rank<r> (once per export, in their order); "
-                        "makes even one export a ranks analysis")
-    p.add_argument("--untraced", action="append", metavar="REPORT",
-                   help="run report of the same command run without nsys (repeatable; with several exports once "
-                        "per export, with --repeats any number, every capture gets all)")
-    p.add_argument("--max-tracer-slowdown", type=float, default=DEFAULT_MAX_SLOWDOWN, metavar="F",
-                   help="capture_cost fails when traced / untraced images/s < 1 - F (default %g)"
-                        % DEFAULT_MAX_SLOWDOWN)
-    p.add_argument("--repeats", action="store_true",
-                   help="the exports are captures of one configuration: each summarised, the median one in full, "
-                        "the spread in repeats.json / repeats.md")
-    p.add_argument("--repeat-out", action="append", metavar="DIR",
-                   help="with --repeats, where a capture's summary goes instead of OUT/capture<k> (once per export)")
-    p.add_argument("--repeats-json", metavar="FILE",
-                   help="with --repeats: the spread as JSON (default OUT/repeats.json)")
-    p.add_argument("--repeats-md", metavar="FILE",
-                   help="with --repeats: the spread as Markdown (default OUT/repeats.md)")
-    p.add_argument("--expected-steps", type=int, metavar="M",
-                   help="steps the capture must hold (default: the report's capture.steps)")
-    p.add_argument("--check", "--strict", dest="check", action="store_true",
-                   help="exit 3 when any check fails or cannot be evaluated, naming it")
-    p.add_argument("--no-figures", action="store_true", help="skip the PNG figures (no matplotlib needed)")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(__doc__.split("\n")[2:]),
+    )
+    p.add_argument(
+        "export",
+        nargs="+",
+        help="nsys SQLite export (nsys export --type=sqlite); several: one per rank, in rank order",
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        help="directory for summary.json, summary.md and figures (ranks.json, ranks.md and "
+        "rank<r>/ for several exports)",
+    )
+    p.add_argument(
+        "--report",
+        action="append",
+        help="run report: train_resnet50 --report JSON, or seed_workload.py's line; once per export",
+    )
+    p.add_argument(
+        "--rank-out",
+        action="append",
+        metavar="DIR",
+        help="where a rank's summary goes instead of OUT/rank<r> (once per export, in their order); "
+        "makes even one export a ranks analysis",
+    )
+    p.add_argument(
+        "--untraced",
+        action="append",
+        metavar="REPORT",
+        help="run report of the same command run without nsys (repeatable; with several exports once "
+        "per export, with --repeats any number, every capture gets all)",
+    )
+    p.add_argument(
+        "--max-tracer-slowdown",
+        type=float,
+        default=DEFAULT_MAX_SLOWDOWN,
+        metavar="F",
+        help="capture_cost fails when traced / untraced images/s < 1 - F (default %g)"
+        % DEFAULT_MAX_SLOWDOWN,
+    )
+    p.add_argument(
+        "--repeats",
+        action="store_true",
+        help="the exports are captures of one configuration: each summarised, the median one in full, "
+        "the spread in repeats.json / repeats.md",
+    )
+    p.add_argument(
+        "--repeat-out",
+        action="append",
+        metavar="DIR",
+        help="with --repeats, where a capture's summary goes instead of OUT/capture<k> (once per export)",
+    )
+    p.add_argument(
+        "--repeats-json",
+        metavar="FILE",
+        help="with --repeats: the spread as JSON (default OUT/repeats.json)",
+    )
+    p.add_argument(
+        "--repeats-md",
+        metavar="FILE",
+        help="with --repeats: the spread as Markdown (default OUT/repeats.md)",
+    )
+    p.add_argument(
+        "--expected-steps",
+        type=int,
+        metavar="M",
+        help="steps the capture must hold (default: the report's capture.steps)",
+    )
+    p.add_argument(
+        "--check",
+        "--strict",
+        dest="check",
+        action="store_true",
+        help="exit 3 when any check fails or cannot be evaluated, naming it",
+    )
+    p.add_argument(
+        "--no-figures", action="store_true", help="skip the PNG figures (no matplotlib needed)"
+    )
     a = p.parse_args(argv)
     if a.expected_steps is not None and a.expected_steps < 0:
         p.error("expected --expected-steps >= 0, got %d" % a.expected_steps)
@@ -157,22 +223,31 @@ def parse_args(argv):
     if a.repeats:
         check_repeats_args(p, a, n)
     else:
-        for flag, value in (("--repeat-out", a.repeat_out), ("--repeats-json", a.repeats_json),
-                            ("--repeats-md", a.repeats_md)):
+        for flag, value in (
+            ("--repeat-out", a.repeat_out),
+            ("--repeats-json", a.repeats_json),
+            ("--repeats-md", a.repeats_md),
+        ):
             if value:
                 p.error("%s needs --repeats" % flag)
         if (n > 1 or a.rank_out) and a.untraced and len(a.untraced) != n:
-            p.error("expected one --untraced per export (%d), got %d (or none)" % (n, len(a.untraced)))
+            p.error(
+                "expected one --untraced per export (%d), got %d (or none)" % (n, len(a.untraced))
+            )
     return a
 
 
 def check_repeats_args(p, a, n):
     """--repeats' own rules; p.error() (exit 2) naming the flag."""
     if a.rank_out:
-        p.error("--rank-out conflicts with --repeats (the exports are captures of one process, not ranks)")
+        p.error(
+            "--rank-out conflicts with --repeats (the exports are captures of one process, not ranks)"
+        )
     if not a.report or len(a.report) != n:
-        p.error("--repeats needs one --report per export (%d), got %d: the median capture is chosen by their "
-                "images/s" % (n, len(a.report or ())))
+        p.error(
+            "--repeats needs one --report per export (%d), got %d: the median capture is chosen by their "
+            "images/s" % (n, len(a.report or ()))
+        )
     if a.repeat_out and len(a.repeat_out) != n:
         p.error("expected one --repeat-out per export (%d), got %d" % (n, len(a.repeat_out)))
 
@@ -190,16 +265,23 @@ def check_paths(a, ranks_mode):
     figures = not a.no_figures
     names = ranks_outputs(figures) if ranks_mode else capture_outputs(figures)
     check_outputs("--out", a.out, names)
-    inputs = ([("export", p) for p in a.export] + [("--report", p) for p in a.report or ()] +
-              [("--untraced", p) for p in a.untraced or ()])
+    inputs = (
+        [("export", p) for p in a.export]
+        + [("--report", p) for p in a.report or ()]
+        + [("--untraced", p) for p in a.untraced or ()]
+    )
     outputs = [("--out", os.path.join(a.out, name)) for name in names]
     if a.repeats:
         outputs += [("--repeats-json", a.repeats_json), ("--repeats-md", a.repeats_md)]
     check_outputs_apart(outputs, inputs)
     if a.repeats:
-        for flag, path, name in (("--repeats-json", a.repeats_json, REPEATS_FILES[0]),
-                                 ("--repeats-md", a.repeats_md, REPEATS_FILES[1])):
-            check_output_file(flag if path else "--out", path or os.path.join(a.out, name), create_dirs=True)
+        for flag, path, name in (
+            ("--repeats-json", a.repeats_json, REPEATS_FILES[0]),
+            ("--repeats-md", a.repeats_md, REPEATS_FILES[1]),
+        ):
+            check_output_file(
+                flag if path else "--out", path or os.path.join(a.out, name), create_dirs=True
+            )
 
 
 def run(a, ranks_mode):
@@ -207,8 +289,18 @@ def run(a, ranks_mode):
     summary's directory)."""
     figures, slowdown = not a.no_figures, a.max_tracer_slowdown
     if a.repeats:
-        summaries, r = analyze_repeats(a.export, a.out, a.report, a.untraced or (), a.repeat_out, a.repeats_json,
-                                       a.repeats_md, a.expected_steps, figures, slowdown)
+        summaries, r = analyze_repeats(
+            a.export,
+            a.out,
+            a.report,
+            a.untraced or (),
+            a.repeat_out,
+            a.repeats_json,
+            a.repeats_md,
+            a.expected_steps,
+            figures,
+            slowdown,
+        )
         dirs = r["analysis_dirs"]
         checks, details = {}, {}
         for k, s in enumerate(summaries, 1):
@@ -217,11 +309,26 @@ def run(a, ranks_mode):
                 details["capture%d.%s" % (k, name)] = s["check_details"][name]
         return summaries, {"checks": checks, "check_details": details, "repeats": r}, dirs
     if not ranks_mode:
-        s = analyze(a.export[0], a.out, a.report[0] if a.report else None, a.expected_steps, figures=figures,
-                    untraced_paths=a.untraced or (), max_slowdown=slowdown)
+        s = analyze(
+            a.export[0],
+            a.out,
+            a.report[0] if a.report else None,
+            a.expected_steps,
+            figures=figures,
+            untraced_paths=a.untraced or (),
+            max_slowdown=slowdown,
+        )
         return [s], s, [a.out]
-    summaries, s = analyze_ranks(a.export, a.out, a.report, a.expected_steps, figures=figures,
-                                 rank_dirs=a.rank_out, untraced_paths=a.untraced, max_slowdown=slowdown)
+    summaries, s = analyze_ranks(
+        a.export,
+        a.out,
+        a.report,
+        a.expected_steps,
+        figures=figures,
+        rank_dirs=a.rank_out,
+        untraced_paths=a.untraced,
+        max_slowdown=slowdown,
+    )
     return summaries, s, a.rank_out or [os.path.join(a.out, "rank%d" % r) for r in s["ranks"]]
 
 
@@ -232,34 +339,65 @@ def cost_line(s):
         return None
     bound = s["capture_cost"]["tracer_bound"]
     return "  capture cost: traced %s images/s, untraced %s (%s x)%s" % (
-        fmt(t["traced_images_per_s"], 1), fmt(t["untraced_images_per_s"], 1), fmt(t["traced_over_untraced"]),
-        ": TRACER-BOUND, trust the untraced figures for throughput" if bound else "")
+        fmt(t["traced_images_per_s"], 1),
+        fmt(t["untraced_images_per_s"], 1),
+        fmt(t["traced_over_untraced"]),
+        ": TRACER-BOUND, trust the untraced figures for throughput" if bound else "",
+    )
 
 
 def report(a, ranks_mode, summaries, s, rank_dirs):
     """The lines on stdout, and the checks that did not pass on stderr; returns the exit status."""
     for path, rs, out in zip(a.export, summaries, rank_dirs):
-        print("%s: %d steps, window %s ms, %s%% no device activity, %s H2D copies -> %s" % (
-            path, rs["steps"], fmt(rs["capture_window_ms"]), fmt(rs["no_activity_pct"], 2),
-            fmt(rs["h2d_copies"]), out))
+        print(
+            "%s: %d steps, window %s ms, %s%% no device activity, %s H2D copies -> %s"
+            % (
+                path,
+                rs["steps"],
+                fmt(rs["capture_window_ms"]),
+                fmt(rs["no_activity_pct"], 2),
+                fmt(rs["h2d_copies"]),
+                out,
+            )
+        )
         if cost_line(rs):
             print(cost_line(rs))
     if a.repeats:
         r = s["repeats"]
-        print("repeats: %d captures, the median capture %d (%s) analysed in full -> %s; spread in %s" % (
-            r["captures"], r["median_capture"], r["exports"][r["median_capture"] - 1], a.out,
-            a.repeats_md or os.path.join(a.out, REPEATS_FILES[1])))
+        print(
+            "repeats: %d captures, the median capture %d (%s) analysed in full -> %s; spread in %s"
+            % (
+                r["captures"],
+                r["median_capture"],
+                r["exports"][r["median_capture"] - 1],
+                a.out,
+                a.repeats_md or os.path.join(a.out, REPEATS_FILES[1]),
+            )
+        )
     if ranks_mode:
-        print("ranks %s: NCCL %s ms, exposed %s%% of the window; a straggler in %d of %d steps -> %s" % (
-            ", ".join(map(str, s["ranks"])), " / ".join(fmt(p["nccl_ms"]) for p in s["per_rank"]),
-            " / ".join(fmt(p["exposed_comm_pct"], 2) for p in s["per_rank"]),
-            sum(1 for st in s["stragglers"] if st["straggler"] is not None), s["steps_compared"], a.out))
+        print(
+            "ranks %s: NCCL %s ms, exposed %s%% of the window; a straggler in %d of %d steps -> %s"
+            % (
+                ", ".join(map(str, s["ranks"])),
+                " / ".join(fmt(p["nccl_ms"]) for p in s["per_rank"]),
+                " / ".join(fmt(p["exposed_comm_pct"], 2) for p in s["per_rank"]),
+                sum(1 for st in s["stragglers"] if st["straggler"] is not None),
+                s["steps_compared"],
+                a.out,
+            )
+        )
     fails = failed_checks(s)
     for name, detail in fails:
-        print("check %s %s: %s" % (name, "not evaluable" if s["checks"][name] is None else "FAILED", detail),
-              file=sys.stderr)
+        print(
+            "check %s %s: %s"
+            % (name, "not evaluable" if s["checks"][name] is None else "FAILED", detail),
+            file=sys.stderr,
+        )
     if a.check and fails:
-        print("error: %d check(s) did not pass: %s" % (len(fails), ", ".join(n for n, _ in fails)), file=sys.stderr)
+        print(
+            "error: %d check(s) did not pass: %s" % (len(fails), ", ".join(n for n, _ in fails)),
+            file=sys.stderr,
+        )
         return CHECKS_FAILED
     return OK
 

@@ -27,13 +27,22 @@ from nsys_analysis.common.exit_status import FAILURE, OK, exit_with  # noqa: E40
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--steps", type=positive_int, default=30, help="timed steps a run (default 30)")
-    p.add_argument("--warmup", type=positive_int, default=5, help="untimed steps before them (default 5)")
-    p.add_argument("--rounds", type=positive_int, default=3,
-                   help="rounds, each a cuDNN run then an ATen run (default 3; the median is reported)")
-    p.add_argument("--batch-size", type=positive_int, default=128, help="images a step (default 128)")
+    p.add_argument(
+        "--warmup", type=positive_int, default=5, help="untimed steps before them (default 5)"
+    )
+    p.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=3,
+        help="rounds, each a cuDNN run then an ATen run (default 3; the median is reported)",
+    )
+    p.add_argument(
+        "--batch-size", type=positive_int, default=128, help="images a step (default 128)"
+    )
     p.add_argument("--no-kernels", action="store_true", help="skip the profile of ATen's kernels")
     return p.parse_args(argv)
 
@@ -48,15 +57,23 @@ def import_torch():
     try:
         import torchvision
     except ImportError as e:
-        raise RuntimeError("torchvision is not importable by %s (%s)" % (sys.executable, e)) from None
+        raise RuntimeError(
+            "torchvision is not importable by %s (%s)" % (sys.executable, e)
+        ) from None
     if not torch.cuda.is_available():
-        raise RuntimeError("no CUDA device for PyTorch %s: this benchmark times GPU kernels" % torch.__version__)
+        raise RuntimeError(
+            "no CUDA device for PyTorch %s: this benchmark times GPU kernels" % torch.__version__
+        )
     return torch, torchvision, F
 
 
 def model_and_batch(torch, torchvision, batch_size):
-    m = torchvision.models.resnet50(weights=None, num_classes=101).to("cuda", memory_format=torch.channels_last)
-    x = torch.randn(batch_size, 3, 224, 224, device="cuda").contiguous(memory_format=torch.channels_last)
+    m = torchvision.models.resnet50(weights=None, num_classes=101).to(
+        "cuda", memory_format=torch.channels_last
+    )
+    x = torch.randn(batch_size, 3, 224, 224, device="cuda").contiguous(
+        memory_format=torch.channels_last
+    )
     y = torch.randint(0, 101, (batch_size,), device="cuda")
     return m, x, y
 
@@ -94,9 +111,19 @@ def main(argv=None):
     torch.backends.cudnn.benchmark = False
     cudnn_bn = F.batch_norm
 
-    def native_bn(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
-                  eps=1e-5):
-        return torch.native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)[0]
+    def native_bn(
+        input,
+        running_mean,
+        running_var,
+        weight=None,
+        bias=None,
+        training=False,
+        momentum=0.1,
+        eps=1e-5,
+    ):
+        return torch.native_batch_norm(
+            input, weight, bias, running_mean, running_var, training, momentum, eps
+        )[0]
 
     results = {"cudnn": [], "native": []}
     try:
@@ -113,11 +140,16 @@ def main(argv=None):
         if not args.no_kernels:  # which kernels ATen's batch norm runs
             F.batch_norm = native_bn
             from torch.profiler import ProfilerActivity, profile
+
             m, x, _ = model_and_batch(torch, torchvision, args.batch_size)
             with profile(activities=[ProfilerActivity.CUDA]) as p:
                 m(x).sum().backward()
                 torch.cuda.synchronize()
-            print(p.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=70))
+            print(
+                p.key_averages().table(
+                    sort_by="cuda_time_total", row_limit=12, max_name_column_width=70
+                )
+            )
     finally:
         F.batch_norm = cudnn_bn
     return OK

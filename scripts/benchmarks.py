@@ -57,8 +57,9 @@ from nsys_analysis.common.files import OutputError, UsageError  # noqa: E402
 
 def parse_args(argv):
     """(parsed flags, the arguments after `--`)."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("command", choices=list(COMMANDS) + ["table"])
     p.add_argument("--data", help="Food-101 root (at least 12,000 images for the checks)")
     p.add_argument("--out", required=True, help="output directory")
@@ -66,19 +67,28 @@ def parse_args(argv):
     p.add_argument("--python-ref", help="the Python reference, seed_workload.py (compare)")
     p.add_argument("--steps", type=int, default=64, help="captured steps (compare, scan)")
     p.add_argument("--repeats", type=int, default=3, help="runs per NVTX/teardown measurement")
-    p.add_argument("--rounds", "--python-repeats", type=int, default=3,
-                   help="compare: rounds of (2) the loader-fed run and (3) the Python reference")
+    p.add_argument(
+        "--rounds",
+        "--python-repeats",
+        type=int,
+        default=3,
+        help="compare: rounds of (2) the loader-fed run and (3) the Python reference",
+    )
     p.add_argument("--timeout", type=float, default=300, help="seconds per run")
-    p.add_argument("--ncu-skip", type=int, default=700,
-                   help="ncu: kernel launches to skip (start-up and the warm-up step)")
+    p.add_argument(
+        "--ncu-skip",
+        type=int,
+        default=700,
+        help="ncu: kernel launches to skip (start-up and the warm-up step)",
+    )
     p.add_argument("--ncu-count", type=int, default=540, help="ncu: kernels to profile (one step)")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3, 4, 6, 8])
     p.add_argument("--prefetch", type=int, nargs="+", default=[2])
     p.add_argument("--units", nargs="+", default=["batch", "sample"])
     argv = list(sys.argv[1:] if argv is None else argv)
     # After `--`: flags for every train_resnet50 run (e.g. -- --device cpu --batch-size 4).
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    argv = argv[:argv.index("--")] if "--" in argv else argv
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
     args = p.parse_args(argv)
     if args.command not in ("table", "ncu") and not args.data:
         p.error("--data is required for %s" % args.command)
@@ -90,9 +100,11 @@ def parse_args(argv):
 def table(out):
     """`table`: the tables of the JSON files in out on stdout."""
     if not os.path.isdir(out):
-        print("benchmarks.py: error: --out %s: %s, expected the directory of the other commands' JSON "
-              "files" % (out, "no such directory" if not os.path.exists(out) else "not a directory"),
-              file=sys.stderr)
+        print(
+            "benchmarks.py: error: --out %s: %s, expected the directory of the other commands' JSON "
+            "files" % (out, "no such directory" if not os.path.exists(out) else "not a directory"),
+            file=sys.stderr,
+        )
         return USAGE
     sys.stdout.write(render_tables(out))
     return OK
@@ -105,9 +117,21 @@ def main(argv=None):
             return table(args.out)
         check_outputs(args.command, args.out)
         opts = BenchSettings(
-            out=args.out, data=args.data, binary=args.binary, python_ref=args.python_ref, steps=args.steps,
-            repeats=args.repeats, rounds=args.rounds, timeout=args.timeout, ncu_skip=args.ncu_skip,
-            ncu_count=args.ncu_count, workers=args.workers, prefetch=args.prefetch, units=args.units, extra=extra)
+            out=args.out,
+            data=args.data,
+            binary=args.binary,
+            python_ref=args.python_ref,
+            steps=args.steps,
+            repeats=args.repeats,
+            rounds=args.rounds,
+            timeout=args.timeout,
+            ncu_skip=args.ncu_skip,
+            ncu_count=args.ncu_count,
+            workers=args.workers,
+            prefetch=args.prefetch,
+            units=args.units,
+            extra=extra,
+        )
         return COMMANDS[args.command](opts)
     except UsageError as e:
         print("benchmarks.py: error: %s" % e, file=sys.stderr)

@@ -33,8 +33,13 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nsys_analysis.capture.kernels import KERNEL_FAMILIES  # noqa: E402
 from nsys_analysis.common.exit_status import FAILURE, OK, USAGE, exit_with  # noqa: E402
-from nsys_analysis.common.files import (OutputError, UsageError, check_output_file,  # noqa: E402
-                                        check_outputs_apart, write_text)
+from nsys_analysis.common.files import (
+    OutputError,
+    UsageError,
+    check_output_file,  # noqa: E402
+    check_outputs_apart,
+    write_text,
+)
 from nsys_analysis.common.formatting import fmt, table  # noqa: E402
 
 
@@ -48,12 +53,24 @@ def _valid_families(families):
     if not isinstance(families, list):
         return False
     for r in families:
-        if not (isinstance(r, dict) and isinstance(r.get("family"), str) and _number(r.get("total_ms"))
-                and all(_number(r[k]) for k in ("pct", "ms_per_step") if r.get(k) is not None)):
+        if not (
+            isinstance(r, dict)
+            and isinstance(r.get("family"), str)
+            and _number(r.get("total_ms"))
+            and all(_number(r[k]) for k in ("pct", "ms_per_step") if r.get(k) is not None)
+        ):
             return False
         parts = r.get("parts") or []
-        if not (isinstance(parts, list) and all(isinstance(p, dict) and "label" in p and _number(p.get("total_ms"))
-                                                and _number(p.get("pct")) for p in parts)):
+        if not (
+            isinstance(parts, list)
+            and all(
+                isinstance(p, dict)
+                and "label" in p
+                and _number(p.get("total_ms"))
+                and _number(p.get("pct"))
+                for p in parts
+            )
+        ):
             return False
     return True
 
@@ -68,10 +85,14 @@ def load(path):
     except ValueError as e:
         raise UsageError("%s: not JSON (%s)" % (path, e))
     if not isinstance(s, dict) or not s.get("kernel_families"):
-        raise UsageError("%s: no kernel_families (an export without kernels, or a summary written by an "
-                         "older analyze.py: run scripts/analyze.py on the export again)" % path)
+        raise UsageError(
+            "%s: no kernel_families (an export without kernels, or a summary written by an "
+            "older analyze.py: run scripts/analyze.py on the export again)" % path
+        )
     if not _valid_families(s["kernel_families"]):
-        raise UsageError("%s: kernel_families is not a list of families as analyze.py writes them" % path)
+        raise UsageError(
+            "%s: kernel_families is not a list of families as analyze.py writes them" % path
+        )
     if not (s.get("steps") is None or _number(s["steps"])):
         raise UsageError("%s: steps is %r, expected a number" % (path, s["steps"]))
     return s
@@ -79,7 +100,11 @@ def load(path):
 
 def family_table(summaries, names):
     """The Markdown lines of the side-by-side table."""
-    fams = [f for f in KERNEL_FAMILIES if any(r["family"] == f for s in summaries for r in s["kernel_families"])]
+    fams = [
+        f
+        for f in KERNEL_FAMILIES
+        if any(r["family"] == f for s in summaries for r in s["kernel_families"])
+    ]
     header = ["family"]
     for n in names:
         header += ["%s %%" % n, "%s ms/step" % n]
@@ -99,12 +124,26 @@ def family_table(summaries, names):
     rows.append(["images/s"] + sum(([fmt(s.get("images_per_s"), 1), ""] for s in summaries), []))
     lines = [table(header, rows, ["l"] + ["r"] * (2 * len(summaries)))]
     for name, s in zip(names, summaries):
-        other = next((r for r in s["kernel_families"] if r["family"] == "other" and r.get("parts")), None)
+        other = next(
+            (r for r in s["kernel_families"] if r["family"] == "other" and r.get("parts")), None
+        )
         if other:
             steps = s.get("steps") or None
-            lines.append("\nLargest in other, %s: %s" % (name, "; ".join(
-                "%s %s ms/step (%s%%)" % (p["label"], fmt(p["total_ms"] / steps if steps else None, 2),
-                                          fmt(p["pct"], 1)) for p in other["parts"])))
+            lines.append(
+                "\nLargest in other, %s: %s"
+                % (
+                    name,
+                    "; ".join(
+                        "%s %s ms/step (%s%%)"
+                        % (
+                            p["label"],
+                            fmt(p["total_ms"] / steps if steps else None, 2),
+                            fmt(p["pct"], 1),
+                        )
+                        for p in other["parts"]
+                    ),
+                )
+            )
     return lines
 
 
@@ -116,8 +155,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     try:
         if args.names and len(args.names) != len(args.summaries):
-            raise UsageError("--names: expected %d names (one per summary), got %d"
-                             % (len(args.summaries), len(args.names)))
+            raise UsageError(
+                "--names: expected %d names (one per summary), got %d"
+                % (len(args.summaries), len(args.names))
+            )
         if args.out is not None:
             check_output_file("--out", args.out)
             check_outputs_apart([("--out", args.out)], [("summary", p) for p in args.summaries])
@@ -125,7 +166,9 @@ def main(argv=None):
     except UsageError as e:
         print("kernel_families.py: error: %s" % e, file=sys.stderr)
         return USAGE
-    names = args.names or [os.path.basename(os.path.dirname(os.path.abspath(p))) for p in args.summaries]
+    names = args.names or [
+        os.path.basename(os.path.dirname(os.path.abspath(p))) for p in args.summaries
+    ]
     text = "\n".join(family_table(summaries, names)) + "\n"
     sys.stdout.write(text)
     if args.out:

@@ -37,8 +37,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nsys_analysis.common.exit_status import FAILURE, OK, USAGE, exit_with  # noqa: E402
-from nsys_analysis.common.files import (OutputError, UsageError, check_input_file,  # noqa: E402
-                                        check_output_file, check_outputs_apart, write_text)
+from nsys_analysis.common.files import (
+    OutputError,
+    UsageError,
+    check_input_file,  # noqa: E402
+    check_output_file,
+    check_outputs_apart,
+    write_text,
+)
 from nsys_analysis.common.formatting import fmt, table  # noqa: E402
 
 
@@ -69,8 +75,10 @@ def load(path):
     eval_top5, eval_loss or None), and its training section. Raises UsageError naming the file."""
     check_input_file("report", path, "a train_resnet50 --report JSON")
     if os.path.getsize(path) > MAX_REPORT_BYTES:
-        raise UsageError("%s: %d bytes, more than the %d a run report holds"
-                         % (path, os.path.getsize(path), MAX_REPORT_BYTES))
+        raise UsageError(
+            "%s: %d bytes, more than the %d a run report holds"
+            % (path, os.path.getsize(path), MAX_REPORT_BYTES)
+        )
     try:
         with open(path) as f:
             doc = json.load(f)
@@ -79,29 +87,55 @@ def load(path):
     except ValueError as e:
         raise UsageError("%s: not JSON (%s)" % (path, e))
     if not isinstance(doc, dict) or doc.get("program") not in PROGRAMS:
-        raise UsageError("%s: not a train_resnet50 or reference_epochs.py report (no \"program\": "
-                         "\"train_resnet50\")" % path)
+        raise UsageError(
+            '%s: not a train_resnet50 or reference_epochs.py report (no "program": '
+            '"train_resnet50")' % path
+        )
     training = doc.get("training")
     if not isinstance(training, dict) or not isinstance(training.get("epochs"), list):
-        raise UsageError("%s: no training.epochs (a run of --warmup + --steps, not --epochs)" % path)
+        raise UsageError(
+            "%s: no training.epochs (a run of --warmup + --steps, not --epochs)" % path
+        )
     epochs = []
     for i, e in enumerate(training["epochs"]):
-        if not (isinstance(e, dict) and all(_number(e.get(k)) for k in ("epoch", "elapsed_s", "images_per_s"))
-                and "train_loss" in e and _loss(e["train_loss"]) is not None):
-            raise UsageError("%s: training.epochs[%d] lacks a number for epoch, train_loss, elapsed_s or "
-                             "images_per_s" % (path, i))
+        if not (
+            isinstance(e, dict)
+            and all(_number(e.get(k)) for k in ("epoch", "elapsed_s", "images_per_s"))
+            and "train_loss" in e
+            and _loss(e["train_loss"]) is not None
+        ):
+            raise UsageError(
+                "%s: training.epochs[%d] lacks a number for epoch, train_loss, elapsed_s or "
+                "images_per_s" % (path, i)
+            )
         ev = e.get("eval")
-        if ev is not None and not (isinstance(ev, dict) and all(_number(ev.get(k)) for k in ("top1", "top5"))
-                                   and "loss" in ev and _loss(ev["loss"]) is not None):
-            raise UsageError("%s: training.epochs[%d].eval lacks a number for top1, top5 or loss" % (path, i))
-        epochs.append({"epoch": int(e["epoch"]) + 1, "train_loss": _loss(e["train_loss"]),
-                       "elapsed_s": e["elapsed_s"], "images_per_s": e["images_per_s"],
-                       "eval_top1": ev["top1"] if ev else None, "eval_top5": ev["top5"] if ev else None,
-                       "eval_loss": _loss(ev["loss"]) if ev else None, "resumed": bool(e.get("resumed"))})
+        if ev is not None and not (
+            isinstance(ev, dict)
+            and all(_number(ev.get(k)) for k in ("top1", "top5"))
+            and "loss" in ev
+            and _loss(ev["loss"]) is not None
+        ):
+            raise UsageError(
+                "%s: training.epochs[%d].eval lacks a number for top1, top5 or loss" % (path, i)
+            )
+        epochs.append(
+            {
+                "epoch": int(e["epoch"]) + 1,
+                "train_loss": _loss(e["train_loss"]),
+                "elapsed_s": e["elapsed_s"],
+                "images_per_s": e["images_per_s"],
+                "eval_top1": ev["top1"] if ev else None,
+                "eval_top5": ev["top5"] if ev else None,
+                "eval_loss": _loss(ev["loss"]) if ev else None,
+                "resumed": bool(e.get("resumed")),
+            }
+        )
     if doc.get("nonfinite_loss"):
         training = dict(training, nonfinite_loss=doc["nonfinite_loss"])
     if not epochs:
-        raise UsageError("%s: training.epochs is empty (the run stopped before its first epoch ended)" % path)
+        raise UsageError(
+            "%s: training.epochs is empty (the run stopped before its first epoch ended)" % path
+        )
     return epochs, training
 
 
@@ -111,28 +145,54 @@ def _pct(v):
 
 def run_table(name, epochs, training):
     """Markdown lines for one run."""
-    rows = [[str(e["epoch"]) + (" (resumed)" if e["resumed"] else ""), fmt(e["train_loss"], 4),
-             fmt(e["eval_loss"], 4) if e["eval_loss"] is not None else "-", _pct(e["eval_top1"]),
-             _pct(e["eval_top5"]), fmt(e["images_per_s"], 1), fmt(e["elapsed_s"], 1)] for e in epochs]
-    lines = ["### %s" % name, "",
-             table(["epoch", "train loss", "eval loss", "top-1 %", "top-5 %", "images/s", "wall s"], rows,
-                   ["l"] + ["r"] * 6)]
+    rows = [
+        [
+            str(e["epoch"]) + (" (resumed)" if e["resumed"] else ""),
+            fmt(e["train_loss"], 4),
+            fmt(e["eval_loss"], 4) if e["eval_loss"] is not None else "-",
+            _pct(e["eval_top1"]),
+            _pct(e["eval_top5"]),
+            fmt(e["images_per_s"], 1),
+            fmt(e["elapsed_s"], 1),
+        ]
+        for e in epochs
+    ]
+    lines = [
+        "### %s" % name,
+        "",
+        table(
+            ["epoch", "train loss", "eval loss", "top-1 %", "top-5 %", "images/s", "wall s"],
+            rows,
+            ["l"] + ["r"] * 6,
+        ),
+    ]
     scored = [e for e in epochs if e["eval_top1"] is not None]
     if scored:
         best = max(scored, key=lambda e: e["eval_top1"])
-        lines += ["", "Best top-1 %s%% after epoch %d, at %s s." % (_pct(best["eval_top1"]), best["epoch"],
-                                                                   fmt(best["elapsed_s"], 1))]
+        lines += [
+            "",
+            "Best top-1 %s%% after epoch %d, at %s s."
+            % (_pct(best["eval_top1"]), best["epoch"], fmt(best["elapsed_s"], 1)),
+        ]
     if training.get("nonfinite_loss"):
-        lines.append("A loss was not finite at %s: the figures after it are no result."
-                     % training["nonfinite_loss"])
+        lines.append(
+            "A loss was not finite at %s: the figures after it are no result."
+            % training["nonfinite_loss"]
+        )
     if training.get("target_top1") is not None:
-        lines.append("Target top-1 %s%%: %s." % (_pct(training["target_top1"]),
-                                                 "reached" if training.get("target_reached") else "not reached"))
+        lines.append(
+            "Target top-1 %s%%: %s."
+            % (
+                _pct(training["target_top1"]),
+                "reached" if training.get("target_reached") else "not reached",
+            )
+        )
     return lines + [""]
 
 
 def draw(runs, path):
     from nsys_analysis.common.plotting import SEED_COLORS, require_matplotlib, save_figure
+
     plt = require_matplotlib()
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
     for i, (name, epochs) in enumerate(runs):
@@ -140,13 +200,32 @@ def draw(runs, path):
         for col, key in ((0, "epoch"), (1, "elapsed_s")):
             xs = [e[key] for e in epochs]
             ax = axes[0][col]
-            ax.plot(xs, [e["train_loss"] for e in epochs], "-o", color=colour, ms=3, label="%s train" % name)
+            ax.plot(
+                xs,
+                [e["train_loss"] for e in epochs],
+                "-o",
+                color=colour,
+                ms=3,
+                label="%s train" % name,
+            )
             scored = [e for e in epochs if e["eval_loss"] is not None]
-            ax.plot([e[key] for e in scored], [e["eval_loss"] for e in scored], "--s", color=colour, ms=3,
-                    label="%s eval" % name)
+            ax.plot(
+                [e[key] for e in scored],
+                [e["eval_loss"] for e in scored],
+                "--s",
+                color=colour,
+                ms=3,
+                label="%s eval" % name,
+            )
             ax = axes[1][col]
-            ax.plot([e[key] for e in scored], [100.0 * e["eval_top1"] for e in scored], "-o", color=colour,
-                    ms=3, label=name)
+            ax.plot(
+                [e[key] for e in scored],
+                [100.0 * e["eval_top1"] for e in scored],
+                "-o",
+                color=colour,
+                ms=3,
+                label=name,
+            )
     axes[0][0].set_title("loss by epoch")
     axes[0][1].set_title("loss by wall time")
     axes[1][0].set_title("test top-1 by epoch")
@@ -169,25 +248,35 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("reports", nargs="+", metavar="REPORT.json")
     ap.add_argument("--names", nargs="+", help="run names, one per report")
-    ap.add_argument("--out", default="learning_curve.png", help="the figure (default learning_curve.png)")
+    ap.add_argument(
+        "--out", default="learning_curve.png", help="the figure (default learning_curve.png)"
+    )
     ap.add_argument("--table", help="also write the tables here (Markdown)")
     ap.add_argument("--no-figures", action="store_true", help="print the tables only")
     args = ap.parse_args(argv)
     try:
         if args.names and len(args.names) != len(args.reports):
-            raise UsageError("--names: expected %d names (one per report), got %d"
-                             % (len(args.reports), len(args.names)))
+            raise UsageError(
+                "--names: expected %d names (one per report), got %d"
+                % (len(args.reports), len(args.names))
+            )
         if not args.no_figures:
             if os.path.splitext(args.out)[1].lower() not in FIGURE_FORMATS:
-                raise UsageError("--out %s: expected a figure file (%s), got '%s'"
-                                 % (args.out, ", ".join(FIGURE_FORMATS),
-                                    os.path.splitext(args.out)[1] or "no extension"))
+                raise UsageError(
+                    "--out %s: expected a figure file (%s), got '%s'"
+                    % (
+                        args.out,
+                        ", ".join(FIGURE_FORMATS),
+                        os.path.splitext(args.out)[1] or "no extension",
+                    )
+                )
             check_output_file("--out", args.out)
         if args.table is not None:
             check_output_file("--table", args.table)
-        check_outputs_apart([("--out", None if args.no_figures else args.out),
-                             ("--table", args.table)],
-                            [("report", p) for p in args.reports])
+        check_outputs_apart(
+            [("--out", None if args.no_figures else args.out), ("--table", args.table)],
+            [("report", p) for p in args.reports],
+        )
         loaded = [load(p) for p in args.reports]
     except UsageError as e:
         print("learning_curve.py: error: %s" % e, file=sys.stderr)

@@ -56,6 +56,7 @@ def class_name(path):
 def view(photo, rng):
     """One random view of the PIL image photo (RGB), as a PIL image."""
     from PIL import ImageEnhance, ImageOps
+
     w, h = photo.size
     for _ in range(20):
         area = w * h * rng.uniform(0.3, 1.0)
@@ -72,7 +73,9 @@ def view(photo, rng):
     for enhance in (ImageEnhance.Brightness, ImageEnhance.Contrast, ImageEnhance.Color):
         img = enhance(img).enhance(rng.uniform(0.7, 1.3))
     scale = 512.0 / max(img.size)
-    return img.resize((max(1, int(round(img.size[0] * scale))), max(1, int(round(img.size[1] * scale)))))
+    return img.resize(
+        (max(1, int(round(img.size[0] * scale))), max(1, int(round(img.size[1] * scale))))
+    )
 
 
 # The file that marks a tree as this script's (--replace replaces no other).
@@ -89,11 +92,15 @@ def check_out(out, replace):
     root = os.path.join(out, "food-101")
     if os.path.lexists(root):
         if not replace:
-            raise UsageError("%s already exists: give another OUT, or --replace to replace a tree this "
-                             "script made" % root)
+            raise UsageError(
+                "%s already exists: give another OUT, or --replace to replace a tree this "
+                "script made" % root
+            )
         if not os.path.isfile(os.path.join(root, MARKER)):
-            raise UsageError("--replace: %s was not made by photo_dataset.py (no %s): it is left as it "
-                             "is; give another OUT" % (root, MARKER))
+            raise UsageError(
+                "--replace: %s was not made by photo_dataset.py (no %s): it is left as it "
+                "is; give another OUT" % (root, MARKER)
+            )
     parent = out if os.path.isdir(out) else os.path.dirname(os.path.abspath(out))
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError("OUT %s: is not a directory" % out)
@@ -118,6 +125,7 @@ def write(out, photos, per_class, test_fraction, seed):
 
 def _write_tree(root, photos, per_class, test_fraction, seed):
     from PIL import Image
+
     names = [class_name(p) for p in photos]
     splits = {"train": {}, "test": {}}
     n_test = test_images(per_class, test_fraction)
@@ -129,12 +137,19 @@ def _write_tree(root, photos, per_class, test_fraction, seed):
             raise RuntimeError("%s: cannot decode it (%s)" % (path, e))
         folder = os.path.join(root, "images", name)
         os.makedirs(folder, exist_ok=True)
-        for split, first, count in (("train", 0, per_class - n_test), ("test", per_class - n_test, n_test)):
-            rng = random.Random("%d/%s/%d" % (seed, split, k))  # separate streams per split and class
+        for split, first, count in (
+            ("train", 0, per_class - n_test),
+            ("test", per_class - n_test, n_test),
+        ):
+            rng = random.Random(
+                "%d/%s/%d" % (seed, split, k)
+            )  # separate streams per split and class
             ids = []
             for i in range(first, first + count):
                 img_id = "%s/%d" % (name, i)
-                view(photo, rng).save(os.path.join(root, "images", img_id + ".jpg"), quality=rng.randint(60, 95))
+                view(photo, rng).save(
+                    os.path.join(root, "images", img_id + ".jpg"), quality=rng.randint(60, 95)
+                )
                 ids.append(img_id)
             splits[split][name] = ids
     meta = os.path.join(root, "meta")
@@ -149,8 +164,15 @@ def _write_tree(root, photos, per_class, test_fraction, seed):
         with open(os.path.join(meta, split + ".json"), "w") as f:
             json.dump(by_class, f)
     with open(os.path.join(root, MARKER), "w") as f:
-        json.dump({"photos": [os.path.abspath(p) for p in photos], "per_class": per_class,
-                   "test_fraction": test_fraction, "seed": seed}, f)
+        json.dump(
+            {
+                "photos": [os.path.abspath(p) for p in photos],
+                "per_class": per_class,
+                "test_fraction": test_fraction,
+                "seed": seed,
+            },
+            f,
+        )
     return len(names) * (per_class - n_test), len(names) * n_test
 
 
@@ -158,16 +180,27 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", help="the directory to hold food-101/")
     ap.add_argument("photos", nargs="+", metavar="PHOTO.jpg")
-    ap.add_argument("--per-class", type=positive_int, default=200, help="images a class (default 200)")
-    ap.add_argument("--test-fraction", type=fraction_below_one, default=0.25,
-                    help="share of each class in meta/test.txt (default 0.25)")
+    ap.add_argument(
+        "--per-class", type=positive_int, default=200, help="images a class (default 200)"
+    )
+    ap.add_argument(
+        "--test-fraction",
+        type=fraction_below_one,
+        default=0.25,
+        help="share of each class in meta/test.txt (default 0.25)",
+    )
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--replace", action="store_true",
-                    help="replace an OUT/food-101 that this script made (never another)")
+    ap.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace an OUT/food-101 that this script made (never another)",
+    )
     args = ap.parse_args(argv)
     try:
         if len(args.photos) < 2:
-            raise UsageError("expected at least two photos (one class each), got %d" % len(args.photos))
+            raise UsageError(
+                "expected at least two photos (one class each), got %d" % len(args.photos)
+            )
         for p in args.photos:
             check_input_file("photo", p, "an image file")
         names = [class_name(p) for p in args.photos]
@@ -175,12 +208,17 @@ def main(argv=None):
         if dupes:
             raise UsageError("two photos make the class %s: rename one" % dupes[0])
         if args.per_class < 2:
-            raise UsageError("--per-class: expected 2 or more (a training and a test image), got %d" % args.per_class)
+            raise UsageError(
+                "--per-class: expected 2 or more (a training and a test image), got %d"
+                % args.per_class
+            )
         n_test = test_images(args.per_class, args.test_fraction)
         if n_test >= args.per_class:
-            raise UsageError("--per-class %d --test-fraction %g: puts all %d images of a class in the test "
-                             "split, none in training; give more images or a smaller fraction"
-                             % (args.per_class, args.test_fraction, args.per_class))
+            raise UsageError(
+                "--per-class %d --test-fraction %g: puts all %d images of a class in the test "
+                "split, none in training; give more images or a smaller fraction"
+                % (args.per_class, args.test_fraction, args.per_class)
+            )
         check_out(args.out, args.replace)
     except UsageError as e:
         print("photo_dataset.py: error: %s" % e, file=sys.stderr)
@@ -190,8 +228,10 @@ def main(argv=None):
     except (RuntimeError, OSError) as e:
         print("photo_dataset.py: error: %s" % e, file=sys.stderr)
         return FAILURE
-    print("photo_dataset.py: %d classes, %d training and %d test images in %s"
-          % (len(args.photos), train, test, os.path.join(args.out, "food-101")))
+    print(
+        "photo_dataset.py: %d classes, %d training and %d test images in %s"
+        % (len(args.photos), train, test, os.path.join(args.out, "food-101"))
+    )
     return OK
 
 

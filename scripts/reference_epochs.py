@@ -31,19 +31,30 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nsys_analysis.common.argtypes import positive_int, unit_fraction  # noqa: E402
 from nsys_analysis.common.exit_status import FAILURE, OK, USAGE, exit_with  # noqa: E402
-from nsys_analysis.common.files import OutputError, UsageError, check_output_file, write_text  # noqa: E402
+from nsys_analysis.common.files import (
+    OutputError,
+    UsageError,
+    check_output_file,
+    write_text,
+)  # noqa: E402
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("root", help="the directory holding food-101/")
     p.add_argument("--epochs", type=positive_int, default=10)
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--workers", type=int, default=12, help="DataLoader processes (default 12)")
     p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     p.add_argument("--lr", type=float, help="peak LR (default 0.1 x batch / 256)")
-    p.add_argument("--warmup-share", type=unit_fraction, default=0.25, help="share of the steps warming up (default 0.25)")
+    p.add_argument(
+        "--warmup-share",
+        type=unit_fraction,
+        default=0.25,
+        help="share of the steps warming up (default 0.25)",
+    )
     p.add_argument("--label-smoothing", type=unit_fraction, default=0.0)
     p.add_argument("--seed", type=int, default=2026)
     p.add_argument("--report", help="write the per-epoch records here (JSON)")
@@ -62,7 +73,9 @@ def lr_factor(step, warmup, total):
         return (step + 1) / warmup
     if step >= total:
         step = total - 1
-    return (1 + math.cos(math.pi * (step - warmup) / (total - warmup))) / 2 if total > warmup else 1.0
+    return (
+        (1 + math.cos(math.pi * (step - warmup) / (total - warmup))) / 2 if total > warmup else 1.0
+    )
 
 
 def train(args):
@@ -71,20 +84,34 @@ def train(args):
         import torchvision
         from torchvision import datasets, transforms
     except ImportError as e:
-        raise RuntimeError("PyTorch or torchvision is not importable by %s (%s)" % (sys.executable, e)) from None
+        raise RuntimeError(
+            "PyTorch or torchvision is not importable by %s (%s)" % (sys.executable, e)
+        ) from None
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA device for PyTorch %s" % torch.__version__)
     torch.manual_seed(args.seed)
     dev = torch.device("cuda")
     norm = transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
-    train_tf = transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(),
-                                   transforms.ToTensor(), norm])
-    eval_tf = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(), norm])
+    train_tf = transforms.Compose(
+        [
+            transforms.RandomResizedCrop(224),
+            transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(),
+            norm,
+        ]
+    )
+    eval_tf = transforms.Compose(
+        [transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(), norm]
+    )
     train_ds = datasets.Food101(root=args.root, split="train", transform=train_tf, download=False)
     test_ds = datasets.Food101(root=args.root, split="test", transform=eval_tf, download=False)
     common = dict(num_workers=args.workers, pin_memory=True, persistent_workers=args.workers > 0)
-    train_dl = torch.utils.data.DataLoader(train_ds, batch_size=args.batch_size, shuffle=True, drop_last=True, **common)
-    test_dl = torch.utils.data.DataLoader(test_ds, batch_size=args.batch_size, shuffle=False, **common)
+    train_dl = torch.utils.data.DataLoader(
+        train_ds, batch_size=args.batch_size, shuffle=True, drop_last=True, **common
+    )
+    test_dl = torch.utils.data.DataLoader(
+        test_ds, batch_size=args.batch_size, shuffle=False, **common
+    )
     model = torchvision.models.resnet50(weights=None, num_classes=len(train_ds.classes))
     model = model.to(dev, memory_format=torch.channels_last)
     peak = args.lr if args.lr is not None else 0.1 * args.batch_size / 256
@@ -125,31 +152,67 @@ def train(args):
                 with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
                     logits = model(images)
                 logits = logits.float()
-                eval_loss += torch.nn.functional.cross_entropy(logits, labels, reduction="sum").item()
+                eval_loss += torch.nn.functional.cross_entropy(
+                    logits, labels, reduction="sum"
+                ).item()
                 top = logits.topk(min(5, logits.shape[1]), dim=1).indices
                 hit = top.eq(labels.unsqueeze(1))
                 hits1 += int(hit[:, 0].sum())
                 hits5 += int(hit.any(1).sum())
                 seen += labels.numel()
         eval_ms = (time.perf_counter() - t1) * 1e3
-        record = {"epoch": epoch, "steps": steps_per_epoch, "train_loss": train_loss, "train_s": train_s,
-                  "images_per_s": steps_per_epoch * args.batch_size / train_s,
-                  "epoch_s": time.perf_counter() - t0, "elapsed_s": time.perf_counter() - started,
-                  "lr": opt.param_groups[0]["lr"],
-                  "eval": {"images": seen, "top1": hits1 / seen, "top5": hits5 / seen, "loss": eval_loss / seen,
-                           "ms": eval_ms, "steps": len(test_dl)},
-                  "checkpoint": None}
+        record = {
+            "epoch": epoch,
+            "steps": steps_per_epoch,
+            "train_loss": train_loss,
+            "train_s": train_s,
+            "images_per_s": steps_per_epoch * args.batch_size / train_s,
+            "epoch_s": time.perf_counter() - t0,
+            "elapsed_s": time.perf_counter() - started,
+            "lr": opt.param_groups[0]["lr"],
+            "eval": {
+                "images": seen,
+                "top1": hits1 / seen,
+                "top5": hits5 / seen,
+                "loss": eval_loss / seen,
+                "ms": eval_ms,
+                "steps": len(test_dl),
+            },
+            "checkpoint": None,
+        }
         epochs.append(record)
-        print("[epoch %d/%d] loss %.4f | top-1 %.2f%% top-5 %.2f%% (eval loss %.4f, %.1f s) | %.1f images/s | %.1f s"
-              % (epoch + 1, args.epochs, train_loss, 100 * record["eval"]["top1"], 100 * record["eval"]["top5"],
-                 record["eval"]["loss"], eval_ms / 1e3, record["images_per_s"], record["epoch_s"]), flush=True)
+        print(
+            "[epoch %d/%d] loss %.4f | top-1 %.2f%% top-5 %.2f%% (eval loss %.4f, %.1f s) | %.1f images/s | %.1f s"
+            % (
+                epoch + 1,
+                args.epochs,
+                train_loss,
+                100 * record["eval"]["top1"],
+                100 * record["eval"]["top5"],
+                record["eval"]["loss"],
+                eval_ms / 1e3,
+                record["images_per_s"],
+                record["epoch_s"],
+            ),
+            flush=True,
+        )
     best = max(epochs, key=lambda e: e["eval"]["top1"])
-    return {"program": "reference_epochs", "config": dict(vars(args), peak_lr=peak, warmup_steps=warmup,
-                                                          total_steps=total),
-            "torch": torch.__version__, "torchvision": torchvision.__version__,
-            "training": {"epochs_planned": args.epochs, "resumed_from": None, "best_top1": best["eval"]["top1"],
-                         "best_top1_epoch": best["epoch"], "time_to_best_top1_s": best["elapsed_s"],
-                         "target_top1": None, "target_reached": False, "epochs": epochs}}
+    return {
+        "program": "reference_epochs",
+        "config": dict(vars(args), peak_lr=peak, warmup_steps=warmup, total_steps=total),
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "training": {
+            "epochs_planned": args.epochs,
+            "resumed_from": None,
+            "best_top1": best["eval"]["top1"],
+            "best_top1_epoch": best["epoch"],
+            "time_to_best_top1_s": best["elapsed_s"],
+            "target_top1": None,
+            "target_reached": False,
+            "epochs": epochs,
+        },
+    }
 
 
 def main(argv=None):

@@ -45,9 +45,22 @@ from nsys_analysis.common.exit_status import DEADLINE, FAILURE, OK, USAGE, exit_
 from nsys_analysis.common.files import OutputError, UsageError, check_input_file  # noqa: E402
 from nsys_analysis.common.paths import default_train_binary  # noqa: E402
 from nsys_analysis.common.plotting import require_matplotlib  # noqa: E402
-from nsys_analysis.sweep.plan import (DEFAULT_CONFIGS, DEFAULT_SEEDS, ConfigError, expected_steps,  # noqa: E402
-                                      load_configs, make_plan, run_args, select_configs)
-from nsys_analysis.sweep.runs import DeadlineReached, SweepSettings, check_run_outputs, run_sweep  # noqa: E402
+from nsys_analysis.sweep.plan import (
+    DEFAULT_CONFIGS,
+    DEFAULT_SEEDS,
+    ConfigError,
+    expected_steps,  # noqa: E402
+    load_configs,
+    make_plan,
+    run_args,
+    select_configs,
+)
+from nsys_analysis.sweep.runs import (
+    DeadlineReached,
+    SweepSettings,
+    check_run_outputs,
+    run_sweep,
+)  # noqa: E402
 from nsys_analysis.sweep.tables import check_outputs, write_outputs  # noqa: E402
 
 
@@ -57,35 +70,81 @@ def parse_args(argv):
     extra = []
     if "--" in argv:
         i = argv.index("--")
-        argv, extra = argv[:i], argv[i + 1:]
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n".join(__doc__.split("\n")[2:]))
+        argv, extra = argv[:i], argv[i + 1 :]
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(__doc__.split("\n")[2:]),
+    )
     p.add_argument("--data", help="dataset root passed to every run as --data")
-    p.add_argument("--binary", default=default_train_binary(),
-                   help="train_resnet50 or any executable taking its flags (default: $TRAIN_BIN, else build/bin/train_resnet50)")
+    p.add_argument(
+        "--binary",
+        default=default_train_binary(),
+        help="train_resnet50 or any executable taking its flags (default: $TRAIN_BIN, else build/bin/train_resnet50)",
+    )
     p.add_argument("--configs", help="JSON file of configurations replacing the article's eight")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these configurations")
-    p.add_argument("--seeds", nargs="+", type=int, default=list(DEFAULT_SEEDS), help="seeds (default 2026 2027)")
-    p.add_argument("--order-seed", type=int, default=1, help="seed of the shuffled run order (default 1)")
-    p.add_argument("--timeout", type=float, default=600, help="seconds per run attempt; one retry (default 600)")
-    p.add_argument("--out", default=os.path.join("out", "sweep"), help="output directory (default out/sweep)")
-    p.add_argument("--no-nsys", action="store_true", help="run the binary directly; use only the run reports")
-    p.add_argument("--no-untraced", action="store_true",
-                   help="no untraced run after each captured one (the capture's cost then unknown)")
+    p.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        default=list(DEFAULT_SEEDS),
+        help="seeds (default 2026 2027)",
+    )
+    p.add_argument(
+        "--order-seed", type=int, default=1, help="seed of the shuffled run order (default 1)"
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=600,
+        help="seconds per run attempt; one retry (default 600)",
+    )
+    p.add_argument(
+        "--out", default=os.path.join("out", "sweep"), help="output directory (default out/sweep)"
+    )
+    p.add_argument(
+        "--no-nsys", action="store_true", help="run the binary directly; use only the run reports"
+    )
+    p.add_argument(
+        "--no-untraced",
+        action="store_true",
+        help="no untraced run after each captured one (the capture's cost then unknown)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the shuffled plan and exit")
-    p.add_argument("--resume", action="store_true",
-                   help="keep runs that finished in an earlier sweep into the same --out")
-    p.add_argument("--deadline", type=float, default=0,
-                   help="start no new run after this many seconds (one run at least); exit 4 "
-                        "(continue with --resume)")
-    p.add_argument("--no-figures", action="store_true", help="skip figures 4 and 5 (no matplotlib needed)")
-    p.add_argument("--run-figures", action="store_true", help="also draw figures 1-3 and 5 for every capture")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep runs that finished in an earlier sweep into the same --out",
+    )
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=0,
+        help="start no new run after this many seconds (one run at least); exit 4 "
+        "(continue with --resume)",
+    )
+    p.add_argument(
+        "--no-figures", action="store_true", help="skip figures 4 and 5 (no matplotlib needed)"
+    )
+    p.add_argument(
+        "--run-figures", action="store_true", help="also draw figures 1-3 and 5 for every capture"
+    )
     p.add_argument("--profile-script", default=SweepSettings.profile_script, help=argparse.SUPPRESS)
-    p.add_argument("--fig5-left", nargs="+", default=["reset_8", "reuse_8"], metavar="NAME",
-                   help="configurations in figure 5's left panel (default reset_8 reuse_8)")
-    p.add_argument("--fig5-right", nargs="+", default=["reuse_64"], metavar="NAME",
-                   help="configurations in figure 5's right panel (default reuse_64)")
+    p.add_argument(
+        "--fig5-left",
+        nargs="+",
+        default=["reset_8", "reuse_8"],
+        metavar="NAME",
+        help="configurations in figure 5's left panel (default reset_8 reuse_8)",
+    )
+    p.add_argument(
+        "--fig5-right",
+        nargs="+",
+        default=["reuse_64"],
+        metavar="NAME",
+        help="configurations in figure 5's right panel (default reuse_64)",
+    )
     a = p.parse_args(argv)
     if not (a.timeout > 0 and math.isfinite(a.timeout)):
         p.error("expected --timeout > 0 seconds, got %g" % a.timeout)
@@ -110,10 +169,15 @@ def plan_runs(a, extra):
 def check_environment(a, settings, plan):
     """The binary, nsys, matplotlib and every output path, before any run; returns an error message or None."""
     if not (os.path.isfile(a.binary) and os.access(a.binary, os.X_OK)):
-        return ("expected an executable --binary, got %s (build train_resnet50 or pass --binary)" % a.binary)
+        return (
+            "expected an executable --binary, got %s (build train_resnet50 or pass --binary)"
+            % a.binary
+        )
     if not a.no_nsys and shutil.which("nsys") is None:
-        return ("nsys (Nsight Systems CLI) is not on PATH; add it, or pass --no-nsys to use the run reports "
-                "alone")
+        return (
+            "nsys (Nsight Systems CLI) is not on PATH; add it, or pass --no-nsys to use the run reports "
+            "alone"
+        )
     check_outputs(settings, figures=not a.no_figures)
     check_run_outputs(plan, settings)
     if not a.no_figures or a.run_figures:
@@ -130,16 +194,34 @@ def main(argv=None):
         return USAGE
     if a.dry_run:
         for i, (name, seed) in enumerate(plan, 1):
-            print("%2d. %s seed %d: %s" % (i, name, seed, " ".join(run_args(configs[name], seed, a.data, extra))))
+            print(
+                "%2d. %s seed %d: %s"
+                % (i, name, seed, " ".join(run_args(configs[name], seed, a.data, extra)))
+            )
         if not (a.no_nsys or a.no_untraced):
-            print("sweep: each captured run is followed by its untraced run, the same command without nsys "
-                  "(--no-untraced: none)", file=sys.stderr)
+            print(
+                "sweep: each captured run is followed by its untraced run, the same command without nsys "
+                "(--no-untraced: none)",
+                file=sys.stderr,
+            )
         return OK
     settings = SweepSettings(
-        out=a.out, binary=a.binary, data=a.data, extra=extra, seeds=a.seeds, order_seed=a.order_seed,
-        timeout=a.timeout, no_nsys=a.no_nsys, run_figures=a.run_figures, resume=a.resume, deadline=a.deadline,
-        fig5_left=a.fig5_left, fig5_right=a.fig5_right, profile_script=a.profile_script,
-        untraced=not a.no_untraced)
+        out=a.out,
+        binary=a.binary,
+        data=a.data,
+        extra=extra,
+        seeds=a.seeds,
+        order_seed=a.order_seed,
+        timeout=a.timeout,
+        no_nsys=a.no_nsys,
+        run_figures=a.run_figures,
+        resume=a.resume,
+        deadline=a.deadline,
+        fig5_left=a.fig5_left,
+        fig5_right=a.fig5_right,
+        profile_script=a.profile_script,
+        untraced=not a.no_untraced,
+    )
     try:
         error = check_environment(a, settings, plan)
     except UsageError as e:
@@ -157,8 +239,10 @@ def main(argv=None):
         print("sweep: error: %s" % e, file=sys.stderr)
         return FAILURE
     excluded = [r for r in results if not r.aggregated]
-    print("sweep: %d of %d runs aggregated; table in %s" % (
-        len(results) - len(excluded), len(results), os.path.join(a.out, "sweep.md")))
+    print(
+        "sweep: %d of %d runs aggregated; table in %s"
+        % (len(results) - len(excluded), len(results), os.path.join(a.out, "sweep.md"))
+    )
     return FAILURE if excluded else OK
 
 

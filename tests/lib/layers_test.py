@@ -61,8 +61,13 @@ def violations(root):
         with open(path, errors="replace") as f:
             for top, folder in INCLUDE.findall(f.read()):
                 if top == "lib":
-                    found.append((os.path.relpath(path, root), "lib/" + folder,
-                                  "data_pipeline includes lib/"))
+                    found.append(
+                        (
+                            os.path.relpath(path, root),
+                            "lib/" + folder,
+                            "data_pipeline includes lib/",
+                        )
+                    )
     return found
 
 
@@ -88,10 +93,12 @@ class LayersTest(unittest.TestCase):
     def test_a_violation_is_found(self):
         """The checker itself, on a small tree with one include up and one sideways."""
         with tempfile.TemporaryDirectory() as tmp:
+
             def write(rel, text):
                 os.makedirs(os.path.dirname(os.path.join(tmp, rel)), exist_ok=True)
                 with open(os.path.join(tmp, rel), "w") as f:
                     f.write(text)
+
             write("lib/CMakeLists.txt", "foreach(layer core run)\n")
             write("lib/core/a.h", '#include "lib/run/b.h"\n')
             write("lib/run/b.h", '#include "lib/core/a.h"\n#include "lib/core/sub/c.h"\n')
@@ -100,8 +107,9 @@ class LayersTest(unittest.TestCase):
             write("data_pipeline/x.h", '#include "lib/core/a.h"\n')
             found = violations(tmp)
             self.assertIn(("lib/core/a.h", "lib/run", "includes a layer above core"), found)
-            self.assertIn(("lib/extra", "", "a folder that is no layer of lib/CMakeLists.txt"),
-                          found)
+            self.assertIn(
+                ("lib/extra", "", "a folder that is no layer of lib/CMakeLists.txt"), found
+            )
             self.assertIn(("data_pipeline/x.h", "lib/core", "data_pipeline includes lib/"), found)
             self.assertEqual(len(found), 3, found)
 

@@ -13,6 +13,8 @@ nsys_analysis and the command lines' modules (benchmarks, kernel_families) of th
 import os
 import sys
 
-_SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts")
+_SCRIPTS = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts"
+)
 if _SCRIPTS not in sys.path:
     sys.path.insert(0, _SCRIPTS)

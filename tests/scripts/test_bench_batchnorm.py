@@ -24,8 +24,12 @@ class BenchBatchnormTest(StandInPackagesCase):
             self.assertIn(flag, r.stdout)
 
     def test_bad_flags_are_usage_errors_naming_the_flag(self):
-        for args, flag in ((("--steps", "0"), "--steps"), (("--rounds", "x"), "--rounds"),
-                           (("--batch-size=-2",), "--batch-size"), (("--bogus",), "--bogus")):
+        for args, flag in (
+            (("--steps", "0"), "--steps"),
+            (("--rounds", "x"), "--rounds"),
+            (("--batch-size=-2",), "--batch-size"),
+            (("--bogus",), "--bogus"),
+        ):
             r = self.run_script(*args)
             self.assertEqual(r.returncode, 2, (args, r.stderr))
             self.assertIn(flag, r.stderr)
@@ -38,8 +42,11 @@ class BenchBatchnormTest(StandInPackagesCase):
         self.assertNotIn("Traceback", r.stderr)
 
     def test_missing_torchvision_and_missing_cuda_are_named(self):
-        self.package("torch", "__version__ = '9.9'\nclass cuda:\n    @staticmethod\n"
-                              "    def is_available():\n        return False\n")
+        self.package(
+            "torch",
+            "__version__ = '9.9'\nclass cuda:\n    @staticmethod\n"
+            "    def is_available():\n        return False\n",
+        )
         self.package("torch/nn", "")
         self.package("torch/nn/functional", "")
         self.package("torchvision", "raise ImportError('no torchvision here')\n")

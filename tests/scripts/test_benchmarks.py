@@ -29,8 +29,13 @@ class CliTest(ScratchCase):
     tmp_prefix = "benchmarks_test_"
 
     def run_cli(self, *args):
-        return subprocess.run([sys.executable, SCRIPT] + list(args), capture_output=True, text=True, timeout=60,
-                              cwd=tempfile.gettempdir())
+        return subprocess.run(
+            [sys.executable, SCRIPT] + list(args),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tempfile.gettempdir(),
+        )
 
     def test_help_of_every_command_from_another_cwd(self):
         for args in [("--help",)] + [(c, "--help") for c in COMMANDS]:
@@ -48,16 +53,39 @@ class CliTest(ScratchCase):
         self.assertIn("invalid choice: 'bogus'", r.stderr)
 
     def test_missing_binary_exits_1_with_one_line(self):
-        r = self.run_cli("scan", "--data", self.tmp, "--out", self.tmp, "--binary", os.path.join(self.tmp, "nope"))
+        r = self.run_cli(
+            "scan",
+            "--data",
+            self.tmp,
+            "--out",
+            self.tmp,
+            "--binary",
+            os.path.join(self.tmp, "nope"),
+        )
         self.assertEqual(r.returncode, 1)
-        self.assertEqual(r.stderr, "benchmarks.py: error: train_resnet50 not found at %s (build it, or pass "
-                                   "--binary)\n" % os.path.join(self.tmp, "nope"))
+        self.assertEqual(
+            r.stderr,
+            "benchmarks.py: error: train_resnet50 not found at %s (build it, or pass "
+            "--binary)\n" % os.path.join(self.tmp, "nope"),
+        )
 
     def test_table_prints_the_tables(self):
         with open(os.path.join(self.tmp, "scan.json"), "w") as f:
-            json.dump({"ceiling": [3000.0, 3010.0], "steps": 64,
-                       "rows": [{"name": "synthetic_0", "images_per_s": 3000.0, "batch_wait_total_ms": 0.0},
-                                {"name": "w4_p2_batch", "images_per_s": 1502.5, "batch_wait_total_ms": 10.0}]}, f)
+            json.dump(
+                {
+                    "ceiling": [3000.0, 3010.0],
+                    "steps": 64,
+                    "rows": [
+                        {"name": "synthetic_0", "images_per_s": 3000.0, "batch_wait_total_ms": 0.0},
+                        {
+                            "name": "w4_p2_batch",
+                            "images_per_s": 1502.5,
+                            "batch_wait_total_ms": 10.0,
+                        },
+                    ],
+                },
+                f,
+            )
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             self.assertEqual(benchmarks.main(["table", "--out", self.tmp]), 0)
@@ -65,10 +93,24 @@ class CliTest(ScratchCase):
         self.assertIn("| w4_p2_batch | 1502.5 | 50.0% | 10.0 ms |", out.getvalue())
 
     def test_table_of_result_files_it_cannot_read(self):
-        cases = [("checks", "{", "checks.json is not JSON"),
-                 ("checks", "[]", "checks.json holds list, expected the JSON object benchmarks.py checks writes"),
-                 ("checks", '{"runs": 5}', "checks.json: not the results benchmarks.py checks writes (TypeError"),
-                 ("scan", '{"rows": []}', "scan.json: not the results benchmarks.py scan writes (KeyError: 'ceiling')")]
+        cases = [
+            ("checks", "{", "checks.json is not JSON"),
+            (
+                "checks",
+                "[]",
+                "checks.json holds list, expected the JSON object benchmarks.py checks writes",
+            ),
+            (
+                "checks",
+                '{"runs": 5}',
+                "checks.json: not the results benchmarks.py checks writes (TypeError",
+            ),
+            (
+                "scan",
+                '{"rows": []}',
+                "scan.json: not the results benchmarks.py scan writes (KeyError: 'ceiling')",
+            ),
+        ]
         for name, text, message in cases:
             with self.subTest(text=text):
                 for old in os.listdir(self.tmp):
@@ -77,8 +119,10 @@ class CliTest(ScratchCase):
                     f.write(text)
                 r = self.run_cli("table", "--out", self.tmp)
                 self.assertEqual(r.returncode, 1, r.stderr)
-                self.assertTrue(r.stderr.startswith("benchmarks.py: error: " + os.path.join(self.tmp, message)),
-                                r.stderr)
+                self.assertTrue(
+                    r.stderr.startswith("benchmarks.py: error: " + os.path.join(self.tmp, message)),
+                    r.stderr,
+                )
                 self.assertEqual(len(r.stderr.splitlines()), 1)
         missing = os.path.join(self.tmp, "missing")
         r = self.run_cli("table", "--out", missing)
@@ -90,14 +134,30 @@ class CliTest(ScratchCase):
         with open(afile, "w") as f:
             f.write("x")
         os.makedirs(os.path.join(self.tmp, "o", "scan.json"))
-        cases = [(afile, "--out %s: is a regular file, expected a directory" % afile),
-                 (os.path.join(afile, "x"), "--out %s: %s is not a directory" % (os.path.join(afile, "x"), afile)),
-                 (os.path.join(self.tmp, "o"), "--out %s: is a directory, expected a regular file"
-                  % os.path.join(self.tmp, "o", "scan.json"))]
+        cases = [
+            (afile, "--out %s: is a regular file, expected a directory" % afile),
+            (
+                os.path.join(afile, "x"),
+                "--out %s: %s is not a directory" % (os.path.join(afile, "x"), afile),
+            ),
+            (
+                os.path.join(self.tmp, "o"),
+                "--out %s: is a directory, expected a regular file"
+                % os.path.join(self.tmp, "o", "scan.json"),
+            ),
+        ]
         for out, message in cases:
             with self.subTest(out=out):
                 # The missing binary would be exit 1: the --out check comes first.
-                r = self.run_cli("scan", "--data", self.tmp, "--out", out, "--binary", os.path.join(self.tmp, "nope"))
+                r = self.run_cli(
+                    "scan",
+                    "--data",
+                    self.tmp,
+                    "--out",
+                    out,
+                    "--binary",
+                    os.path.join(self.tmp, "nope"),
+                )
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn("benchmarks.py: error: " + message, r.stderr)
         r = self.run_cli("ncu", "--out", self.tmp, "--binary", self.tmp)

@@ -45,7 +45,11 @@ def make_archive(path, with_meta=True, per_class=6):
     with tarfile.open(path, "w:gz") as tar:
         for c in CLASSES:
             for n in range(per_class):
-                add(tar, "food-101/images/%s/%d.jpg" % (c, n), bytes(rng.getrandbits(8) for _ in range(4096)))
+                add(
+                    tar,
+                    "food-101/images/%s/%d.jpg" % (c, n),
+                    bytes(rng.getrandbits(8) for _ in range(4096)),
+                )
                 (train if n < per_class - 2 else test).append("%s/%d" % (c, n))
         if with_meta:
             add(tar, "food-101/meta/classes.txt", ("\n".join(CLASSES) + "\n").encode())
@@ -81,12 +85,26 @@ class GetFood101Test(ScratchCase):
         self.marker = os.path.join(self.tree, ".complete")
 
     def run_script(self, *args, env=None, prefix=()):
-        return subprocess.run(list(prefix) + [BASH, SCRIPT] + list(args), capture_output=True, text=True,
-                              timeout=60, env=env, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            list(prefix) + [BASH, SCRIPT] + list(args),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
 
     def fetch(self, archive=None, md5=None, *extra, prefix=()):
-        return self.run_script("--out", self.out, "--url", "file://" + (archive or self.archive),
-                               "--md5", md5 or self.md5, *extra, prefix=prefix)
+        return self.run_script(
+            "--out",
+            self.out,
+            "--url",
+            "file://" + (archive or self.archive),
+            "--md5",
+            md5 or self.md5,
+            *extra,
+            prefix=prefix,
+        )
 
     def assert_complete(self, md5=None):
         with open(self.marker) as f:
@@ -99,7 +117,9 @@ class GetFood101Test(ScratchCase):
         self.assert_no_staging()
 
     def assert_not_installed(self):
-        self.assertFalse(os.path.exists(self.tree), os.listdir(self.out) if os.path.isdir(self.out) else None)
+        self.assertFalse(
+            os.path.exists(self.tree), os.listdir(self.out) if os.path.isdir(self.out) else None
+        )
         self.assert_no_staging()
 
     def assert_no_staging(self):
@@ -124,7 +144,9 @@ class GetFood101Test(ScratchCase):
         self.assertEqual(os.stat(self.marker).st_mtime_ns, before)
         self.assert_complete()
 
-    @unittest.skipIf(AS_UNPRIVILEGED is None, "as root, needs setpriv to run the script unprivileged")
+    @unittest.skipIf(
+        AS_UNPRIVILEGED is None, "as root, needs setpriv to run the script unprivileged"
+    )
     def test_complete_tree_in_a_read_only_directory_needs_no_write(self):
         self.assertEqual(self.fetch().returncode, 0)
         os.remove(os.path.join(self.out, ".get_food101.lock"))
@@ -148,7 +170,9 @@ class GetFood101Test(ScratchCase):
         os.chmod(self.tree, 0o555)
         r = self.fetch(prefix=AS_UNPRIVILEGED)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-        self.assertIn("get_food101.sh: error: cannot write in %s (creating the lock file" % self.out, r.stderr)
+        self.assertIn(
+            "get_food101.sh: error: cannot write in %s (creating the lock file" % self.out, r.stderr
+        )
         self.assertNotIn("Permission denied", r.stderr)
 
     def test_complete_tree_whatever_blocks_the_lock(self):
@@ -168,14 +192,19 @@ class GetFood101Test(ScratchCase):
     def test_a_part_file_that_cannot_be_written_is_not_resumable(self):
         os.makedirs(self.out)
         part = os.path.join(self.out, "food-101.tar.gz.part")
-        for name, make in (("full disk", lambda: os.symlink("/dev/full", part)),  # every write: ENOSPC
-                           ("directory", lambda: os.mkdir(part))):
+        for name, make in (
+            ("full disk", lambda: os.symlink("/dev/full", part)),  # every write: ENOSPC
+            ("directory", lambda: os.mkdir(part)),
+        ):
             with self.subTest(name):
                 make()
                 r = self.fetch()
                 self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-                self.assertIn("get_food101.sh: error: cannot write %s (curl exit 23: a full disk, a read-only %s"
-                              % (part, self.out), r.stderr)
+                self.assertIn(
+                    "get_food101.sh: error: cannot write %s (curl exit 23: a full disk, a read-only %s"
+                    % (part, self.out),
+                    r.stderr,
+                )
                 self.assertIn("nothing was downloaded; fix that and run again", r.stderr)
                 self.assertNotIn("resumes", r.stderr)
                 self.assert_not_installed()
@@ -202,7 +231,7 @@ class GetFood101Test(ScratchCase):
         os.makedirs(self.out)
         part = os.path.join(self.out, "food-101.tar.gz.part")
         with open(part, "wb") as f:
-            f.write(data[:len(data) // 2])
+            f.write(data[: len(data) // 2])
         r = self.fetch()
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("resuming %s at %d bytes" % (part, len(data) // 2), r.stdout)
@@ -215,7 +244,7 @@ class GetFood101Test(ScratchCase):
             data = f.read()
         os.makedirs(self.out)
         with open(os.path.join(self.out, "food-101.tar.gz.part"), "wb") as f:
-            f.write(bytes(b ^ 0xFF for b in data[:len(data) // 2]))
+            f.write(bytes(b ^ 0xFF for b in data[: len(data) // 2]))
         r = self.fetch()
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("MD5 mismatch", r.stderr)
@@ -234,7 +263,9 @@ class GetFood101Test(ScratchCase):
             f.write(b"x" * 100)
         r = self.fetch(archive=os.path.join(self.tmp, "missing.tar.gz"))
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-        self.assertIn("%s keeps the 100 bytes that arrived and the next run resumes it" % part, r.stderr)
+        self.assertIn(
+            "%s keeps the 100 bytes that arrived and the next run resumes it" % part, r.stderr
+        )
         self.assertEqual(os.path.getsize(part), 100)
 
     def test_truncated_archive_fails_at_extraction(self):
@@ -242,7 +273,7 @@ class GetFood101Test(ScratchCase):
             data = f.read()
         truncated = os.path.join(self.tmp, "truncated.tar.gz")
         with open(truncated, "wb") as f:
-            f.write(data[:len(data) * 6 // 10])
+            f.write(data[: len(data) * 6 // 10])
         r = self.fetch(archive=truncated, md5=md5_of(truncated))  # the checksum passes
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("cannot extract " + os.path.join(self.out, "food-101.tar.gz"), r.stderr)
@@ -255,7 +286,11 @@ class GetFood101Test(ScratchCase):
         r = self.fetch(archive=no_meta, md5=md5)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("not the Food-101 layout", r.stderr)
-        for rel in ("food-101/meta/classes.txt", "food-101/meta/train.txt", "food-101/meta/test.txt"):
+        for rel in (
+            "food-101/meta/classes.txt",
+            "food-101/meta/train.txt",
+            "food-101/meta/test.txt",
+        ):
             self.assertIn(rel, r.stderr)
         self.assertNotIn("food-101/images/", r.stderr)
         self.assert_not_installed()
@@ -284,7 +319,9 @@ class GetFood101Test(ScratchCase):
         big = os.path.join(self.tmp, "big")
         os.mkdir(big)
         archive_link = os.path.join(self.out, "food-101.tar.gz")
-        os.symlink(os.path.join(big, "f101.tar.gz"), archive_link)  # dangling: the download makes the target
+        os.symlink(
+            os.path.join(big, "f101.tar.gz"), archive_link
+        )  # dangling: the download makes the target
         os.symlink(os.path.join(big, "f101"), self.tree)
         r = self.fetch()
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -293,8 +330,12 @@ class GetFood101Test(ScratchCase):
         self.assertEqual(md5_of(os.path.join(big, "f101.tar.gz")), self.md5)
         self.assert_complete()  # through the link
         self.assertTrue(os.path.isfile(os.path.join(big, "f101", "meta", "classes.txt")))
-        self.assertEqual(sorted(os.listdir(big)), ["f101", "f101.tar.gz"])  # no .part, no staging beside them
-        self.assertEqual(sorted(os.listdir(self.out)), [".get_food101.lock", "food-101", "food-101.tar.gz"])
+        self.assertEqual(
+            sorted(os.listdir(big)), ["f101", "f101.tar.gz"]
+        )  # no .part, no staging beside them
+        self.assertEqual(
+            sorted(os.listdir(self.out)), [".get_food101.lock", "food-101", "food-101.tar.gz"]
+        )
 
     def test_what_is_never_replaced(self):
         os.makedirs(self.out)
@@ -302,14 +343,19 @@ class GetFood101Test(ScratchCase):
         os.mkfifo(archive)
         r = self.fetch()
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
-        self.assertIn("%s is a FIFO: expected the Food-101 archive or tree, or nothing (it is never replaced)"
-                      % archive, r.stderr)
+        self.assertIn(
+            "%s is a FIFO: expected the Food-101 archive or tree, or nothing (it is never replaced)"
+            % archive,
+            r.stderr,
+        )
         self.assertTrue(stat.S_ISFIFO(os.lstat(archive).st_mode))
         os.remove(archive)
         os.mkdir(archive)
         r = self.fetch()
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
-        self.assertIn("%s is a directory, expected the Food-101 archive or nothing" % archive, r.stderr)
+        self.assertIn(
+            "%s is a directory, expected the Food-101 archive or nothing" % archive, r.stderr
+        )
         os.rmdir(archive)
         os.mkfifo(self.tree)
         r = self.fetch()
@@ -321,7 +367,9 @@ class GetFood101Test(ScratchCase):
         os.symlink(os.devnull, part)
         r = self.fetch()
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-        self.assertIn("%s is not a regular file: the download cannot become %s" % (part, archive), r.stderr)
+        self.assertIn(
+            "%s is not a regular file: the download cannot become %s" % (part, archive), r.stderr
+        )
         self.assertTrue(stat.S_ISCHR(os.stat(os.devnull).st_mode))
         self.assertFalse(os.path.lexists(archive))
         os.remove(part)
@@ -330,8 +378,11 @@ class GetFood101Test(ScratchCase):
         os.mkfifo(os.path.join(self.out, ".get_food101.lock"))
         r = self.fetch()
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-        self.assertIn("cannot create the lock file %s: it is not a regular file"
-                      % os.path.join(self.out, ".get_food101.lock"), r.stderr)
+        self.assertIn(
+            "cannot create the lock file %s: it is not a regular file"
+            % os.path.join(self.out, ".get_food101.lock"),
+            r.stderr,
+        )
         self.assert_not_installed()
 
     def tool_path(self, *tools):
@@ -374,14 +425,23 @@ class GetFood101Test(ScratchCase):
     def test_help(self):
         r = self.run_script("--help")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertTrue(r.stdout.startswith("usage: scripts/get_food101.sh [--out DIR] [--url URL] [--md5 SUM]"))
-        for text in ("--out DIR", "default: data", "85eeb15f3717b99a5da872d97d918f87",
-                     "http://data.vision.ee.ethz.ch/cvl/food-101.tar.gz", "Exit status"):
+        self.assertTrue(
+            r.stdout.startswith("usage: scripts/get_food101.sh [--out DIR] [--url URL] [--md5 SUM]")
+        )
+        for text in (
+            "--out DIR",
+            "default: data",
+            "85eeb15f3717b99a5da872d97d918f87",
+            "http://data.vision.ee.ethz.ch/cvl/food-101.tar.gz",
+            "Exit status",
+        ):
             self.assertIn(text, r.stdout)
         self.assertNotIn("set -euo", r.stdout)
 
     def test_upper_case_md5_and_equals_form(self):
-        r = self.run_script("--out=" + self.out, "--url=file://" + self.archive, "--md5=" + self.md5.upper())
+        r = self.run_script(
+            "--out=" + self.out, "--url=file://" + self.archive, "--md5=" + self.md5.upper()
+        )
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assert_complete()
 

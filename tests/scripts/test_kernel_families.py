@@ -37,10 +37,24 @@ class KernelFamiliesTest(TempDirCase):
         return rc, out.getvalue(), err.getvalue()
 
     def test_side_by_side_in_family_order(self):
-        eager = self.write("eager.json", _summary([_fam("batch norm", 4.0, 40.0), _fam("ReLU", 2.0, 20.0),
-                                                   _fam("convolution", 4.0, 40.0)], images_per_s=3000.0))
-        fused = self.write("fused.json", _summary([_fam("BN+ReLU (fused)", 3.0, 42.86),
-                                                   _fam("convolution", 4.0, 57.14)], images_per_s=3500.0))
+        eager = self.write(
+            "eager.json",
+            _summary(
+                [
+                    _fam("batch norm", 4.0, 40.0),
+                    _fam("ReLU", 2.0, 20.0),
+                    _fam("convolution", 4.0, 40.0),
+                ],
+                images_per_s=3000.0,
+            ),
+        )
+        fused = self.write(
+            "fused.json",
+            _summary(
+                [_fam("BN+ReLU (fused)", 3.0, 42.86), _fam("convolution", 4.0, 57.14)],
+                images_per_s=3500.0,
+            ),
+        )
         out_md = os.path.join(self.tmp, "t.md")
         rc, out, _ = self.run_main(eager, fused, "--names", "eager", "fused", "--out", out_md)
         self.assertEqual(rc, 0)
@@ -57,18 +71,24 @@ class KernelFamiliesTest(TempDirCase):
 
     def test_what_other_holds_is_named_per_run(self):
         other = _fam("other", 2.0, 20.0)
-        other["parts"] = [{"label": "NLL loss fwd", "launches": 2, "total_ms": 1.5, "pct": 15.0},
-                          {"label": "mean", "launches": 2, "total_ms": 0.5, "pct": 5.0}]
+        other["parts"] = [
+            {"label": "NLL loss fwd", "launches": 2, "total_ms": 1.5, "pct": 15.0},
+            {"label": "mean", "launches": 2, "total_ms": 0.5, "pct": 5.0},
+        ]
         a = self.write("a.json", _summary([_fam("convolution", 8.0, 80.0), other]))
         b = self.write("b.json", _summary([_fam("convolution", 8.0, 100.0)]))
         rc, out, _ = self.run_main(a, b, "--names", "a", "b")
         self.assertEqual(rc, 0)
-        self.assertIn("\n\nLargest in other, a: NLL loss fwd 0.75 ms/step (15.0%); mean 0.25 ms/step (5.0%)\n", out)
+        self.assertIn(
+            "\n\nLargest in other, a: NLL loss fwd 0.75 ms/step (15.0%); mean 0.25 ms/step (5.0%)\n",
+            out,
+        )
         self.assertNotIn("Largest in other, b", out)
 
     def test_a_real_analysis(self):
         from nsys_analysis.capture.export import load_export
         from nsys_analysis.capture.summary import compute_summary
+
         s = compute_summary(load_export(self.build(basic_export())), None, 2)
         path = self.write("s.json", s)
         rc, out, _ = self.run_main(path)
@@ -84,18 +104,34 @@ class KernelFamiliesTest(TempDirCase):
             ((self.write("bad.json", "{not json"),), "bad.json: not JSON"),
             ((self.write("old.json", {"steps": 2}),), "old.json: no kernel_families"),
             ((good, good, "--names", "one"), "--names: expected 2 names (one per summary), got 1"),
-            ((self.write("shape.json", {"kernel_families": [{"family": "ReLU"}]}),),
-             "shape.json: kernel_families is not a list of families as analyze.py writes them"),
-            ((self.write("fams.json", {"kernel_families": 5}),), "fams.json: kernel_families is not a list"),
-            ((self.write("parts.json", _summary([dict(_fam("other", 1.0, 100.0), parts=[3])])),),
-             "parts.json: kernel_families is not a list"),
-            ((self.write("steps.json", _summary([_fam("ReLU", 1.0, 100.0)], steps="two")),),
-             "steps.json: steps is 'two', expected a number"),
-            ((good, "--out", self.tmp), "--out %s: is a directory, expected a regular file" % self.tmp),
-            ((good, "--out", os.path.join(good, "t.md")), "--out %s: %s is not a directory"
-             % (os.path.join(good, "t.md"), good)),
-            ((good, "--out", os.path.join(self.tmp, "no", "t.md")), "its directory %s does not exist"
-             % os.path.join(self.tmp, "no")),
+            (
+                (self.write("shape.json", {"kernel_families": [{"family": "ReLU"}]}),),
+                "shape.json: kernel_families is not a list of families as analyze.py writes them",
+            ),
+            (
+                (self.write("fams.json", {"kernel_families": 5}),),
+                "fams.json: kernel_families is not a list",
+            ),
+            (
+                (self.write("parts.json", _summary([dict(_fam("other", 1.0, 100.0), parts=[3])])),),
+                "parts.json: kernel_families is not a list",
+            ),
+            (
+                (self.write("steps.json", _summary([_fam("ReLU", 1.0, 100.0)], steps="two")),),
+                "steps.json: steps is 'two', expected a number",
+            ),
+            (
+                (good, "--out", self.tmp),
+                "--out %s: is a directory, expected a regular file" % self.tmp,
+            ),
+            (
+                (good, "--out", os.path.join(good, "t.md")),
+                "--out %s: %s is not a directory" % (os.path.join(good, "t.md"), good),
+            ),
+            (
+                (good, "--out", os.path.join(self.tmp, "no", "t.md")),
+                "its directory %s does not exist" % os.path.join(self.tmp, "no"),
+            ),
         ]
         for argv, message in cases:
             rc, out, err = self.run_main(*argv)

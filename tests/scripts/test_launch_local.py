@@ -30,8 +30,14 @@ class LaunchLocalTest(ScratchCase):
 
     def launch(self, *args, timeout=20):
         # A bug that loops must fail the test, not hang it.
-        return subprocess.run([BASH, SCRIPT] + list(args), capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, cwd=self.tmp)
+        return subprocess.run(
+            [BASH, SCRIPT] + list(args),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            cwd=self.tmp,
+        )
 
     def ranks(self, r):
         """The ranks' lines (PRINT_ENV), sorted by rank: [(rank, local_rank, world, local_world, port)]."""
@@ -66,18 +72,25 @@ class LaunchLocalTest(ScratchCase):
 
     def test_a_flag_without_its_value_is_a_usage_error(self):
         # As the last argument these once looped forever at 100% CPU.
-        cases = [(["--port"], "--port: expected a value"),
-                 (["--log-dir"], "--log-dir: expected a value"),
-                 (["--port", "--log-dir", "logs", "--", "true"], "--port: expected a value, got the flag '--log-dir'"),
-                 (["--log-dir", "--", "true"], "--log-dir: expected a value, got the flag '--'"),
-                 (["--port", "", "--", "true"], "--port: expected a value, got ''"),
-                 (["--log-dir", "", "--", "true"], "--log-dir: expected a value, got ''"),
-                 (["--port", "70000", "--", "true"], "--port: expected 1..65535, got '70000'"),
-                 (["--port", "123456789012345678901", "--", "true"],
-                  "--port: expected 1..65535, got '123456789012345678901'"),
-                 (["--grace"], "--grace: expected a value"),
-                 (["--grace", "soon", "--", "true"], "--grace: expected seconds, 0..9999, got 'soon'"),
-                 (["--grace", "10000", "--", "true"], "--grace: expected seconds, 0..9999, got '10000'")]
+        cases = [
+            (["--port"], "--port: expected a value"),
+            (["--log-dir"], "--log-dir: expected a value"),
+            (
+                ["--port", "--log-dir", "logs", "--", "true"],
+                "--port: expected a value, got the flag '--log-dir'",
+            ),
+            (["--log-dir", "--", "true"], "--log-dir: expected a value, got the flag '--'"),
+            (["--port", "", "--", "true"], "--port: expected a value, got ''"),
+            (["--log-dir", "", "--", "true"], "--log-dir: expected a value, got ''"),
+            (["--port", "70000", "--", "true"], "--port: expected 1..65535, got '70000'"),
+            (
+                ["--port", "123456789012345678901", "--", "true"],
+                "--port: expected 1..65535, got '123456789012345678901'",
+            ),
+            (["--grace"], "--grace: expected a value"),
+            (["--grace", "soon", "--", "true"], "--grace: expected seconds, 0..9999, got 'soon'"),
+            (["--grace", "10000", "--", "true"], "--grace: expected seconds, 0..9999, got '10000'"),
+        ]
         for args, message in cases:
             with self.subTest(args=args):
                 r = self.launch("2", *args, timeout=10)
@@ -89,15 +102,25 @@ class LaunchLocalTest(ScratchCase):
         not_exe = os.path.join(self.tmp, "notes.txt")
         with open(not_exe, "w") as f:
             f.write("echo hi\n")
-        cases = [("no_such_program_for_launch_local", "PROGRAM: 'no_such_program_for_launch_local' is not on PATH"),
-                 (os.path.join(self.tmp, "missing"), "PROGRAM: no such file '%s'" % os.path.join(self.tmp, "missing")),
-                 (self.tmp, "PROGRAM: '%s' is a directory" % self.tmp),
-                 (not_exe, "PROGRAM: '%s' is not executable" % not_exe)]
+        cases = [
+            (
+                "no_such_program_for_launch_local",
+                "PROGRAM: 'no_such_program_for_launch_local' is not on PATH",
+            ),
+            (
+                os.path.join(self.tmp, "missing"),
+                "PROGRAM: no such file '%s'" % os.path.join(self.tmp, "missing"),
+            ),
+            (self.tmp, "PROGRAM: '%s' is a directory" % self.tmp),
+            (not_exe, "PROGRAM: '%s' is not executable" % not_exe),
+        ]
         for program, message in cases:
             with self.subTest(program=program):
                 r = self.launch("2", "--log-dir", "logs", "--", program)
                 self.assert_usage_error(r, message)
-                self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)  # not the shell's, not twice
+                self.assertEqual(
+                    len(r.stderr.splitlines()), 1, r.stderr
+                )  # not the shell's, not twice
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "logs")))  # nothing started
 
     def test_a_program_on_path_and_the_rank_logs(self):
@@ -129,19 +152,25 @@ class LaunchLocalTest(ScratchCase):
         self.assertTrue(os.path.isdir(os.path.join(logs, "rank2.log")))
 
     def test_the_first_failing_ranks_status(self):
-        r = self.launch("3", "--", SH, "-c", 'exit $((RANK == 0 ? 0 : 3 + RANK))')
+        r = self.launch("3", "--", SH, "-c", "exit $((RANK == 0 ? 0 : 3 + RANK))")
         self.assertEqual(r.returncode, 4, r.stderr)
 
     def test_ranks_still_running_after_one_failed_get_sigterm_then_sigkill(self):
         # Rank 0 fails at once; rank 1 ignores SIGTERM (as a frozen rank would), rank 2 does not.
-        rank = 'case $RANK in 0) exit 5 ;; 1) trap "" TERM; exec sleep 60 ;; *) exec sleep 60 ;; esac'
+        rank = (
+            'case $RANK in 0) exit 5 ;; 1) trap "" TERM; exec sleep 60 ;; *) exec sleep 60 ;; esac'
+        )
         start = time.monotonic()
         r = self.launch("3", "--grace", "1", "--", SH, "-c", rank)
         self.assertLess(time.monotonic() - start, 10)
         self.assertEqual(r.returncode, 5, r.stderr)  # the first failing rank's, as before
-        self.assertEqual(r.stderr.splitlines(), [
-            "launch_local.sh: rank 0 exited 5; 2 rank(s) still running 1 s later: SIGTERM",
-            "launch_local.sh: 1 rank(s) still running 1 s after SIGTERM: SIGKILL"])
+        self.assertEqual(
+            r.stderr.splitlines(),
+            [
+                "launch_local.sh: rank 0 exited 5; 2 rank(s) still running 1 s later: SIGTERM",
+                "launch_local.sh: 1 rank(s) still running 1 s after SIGTERM: SIGKILL",
+            ],
+        )
 
     def test_ranks_that_end_within_the_grace_are_left_alone(self):
         start = time.monotonic()

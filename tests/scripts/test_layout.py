@@ -17,7 +17,12 @@ from scripts.support.testutil import SCRIPTS_DIR
 
 PACKAGE_DIR = os.path.join(SCRIPTS_DIR, "nsys_analysis")
 # What each sub-package may import from (itself always).
-ALLOWED = {"common": set(), "capture": {"common"}, "sweep": {"common", "capture"}, "bench": {"common", "capture"}}
+ALLOWED = {
+    "common": set(),
+    "capture": {"common"},
+    "sweep": {"common", "capture"},
+    "bench": {"common", "capture"},
+}
 
 
 def modules():
@@ -38,7 +43,9 @@ def imported(name, path):
     for node in ast.walk(ast.parse(open(path).read(), path)):
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package[:len(package) - node.level + 1] + (node.module.split(".") if node.module else [])
+                base = package[: len(package) - node.level + 1] + (
+                    node.module.split(".") if node.module else []
+                )
             elif (node.module or "").startswith("nsys_analysis."):
                 base = node.module.split(".")[1:]
             else:
@@ -46,14 +53,21 @@ def imported(name, path):
             found.add(".".join(base))
             found.update(".".join(base + [a.name]) for a in node.names)
         elif isinstance(node, ast.Import):
-            found.update(a.name[len("nsys_analysis."):] for a in node.names if a.name.startswith("nsys_analysis."))
+            found.update(
+                a.name[len("nsys_analysis.") :]
+                for a in node.names
+                if a.name.startswith("nsys_analysis.")
+            )
     return found
 
 
 class LayoutTest(unittest.TestCase):
     def setUp(self):
         self.modules = modules()
-        self.graph = {n: {m for m in imported(n, p) if m in self.modules and m != n} for n, p in self.modules.items()}
+        self.graph = {
+            n: {m for m in imported(n, p) if m in self.modules and m != n}
+            for n, p in self.modules.items()
+        }
 
     def test_sub_packages_import_only_below_them(self):
         self.assertEqual({n.split(".")[0] for n in self.modules if n}, set(ALLOWED))
@@ -72,10 +86,11 @@ class LayoutTest(unittest.TestCase):
             state[n] = "open"
             for m in sorted(self.graph[n]):
                 if state.get(m) == "open":
-                    self.fail("import circle: %s" % " -> ".join(stack[stack.index(m):] + [m]))
+                    self.fail("import circle: %s" % " -> ".join(stack[stack.index(m) :] + [m]))
                 if m not in state:
                     visit(m, stack + [m])
             state[n] = "done"
+
         for n in sorted(self.graph):
             if n not in state:
                 visit(n, [n])
@@ -90,14 +105,16 @@ class LayoutTest(unittest.TestCase):
             if "." in name:
                 package, module = name.split(".")
                 with self.subTest(module=name):
-                    section = listed[listed.index("  %s/" % package):]
-                    section = section[:section.find("\n\n")]
+                    section = listed[listed.index("  %s/" % package) :]
+                    section = section[: section.find("\n\n")]
                     self.assertRegex(section, r"\n    %s\s" % module)
 
     def test_the_scripts_imports_of_the_package_resolve(self):
         pattern = re.compile(r"from (nsys_analysis[\w.]*) import \(?([\w, ]+)")
         uses = []
-        for path in glob.glob(os.path.join(SCRIPTS_DIR, "*.sh")) + glob.glob(os.path.join(SCRIPTS_DIR, "*.py")):
+        for path in glob.glob(os.path.join(SCRIPTS_DIR, "*.sh")) + glob.glob(
+            os.path.join(SCRIPTS_DIR, "*.py")
+        ):
             uses += [(path, m.group(1), m.group(2)) for m in pattern.finditer(open(path).read())]
         self.assertTrue(any(p.endswith("nsys_signal_check.sh") for p, _, _ in uses))
         for path, module, names in uses:

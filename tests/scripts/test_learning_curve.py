@@ -16,20 +16,45 @@ import learning_curve
 
 def _epoch(i, loss, top1, elapsed, resumed=False, evaluated=True):
     # The keys lib/report/report.cpp's epoch_json writes.
-    e = {"epoch": i, "steps": 9, "train_loss": loss, "train_s": 2.0, "images_per_s": 36.0, "epoch_s": 2.5,
-         "elapsed_s": elapsed, "lr": 0.01,
-         "eval": {"images": 24, "top1": top1, "top5": 1.0, "loss": loss + 0.5, "ms": 100.0, "steps": 3}
-         if evaluated else None,
-         "checkpoint": None}
+    e = {
+        "epoch": i,
+        "steps": 9,
+        "train_loss": loss,
+        "train_s": 2.0,
+        "images_per_s": 36.0,
+        "epoch_s": 2.5,
+        "elapsed_s": elapsed,
+        "lr": 0.01,
+        "eval": {
+            "images": 24,
+            "top1": top1,
+            "top5": 1.0,
+            "loss": loss + 0.5,
+            "ms": 100.0,
+            "steps": 3,
+        }
+        if evaluated
+        else None,
+        "checkpoint": None,
+    }
     if resumed:
         e["resumed"] = True
     return e
 
 
 def _report(epochs, target=None, reached=False):
-    return {"program": "train_resnet50", "config": {"epochs": len(epochs)},
-            "training": {"epochs_planned": len(epochs), "resumed_from": None, "best_top1": None,
-                         "target_top1": target, "target_reached": reached, "epochs": epochs}}
+    return {
+        "program": "train_resnet50",
+        "config": {"epochs": len(epochs)},
+        "training": {
+            "epochs_planned": len(epochs),
+            "resumed_from": None,
+            "best_top1": None,
+            "target_top1": target,
+            "target_reached": reached,
+            "epochs": epochs,
+        },
+    }
 
 
 class LearningCurveTest(TempDirCase):
@@ -46,11 +71,22 @@ class LearningCurveTest(TempDirCase):
         return rc, out.getvalue(), err.getvalue()
 
     def test_tables_best_top1_and_the_figure_of_two_runs(self):
-        a = self.write("default.json", _report([_epoch(0, 1.2, 0.3333, 2.5, resumed=True),
-                                                _epoch(1, 0.9, 0.75, 5.0), _epoch(2, 0.5, 0.6667, 7.5)],
-                                               target=0.7, reached=True))
-        b = self.write("constant.json", _report([_epoch(0, 1.1, 0.3333, 3.0, evaluated=False),
-                                                 _epoch(1, 1.1, 0.3333, 6.0)]))
+        a = self.write(
+            "default.json",
+            _report(
+                [
+                    _epoch(0, 1.2, 0.3333, 2.5, resumed=True),
+                    _epoch(1, 0.9, 0.75, 5.0),
+                    _epoch(2, 0.5, 0.6667, 7.5),
+                ],
+                target=0.7,
+                reached=True,
+            ),
+        )
+        b = self.write(
+            "constant.json",
+            _report([_epoch(0, 1.1, 0.3333, 3.0, evaluated=False), _epoch(1, 1.1, 0.3333, 6.0)]),
+        )
         fig = os.path.join(self.tmp, "curve.png")
         md = os.path.join(self.tmp, "curve.md")
         rc, out, err = self.run_main(a, b, "--out", fig, "--table", md)
@@ -78,12 +114,22 @@ class LearningCurveTest(TempDirCase):
         cases = [
             (os.path.join(self.tmp, "missing.json"), "no such file"),
             (self.write("bad.json", "{not json"), "not JSON"),
-            (self.write("other.json", {"program": "seed_workload"}), "not a train_resnet50 or reference_epochs.py report"),
+            (
+                self.write("other.json", {"program": "seed_workload"}),
+                "not a train_resnet50 or reference_epochs.py report",
+            ),
             (steps_run, "no training.epochs"),
             (self.write("empty.json", _report([])), "training.epochs is empty"),
-            (self.write("noloss.json", _report([{"epoch": 0}])), "training.epochs[0] lacks a number"),
-            (self.write("badeval.json", _report([dict(_epoch(0, 1.0, 0.5, 1.0), eval={"top1": "x"})])),
-             "training.epochs[0].eval lacks a number"),
+            (
+                self.write("noloss.json", _report([{"epoch": 0}])),
+                "training.epochs[0] lacks a number",
+            ),
+            (
+                self.write(
+                    "badeval.json", _report([dict(_epoch(0, 1.0, 0.5, 1.0), eval={"top1": "x"})])
+                ),
+                "training.epochs[0].eval lacks a number",
+            ),
         ]
         for path, why in cases:
             rc, _, err = self.run_main(path, "--no-figures")
@@ -100,7 +146,9 @@ class LearningCurveTest(TempDirCase):
 
     def test_a_run_that_went_on_after_a_non_finite_loss_is_drawn_and_said(self):
         # --allow-nonfinite-loss: the report writes NaN as null and names the first such loss.
-        doc = _report([_epoch(0, 1.2, 0.3333, 2.5), dict(_epoch(1, 1.0, 0.3333, 5.0), train_loss=None)])
+        doc = _report(
+            [_epoch(0, 1.2, 0.3333, 2.5), dict(_epoch(1, 1.0, 0.3333, 5.0), train_loss=None)]
+        )
         doc["training"]["epochs"][1]["eval"]["loss"] = None
         doc["nonfinite_loss"] = "step 12 (epoch 1): loss nan"
         path = self.write("nan.json", doc)
@@ -116,10 +164,15 @@ class LearningCurveTest(TempDirCase):
         with open(report) as f:
             before = f.read()
         png = os.path.join(self.tmp, "c.png")
-        cases = [(("--no-figures", "--table", report), "--table %s: is the report %s" % (report, report)),
-                 (("--out", report), "--out %s: expected a figure file" % report),
-                 (("--out", os.path.join(self.tmp, "curve.txt")), "got '.txt'"),
-                 (("--out", png, "--table", png), "--table %s: is --out's file too" % png)]
+        cases = [
+            (
+                ("--no-figures", "--table", report),
+                "--table %s: is the report %s" % (report, report),
+            ),
+            (("--out", report), "--out %s: expected a figure file" % report),
+            (("--out", os.path.join(self.tmp, "curve.txt")), "got '.txt'"),
+            (("--out", png, "--table", png), "--table %s: is --out's file too" % png),
+        ]
         for args, message in cases:
             with self.subTest(args=args):
                 rc, out, err = self.run_main(report, *args)

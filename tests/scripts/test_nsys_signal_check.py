@@ -29,8 +29,15 @@ class NsysSignalCheckTest(ScratchCase):
         e = dict(os.environ, PATH=self.bin + os.pathsep + os.environ["PATH"], TRAIN_BIN=self.train)
         e.pop("MODES", None)
         e.update(env)
-        return subprocess.run([BASH, SCRIPT] + list(args), capture_output=True, text=True, timeout=20,
-                              stdin=subprocess.DEVNULL, env=e, cwd=REPO)
+        return subprocess.run(
+            [BASH, SCRIPT] + list(args),
+            capture_output=True,
+            text=True,
+            timeout=20,
+            stdin=subprocess.DEVNULL,
+            env=e,
+            cwd=REPO,
+        )
 
     def test_usage_errors_exit_2_before_anything_runs(self):
         afile = os.path.join(self.tmp, "afile")
@@ -39,14 +46,24 @@ class NsysSignalCheckTest(ScratchCase):
         out = os.path.join(self.tmp, "out")
         os.makedirs(os.path.join(out, "sig_app.log"))
         data = self.tmp
-        cases = [((), {}, "usage: TRAIN_BIN="),
-                 ((data,), {}, "usage: TRAIN_BIN="),
-                 ((data, out), {"TRAIN_BIN": self.tmp}, "TRAIN_BIN (%s) is not an executable file" % self.tmp),
-                 ((data, out), {"TRAIN_BIN": ""}, "TRAIN_BIN (unset) is not an executable file"),
-                 ((data, out), {"PATH": "/nonexistent"}, "nsys is not on PATH"),
-                 ((data, out), {"MODES": "app both"}, "MODES: expected app and/or group, got 'both'"),
-                 ((data, afile), {}, "OUT %s: %s/sig_app.log: %s is not a directory" % (afile, afile, afile)),
-                 ((data, out), {}, "OUT %s: %s/sig_app.log: is a directory" % (out, out))]
+        cases = [
+            ((), {}, "usage: TRAIN_BIN="),
+            ((data,), {}, "usage: TRAIN_BIN="),
+            (
+                (data, out),
+                {"TRAIN_BIN": self.tmp},
+                "TRAIN_BIN (%s) is not an executable file" % self.tmp,
+            ),
+            ((data, out), {"TRAIN_BIN": ""}, "TRAIN_BIN (unset) is not an executable file"),
+            ((data, out), {"PATH": "/nonexistent"}, "nsys is not on PATH"),
+            ((data, out), {"MODES": "app both"}, "MODES: expected app and/or group, got 'both'"),
+            (
+                (data, afile),
+                {},
+                "OUT %s: %s/sig_app.log: %s is not a directory" % (afile, afile, afile),
+            ),
+            ((data, out), {}, "OUT %s: %s/sig_app.log: is a directory" % (out, out)),
+        ]
         for args, env, message in cases:
             with self.subTest(args=args, env=env):
                 r = self.run_sh(*args, **env)

@@ -20,8 +20,14 @@ BASH = shutil.which("bash") or "/bin/bash"
 
 class OutputFilesShTest(ScratchCase):
     def sh(self, script, stdin=""):
-        return subprocess.run([BASH, "-c", 'source "$0"; ' + script, HELPER], input=stdin, capture_output=True,
-                              text=True, timeout=20, cwd=self.tmp)
+        return subprocess.run(
+            [BASH, "-c", 'source "$0"; ' + script, HELPER],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            cwd=self.tmp,
+        )
 
     def test_write_file_follows_a_symlink(self):
         os.mkdir(os.path.join(self.tmp, "real"))
@@ -53,8 +59,13 @@ class OutputFilesShTest(ScratchCase):
         with open(os.path.join(self.tmp, "file"), "w") as f:
             f.write("x")
         os.symlink("loop", os.path.join(self.tmp, "loop"))
-        cases = [("fifo", "is a FIFO"), ("dir", "is a directory"), ("file/x", "%s/file is not a directory" % self.tmp),
-                 ("loop", "a symlink loop"), ("", "an empty path")]
+        cases = [
+            ("fifo", "is a FIFO"),
+            ("dir", "is a directory"),
+            ("file/x", "%s/file is not a directory" % self.tmp),
+            ("loop", "a symlink loop"),
+            ("", "an empty path"),
+        ]
         for path, why in cases:
             with self.subTest(path=path):
                 r = self.sh('output_problem "%s"' % path)

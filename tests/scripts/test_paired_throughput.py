@@ -31,13 +31,21 @@ class PairedThroughputTest(ScratchCase):
 
     def run_sh(self, *args):
         # A bug that loops must fail the test, not hang it.
-        return subprocess.run([BASH, SCRIPT] + list(args), capture_output=True, text=True, timeout=20,
-                              stdin=subprocess.DEVNULL, env=self.env)
+        return subprocess.run(
+            [BASH, SCRIPT] + list(args),
+            capture_output=True,
+            text=True,
+            timeout=20,
+            stdin=subprocess.DEVNULL,
+            env=self.env,
+        )
 
     def test_help(self):
         r = self.run_sh("--help")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertTrue(r.stdout.startswith("usage: scripts/paired_throughput.sh --old-tree DIR"), r.stdout)
+        self.assertTrue(
+            r.stdout.startswith("usage: scripts/paired_throughput.sh --old-tree DIR"), r.stdout
+        )
 
     def test_usage_errors_exit_2(self):
         afile = os.path.join(self.tmp, "afile")
@@ -48,20 +56,35 @@ class PairedThroughputTest(ScratchCase):
         fifo_out = os.path.join(self.tmp, "fifo_out")
         os.mkdir(fifo_out)
         os.mkfifo(os.path.join(fifo_out, "old_build.log"))
-        cases = [(["--old-tree"], "--old-tree: expected a value"),
-                 (["--old-tree", self.old, "--out"], "--out: expected a value"),
-                 (["--old-tree", self.old, "--rounds"], "--rounds: expected a value"),
-                 (["--bogus"], "unknown argument '--bogus'"),
-                 (["--old-tree", self.tmp], "--old-tree: expected a source tree, got '%s'" % self.tmp),
-                 (["--old-tree", self.old, "--rounds", "0"], "--rounds and --steps: expected positive integers"),
-                 (["--old-tree", self.old, "--steps", "x"], "--rounds and --steps: expected positive integers"),
-                 (["--old-tree", self.old, "--out", ""], "--out: expected a value, got ''"),
-                 (["--old-tree", self.old, "--out", afile], "--out %s: %s/old_build.log: %s is not a directory"
-                  % (afile, afile, afile)),
-                 (["--old-tree", self.old, "--out", out], "--out %s: %s/new_ceiling_1.log: is a directory" % (out, out)),
-                 (["--old-tree", self.old, "--out", fifo_out], "--out %s: %s/old_build.log: is a FIFO"
-                  % (fifo_out, fifo_out)),
-                 (["--old-tree", self.old, "--out", os.path.join(self.tmp, "new")], "not built")]
+        cases = [
+            (["--old-tree"], "--old-tree: expected a value"),
+            (["--old-tree", self.old, "--out"], "--out: expected a value"),
+            (["--old-tree", self.old, "--rounds"], "--rounds: expected a value"),
+            (["--bogus"], "unknown argument '--bogus'"),
+            (["--old-tree", self.tmp], "--old-tree: expected a source tree, got '%s'" % self.tmp),
+            (
+                ["--old-tree", self.old, "--rounds", "0"],
+                "--rounds and --steps: expected positive integers",
+            ),
+            (
+                ["--old-tree", self.old, "--steps", "x"],
+                "--rounds and --steps: expected positive integers",
+            ),
+            (["--old-tree", self.old, "--out", ""], "--out: expected a value, got ''"),
+            (
+                ["--old-tree", self.old, "--out", afile],
+                "--out %s: %s/old_build.log: %s is not a directory" % (afile, afile, afile),
+            ),
+            (
+                ["--old-tree", self.old, "--out", out],
+                "--out %s: %s/new_ceiling_1.log: is a directory" % (out, out),
+            ),
+            (
+                ["--old-tree", self.old, "--out", fifo_out],
+                "--out %s: %s/old_build.log: is a FIFO" % (fifo_out, fifo_out),
+            ),
+            (["--old-tree", self.old, "--out", os.path.join(self.tmp, "new")], "not built"),
+        ]
         for args, message in cases:
             with self.subTest(args=args):
                 r = self.run_sh(*args)
@@ -69,7 +92,9 @@ class PairedThroughputTest(ScratchCase):
                 self.assertIn("paired_throughput.sh: error: ", r.stderr)
                 self.assertIn(message, r.stderr)
         self.assertTrue(stat.S_ISFIFO(os.lstat(os.path.join(fifo_out, "old_build.log")).st_mode))
-        self.assertFalse(os.path.exists(os.path.join(self.old, "build-paired")))  # nothing was built
+        self.assertFalse(
+            os.path.exists(os.path.join(self.old, "build-paired"))
+        )  # nothing was built
 
 
 if __name__ == "__main__":

@@ -47,7 +47,9 @@ class PhotoDatasetTest(TempDirCase):
         return h.hexdigest()
 
     def test_layout_split_and_determinism(self):
-        a, b = self.photo("Red Apple.jpg", (200, 30, 30)), self.photo("sky.jpg", (30, 60, 220), (200, 320))
+        a, b = self.photo("Red Apple.jpg", (200, 30, 30)), self.photo(
+            "sky.jpg", (30, 60, 220), (200, 320)
+        )
         out1, out2 = os.path.join(self.tmp, "d1"), os.path.join(self.tmp, "d2")
         rc, out, err = self.run_main(out1, a, b, "--per-class", "8")
         self.assertEqual(rc, 0, err)
@@ -63,13 +65,17 @@ class PhotoDatasetTest(TempDirCase):
         self.assertEqual(test, ["red_apple/6", "red_apple/7", "sky/6", "sky/7"])
         self.assertFalse(set(train) & set(test))
         with open(os.path.join(meta, "test.json")) as f:
-            self.assertEqual(json.load(f), {"red_apple": ["red_apple/6", "red_apple/7"], "sky": ["sky/6", "sky/7"]})
+            self.assertEqual(
+                json.load(f),
+                {"red_apple": ["red_apple/6", "red_apple/7"], "sky": ["sky/6", "sky/7"]},
+            )
         for i in train + test:
             img = Image.open(os.path.join(out1, "food-101", "images", i + ".jpg"))
             self.assertEqual(max(img.size), 512)
         # Views differ from one another; the same seed writes the same bytes, another seed others.
-        with open(os.path.join(out1, "food-101", "images", "sky", "0.jpg"), "rb") as f0, \
-                open(os.path.join(out1, "food-101", "images", "sky", "1.jpg"), "rb") as f1:
+        with open(os.path.join(out1, "food-101", "images", "sky", "0.jpg"), "rb") as f0, open(
+            os.path.join(out1, "food-101", "images", "sky", "1.jpg"), "rb"
+        ) as f1:
             self.assertNotEqual(f0.read(), f1.read())
         self.assertEqual(self.run_main(out2, a, b, "--per-class", "8")[0], 0)
         self.assertEqual(self.digest(out1), self.digest(out2))
@@ -79,11 +85,13 @@ class PhotoDatasetTest(TempDirCase):
 
     def test_refused_inputs(self):
         a = self.photo("a.jpg", (10, 200, 10))
-        cases = [((a,), "at least two photos"),
-                 ((a, os.path.join(self.tmp, "missing.jpg")), "no such file"),
-                 ((a, a), "two photos make the class a"),
-                 ((a, self.photo("b.jpg", (1, 2, 3)), "--per-class", "1"), "--per-class"),
-                 ((a, self.photo("c.jpg", (1, 2, 3)), "--test-fraction", "1"), None)]
+        cases = [
+            ((a,), "at least two photos"),
+            ((a, os.path.join(self.tmp, "missing.jpg")), "no such file"),
+            ((a, a), "two photos make the class a"),
+            ((a, self.photo("b.jpg", (1, 2, 3)), "--per-class", "1"), "--per-class"),
+            ((a, self.photo("c.jpg", (1, 2, 3)), "--test-fraction", "1"), None),
+        ]
         for args, why in cases:
             if why is None:
                 with self.assertRaises(SystemExit) as e, contextlib.redirect_stderr(io.StringIO()):
@@ -99,18 +107,31 @@ class PhotoDatasetTest(TempDirCase):
         rc, _, err = self.run_main(os.path.join(self.tmp, "o2"), a, bad)
         self.assertEqual(rc, 1)
         self.assertIn("bad.jpg: cannot decode it", err)
-        self.assertEqual(os.listdir(os.path.join(self.tmp, "o2")), [], "a failure leaves no tree behind")
+        self.assertEqual(
+            os.listdir(os.path.join(self.tmp, "o2")), [], "a failure leaves no tree behind"
+        )
         # A test fraction that leaves no training image.
-        rc, _, err = self.run_main(os.path.join(self.tmp, "o3"), a, self.photo("d.jpg", (1, 2, 3)),
-                                   "--per-class", "2", "--test-fraction", "0.9")
+        rc, _, err = self.run_main(
+            os.path.join(self.tmp, "o3"),
+            a,
+            self.photo("d.jpg", (1, 2, 3)),
+            "--per-class",
+            "2",
+            "--test-fraction",
+            "0.9",
+        )
         self.assertEqual(rc, 2)
-        self.assertIn("--per-class 2 --test-fraction 0.9: puts all 2 images of a class in the test split", err)
+        self.assertIn(
+            "--per-class 2 --test-fraction 0.9: puts all 2 images of a class in the test split", err
+        )
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "o3")))
 
     def test_a_decompression_bomb_is_a_photo_that_cannot_be_decoded(self):
         a = self.photo("a.jpg", (10, 200, 10))
         bomb = self.photo("bomb.jpg", (200, 10, 10), (400, 300))
-        with mock.patch.object(Image, "MAX_IMAGE_PIXELS", 50000):  # 120,000 pixels: over twice the limit
+        with mock.patch.object(
+            Image, "MAX_IMAGE_PIXELS", 50000
+        ):  # 120,000 pixels: over twice the limit
             rc, _, err = self.run_main(os.path.join(self.tmp, "o"), a, bomb, "--per-class", "4")
         self.assertEqual(rc, 1, err)
         self.assertIn("bomb.jpg: cannot decode it", err)
@@ -124,7 +145,10 @@ class PhotoDatasetTest(TempDirCase):
         os.makedirs(meta)
         with open(os.path.join(meta, "train.txt"), "w") as f:
             f.write("apple_pie/1\n")
-        for extra, message in (((), "already exists"), (("--replace",), "was not made by photo_dataset.py")):
+        for extra, message in (
+            ((), "already exists"),
+            (("--replace",), "was not made by photo_dataset.py"),
+        ):
             rc, _, err = self.run_main(data, a, b, "--per-class", "4", *extra)
             self.assertEqual(rc, 2, err)
             self.assertIn(message, err)
@@ -141,8 +165,11 @@ class PhotoDatasetTest(TempDirCase):
         rc, out, err = self.run_main(mine, a, b, "--per-class", "4", "--replace")
         self.assertEqual(rc, 0, err)
         self.assertIn("2 classes, 6 training and 2 test images", out)
-        self.assertEqual(sorted(os.listdir(os.path.join(mine, "food-101", "images", "a"))),
-                         ["0.jpg", "1.jpg", "2.jpg", "3.jpg"], "no image of the tree it replaced is left")
+        self.assertEqual(
+            sorted(os.listdir(os.path.join(mine, "food-101", "images", "a"))),
+            ["0.jpg", "1.jpg", "2.jpg", "3.jpg"],
+            "no image of the tree it replaced is left",
+        )
         self.assertEqual(os.listdir(mine), ["food-101"])
 
 

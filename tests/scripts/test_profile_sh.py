@@ -18,19 +18,39 @@ import sys
 import unittest
 
 from scripts.support.testutil import ANSWER_PRINT_CONFIG, REPO, ScratchCase
+
 # Synthetic exports stand in for real nsys exports.
 from scripts.support.nsys_exports import rank_export, tracer_cost_export
 
 SCRIPT = os.path.join(REPO, "scripts", "profile.sh")
 LAUNCH_LOCAL = os.path.join(REPO, "scripts", "launch_local.sh")
 BASH = shutil.which("bash") or "/bin/bash"
-PROFILE_OPTS = ["--trace=cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--capture-range=cudaProfilerApi",
-                "--capture-range-end=stop", "--force-overwrite=true"]
+PROFILE_OPTS = [
+    "--trace=cuda,nvtx,osrt",
+    "--sample=none",
+    "--cpuctxsw=none",
+    "--capture-range=cudaProfilerApi",
+    "--capture-range-end=stop",
+    "--force-overwrite=true",
+]
 STATS = "--report=nvtx_sum,cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,cuda_api_sum"
-STATS_CSVS = ("_nvtx_sum.csv", "_cuda_gpu_kern_sum.csv", "_cuda_gpu_mem_time_sum.csv", "_cuda_api_sum.csv")
+STATS_CSVS = (
+    "_nvtx_sum.csv",
+    "_cuda_gpu_kern_sum.csv",
+    "_cuda_gpu_mem_time_sum.csv",
+    "_cuda_api_sum.csv",
+)
 HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
 # Variables of a launcher around the test run that would make the fake programs act as one rank.
-RANK_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PROFILE_LAUNCHER")
+RANK_ENV = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "PROFILE_LAUNCHER",
+)
 
 # Records each call's argv (one JSON line in $FAKE_NSYS_LOG; ["nsys", subcommand, --output] in
 # $FAKE_ORDER_LOG when set) and leaves the files real nsys would:
@@ -39,7 +59,7 @@ RANK_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR
 # or $FAKE_NSYS_NO_REP_RANK is this $RANK, as when the program never calls cudaProfilerStart) and returns the
 # command's status. `export` copies, when $FAKE_NSYS_SQLITE_DIR is set, its rank<r>.sqlite for an output
 # named *.rank<r>.sqlite, its capture<k>.sqlite for *.<k>.sqlite (profile.sh --repeat).
-FAKE_NSYS = r'''
+FAKE_NSYS = r"""
 import json, os, re, shutil, subprocess, sys
 args = sys.argv[1:]
 with open(os.environ["FAKE_NSYS_LOG"], "a") as f:
@@ -71,11 +91,11 @@ if args[0] == "export":
 if args[0] == "stats":
     for report in opt("--report").split(","):
         open("%s_%s.csv" % (opt("--output"), report), "w").write("csv")
-'''
+"""
 
 # torchrun --standalone --nproc-per-node N --no-python CMD...: records its argv in $FAKE_TORCHRUN_LOG, runs N
 # copies of CMD at once with torchrun's variables, exits 1 when any fails (torchrun's ChildFailedError).
-FAKE_TORCHRUN = r'''
+FAKE_TORCHRUN = r"""
 import json, os, subprocess, sys
 args = sys.argv[1:]
 with open(os.environ["FAKE_TORCHRUN_LOG"], "a") as f:
@@ -86,14 +106,16 @@ procs = [subprocess.Popen(args[4:], env=dict(os.environ, RANK=str(r), LOCAL_RANK
                                               LOCAL_WORLD_SIZE=str(n), MASTER_ADDR="localhost", MASTER_PORT="29500"))
          for r in range(n)]
 sys.exit(1 if [p.wait() for p in procs] != [0] * n else 0)
-'''
+"""
 
 # A stand-in for train_resnet50 (answers --print-config: testutil.ANSWER_PRINT_CONFIG; writes its --report;
 # as rank $RANK, REPORT.rank<r>.json with a dist section) and for the Python reference (prints a JSON line).
 # Each run is ["train", its report, under nsys] in $FAKE_ORDER_LOG when set; its images/s are 123, or the
 # next of $FAKE_IPS (comma-separated, one per run in order; the count in $FAKE_IPS_STATE). --fail exits 3,
 # --fail-untraced 4 when not under nsys.
-FAKE_TRAIN = ANSWER_PRINT_CONFIG + r'''
+FAKE_TRAIN = (
+    ANSWER_PRINT_CONFIG
+    + r"""
 import json, os, sys
 args = sys.argv[1:]
 traced = bool(os.environ.get("FAKE_UNDER_NSYS"))
@@ -123,14 +145,15 @@ if "RANK" in os.environ:
     path = "%s.rank%s%s" % (root, os.environ["RANK"], ext)
     report["dist"] = {"rank": int(os.environ["RANK"]), "world_size": int(os.environ["WORLD_SIZE"])}
 json.dump(report, open(path, "w"))
-'''
-FAKE_PY = r'''
+"""
+)
+FAKE_PY = r"""
 import json, os, sys
 traced = bool(os.environ.get("FAKE_UNDER_NSYS"))
 print("loading...")
 print(json.dumps({"workers": 8, "steps": 8, "images_per_s": 4236.5 if traced else 5000.0, "argv": sys.argv[1:]}))
 print("done")
-'''
+"""
 
 
 class ProfileShCase(ScratchCase):
@@ -149,13 +172,20 @@ class ProfileShCase(ScratchCase):
         self.prefix = os.path.join(self.tmp, "out", "run1")
 
     def run_sh(self, *args, path=None, **env):
-        e = dict(os.environ, FAKE_NSYS_LOG=self.log, PATH=path or self.bin + os.pathsep + os.environ["PATH"],
-                 FAKE_TORCHRUN_LOG=self.torchrun_log, FAKE_CONFIG_LOG=self.config_log,
-                 PYTHON=sys.executable)  # the interpreter that reads --print-config's JSON, without a search
+        e = dict(
+            os.environ,
+            FAKE_NSYS_LOG=self.log,
+            PATH=path or self.bin + os.pathsep + os.environ["PATH"],
+            FAKE_TORCHRUN_LOG=self.torchrun_log,
+            FAKE_CONFIG_LOG=self.config_log,
+            PYTHON=sys.executable,
+        )  # the interpreter that reads --print-config's JSON, without a search
         for name in ("TRAIN_BIN", "FAKE_PRINT_CONFIG") + RANK_ENV:
             e.pop(name, None)
         e.update(env)
-        return subprocess.run([BASH, SCRIPT] + list(args), capture_output=True, text=True, timeout=60, env=e)
+        return subprocess.run(
+            [BASH, SCRIPT] + list(args), capture_output=True, text=True, timeout=60, env=e
+        )
 
     def calls(self, log=None):
         with open(log or self.log) as f:
@@ -190,20 +220,64 @@ class ProfileShTest(ProfileShCase):
         self.assertEqual(len(r.stderr.strip().splitlines()), 1)
 
     def test_commands_for_the_training_binary(self):
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--workers", "8", "--",
-                        "--steps", "8", "--pin-memory=false")
+        r = self.run_sh(
+            "--prefix",
+            self.prefix,
+            "--binary",
+            self.train,
+            "--workers",
+            "8",
+            "--",
+            "--steps",
+            "8",
+            "--pin-memory=false",
+        )
         self.assertEqual(r.returncode, 0, r.stderr)
         p = self.prefix
-        self.assertEqual(self.calls(), [
-            ["profile"] + PROFILE_OPTS + ["--output=" + p, self.train, "--workers", "8", "--steps", "8",
-                                          "--pin-memory=false", "--report", p + ".json"],
-            ["export", "--type=sqlite", "--force-overwrite=true", "--output=" + p + ".sqlite", p + ".nsys-rep"],
-            ["stats", STATS, "--format=csv", "--force-overwrite=true", "--output=" + p, p + ".sqlite"],
-        ])
+        self.assertEqual(
+            self.calls(),
+            [
+                ["profile"]
+                + PROFILE_OPTS
+                + [
+                    "--output=" + p,
+                    self.train,
+                    "--workers",
+                    "8",
+                    "--steps",
+                    "8",
+                    "--pin-memory=false",
+                    "--report",
+                    p + ".json",
+                ],
+                [
+                    "export",
+                    "--type=sqlite",
+                    "--force-overwrite=true",
+                    "--output=" + p + ".sqlite",
+                    p + ".nsys-rep",
+                ],
+                [
+                    "stats",
+                    STATS,
+                    "--format=csv",
+                    "--force-overwrite=true",
+                    "--output=" + p,
+                    p + ".sqlite",
+                ],
+            ],
+        )
         with open(p + ".json") as f:
             self.assertEqual(json.load(f)["capture"]["images_per_s"], 123.0)
-        for suffix in (".nsys-rep", ".sqlite", "_nvtx_sum.csv", "_cuda_gpu_kern_sum.csv",
-                       "_cuda_gpu_mem_time_sum.csv", "_cuda_api_sum.csv", ".log"):
+        for suffix in (
+            ".nsys-rep",
+            ".sqlite",
+            "_nvtx_sum.csv",
+            "_cuda_gpu_kern_sum.csv",
+            "_cuda_gpu_mem_time_sum.csv",
+            "_cuda_api_sum.csv",
+            ".log",
+        ):
             self.assertTrue(os.path.isfile(p + suffix), suffix)
             self.assertIn(p + suffix, r.stdout)
         self.assertIn("run report:  " + p + ".json", r.stdout)
@@ -213,17 +287,27 @@ class ProfileShTest(ProfileShCase):
         r = self.run_sh("--prefix", self.prefix, "--report", other, TRAIN_BIN=self.train)
         self.assertEqual(r.returncode, 0, r.stderr)
         argv = self.calls()[0]
-        self.assertEqual(argv[len(PROFILE_OPTS) + 2:], [self.train, "--report", other])  # not appended twice
+        self.assertEqual(
+            argv[len(PROFILE_OPTS) + 2 :], [self.train, "--report", other]
+        )  # not appended twice
         self.assertTrue(os.path.isfile(self.prefix + ".json"))  # copied next to the capture
 
     def test_wrapped_python_command(self):
-        r = self.run_sh("--prefix", self.prefix, "--", sys.executable, self.py, "/data", "--steps", "8")
+        r = self.run_sh(
+            "--prefix", self.prefix, "--", sys.executable, self.py, "/data", "--steps", "8"
+        )
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(self.calls()[0], ["profile"] + PROFILE_OPTS + ["--output=" + self.prefix, sys.executable,
-                                                                        self.py, "/data", "--steps", "8"])
+        self.assertEqual(
+            self.calls()[0],
+            ["profile"]
+            + PROFILE_OPTS
+            + ["--output=" + self.prefix, sys.executable, self.py, "/data", "--steps", "8"],
+        )
         with open(self.prefix + ".json") as f:
             report = json.load(f)
-        self.assertEqual((report["images_per_s"], report["argv"]), (4236.5, ["/data", "--steps", "8"]))
+        self.assertEqual(
+            (report["images_per_s"], report["argv"]), (4236.5, ["/data", "--steps", "8"])
+        )
 
     def test_program_failure_status(self):
         r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--fail")
@@ -239,9 +323,18 @@ class ProfileShTest(ProfileShCase):
 
     def test_missing_binary(self):
         for dry in ((), ("--dry-run",)):
-            r = self.run_sh("--prefix", self.prefix, *dry, "--binary", os.path.join(self.tmp, "build", "train_resnet50"))
+            r = self.run_sh(
+                "--prefix",
+                self.prefix,
+                *dry,
+                "--binary",
+                os.path.join(self.tmp, "build", "train_resnet50"),
+            )
             self.assertEqual(r.returncode, 2)
-            self.assertIn("expected an executable train_resnet50 at %s" % os.path.join(self.tmp, "build"), r.stderr)
+            self.assertIn(
+                "expected an executable train_resnet50 at %s" % os.path.join(self.tmp, "build"),
+                r.stderr,
+            )
         r = self.run_sh("--prefix", self.prefix, "--binary", "train_resnet50_nowhere")
         self.assertEqual(r.returncode, 2)
         self.assertIn("expected train_resnet50_nowhere on PATH", r.stderr)
@@ -250,29 +343,56 @@ class ProfileShTest(ProfileShCase):
     def test_dry_run_prints_commands(self):
         r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", self.train, "--steps", "8")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stdout.splitlines(), [
-            "nsys profile " + " ".join(PROFILE_OPTS) + " --output=out/x %s --steps 8 --report out/x.json" % self.train,
-            "%s --steps 8 --report out/x.untraced.json" % self.train,  # the untraced run, by default
-            "nsys export --type=sqlite --force-overwrite=true --output=out/x.sqlite out/x.nsys-rep",
-            "nsys stats " + STATS + " --format=csv --force-overwrite=true --output=out/x out/x.sqlite"])
+        self.assertEqual(
+            r.stdout.splitlines(),
+            [
+                "nsys profile "
+                + " ".join(PROFILE_OPTS)
+                + " --output=out/x %s --steps 8 --report out/x.json" % self.train,
+                "%s --steps 8 --report out/x.untraced.json"
+                % self.train,  # the untraced run, by default
+                "nsys export --type=sqlite --force-overwrite=true --output=out/x.sqlite out/x.nsys-rep",
+                "nsys stats "
+                + STATS
+                + " --format=csv --force-overwrite=true --output=out/x out/x.sqlite",
+            ],
+        )
         # Even a dry run asks the binary for the configuration, with the run's flags.
         self.assertEqual(self.calls(self.config_log), [["--steps", "8", "--print-config"]])
 
     def test_lean_drops_the_os_runtime_trace_and_nsys_opt_adds_options(self):
         """--lean captures with --trace=cuda,nvtx and the article's other options; --nsys-opt adds each
         option as given, after them; a value that is no option is a usage error."""
-        r = self.run_sh("--prefix", "out/x", "--dry-run", "--lean", "--nsys-opt", "--osrt-threshold=10000",
-                        "--nsys-opt=--cuda-flush-interval=10000", "--binary", self.train, "--steps", "8")
+        r = self.run_sh(
+            "--prefix",
+            "out/x",
+            "--dry-run",
+            "--lean",
+            "--nsys-opt",
+            "--osrt-threshold=10000",
+            "--nsys-opt=--cuda-flush-interval=10000",
+            "--binary",
+            self.train,
+            "--steps",
+            "8",
+        )
         self.assertEqual(r.returncode, 0, r.stderr)
         first = r.stdout.splitlines()[0].split()
         self.assertEqual(first[:2], ["nsys", "profile"])
         article = PROFILE_OPTS[:-1]  # then the extra options, then --force-overwrite=true
-        self.assertEqual(first[2:2 + len(article)], ["--trace=cuda,nvtx"] + article[1:])
-        self.assertEqual(first[2 + len(article):5 + len(article)],
-                         ["--osrt-threshold=10000", "--cuda-flush-interval=10000", "--force-overwrite=true"])
-        r = self.run_sh("--prefix", "out/x", "--dry-run", "--nsys-opt", "trace", "--binary", self.train)
+        self.assertEqual(first[2 : 2 + len(article)], ["--trace=cuda,nvtx"] + article[1:])
+        self.assertEqual(
+            first[2 + len(article) : 5 + len(article)],
+            ["--osrt-threshold=10000", "--cuda-flush-interval=10000", "--force-overwrite=true"],
+        )
+        r = self.run_sh(
+            "--prefix", "out/x", "--dry-run", "--nsys-opt", "trace", "--binary", self.train
+        )
         self.assertEqual(r.returncode, 2)
-        self.assertIn("expected --nsys-opt to be an nsys profile option (starting with -), got 'trace'", r.stderr)
+        self.assertIn(
+            "expected --nsys-opt to be an nsys profile option (starting with -), got 'trace'",
+            r.stderr,
+        )
         r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", self.train, "--nsys-opt")
         self.assertEqual(r.returncode, 2)
         self.assertIn("expected a value after --nsys-opt", r.stderr)
@@ -280,44 +400,97 @@ class ProfileShTest(ProfileShCase):
     def test_the_configuration_comes_from_the_binary(self):
         """profile.sh asks train_resnet50 --print-config, once, with exactly the run's flags, and the run
         itself does not get --print-config."""
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--workers", "8", "--", "--cuda-graph",
-                        "--steps", "3")
+        r = self.run_sh(
+            "--prefix",
+            self.prefix,
+            "--binary",
+            self.train,
+            "--workers",
+            "8",
+            "--",
+            "--cuda-graph",
+            "--steps",
+            "3",
+        )
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(self.calls(self.config_log), [["--workers", "8", "--cuda-graph", "--steps", "3",
-                                                         "--print-config"]])
+        self.assertEqual(
+            self.calls(self.config_log),
+            [["--workers", "8", "--cuda-graph", "--steps", "3", "--print-config"]],
+        )
         profile = self.calls()[0]
         self.assertNotIn("--print-config", profile)
-        self.assertIn("--cuda-graph-trace=node", profile[:profile.index(self.train)])
-        self.assertEqual(profile[profile.index(self.train):],
-                         [self.train, "--workers", "8", "--cuda-graph", "--steps", "3", "--report", self.prefix + ".json"])
+        self.assertIn("--cuda-graph-trace=node", profile[: profile.index(self.train)])
+        self.assertEqual(
+            profile[profile.index(self.train) :],
+            [
+                self.train,
+                "--workers",
+                "8",
+                "--cuda-graph",
+                "--steps",
+                "3",
+                "--report",
+                self.prefix + ".json",
+            ],
+        )
 
     def test_cuda_graph_runs_trace_graph_nodes(self):
         """A run whose configuration has cuda_graph (--cuda-graph, the last one given winning) adds nsys
         --cuda-graph-trace=node, for one process and for every rank's nsys; nothing else does."""
         node = "--cuda-graph-trace=node"
-        cases = ((("--cuda-graph",), True), (("--cuda-graph=true",), True), (("--cuda-graph=false",), False),
-                 (("--cuda-graph", "--cuda-graph=0"), False), (("--cuda-graph=no", "--cuda-graph"), True),
-                 (("--synthetic",), False), ((), False))
+        cases = (
+            (("--cuda-graph",), True),
+            (("--cuda-graph=true",), True),
+            (("--cuda-graph=false",), False),
+            (("--cuda-graph", "--cuda-graph=0"), False),
+            (("--cuda-graph=no", "--cuda-graph"), True),
+            (("--synthetic",), False),
+            ((), False),
+        )
         for flags, traced in cases:
             for extra in ((), ("--nproc", "2")):
-                r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", self.train, *(extra + flags),
-                                PROFILE_LAUNCHER="local")
+                r = self.run_sh(
+                    "--prefix",
+                    "out/x",
+                    "--dry-run",
+                    "--binary",
+                    self.train,
+                    *(extra + flags),
+                    PROFILE_LAUNCHER="local",
+                )
                 self.assertEqual(r.returncode, 0, r.stderr)
                 profile = r.stdout.splitlines()[0].split()
                 self.assertEqual(node in profile, traced, (flags, extra, profile))
                 if traced:  # an nsys option, before the program
                     self.assertLess(profile.index(node), profile.index(self.train))
         # What the binary answers decides, not the flags' spelling.
-        r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", self.train, "--steps", "2",
-                        FAKE_PRINT_CONFIG=json.dumps({"cuda_graph": True, "report": ""}))
+        r = self.run_sh(
+            "--prefix",
+            "out/x",
+            "--dry-run",
+            "--binary",
+            self.train,
+            "--steps",
+            "2",
+            FAKE_PRINT_CONFIG=json.dumps({"cuda_graph": True, "report": ""}),
+        )
         self.assertIn(node, r.stdout.splitlines()[0].split())
         # A graph trace level of the user's own (--nsys-opt) replaces node: only theirs is passed.
         for opt in ("--cuda-graph-trace=graph", "--cuda-graph-trace=node"):
-            r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", self.train, "--nsys-opt=" + opt,
-                            "--cuda-graph")
+            r = self.run_sh(
+                "--prefix",
+                "out/x",
+                "--dry-run",
+                "--binary",
+                self.train,
+                "--nsys-opt=" + opt,
+                "--cuda-graph",
+            )
             self.assertEqual(r.returncode, 0, r.stderr)
             profile = r.stdout.splitlines()[0].split()
-            self.assertEqual([w for w in profile if w.startswith("--cuda-graph-trace")], [opt], profile)
+            self.assertEqual(
+                [w for w in profile if w.startswith("--cuda-graph-trace")], [opt], profile
+            )
         # A wrapped command is not train_resnet50: its flags are its own, and it is not asked.
         os.remove(self.config_log)
         r = self.run_sh("--prefix", "out/x", "--dry-run", "--", "python3", "w.py", "--cuda-graph")
@@ -327,15 +500,23 @@ class ProfileShTest(ProfileShCase):
 
     def test_a_given_report_is_honoured(self):
         other = os.path.join(self.tmp, "elsewhere.json")
-        for flags in (("--report", other), ("--report=" + other), ("--report", "x.json", "--report=" + other)):
+        for flags in (
+            ("--report", other),
+            ("--report=" + other),
+            ("--report", "x.json", "--report=" + other),
+        ):
             flags = (flags,) if isinstance(flags, str) else flags
             with self.subTest(flags=flags):
                 r = self.run_sh("--prefix", "out/x", "--dry-run", "--binary", self.train, *flags)
                 self.assertEqual(r.returncode, 0, r.stderr)
-                self.assertTrue(r.stdout.splitlines()[0].endswith("%s %s" % (self.train, " ".join(flags))),
-                                r.stdout)  # not appended again
+                self.assertTrue(
+                    r.stdout.splitlines()[0].endswith("%s %s" % (self.train, " ".join(flags))),
+                    r.stdout,
+                )  # not appended again
         # A real run with --report=PATH: the program writes PATH, copied beside the capture.
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--steps", "2", "--report=" + other)
+        r = self.run_sh(
+            "--prefix", self.prefix, "--binary", self.train, "--steps", "2", "--report=" + other
+        )
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.calls()[0][-4:], [self.train, "--steps", "2", "--report=" + other])
         with open(self.prefix + ".json") as f:
@@ -345,42 +526,71 @@ class ProfileShTest(ProfileShCase):
     def test_refused_flags_stop_before_nsys(self):
         for extra in ((), ("--dry-run",), ("--nproc", "2")):
             with self.subTest(extra=extra):
-                r = self.run_sh("--prefix", self.prefix, "--binary", self.train, *extra, "--cuda-graph=maybe",
-                                PROFILE_LAUNCHER="local")
+                r = self.run_sh(
+                    "--prefix",
+                    self.prefix,
+                    "--binary",
+                    self.train,
+                    *extra,
+                    "--cuda-graph=maybe",
+                    PROFILE_LAUNCHER="local",
+                )
                 self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
                 # The binary's own message, then profile.sh's.
-                self.assertEqual(r.stderr.splitlines()[0],
-                                 "train_resnet50: error: --cuda-graph: expected true or false, got 'maybe'")
-                self.assertIn("profile.sh: error: %s --cuda-graph=maybe --print-config failed (exit 2)" % self.train,
-                              r.stderr)
+                self.assertEqual(
+                    r.stderr.splitlines()[0],
+                    "train_resnet50: error: --cuda-graph: expected true or false, got 'maybe'",
+                )
+                self.assertIn(
+                    "profile.sh: error: %s --cuda-graph=maybe --print-config failed (exit 2)"
+                    % self.train,
+                    r.stderr,
+                )
                 self.assertEqual(r.stdout, "")
                 self.assertFalse(os.path.exists(self.log))  # nsys never ran
                 self.assertFalse(os.path.exists(self.prefix + ".log"))
 
     def test_an_answer_that_is_not_the_configuration(self):
-        for answer, why in (("loading...", "got not JSON"), ("[1, 2]", "got not an object"),
-                            ('{"cuda_graph": "yes", "report": ""}', "got no boolean cuda_graph and string report"),
-                            ('{"steps": 8}', "got no boolean cuda_graph and string report")):
+        for answer, why in (
+            ("loading...", "got not JSON"),
+            ("[1, 2]", "got not an object"),
+            ('{"cuda_graph": "yes", "report": ""}', "got no boolean cuda_graph and string report"),
+            ('{"steps": 8}', "got no boolean cuda_graph and string report"),
+        ):
             with self.subTest(answer=answer):
-                r = self.run_sh("--prefix", self.prefix, "--binary", self.train, FAKE_PRINT_CONFIG=answer)
+                r = self.run_sh(
+                    "--prefix", self.prefix, "--binary", self.train, FAKE_PRINT_CONFIG=answer
+                )
                 self.assertEqual(r.returncode, 2, r.stderr)
-                self.assertIn("profile.sh: error: expected %s --print-config to print the run's configuration as "
-                              "one JSON object, %s" % (self.train, why), r.stderr)
+                self.assertIn(
+                    "profile.sh: error: expected %s --print-config to print the run's configuration as "
+                    "one JSON object, %s" % (self.train, why),
+                    r.stderr,
+                )
                 self.assertIn(answer, r.stderr)
                 self.assertFalse(os.path.exists(self.log))
-
 
     def test_a_binary_that_cannot_run_stops_even_a_dry_run(self):
         plain = os.path.join(self.tmp, "plain")
         with open(plain, "w") as f:
             f.write("not a program\n")
         missing = os.path.join(self.tmp, "nowhere", "trainer")
-        cases = [(("--binary", missing), "--binary %s: no such file: expected an executable train_resnet50 at %s"
-                  % (missing, missing)),
-                 (("--binary", self.tmp), "--binary %s: is a directory, expected the train_resnet50 executable"
-                  % self.tmp),
-                 (("--binary=" + plain,), "--binary %s: is not an executable file" % plain),
-                 (("--binary", "no_such_trainer"), "--binary no_such_trainer: expected no_such_trainer on PATH")]
+        cases = [
+            (
+                ("--binary", missing),
+                "--binary %s: no such file: expected an executable train_resnet50 at %s"
+                % (missing, missing),
+            ),
+            (
+                ("--binary", self.tmp),
+                "--binary %s: is a directory, expected the train_resnet50 executable" % self.tmp,
+            ),
+            (("--binary=" + plain,), "--binary %s: is not an executable file" % plain),
+            (
+                ("--binary", "no_such_trainer"),
+                "--binary no_such_trainer: expected no_such_trainer on PATH",
+            ),
+        ]
         for flags, message in cases:
             for dry in ((), ("--dry-run",)):
                 with self.subTest(flags=flags, dry=dry):
@@ -404,20 +614,26 @@ class ProfileShTest(ProfileShCase):
         os.mkfifo(fifo)
         r = self.run_sh("--prefix", self.prefix, "--binary", self.train)
         self.assertEqual(r.returncode, 2, r.stderr)
-        self.assertIn("profile.sh: error: --prefix %s: %s: is a FIFO" % (self.prefix, fifo), r.stderr)
+        self.assertIn(
+            "profile.sh: error: --prefix %s: %s: is a FIFO" % (self.prefix, fifo), r.stderr
+        )
         self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
         os.remove(fifo)
         os.mkdir(self.prefix + ".sqlite")
         r = self.run_sh("--prefix", self.prefix, "--binary", self.train)
         self.assertEqual(r.returncode, 2, r.stderr)
-        self.assertIn("--prefix %s: %s.sqlite: is a directory" % (self.prefix, self.prefix), r.stderr)
+        self.assertIn(
+            "--prefix %s: %s.sqlite: is a directory" % (self.prefix, self.prefix), r.stderr
+        )
         os.rmdir(self.prefix + ".sqlite")
         with open(self.prefix + "_analysis", "w") as f:
             f.write("x")
         r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--analyze")
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("%s_analysis: is not a directory" % self.prefix, r.stderr)
-        r = self.run_sh("--prefix", os.path.join(self.prefix + "_analysis", "x"), "--binary", self.train)
+        r = self.run_sh(
+            "--prefix", os.path.join(self.prefix + "_analysis", "x"), "--binary", self.train
+        )
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("%s_analysis is not a directory" % self.prefix, r.stderr)
         self.assertFalse(os.path.exists(self.log))  # nsys never ran
@@ -440,10 +656,14 @@ class ProfileShTest(ProfileShCase):
         with open(os.path.join(elsewhere, "run1.json")) as f:
             self.assertEqual(json.load(f)["images_per_s"], 4236.5)
         with open(os.path.join(elsewhere, "run1.nsys-rep")) as f:
-            self.assertEqual(f.read(), "rep")  # the stale target removed, the new capture written through the link
+            self.assertEqual(
+                f.read(), "rep"
+            )  # the stale target removed, the new capture written through the link
         with open(os.path.join(elsewhere, "run1.log")) as f:
             self.assertIn("loading...", f.read())
-        self.assertEqual(sorted(os.listdir(elsewhere)), ["run1.json", "run1.log", "run1.nsys-rep"])  # no staging
+        self.assertEqual(
+            sorted(os.listdir(elsewhere)), ["run1.json", "run1.log", "run1.nsys-rep"]
+        )  # no staging
         self.assertTrue(stat.S_ISCHR(os.stat(os.devnull).st_mode))
         # A FIFO where a stale capture would be is neither removed nor replaced: refused.
         os.remove(self.prefix + ".nsys-rep")
@@ -451,6 +671,7 @@ class ProfileShTest(ProfileShCase):
         r = self.run_sh("--prefix", self.prefix, "--", sys.executable, self.py, "/data")
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertTrue(stat.S_ISFIFO(os.lstat(self.prefix + ".nsys-rep").st_mode))
+
 
 class ProfileShUntracedTest(ProfileShCase):
     """The untraced run after each capture: the same command without nsys, with a report of its own."""
@@ -464,24 +685,46 @@ class ProfileShUntracedTest(ProfileShCase):
 
     def test_the_untraced_run_follows_the_capture(self):
         other = os.path.join(self.tmp, "mine.json")
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--steps", "2", "--report", other,
-                        FAKE_ORDER_LOG=self.order_log)
+        r = self.run_sh(
+            "--prefix",
+            self.prefix,
+            "--binary",
+            self.train,
+            "--steps",
+            "2",
+            "--report",
+            other,
+            FAKE_ORDER_LOG=self.order_log,
+        )
         self.assertEqual(r.returncode, 0, r.stderr)
         p = self.prefix
-        self.assertEqual(self.order(), [["nsys", "profile", p], ["train", other, True],
-                                        ["train", p + ".untraced.json", False],
-                                        ["nsys", "export", p + ".sqlite"], ["nsys", "stats", p]])
+        self.assertEqual(
+            self.order(),
+            [
+                ["nsys", "profile", p],
+                ["train", other, True],
+                ["train", p + ".untraced.json", False],
+                ["nsys", "export", p + ".sqlite"],
+                ["nsys", "stats", p],
+            ],
+        )
         with open(p + ".untraced.json") as f:
             # No nsys, and the user's --report gave way to profile.sh's own.
-            self.assertEqual(json.load(f)["argv"], ["--steps", "2", "--report", p + ".untraced.json"])
-        self.assertEqual([c[0] for c in self.calls()], ["profile", "export", "stats"])  # nsys saw no second run
+            self.assertEqual(
+                json.load(f)["argv"], ["--steps", "2", "--report", p + ".untraced.json"]
+            )
+        self.assertEqual(
+            [c[0] for c in self.calls()], ["profile", "export", "stats"]
+        )  # nsys saw no second run
         with open(p + ".untraced.log") as f:
             self.assertEqual(f.read(), "fake train_resnet50 untraced\n")
         with open(p + ".log") as f:
             self.assertNotIn("untraced", f.read())
         self.assertIn("untraced:    %s.untraced.json" % p, r.stdout)
         self.assertIn("untraced log: %s.untraced.log" % p, r.stdout)
-        self.assertIn("profile.sh: %s --steps 2 --report %s.untraced.json" % (self.train, p), r.stderr)
+        self.assertIn(
+            "profile.sh: %s --steps 2 --report %s.untraced.json" % (self.train, p), r.stderr
+        )
 
     def test_the_untraced_run_never_shares_the_captures_checkpoints(self):
         ckpt = os.path.join(self.tmp, "ckpt")
@@ -491,11 +734,13 @@ class ProfileShUntracedTest(ProfileShCase):
                 f.write("epoch %d" % e)
         for resume in (True, False):
             with self.subTest(resume=resume):
-                flags = ["--epochs", "3", "--checkpoint-dir", ckpt] + (["--resume"] if resume else [])
+                flags = ["--epochs", "3", "--checkpoint-dir", ckpt] + (
+                    ["--resume"] if resume else []
+                )
                 r = self.run_sh("--prefix", self.prefix, "--binary", self.train, *flags)
                 self.assertEqual(r.returncode, 0, r.stderr)
                 with open(self.prefix + ".json") as f:
-                    self.assertEqual(json.load(f)["argv"][:len(flags)], flags)
+                    self.assertEqual(json.load(f)["argv"][: len(flags)], flags)
                 with open(self.prefix + ".untraced.json") as f:
                     untraced = json.load(f)
                 args = untraced["argv"]
@@ -504,16 +749,34 @@ class ProfileShUntracedTest(ProfileShCase):
                 self.assertNotIn(ckpt, args)
                 self.assertEqual("--resume" in args, resume)
                 # With --resume a copy of the checkpoint the capture resumed from, and nothing else.
-                self.assertEqual(untraced["checkpoint_files"],
-                                 {"checkpoint-e000002.ckpt": "epoch 2"} if resume else {})
+                self.assertEqual(
+                    untraced["checkpoint_files"],
+                    {"checkpoint-e000002.ckpt": "epoch 2"} if resume else {},
+                )
                 self.assertFalse(os.path.exists(private), "removed after the untraced run")
-                self.assertEqual(sorted(os.listdir(ckpt)), ["checkpoint-e000001.ckpt", "checkpoint-e000002.ckpt"])
+                self.assertEqual(
+                    sorted(os.listdir(ckpt)), ["checkpoint-e000001.ckpt", "checkpoint-e000002.ckpt"]
+                )
 
     def test_no_untraced(self):
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--no-untraced", FAKE_ORDER_LOG=self.order_log)
+        r = self.run_sh(
+            "--prefix",
+            self.prefix,
+            "--binary",
+            self.train,
+            "--no-untraced",
+            FAKE_ORDER_LOG=self.order_log,
+        )
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual([o[:2] for o in self.order()], [["nsys", "profile"], ["train", self.prefix + ".json"],
-                                                         ["nsys", "export"], ["nsys", "stats"]])
+        self.assertEqual(
+            [o[:2] for o in self.order()],
+            [
+                ["nsys", "profile"],
+                ["train", self.prefix + ".json"],
+                ["nsys", "export"],
+                ["nsys", "stats"],
+            ],
+        )
         for absent in (".untraced.json", ".untraced.log"):
             self.assertFalse(os.path.exists(self.prefix + absent), absent)
         self.assertNotIn("untraced", r.stdout)
@@ -531,16 +794,22 @@ class ProfileShUntracedTest(ProfileShCase):
     def test_a_failing_untraced_run_stops_with_its_status(self):
         r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--fail-untraced")
         self.assertEqual(r.returncode, 4, r.stderr)
-        self.assertIn("profile.sh: error: the untraced run failed (exit 4); output in %s.untraced.log" % self.prefix,
-                      r.stderr)
+        self.assertIn(
+            "profile.sh: error: the untraced run failed (exit 4); output in %s.untraced.log"
+            % self.prefix,
+            r.stderr,
+        )
         self.assertEqual([c[0] for c in self.calls()], ["profile"])  # no export after it
 
     def test_untraced_outputs_are_checked_up_front(self):
         os.makedirs(self.prefix + ".untraced.json")
         r = self.run_sh("--prefix", self.prefix, "--binary", self.train)
         self.assertEqual(r.returncode, 2, r.stderr)
-        self.assertIn("profile.sh: error: --prefix %s: %s.untraced.json: is a directory" % (self.prefix, self.prefix),
-                      r.stderr)
+        self.assertIn(
+            "profile.sh: error: --prefix %s: %s.untraced.json: is a directory"
+            % (self.prefix, self.prefix),
+            r.stderr,
+        )
         self.assertFalse(os.path.exists(self.log))
         r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--no-untraced")
         self.assertEqual(r.returncode, 0, r.stderr)  # not an output without the untraced run
@@ -557,28 +826,69 @@ class ProfileShRepeatTest(ProfileShCase):
         for value in ("0", "-1", "x", ""):
             r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--repeat", value)
             self.assertEqual(r.returncode, 2, value)
-            self.assertIn("expected --repeat to be a positive integer (captures, each with its untraced run), got "
-                          "'%s'" % value, r.stderr)
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--repeat", "2", "--nproc", "2", "--dry-run")
+            self.assertIn(
+                "expected --repeat to be a positive integer (captures, each with its untraced run), got "
+                "'%s'" % value,
+                r.stderr,
+            )
+        r = self.run_sh(
+            "--prefix",
+            self.prefix,
+            "--binary",
+            self.train,
+            "--repeat",
+            "2",
+            "--nproc",
+            "2",
+            "--dry-run",
+        )
         self.assertEqual(r.returncode, 2)
-        self.assertIn("--repeat 2 conflicts with --nproc 2: repeated captures of several ranks are not supported",
-                      r.stderr)
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--repeat=1", "--nproc", "2", "--dry-run",
-                        PROFILE_LAUNCHER="local")
-        self.assertEqual(r.returncode, 0, r.stderr)  # one capture of several ranks is the plain --nproc
+        self.assertIn(
+            "--repeat 2 conflicts with --nproc 2: repeated captures of several ranks are not supported",
+            r.stderr,
+        )
+        r = self.run_sh(
+            "--prefix",
+            self.prefix,
+            "--binary",
+            self.train,
+            "--repeat=1",
+            "--nproc",
+            "2",
+            "--dry-run",
+            PROFILE_LAUNCHER="local",
+        )
+        self.assertEqual(
+            r.returncode, 0, r.stderr
+        )  # one capture of several ranks is the plain --nproc
         self.assertFalse(os.path.exists(self.log))
 
     def test_captures_alternate_with_untraced_runs(self):
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--repeat", "3", "--steps", "2",
-                        FAKE_ORDER_LOG=self.order_log)
+        r = self.run_sh(
+            "--prefix",
+            self.prefix,
+            "--binary",
+            self.train,
+            "--repeat",
+            "3",
+            "--steps",
+            "2",
+            FAKE_ORDER_LOG=self.order_log,
+        )
         self.assertEqual(r.returncode, 0, r.stderr)
         p = self.prefix
         expected = []
         for k in (1, 2, 3):
-            expected += [["nsys", "profile", "%s.%d" % (p, k)], ["train", "%s.%d.json" % (p, k), True],
-                         ["train", "%s.%d.untraced.json" % (p, k), False]]
+            expected += [
+                ["nsys", "profile", "%s.%d" % (p, k)],
+                ["train", "%s.%d.json" % (p, k), True],
+                ["train", "%s.%d.untraced.json" % (p, k), False],
+            ]
         for k in (1, 2, 3):
-            expected += [["nsys", "export", "%s.%d.sqlite" % (p, k)], ["nsys", "stats", "%s.%d" % (p, k)]]
+            expected += [
+                ["nsys", "export", "%s.%d.sqlite" % (p, k)],
+                ["nsys", "stats", "%s.%d" % (p, k)],
+            ]
         self.assertEqual(self.calls(self.order_log), expected)
         for k in (1, 2, 3):
             for suffix in (".nsys-rep", ".sqlite", ".json", ".untraced.json") + STATS_CSVS:
@@ -592,33 +902,57 @@ class ProfileShRepeatTest(ProfileShCase):
             self.assertEqual(f.read(), "fake train_resnet50 untraced\n" * 3)
 
     def test_dry_run_lists_every_command_in_order(self):
-        r = self.run_sh("--prefix", "out/x", "--dry-run", "--repeat", "2", "--analyze", "--binary", self.train,
-                        "--steps", "8")
+        r = self.run_sh(
+            "--prefix",
+            "out/x",
+            "--dry-run",
+            "--repeat",
+            "2",
+            "--analyze",
+            "--binary",
+            self.train,
+            "--steps",
+            "8",
+        )
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.splitlines()
         nsys = "nsys profile " + " ".join(PROFILE_OPTS)
-        self.assertEqual(lines[:8], [
-            nsys + " --output=out/x.1 %s --steps 8 --report out/x.1.json" % self.train,
-            "%s --steps 8 --report out/x.1.untraced.json" % self.train,
-            nsys + " --output=out/x.2 %s --steps 8 --report out/x.2.json" % self.train,
-            "%s --steps 8 --report out/x.2.untraced.json" % self.train,
-            "nsys export --type=sqlite --force-overwrite=true --output=out/x.1.sqlite out/x.1.nsys-rep",
-            "nsys stats " + STATS + " --format=csv --force-overwrite=true --output=out/x.1 out/x.1.sqlite",
-            "nsys export --type=sqlite --force-overwrite=true --output=out/x.2.sqlite out/x.2.nsys-rep",
-            "nsys stats " + STATS + " --format=csv --force-overwrite=true --output=out/x.2 out/x.2.sqlite"])
+        self.assertEqual(
+            lines[:8],
+            [
+                nsys + " --output=out/x.1 %s --steps 8 --report out/x.1.json" % self.train,
+                "%s --steps 8 --report out/x.1.untraced.json" % self.train,
+                nsys + " --output=out/x.2 %s --steps 8 --report out/x.2.json" % self.train,
+                "%s --steps 8 --report out/x.2.untraced.json" % self.train,
+                "nsys export --type=sqlite --force-overwrite=true --output=out/x.1.sqlite out/x.1.nsys-rep",
+                "nsys stats "
+                + STATS
+                + " --format=csv --force-overwrite=true --output=out/x.1 out/x.1.sqlite",
+                "nsys export --type=sqlite --force-overwrite=true --output=out/x.2.sqlite out/x.2.nsys-rep",
+                "nsys stats "
+                + STATS
+                + " --format=csv --force-overwrite=true --output=out/x.2 out/x.2.sqlite",
+            ],
+        )
         python, analysis = lines[8].split(" ", 1)  # python: whichever has matplotlib here
         self.assertIn("python", os.path.basename(python))
-        self.assertEqual(analysis, "%s out/x.1.sqlite out/x.2.sqlite --repeats --report out/x.1.json "
-                         "--report out/x.2.json --untraced out/x.1.untraced.json --untraced out/x.2.untraced.json "
-                         "--repeat-out out/x.1_analysis --repeat-out out/x.2_analysis --out out/x_analysis "
-                         "--repeats-json out/x_repeats.json --repeats-md out/x_repeats.md"
-                         % os.path.join(REPO, "scripts", "analyze.py"))
+        self.assertEqual(
+            analysis,
+            "%s out/x.1.sqlite out/x.2.sqlite --repeats --report out/x.1.json "
+            "--report out/x.2.json --untraced out/x.1.untraced.json --untraced out/x.2.untraced.json "
+            "--repeat-out out/x.1_analysis --repeat-out out/x.2_analysis --out out/x_analysis "
+            "--repeats-json out/x_repeats.json --repeats-md out/x_repeats.md"
+            % os.path.join(REPO, "scripts", "analyze.py"),
+        )
         self.assertEqual(len(lines), 9)
         # One capture with --analyze: the analysis gets its untraced report.
         r = self.run_sh("--prefix", "out/x", "--dry-run", "--analyze", "--binary", self.train)
-        self.assertTrue(r.stdout.splitlines()[-1].endswith(
-            "analyze.py out/x.sqlite --report out/x.json --untraced out/x.untraced.json --out out/x_analysis"),
-            r.stdout)
+        self.assertTrue(
+            r.stdout.splitlines()[-1].endswith(
+                "analyze.py out/x.sqlite --report out/x.json --untraced out/x.untraced.json --out out/x_analysis"
+            ),
+            r.stdout,
+        )
 
     def test_every_capture_output_is_checked_up_front(self):
         os.makedirs(os.path.dirname(self.prefix))
@@ -628,13 +962,19 @@ class ProfileShRepeatTest(ProfileShCase):
         self.assertIn("--prefix %s: %s.2.sqlite: is a FIFO" % (self.prefix, self.prefix), r.stderr)
         os.remove(self.prefix + ".2.sqlite")
         os.mkdir(self.prefix + "_repeats.md")
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--repeat", "2", "--analyze")
+        r = self.run_sh(
+            "--prefix", self.prefix, "--binary", self.train, "--repeat", "2", "--analyze"
+        )
         self.assertEqual(r.returncode, 2, r.stderr)
-        self.assertIn("--prefix %s: %s_repeats.md: is a directory" % (self.prefix, self.prefix), r.stderr)
+        self.assertIn(
+            "--prefix %s: %s_repeats.md: is a directory" % (self.prefix, self.prefix), r.stderr
+        )
         with open(self.prefix + ".1_analysis", "w") as f:
             f.write("x")
         os.rmdir(self.prefix + "_repeats.md")
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--repeat", "2", "--analyze")
+        r = self.run_sh(
+            "--prefix", self.prefix, "--binary", self.train, "--repeat", "2", "--analyze"
+        )
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("%s.1_analysis: is not a directory" % self.prefix, r.stderr)
         self.assertFalse(os.path.exists(self.log))  # nsys never ran
@@ -646,26 +986,43 @@ class ProfileShRepeatTest(ProfileShCase):
         for k in (1, 2, 3):
             tracer_cost_export().write(os.path.join(exports, "capture%d.sqlite" % k))
         # Runs in order: capture 1, untraced 1, capture 2, ...: traced 320, 250, 300; untraced 480, 500, 520.
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--repeat", "3", "--steps", "3", "--analyze",
-                        FAKE_NSYS_SQLITE_DIR=exports, FAKE_IPS="320,480,250,500,300,520",
-                        FAKE_IPS_STATE=os.path.join(self.tmp, "ips_state"))
+        r = self.run_sh(
+            "--prefix",
+            self.prefix,
+            "--binary",
+            self.train,
+            "--repeat",
+            "3",
+            "--steps",
+            "3",
+            "--analyze",
+            FAKE_NSYS_SQLITE_DIR=exports,
+            FAKE_IPS="320,480,250,500,300,520",
+            FAKE_IPS_STATE=os.path.join(self.tmp, "ips_state"),
+        )
         self.assertEqual(r.returncode, 0, r.stderr)
         p = self.prefix
         with open(p + "_analysis/summary.json") as f:
             s = json.load(f)
         self.assertEqual(s["export"], p + ".3.sqlite")  # 300 images/s: the median of 320, 250, 300
-        self.assertEqual([u["images_per_s"] for u in s["capture_cost"]["throughput"]["untraced_runs"]],
-                         [480.0, 500.0, 520.0])
+        self.assertEqual(
+            [u["images_per_s"] for u in s["capture_cost"]["throughput"]["untraced_runs"]],
+            [480.0, 500.0, 520.0],
+        )
         self.assertTrue(os.path.isfile(p + "_analysis/fig3_timeline.png"))
         for k in (1, 2, 3):
-            self.assertEqual(sorted(os.listdir("%s.%d_analysis" % (p, k))), ["summary.json", "summary.md"])
+            self.assertEqual(
+                sorted(os.listdir("%s.%d_analysis" % (p, k))), ["summary.json", "summary.md"]
+            )
         with open(p + "_repeats.json") as f:
             rep = json.load(f)
         self.assertEqual((rep["captures"], rep["median_capture"]), (3, 3))
         with open(p + "_repeats.md") as f:
             md = f.read()
         self.assertIn("| traced images/s | 250.0 | 300.0 | 320.0 | 320.0 / 250.0 / 300.0 |", md)
-        self.assertIn("| untraced images/s (each run) | 480.0 | 500.0 | 520.0 | 480.0 / 500.0 / 520.0 |", md)
+        self.assertIn(
+            "| untraced images/s (each run) | 480.0 | 500.0 | 520.0 | 480.0 / 500.0 / 520.0 |", md
+        )
         self.assertIn("| traced / untraced | 0.500 | 0.600 | 0.640 | 0.640 / 0.500 / 0.600 |", md)
         self.assertIn("| CUDA calls per step, loader/gpu | 11.000 | 11.000 | 11.000 |", md)
         self.assertIn("| step_count | 3 of 3 |", md)
@@ -698,37 +1055,81 @@ class ProfileShRanksTest(ProfileShCase):
         out = []
         for r in range(n):
             p = "%s.rank%d" % (prefix, r)
-            out += [["export", "--type=sqlite", "--force-overwrite=true", "--output=" + p + ".sqlite", p + ".nsys-rep"],
-                    ["stats", STATS, "--format=csv", "--force-overwrite=true", "--output=" + p, p + ".sqlite"]]
+            out += [
+                [
+                    "export",
+                    "--type=sqlite",
+                    "--force-overwrite=true",
+                    "--output=" + p + ".sqlite",
+                    p + ".nsys-rep",
+                ],
+                [
+                    "stats",
+                    STATS,
+                    "--format=csv",
+                    "--force-overwrite=true",
+                    "--output=" + p,
+                    p + ".sqlite",
+                ],
+            ]
         return out
 
     def test_nproc_usage_errors(self):
         for value in ("0", "-1", "two", "1.5", ""):
             r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", value)
             self.assertEqual(r.returncode, 2, value)
-            self.assertIn("expected --nproc to be a positive integer (ranks on this machine), got '%s'" % value,
-                          r.stderr)
+            self.assertIn(
+                "expected --nproc to be a positive integer (ranks on this machine), got '%s'"
+                % value,
+                r.stderr,
+            )
         r = self.run_sh("--prefix", self.prefix, "--nproc")
         self.assertEqual(r.returncode, 2)
         self.assertIn("expected a value after --nproc", r.stderr)
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc=2", PROFILE_LAUNCHER="mpirun")
+        r = self.run_sh(
+            "--prefix", self.prefix, "--binary", self.train, "--nproc=2", PROFILE_LAUNCHER="mpirun"
+        )
         self.assertEqual(r.returncode, 2)
-        self.assertIn("expected PROFILE_LAUNCHER to be torchrun, local or auto, got 'mpirun'", r.stderr)
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc=2", PROFILE_LAUNCHER="torchrun",
-                        path=self.path_without_torchrun())
+        self.assertIn(
+            "expected PROFILE_LAUNCHER to be torchrun, local or auto, got 'mpirun'", r.stderr
+        )
+        r = self.run_sh(
+            "--prefix",
+            self.prefix,
+            "--binary",
+            self.train,
+            "--nproc=2",
+            PROFILE_LAUNCHER="torchrun",
+            path=self.path_without_torchrun(),
+        )
         self.assertEqual(r.returncode, 2)
         self.assertIn("torchrun is not on PATH (PROFILE_LAUNCHER=torchrun)", r.stderr)
         self.assertFalse(os.path.exists(self.log))
 
     def test_nproc_dry_run_picks_the_launcher(self):
-        args = ("--prefix", "out/x", "--nproc", "2", "--dry-run", "--binary", self.train, "--steps", "8")
-        nsys = ("nsys profile " + " ".join(PROFILE_OPTS)
-                + " --output=out/x.rank%%q{RANK} %s --steps 8 --report out/x.json" % self.train)
+        args = (
+            "--prefix",
+            "out/x",
+            "--nproc",
+            "2",
+            "--dry-run",
+            "--binary",
+            self.train,
+            "--steps",
+            "8",
+        )
+        nsys = (
+            "nsys profile "
+            + " ".join(PROFILE_OPTS)
+            + " --output=out/x.rank%%q{RANK} %s --steps 8 --report out/x.json" % self.train
+        )
         post = [" ".join(["nsys"] + c) for c in self.post_commands("out/x")]
         bare = "%s --steps 8 --report out/x.untraced.json" % self.train  # the untraced run: no nsys
         local = [LAUNCH_LOCAL + " 2 -- " + nsys, LAUNCH_LOCAL + " 2 -- " + bare] + post
-        torchrun = ["torchrun --standalone --nproc-per-node 2 --no-python " + nsys,
-                    "torchrun --standalone --nproc-per-node 2 --no-python " + bare] + post
+        torchrun = [
+            "torchrun --standalone --nproc-per-node 2 --no-python " + nsys,
+            "torchrun --standalone --nproc-per-node 2 --no-python " + bare,
+        ] + post
         r = self.run_sh(*args, path=self.path_without_torchrun())
         self.assertEqual((r.returncode, r.stdout.splitlines()), (0, local), r.stderr)
         self.add_torchrun()
@@ -742,15 +1143,31 @@ class ProfileShRanksTest(ProfileShCase):
         """The outputs and nsys calls of a two-rank run of the fake train_resnet50 with --steps 3."""
         self.assertEqual(r.returncode, 0, r.stderr)
         p = self.prefix
-        profile = ["profile"] + PROFILE_OPTS + ["--output=" + p + ".rank%q{RANK}", self.train, "--steps", "3",
-                                                "--report", p + ".json"]
+        profile = (
+            ["profile"]
+            + PROFILE_OPTS
+            + [
+                "--output=" + p + ".rank%q{RANK}",
+                self.train,
+                "--steps",
+                "3",
+                "--report",
+                p + ".json",
+            ]
+        )
         calls = self.calls()
         self.assertEqual(calls[:2], [profile, profile])
         self.assertEqual(calls[2:], self.post_commands(p))
         untraced = [self.train, "--steps", "3", "--report", p + ".untraced.json"]
-        self.assertEqual(launcher_calls, [["--standalone", "--nproc-per-node", "2", "--no-python", "nsys"] + profile,
-                                          ["--standalone", "--nproc-per-node", "2", "--no-python"] + untraced]
-                         if launcher_calls else [])
+        self.assertEqual(
+            launcher_calls,
+            [
+                ["--standalone", "--nproc-per-node", "2", "--no-python", "nsys"] + profile,
+                ["--standalone", "--nproc-per-node", "2", "--no-python"] + untraced,
+            ]
+            if launcher_calls
+            else [],
+        )
         for rank in (0, 1):
             rp = "%s.rank%d" % (p, rank)
             for suffix in (".nsys-rep", ".sqlite", ".json") + STATS_CSVS:
@@ -768,27 +1185,52 @@ class ProfileShRanksTest(ProfileShCase):
 
     def test_nproc_under_torchrun(self):
         self.add_torchrun()
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--steps", "3")
+        r = self.run_sh(
+            "--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--steps", "3"
+        )
         self.check_ranks_run(r, self.calls(self.torchrun_log))
-        self.assertIn("profile.sh: torchrun --standalone --nproc-per-node 2 --no-python nsys profile", r.stderr)
+        self.assertIn(
+            "profile.sh: torchrun --standalone --nproc-per-node 2 --no-python nsys profile",
+            r.stderr,
+        )
 
     def test_nproc_without_torchrun_uses_launch_local(self):
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--steps", "3",
-                        path=self.path_without_torchrun())
+        r = self.run_sh(
+            "--prefix",
+            self.prefix,
+            "--binary",
+            self.train,
+            "--nproc",
+            "2",
+            "--steps",
+            "3",
+            path=self.path_without_torchrun(),
+        )
         self.check_ranks_run(r, [])
         self.assertIn("profile.sh: %s 2 -- nsys profile" % LAUNCH_LOCAL, r.stderr)
         self.assertFalse(os.path.exists(self.torchrun_log))
         # PROFILE_LAUNCHER=local even where torchrun is on PATH.
         self.add_torchrun()
         os.remove(self.log)
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--steps", "3",
-                        PROFILE_LAUNCHER="local")
+        r = self.run_sh(
+            "--prefix",
+            self.prefix,
+            "--binary",
+            self.train,
+            "--nproc",
+            "2",
+            "--steps",
+            "3",
+            PROFILE_LAUNCHER="local",
+        )
         self.check_ranks_run(r, [])
 
     def test_nproc_given_report_copied_per_rank(self):
         self.add_torchrun()
         other = os.path.join(self.tmp, "elsewhere.json")
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--report", other)
+        r = self.run_sh(
+            "--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--report", other
+        )
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.calls()[0][-2:], ["--report", other])  # not appended twice
         for rank in (0, 1):
@@ -798,18 +1240,39 @@ class ProfileShRanksTest(ProfileShCase):
 
     def test_nproc_failures(self):
         self.add_torchrun()
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", FAKE_NSYS_NO_REP_RANK="1")
+        r = self.run_sh(
+            "--prefix",
+            self.prefix,
+            "--binary",
+            self.train,
+            "--nproc",
+            "2",
+            FAKE_NSYS_NO_REP_RANK="1",
+        )
         self.assertEqual(r.returncode, 1)
-        self.assertIn("nsys produced no %s.rank1.nsys-rep: the capture range never started" % self.prefix, r.stderr)
+        self.assertIn(
+            "nsys produced no %s.rank1.nsys-rep: the capture range never started" % self.prefix,
+            r.stderr,
+        )
         self.assertEqual(len(self.calls()), 2)  # no export or stats
         os.remove(self.log)
         r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--fail")
         self.assertEqual(r.returncode, 1)
         self.assertIn("the profiled program failed (exit 1 from torchrun)", r.stderr)
         os.remove(self.log)
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--fail",
-                        PROFILE_LAUNCHER="local")
-        self.assertEqual(r.returncode, 3)  # launch_local.sh passes the first failing rank's status on
+        r = self.run_sh(
+            "--prefix",
+            self.prefix,
+            "--binary",
+            self.train,
+            "--nproc",
+            "2",
+            "--fail",
+            PROFILE_LAUNCHER="local",
+        )
+        self.assertEqual(
+            r.returncode, 3
+        )  # launch_local.sh passes the first failing rank's status on
         self.assertIn("the profiled program failed (exit 3 from local)", r.stderr)
 
     @unittest.skipUnless(HAVE_MPL, "matplotlib not installed for %s" % sys.executable)
@@ -818,13 +1281,27 @@ class ProfileShRanksTest(ProfileShCase):
         os.mkdir(exports)
         for rank in (0, 1):
             rank_export(rank).write(os.path.join(exports, "rank%d.sqlite" % rank))
-        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--steps", "3", "--analyze",
-                        path=self.path_without_torchrun(), FAKE_NSYS_SQLITE_DIR=exports, PYTHON=sys.executable)
+        r = self.run_sh(
+            "--prefix",
+            self.prefix,
+            "--binary",
+            self.train,
+            "--nproc",
+            "2",
+            "--steps",
+            "3",
+            "--analyze",
+            path=self.path_without_torchrun(),
+            FAKE_NSYS_SQLITE_DIR=exports,
+            PYTHON=sys.executable,
+        )
         self.assertEqual(r.returncode, 0, r.stderr)
         p = self.prefix
         with open(p + "_ranks_analysis/ranks.json") as f:
             ranks = json.load(f)
-        self.assertEqual(ranks["analysis_dirs"], ["../run1.rank0_analysis", "../run1.rank1_analysis"])
+        self.assertEqual(
+            ranks["analysis_dirs"], ["../run1.rank0_analysis", "../run1.rank1_analysis"]
+        )
         self.assertEqual(ranks["reports"], [p + ".rank0.json", p + ".rank1.json"])
         self.assertEqual(ranks["stragglers"][2]["straggler"], 1)
         self.assertTrue(ranks["all_checks_pass"], ranks["check_details"])

@@ -24,26 +24,43 @@ class ReferenceEpochsTest(StandInPackagesCase):
         total = 940
         warm = reference_epochs.warmup_steps(0.25, total)
         self.assertEqual(warm, 235)
-        self.assertEqual(reference_epochs.warmup_steps(0.25, 26), 7)  # 6.5 rounds up, as std::llround
+        self.assertEqual(
+            reference_epochs.warmup_steps(0.25, 26), 7
+        )  # 6.5 rounds up, as std::llround
         self.assertEqual(reference_epochs.warmup_steps(0.25, 1), 1)
         self.assertAlmostEqual(reference_epochs.lr_factor(0, warm, total), 1 / 235)
         self.assertAlmostEqual(reference_epochs.lr_factor(234, warm, total), 1.0)
         self.assertAlmostEqual(reference_epochs.lr_factor(235, warm, total), 1.0)
         s = 600
-        self.assertAlmostEqual(reference_epochs.lr_factor(s, warm, total),
-                               (1 + math.cos(math.pi * (s - warm) / (total - warm))) / 2)
-        self.assertAlmostEqual(reference_epochs.lr_factor(5000, warm, total),
-                               reference_epochs.lr_factor(total - 1, warm, total))
+        self.assertAlmostEqual(
+            reference_epochs.lr_factor(s, warm, total),
+            (1 + math.cos(math.pi * (s - warm) / (total - warm))) / 2,
+        )
+        self.assertAlmostEqual(
+            reference_epochs.lr_factor(5000, warm, total),
+            reference_epochs.lr_factor(total - 1, warm, total),
+        )
 
     def test_help_and_bad_flags_without_importing_torch(self):
         self.package("torch", "raise RuntimeError('imported for --help')\n")
         r = self.run_script("--help")
         self.assertEqual(r.returncode, 0, r.stderr)
-        for flag in ("--epochs", "--batch-size", "--workers", "--precision", "--lr", "--warmup-share",
-                     "--report"):
+        for flag in (
+            "--epochs",
+            "--batch-size",
+            "--workers",
+            "--precision",
+            "--lr",
+            "--warmup-share",
+            "--report",
+        ):
             self.assertIn(flag, r.stdout)
-        for args, flag in ((("/d", "--epochs", "0"), "--epochs"), (("/d", "--precision", "fp8"), "--precision"),
-                           (("/d", "--warmup-share", "2"), "--warmup-share"), ((), "root")):
+        for args, flag in (
+            (("/d", "--epochs", "0"), "--epochs"),
+            (("/d", "--precision", "fp8"), "--precision"),
+            (("/d", "--warmup-share", "2"), "--warmup-share"),
+            ((), "root"),
+        ):
             r = self.run_script(*args)
             self.assertEqual(r.returncode, 2, (args, r.stderr))
             self.assertIn(flag, r.stderr)
@@ -57,8 +74,11 @@ class ReferenceEpochsTest(StandInPackagesCase):
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("PyTorch or torchvision is not importable by %s" % sys.executable, r.stderr)
         self.assertNotIn("Traceback", r.stderr)
-        self.package("torch", "__version__ = '9.9'\nclass cuda:\n    @staticmethod\n"
-                              "    def is_available():\n        return False\n")
+        self.package(
+            "torch",
+            "__version__ = '9.9'\nclass cuda:\n    @staticmethod\n"
+            "    def is_available():\n        return False\n",
+        )
         self.package("torchvision", "")
         self.package("torchvision/datasets", "")
         self.package("torchvision/transforms", "")

@@ -36,7 +36,9 @@ HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
 #   --workers 13  exits 1
 #   --prefetch-factor 7  reports one step fewer than asked (a failing report check)
 # Under the fake nsys (FAKE_UNDER_NSYS set) the images/s are multiplied by $FAKE_TRACED_FACTOR when set.
-FAKE_BINARY = ANSWER_PRINT_CONFIG + r'''
+FAKE_BINARY = (
+    ANSWER_PRINT_CONFIG
+    + r"""
 import json, os, sys, time
 argv = sys.argv[1:]
 flags, i = {}, 0
@@ -72,7 +74,8 @@ report = {"config": {"steps": steps, "workers": workers, "seed": seed, "argv": a
           "interrupted": False}
 with open(flags["--report"], "w") as f:
     json.dump(report, f)
-'''
+"""
+)
 
 CONFIGS = {
     "reset_8": {"steps": 2, "reuse_iterator": False},
@@ -109,15 +112,34 @@ class SweepCase(ScratchCase):
 
 class CliTest(unittest.TestCase):
     def test_help_from_another_cwd(self):
-        r = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True, timeout=60,
-                           cwd=tempfile.gettempdir())
+        r = subprocess.run(
+            [sys.executable, SCRIPT, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tempfile.gettempdir(),
+        )
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("--no-nsys", r.stdout)
         self.assertIn("Exit status: 0 every run aggregated", r.stdout)
 
     def test_dry_run(self):
-        r = subprocess.run([sys.executable, SCRIPT, "--dry-run", "--data", "/d", "--order-seed", "5", "--",
-                            "--synthetic"], capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [
+                sys.executable,
+                SCRIPT,
+                "--dry-run",
+                "--data",
+                "/d",
+                "--order-seed",
+                "5",
+                "--",
+                "--synthetic",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.rstrip("\n").splitlines()
         self.assertEqual(len(lines), 16)
@@ -129,23 +151,35 @@ class CliTest(unittest.TestCase):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump({"x": {"steps": 0}}, f)
         self.addCleanup(os.remove, f.name)
-        r = subprocess.run([sys.executable, SCRIPT, "--dry-run", "--configs", f.name], capture_output=True,
-                           text=True, timeout=60)
+        r = subprocess.run(
+            [sys.executable, SCRIPT, "--dry-run", "--configs", f.name],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         self.assertEqual(r.returncode, 2)
         self.assertIn("expected x.steps to be a positive integer", r.stderr)
 
-
     def test_flags_that_cannot_be_used(self):
-        cases = [(["--timeout", "nan"], "expected --timeout > 0 seconds, got nan"),
-                 (["--timeout", "0"], "expected --timeout > 0 seconds, got 0"),
-                 (["--deadline", "-1"], "expected --deadline >= 0 seconds (0: none), got -1"),
-                 (["--configs", tempfile.gettempdir()], "--configs %s: is a directory, expected a JSON file of "
-                                                        "configurations" % tempfile.gettempdir()),
-                 (["--configs", os.path.join(tempfile.gettempdir(), "no", "such.json")], "no such file")]
+        cases = [
+            (["--timeout", "nan"], "expected --timeout > 0 seconds, got nan"),
+            (["--timeout", "0"], "expected --timeout > 0 seconds, got 0"),
+            (["--deadline", "-1"], "expected --deadline >= 0 seconds (0: none), got -1"),
+            (
+                ["--configs", tempfile.gettempdir()],
+                "--configs %s: is a directory, expected a JSON file of "
+                "configurations" % tempfile.gettempdir(),
+            ),
+            (["--configs", os.path.join(tempfile.gettempdir(), "no", "such.json")], "no such file"),
+        ]
         for args, message in cases:
             with self.subTest(args=args):
-                r = subprocess.run([sys.executable, SCRIPT, "--dry-run"] + args, capture_output=True, text=True,
-                                   timeout=60)
+                r = subprocess.run(
+                    [sys.executable, SCRIPT, "--dry-run"] + args,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
                 self.assertEqual(r.returncode, 2)
                 self.assertIn(message, r.stderr)
                 self.assertNotIn("Traceback", r.stderr)
@@ -158,21 +192,30 @@ class NoNsysSweepTest(SweepCase):
             args.append("--no-figures")
         r = self.run_sweep(*(args + ["--", "--device", "cpu", "--batch-size", "4"]))
         self.assertEqual(r.returncode, 1, r.stderr)  # one configuration's runs are refused
-        self.assertIn("not aggregating bad_steps seed 2026: checks failed: report_step_count", r.stderr)
+        self.assertIn(
+            "not aggregating bad_steps seed 2026: checks failed: report_step_count", r.stderr
+        )
 
         with open(os.path.join(self.out, "sweep.json")) as f:
             doc = json.load(f)
         runs = {(x["config"], x["seed"]): x for x in doc["runs"]}
         self.assertEqual(len(runs), 12)
         self.assertEqual([x["order"] for x in doc["runs"]], list(range(1, 13)))
-        self.assertEqual([(x["config"], x["seed"]) for x in doc["runs"]],
-                         make_plan(load_configs(self.configs), [2026, 2027], 3))
+        self.assertEqual(
+            [(x["config"], x["seed"]) for x in doc["runs"]],
+            make_plan(load_configs(self.configs), [2026, 2027], 3),
+        )
         # Extra arguments reach every run, after the configuration's flags.
         argv = runs[("no_pin", 2027)]["command"]
         self.assertEqual(argv[0], self.binary)
         self.assertIn("--pin-memory=false", argv)
-        self.assertEqual(argv[argv.index("--device"):argv.index("--device") + 4], ["--device", "cpu", "--batch-size", "4"])
-        self.assertNotIn("128", argv)  # the baseline's --batch-size 128 gave way to the extra --batch-size 4
+        self.assertEqual(
+            argv[argv.index("--device") : argv.index("--device") + 4],
+            ["--device", "cpu", "--batch-size", "4"],
+        )
+        self.assertNotIn(
+            "128", argv
+        )  # the baseline's --batch-size 128 gave way to the extra --batch-size 4
         # Time limit: the first attempt of each workers_4 run is killed and retried once.
         for seed in (2026, 2027):
             x = runs[("workers_4", seed)]
@@ -189,24 +232,38 @@ class NoNsysSweepTest(SweepCase):
         table = {row["config"]: row for row in self.read_csv("sweep.csv")}
         self.assertEqual(list(table), list(CONFIGS))
         row = table["no_pin"]
-        self.assertEqual((row["images_per_s_2026"], row["images_per_s_2027"], row["images_per_s_mean"]),
-                         ("1080.0", "1081.0", "1080.5"))
+        self.assertEqual(
+            (row["images_per_s_2026"], row["images_per_s_2027"], row["images_per_s_mean"]),
+            ("1080.0", "1081.0", "1080.5"),
+        )
         # batch_wait: seed 2026 -> 0.8 + 1.8 + 2.8 = 5.4; seed 2027 adds 5 at step 1 -> 10.4.
-        self.assertEqual((float(row["batch_wait_total_ms_2026"]), float(row["batch_wait_total_ms_2027"])), (5.4, 10.4))
+        self.assertEqual(
+            (float(row["batch_wait_total_ms_2026"]), float(row["batch_wait_total_ms_2027"])),
+            (5.4, 10.4),
+        )
         self.assertAlmostEqual(float(row["batch_wait_total_ms_mean"]), 7.9, places=9)
-        self.assertEqual((row["h2d_submit_total_ms_2026"], row["h2d_submit_total_ms_mean"]), ("6.0", "6.0"))
+        self.assertEqual(
+            (row["h2d_submit_total_ms_2026"], row["h2d_submit_total_ms_mean"]), ("6.0", "6.0")
+        )
         self.assertEqual((row["longest_wait_ms_2026"], row["longest_wait_step_2026"]), ("2.8", "2"))
         self.assertEqual((row["longest_wait_ms_2027"], row["longest_wait_step_2027"]), ("6.8", "1"))
         self.assertEqual(row["no_activity_pct_mean"], "")  # no capture in --no-nsys mode
         self.assertEqual(table["workers_4"]["retried"], "2")
         self.assertIn("timed out once, retry succeeded", table["workers_4"]["notes"])
-        self.assertEqual((table["bad_steps"]["runs_aggregated"], table["bad_steps"]["runs_excluded"]), ("0", "2"))
+        self.assertEqual(
+            (table["bad_steps"]["runs_aggregated"], table["bad_steps"]["runs_excluded"]), ("0", "2")
+        )
         self.assertEqual(table["bad_steps"]["images_per_s_mean"], "")
         self.assertEqual(table["reuse_64"]["images_per_s_mean"], "1080.5")
 
         runs_csv = {(x["config"], x["seed"]): x for x in self.read_csv("runs.csv")}
-        self.assertEqual((runs_csv[("workers_4", "2026")]["attempts"], runs_csv[("workers_4", "2026")]["timeouts"]),
-                         ("2", "1"))
+        self.assertEqual(
+            (
+                runs_csv[("workers_4", "2026")]["attempts"],
+                runs_csv[("workers_4", "2026")]["timeouts"],
+            ),
+            ("2", "1"),
+        )
         self.assertEqual(runs_csv[("bad_steps", "2027")]["aggregated"], "False")
 
         with open(os.path.join(self.out, "sweep.md")) as f:
@@ -215,17 +272,35 @@ class NoNsysSweepTest(SweepCase):
         self.assertIn("2.8 @ 2 / 6.8 @ 1", md)
         self.assertIn("- bad_steps seed 2027: checks failed: report_step_count", md)
         for seed in (2026, 2027):
-            self.assertTrue(os.path.isfile(os.path.join(self.out, "runs", "workers_4_%d" % seed, "attempt2.log")))
+            self.assertTrue(
+                os.path.isfile(
+                    os.path.join(self.out, "runs", "workers_4_%d" % seed, "attempt2.log")
+                )
+            )
         if HAVE_MPL:
             for name in ("fig4_sweep.png", "fig5_batch_wait.png"):
                 self.assertGreater(os.path.getsize(os.path.join(self.out, name)), 10000)
 
     def test_second_timeout_and_failure_are_recorded(self):
         with open(self.configs, "w") as f:
-            json.dump({"stuck": {"workers": 3, "steps": 2}, "broken": {"workers": 13, "steps": 2},
-                       "fine": {"steps": 2}}, f)
-        r = self.run_sweep("--no-nsys", "--configs", self.configs, "--seeds", "2026", "--timeout", "1",
-                           "--no-figures")
+            json.dump(
+                {
+                    "stuck": {"workers": 3, "steps": 2},
+                    "broken": {"workers": 13, "steps": 2},
+                    "fine": {"steps": 2},
+                },
+                f,
+            )
+        r = self.run_sweep(
+            "--no-nsys",
+            "--configs",
+            self.configs,
+            "--seeds",
+            "2026",
+            "--timeout",
+            "1",
+            "--no-figures",
+        )
         self.assertEqual(r.returncode, 1)
         with open(os.path.join(self.out, "sweep.json")) as f:
             runs = {x["config"]: x for x in json.load(f)["runs"]}
@@ -233,7 +308,9 @@ class NoNsysSweepTest(SweepCase):
         self.assertEqual([a["status"] for a in runs["stuck"]["attempts"]], ["timeout", "timeout"])
         self.assertEqual(runs["broken"]["status"], "failed")
         self.assertEqual(runs["broken"]["attempts"][0]["exit_code"], 1)
-        self.assertEqual(len(runs["broken"]["attempts"]), 1)  # failures are not retried, timeouts are
+        self.assertEqual(
+            len(runs["broken"]["attempts"]), 1
+        )  # failures are not retried, timeouts are
         self.assertTrue(runs["fine"]["aggregated"])
         table = {row["config"]: row for row in self.read_csv("sweep.csv")}
         self.assertIn("timed out after 1 s on both attempts", table["stuck"]["notes"])
@@ -262,7 +339,15 @@ class NoNsysSweepTest(SweepCase):
     def test_resume_runs_again_a_result_it_cannot_read(self):
         with open(self.configs, "w") as f:
             json.dump({"a": {"steps": 2}}, f)
-        args = ("--no-nsys", "--configs", self.configs, "--seeds", "2026", "--no-figures", "--resume")
+        args = (
+            "--no-nsys",
+            "--configs",
+            self.configs,
+            "--seeds",
+            "2026",
+            "--no-figures",
+            "--resume",
+        )
         saved = os.path.join(self.out, "runs", "a_2026", "result.json")
         for text in ("{truncated", "[1]", '{"status": "ok", "config": "a"}'):
             with self.subTest(text=text):
@@ -282,19 +367,49 @@ class NoNsysSweepTest(SweepCase):
         afile = os.path.join(self.tmp, "afile")
         with open(afile, "w") as f:
             f.write("x")
-        cases = [(afile, "--out %s: is a regular file, expected a directory" % afile),
-                 (os.path.join(afile, "sub"), "--out %s: %s is not a directory" % (os.path.join(afile, "sub"), afile))]
+        cases = [
+            (afile, "--out %s: is a regular file, expected a directory" % afile),
+            (
+                os.path.join(afile, "sub"),
+                "--out %s: %s is not a directory" % (os.path.join(afile, "sub"), afile),
+            ),
+        ]
         os.makedirs(os.path.join(self.tmp, "o", "sweep.md"))
-        cases.append((os.path.join(self.tmp, "o"), "--out %s: is a directory, expected a regular file"
-                      % os.path.join(self.tmp, "o", "sweep.md")))
+        cases.append(
+            (
+                os.path.join(self.tmp, "o"),
+                "--out %s: is a directory, expected a regular file"
+                % os.path.join(self.tmp, "o", "sweep.md"),
+            )
+        )
         os.makedirs(os.path.join(self.tmp, "p", "runs", "reuse_8_2026", "attempt1.log"))
-        cases.append((os.path.join(self.tmp, "p"), "--out %s: is a directory"
-                      % os.path.join(self.tmp, "p", "runs", "reuse_8_2026", "attempt1.log")))
+        cases.append(
+            (
+                os.path.join(self.tmp, "p"),
+                "--out %s: is a directory"
+                % os.path.join(self.tmp, "p", "runs", "reuse_8_2026", "attempt1.log"),
+            )
+        )
         for out, message in cases:
             with self.subTest(out=out):
-                r = subprocess.run([sys.executable, SCRIPT, "--no-nsys", "--binary", self.binary, "--configs",
-                                    self.configs, "--out", out, "--no-figures"], capture_output=True, text=True,
-                                   timeout=60, env=dict(os.environ, FAKE_STATE=self.state))
+                r = subprocess.run(
+                    [
+                        sys.executable,
+                        SCRIPT,
+                        "--no-nsys",
+                        "--binary",
+                        self.binary,
+                        "--configs",
+                        self.configs,
+                        "--out",
+                        out,
+                        "--no-figures",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    env=dict(os.environ, FAKE_STATE=self.state),
+                )
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn("sweep: error: " + message, r.stderr)
                 self.assertEqual(len(r.stderr.strip().splitlines()), 1)
@@ -303,21 +418,38 @@ class NoNsysSweepTest(SweepCase):
     def test_nsys_mode_needs_nsys(self):
         tools = os.path.join(self.tmp, "empty_bin")
         os.mkdir(tools)
-        r = subprocess.run([sys.executable, SCRIPT, "--binary", self.binary, "--out", self.out],
-                           capture_output=True, text=True, timeout=60, env=dict(os.environ, PATH=tools))
+        r = subprocess.run(
+            [sys.executable, SCRIPT, "--binary", self.binary, "--out", self.out],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(os.environ, PATH=tools),
+        )
         self.assertEqual(r.returncode, 2)
         self.assertIn("nsys (Nsight Systems CLI) is not on PATH", r.stderr)
 
     def test_missing_binary(self):
-        r = subprocess.run([sys.executable, SCRIPT, "--no-nsys", "--binary", os.path.join(self.tmp, "nope"),
-                            "--out", self.out], capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [
+                sys.executable,
+                SCRIPT,
+                "--no-nsys",
+                "--binary",
+                os.path.join(self.tmp, "nope"),
+                "--out",
+                self.out,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         self.assertEqual(r.returncode, 2)
         self.assertIn("expected an executable --binary", r.stderr)
 
 
 # A fake nsys for the capture path: `profile` runs the program (FAKE_UNDER_NSYS=1 in its environment) and
 # leaves PREFIX.nsys-rep, `export` writes the real fixture export, `stats` copies the fixture CSVs.
-FAKE_NSYS = r'''
+FAKE_NSYS = r"""
 import os, shutil, subprocess, sys
 args = sys.argv[1:]
 fixture = os.environ["FAKE_EXPORT"]
@@ -336,7 +468,7 @@ if args[0] == "stats":
         if name.endswith(".csv"):
             shutil.copy(os.path.join(os.path.dirname(fixture), name),
                         opt("--output") + name[len("py_reuse8"):])
-'''
+"""
 
 
 class CaptureSweepTest(SweepCase):
@@ -345,7 +477,9 @@ class CaptureSweepTest(SweepCase):
         fixture_dir = os.path.join(self.tmp, "fixture")
         os.mkdir(fixture_dir)
         self.export = os.path.join(fixture_dir, "py_reuse8.sqlite")
-        with lzma.open(os.path.join(FIXTURE_DIR, "py_reuse8.sqlite.xz")) as src, open(self.export, "wb") as dst:
+        with lzma.open(os.path.join(FIXTURE_DIR, "py_reuse8.sqlite.xz")) as src, open(
+            self.export, "wb"
+        ) as dst:
             shutil.copyfileobj(src, dst)
         for name in os.listdir(FIXTURE_DIR):
             if name.endswith(".csv"):
@@ -355,10 +489,26 @@ class CaptureSweepTest(SweepCase):
     def sweep(self, configs, *args, **env):
         with open(self.configs, "w") as f:
             json.dump(configs, f)
-        env = dict(os.environ, FAKE_STATE=self.state, FAKE_EXPORT=self.export,
-                   PATH=self.bin + os.pathsep + os.environ.get("PATH", ""), **env)
-        cmd = [sys.executable, SCRIPT, "--binary", self.binary, "--out", self.out, "--configs", self.configs,
-               "--seeds", "2026", "--no-figures"] + list(args)
+        env = dict(
+            os.environ,
+            FAKE_STATE=self.state,
+            FAKE_EXPORT=self.export,
+            PATH=self.bin + os.pathsep + os.environ.get("PATH", ""),
+            **env,
+        )
+        cmd = [
+            sys.executable,
+            SCRIPT,
+            "--binary",
+            self.binary,
+            "--out",
+            self.out,
+            "--configs",
+            self.configs,
+            "--seeds",
+            "2026",
+            "--no-figures",
+        ] + list(args)
         return subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
 
     def runs(self):
@@ -376,13 +526,28 @@ class CaptureSweepTest(SweepCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         run = self.runs()["reuse_8"]
         self.assertTrue(run["aggregated"], run["reason"])
-        self.assertEqual(run["command"][:4], [os.path.join(REPO, "scripts", "profile.sh"), "--prefix",
-                                              os.path.join(self.out, "runs", "reuse_8_2026", "capture"),
-                                              "--no-untraced"])
-        self.assertEqual(run["checks"], {"report_step_count": True, "report_not_interrupted": True,
-                                         "report_throughput": True, "step_count": True, "copy_count": True,
-                                         "capture_boundary": True, "no_sync_in_steps": True,
-                                         "no_layout_conversions": True})
+        self.assertEqual(
+            run["command"][:4],
+            [
+                os.path.join(REPO, "scripts", "profile.sh"),
+                "--prefix",
+                os.path.join(self.out, "runs", "reuse_8_2026", "capture"),
+                "--no-untraced",
+            ],
+        )
+        self.assertEqual(
+            run["checks"],
+            {
+                "report_step_count": True,
+                "report_not_interrupted": True,
+                "report_throughput": True,
+                "step_count": True,
+                "copy_count": True,
+                "capture_boundary": True,
+                "no_sync_in_steps": True,
+                "no_layout_conversions": True,
+            },
+        )
         m = run["metrics"]
         # Throughput from the fake's report; input timing and no-activity from the fixture's capture.
         self.assertEqual(m["images_per_s"], 1080.0)
@@ -390,42 +555,77 @@ class CaptureSweepTest(SweepCase):
         self.assertEqual(m["batch_wait_total_ms"], 1.372762)
         self.assertEqual(m["h2d_submit_total_ms"], 5.794361)
         self.assertEqual((m["longest_wait_ms"], m["longest_wait_step"]), (0.353145, 0))
-        self.assertTrue(os.path.isfile(os.path.join(self.out, "runs", "reuse_8_2026", "analysis", "summary.md")))
+        self.assertTrue(
+            os.path.isfile(os.path.join(self.out, "runs", "reuse_8_2026", "analysis", "summary.md"))
+        )
 
     def test_every_captured_run_gets_its_untraced_run(self):
         r = self.sweep({"reuse_8": {"steps": 8}}, FAKE_TRACED_FACTOR="0.5")
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)  # tracer-bound is reported, not excluded
+        self.assertEqual(
+            r.returncode, 0, r.stdout + r.stderr
+        )  # tracer-bound is reported, not excluded
         run = self.runs()["reuse_8"]
         folder = os.path.join(self.out, "runs", "reuse_8_2026")
         self.assertTrue(run["aggregated"], run["reason"])
-        self.assertEqual(run["untraced"]["command"][0], self.binary)  # the binary itself, no profile.sh or nsys
-        self.assertEqual(run["untraced"]["command"][-2:], ["--report", os.path.join(folder, "untraced.json")])
-        self.assertEqual(run["untraced"]["command"][1:-2], run["command"][7:-2])  # the same flags and seed
+        self.assertEqual(
+            run["untraced"]["command"][0], self.binary
+        )  # the binary itself, no profile.sh or nsys
+        self.assertEqual(
+            run["untraced"]["command"][-2:], ["--report", os.path.join(folder, "untraced.json")]
+        )
+        self.assertEqual(
+            run["untraced"]["command"][1:-2], run["command"][7:-2]
+        )  # the same flags and seed
         self.assertEqual((run["untraced"]["status"], run["untraced"]["kept"]), ("ok", False))
         self.assertTrue(os.path.isfile(os.path.join(folder, "untraced_attempt1.log")))
         self.assertEqual(self.calls(8), 2)
         m = run["metrics"]
-        self.assertEqual((m["images_per_s"], m["untraced_images_per_s"], m["traced_over_untraced"], m["tracer_bound"]),
-                         (540.0, 1080.0, 0.5, True))
+        self.assertEqual(
+            (
+                m["images_per_s"],
+                m["untraced_images_per_s"],
+                m["traced_over_untraced"],
+                m["tracer_bound"],
+            ),
+            (540.0, 1080.0, 0.5, True),
+        )
         self.assertNotIn("capture_cost", run["checks"])
         with open(os.path.join(folder, "analysis", "summary.json")) as f:
             self.assertIs(json.load(f)["checks"]["capture_cost"], False)
         row = self.read_csv("sweep.csv")[0]
-        self.assertEqual((row["untraced_images_per_s_2026"], row["traced_over_untraced_mean"], row["tracer_bound_2026"],
-                          row["tracer_bound_runs"]), ("1080.0", "0.5", "True", "1"))
+        self.assertEqual(
+            (
+                row["untraced_images_per_s_2026"],
+                row["traced_over_untraced_mean"],
+                row["tracer_bound_2026"],
+                row["tracer_bound_runs"],
+            ),
+            ("1080.0", "0.5", "True", "1"),
+        )
         self.assertEqual(self.read_csv("runs.csv")[0]["tracer_bound"], "True")
         with open(os.path.join(self.out, "sweep.md")) as f:
             md = f.read()
-        self.assertIn("| 1080.0 (mean 1080.0) | 0.500 (mean 0.500) | yes (1 of 1) | seed 2026: tracer-bound (traced "
-                      "0.50x untraced), read the untraced images/s |", md)
+        self.assertIn(
+            "| 1080.0 (mean 1080.0) | 0.500 (mean 0.500) | yes (1 of 1) | seed 2026: tracer-bound (traced "
+            "0.50x untraced), read the untraced images/s |",
+            md,
+        )
 
     def test_no_untraced(self):
         r = self.sweep({"reuse_8": {"steps": 8}}, "--no-untraced")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         run = self.runs()["reuse_8"]
-        self.assertEqual((run["untraced"], run["metrics"]["untraced_images_per_s"], run["metrics"]["tracer_bound"]),
-                         ({}, None, None))
-        self.assertFalse(os.path.exists(os.path.join(self.out, "runs", "reuse_8_2026", "untraced.json")))
+        self.assertEqual(
+            (
+                run["untraced"],
+                run["metrics"]["untraced_images_per_s"],
+                run["metrics"]["tracer_bound"],
+            ),
+            ({}, None, None),
+        )
+        self.assertFalse(
+            os.path.exists(os.path.join(self.out, "runs", "reuse_8_2026", "untraced.json"))
+        )
         self.assertEqual(self.calls(8), 1)
 
     def test_resume_keeps_a_finished_untraced_run(self):
@@ -448,8 +648,10 @@ class CaptureSweepTest(SweepCase):
         self.assertEqual(self.calls(workers), 3)
         run = self.runs()[done[0][0]]
         self.assertTrue(run["aggregated"], run["reason"])
-        self.assertEqual((run["untraced"]["kept"], run["metrics"]["untraced_images_per_s"]),
-                         (True, 1000.0 + 10 * workers))
+        self.assertEqual(
+            (run["untraced"]["kept"], run["metrics"]["untraced_images_per_s"]),
+            (True, 1000.0 + 10 * workers),
+        )
 
 
 if __name__ == "__main__":

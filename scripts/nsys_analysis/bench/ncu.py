@@ -6,10 +6,13 @@ import csv
 from ..capture.kernels import short_kernel_label
 
 # Per-kernel metrics of `benchmarks.py ncu` (Nsight Compute's speed-of-light section, in raw form).
-NCU_METRICS = ("gpu__time_duration.sum", "dram__bytes.sum",
-               "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-               "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-               "dram__throughput.avg.pct_of_peak_sustained_elapsed")
+NCU_METRICS = (
+    "gpu__time_duration.sum",
+    "dram__bytes.sum",
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+)
 
 
 def parse_ncu_csv(text):
@@ -44,8 +47,9 @@ def group_ncu(rows):
     for r in rows:
         name = r.get("Kernel Name") or r.get("Function Name") or "?"
         t = r.get("gpu__time_duration.sum") or 0.0
-        g = groups.setdefault(short_kernel_label(name), {"launches": 0, "ns": 0.0, "bytes": 0.0,
-                                                         "w": {}})
+        g = groups.setdefault(
+            short_kernel_label(name), {"launches": 0, "ns": 0.0, "bytes": 0.0, "w": {}}
+        )
         g["launches"] += 1
         g["ns"] += t
         g["bytes"] += r.get("dram__bytes.sum") or 0.0
@@ -56,10 +60,16 @@ def group_ncu(rows):
     out = []
     for label, g in sorted(groups.items(), key=lambda kv: -kv[1]["ns"]):
         ns = g["ns"] or 1.0
-        out.append({"kind": label, "launches": g["launches"], "total_ms": g["ns"] / 1e6,
-                    "pct_of_time": 100.0 * g["ns"] / total,
-                    "dram_gb_per_s": g["bytes"] / ns,
-                    "memory_sol_pct": g["w"].get(NCU_METRICS[2], 0.0) / ns,
-                    "sm_sol_pct": g["w"].get(NCU_METRICS[3], 0.0) / ns,
-                    "dram_pct": g["w"].get(NCU_METRICS[4], 0.0) / ns})
+        out.append(
+            {
+                "kind": label,
+                "launches": g["launches"],
+                "total_ms": g["ns"] / 1e6,
+                "pct_of_time": 100.0 * g["ns"] / total,
+                "dram_gb_per_s": g["bytes"] / ns,
+                "memory_sol_pct": g["w"].get(NCU_METRICS[2], 0.0) / ns,
+                "sm_sol_pct": g["w"].get(NCU_METRICS[3], 0.0) / ns,
+                "dram_pct": g["w"].get(NCU_METRICS[4], 0.0) / ns,
+            }
+        )
     return out

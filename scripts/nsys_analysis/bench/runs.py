@@ -25,8 +25,10 @@ def train_binary(given=None):
     Raises BenchmarkError when it is not executable."""
     path = given or default_train_binary()
     if os.path.isdir(path):
-        raise BenchmarkError("train_resnet50 expected at %s, found a directory (pass the program's path as "
-                             "--binary)" % path)
+        raise BenchmarkError(
+            "train_resnet50 expected at %s, found a directory (pass the program's path as "
+            "--binary)" % path
+        )
     if not os.access(path, os.X_OK):
         raise BenchmarkError("train_resnet50 not found at %s (build it, or pass --binary)" % path)
     return path
@@ -46,6 +48,7 @@ def exit_code(result):
 class DirectRun(NamedTuple):
     """A run of run_direct(): its exit code (as exit_code() records it), its seconds, and the seconds
     from the report line to its exit (None when it printed no report line)."""
+
     exit_code: Optional[int]
     seconds: float
     after_report_s: Optional[float]
@@ -60,14 +63,18 @@ def run_direct(cmd, log_path, timeout):
         # is done from here on, what follows is teardown.
         if line.strip().startswith("report "):
             report_seen.append(time.monotonic())
+
     result = runner.run(cmd, log_path, timeout, on_line=on_line)
     end = time.monotonic()
-    return DirectRun(exit_code(result), result.seconds, (end - report_seen[-1]) if report_seen else None)
+    return DirectRun(
+        exit_code(result), result.seconds, (end - report_seen[-1]) if report_seen else None
+    )
 
 
 class Capture(NamedTuple):
     """A run of profile(): the analysis summary (None when there is no export or its analysis
     failed) and the exit code of profile.sh (as exit_code() records it)."""
+
     summary: Optional[dict]
     exit_code: Optional[int]
 
@@ -79,14 +86,20 @@ def profile(prefix, command, timeout, expected_steps=None, extra_env=None):
     make_dirs(os.path.dirname(prefix))
     # The benchmarks measure throughput in runs of their own (paired rounds, scans), so no untraced run.
     cmd = [PROFILE_SH, "--prefix", prefix, "--no-untraced"] + command
-    rc = exit_code(runner.run(cmd, prefix + ".runlog", timeout,
-                              env=dict(os.environ, **(extra_env or {}))))
+    rc = exit_code(
+        runner.run(cmd, prefix + ".runlog", timeout, env=dict(os.environ, **(extra_env or {})))
+    )
     if not os.path.exists(prefix + ".sqlite"):
         return Capture(None, rc)
     report = prefix + ".json" if os.path.exists(prefix + ".json") else None
     try:
-        summary = analyze(prefix + ".sqlite", prefix + "_analysis", report_path=report,
-                          expected_steps=expected_steps, figures=True)
+        summary = analyze(
+            prefix + ".sqlite",
+            prefix + "_analysis",
+            report_path=report,
+            expected_steps=expected_steps,
+            figures=True,
+        )
     except Exception as e:  # keep the other runs going; the row says what failed
         log("  analysis of %s failed: %s" % (prefix, e))
         return Capture(None, rc)
@@ -122,6 +135,8 @@ def read_json(out, name):
     except ValueError as e:
         raise BenchmarkError("%s is not JSON (%s)" % (path, e))
     if not isinstance(doc, dict):
-        raise BenchmarkError("%s holds %s, expected the JSON object benchmarks.py %s writes"
-                             % (path, type(doc).__name__, name))
+        raise BenchmarkError(
+            "%s holds %s, expected the JSON object benchmarks.py %s writes"
+            % (path, type(doc).__name__, name)
+        )
     return doc

@@ -42,46 +42,75 @@ def capture_checks(s, window, device_data, report=None):
     if exp is not None:
         checks["step_count"] = s["steps"] == exp
         details["step_count"] = "%d torch_step ranges in the window, expected %d (%s)" % (
-            s["steps"], exp, exp_src)
+            s["steps"],
+            exp,
+            exp_src,
+        )
     else:
         checks["step_count"] = s["steps"] >= 1
-        details["step_count"] = "%d torch_step ranges in the window, expected >= 1 (no expected count given)" % s["steps"]
+        details["step_count"] = (
+            "%d torch_step ranges in the window, expected >= 1 (no expected count given)"
+            % s["steps"]
+        )
 
     if not device_data:
         checks["copy_count"] = None
         details["copy_count"] = "not evaluable: the export has no CUDA tables"
     elif s.get("synthetic"):
         checks["copy_count"] = s["h2d_copies"] == 0
-        details["copy_count"] = ("--synthetic: %d host-to-device copies in the window, expected 0 (the batch is "
-                                 "made once on the device)" % s["h2d_copies"])
+        details["copy_count"] = (
+            "--synthetic: %d host-to-device copies in the window, expected 0 (the batch is "
+            "made once on the device)" % s["h2d_copies"]
+        )
     elif s.get("decode") == "gpu":
         main, stage = s.get("h2d_copies_main_thread"), s.get("h2d_copies_gpu_stage")
         checks["copy_count"] = (main or 0) == 0 and (stage or 0) >= 1
         details["copy_count"] = (
             "--decode gpu: %d host-to-device copies in the window, %s from the main thread (expected 0) "
-            "and %s from the GPU decode stage's thread (expected >= 1)" % (
-                s["h2d_copies"], "?" if main is None else main, "none" if stage is None else stage))
+            "and %s from the GPU decode stage's thread (expected >= 1)"
+            % (s["h2d_copies"], "?" if main is None else main, "none" if stage is None else stage)
+        )
     else:
         checks["copy_count"] = s["h2d_copies"] == 2 * s["steps"]
-        details["copy_count"] = "%d host-to-device copies in the window, expected 2 x %d steps = %d" % (
-            s["h2d_copies"], s["steps"], 2 * s["steps"])
+        details[
+            "copy_count"
+        ] = "%d host-to-device copies in the window, expected 2 x %d steps = %d" % (
+            s["h2d_copies"],
+            s["steps"],
+            2 * s["steps"],
+        )
     if device_data and s.get("epoch_boundary"):
         evals = s["epoch_boundary"]["evals"]
         details["copy_count"] += " (not counted: %d enqueued inside %d eval range%s)" % (
-            sum(e["h2d_copies"] or 0 for e in evals), len(evals), "" if len(evals) == 1 else "s")
+            sum(e["h2d_copies"] or 0 for e in evals),
+            len(evals),
+            "" if len(evals) == 1 else "s",
+        )
 
     problems = []
     if len(windows) != 1:
-        problems.append("%d capture_window ranges (expected exactly 1)%s" % (
-            len(windows), "; window taken as the span of the torch_step ranges" if not windows and all_steps else ""))
+        problems.append(
+            "%d capture_window ranges (expected exactly 1)%s"
+            % (
+                len(windows),
+                "; window taken as the span of the torch_step ranges"
+                if not windows and all_steps
+                else "",
+            )
+        )
     if outside:
-        problems.append("%d torch_step range(s) outside capture_window (first at %+.3f ms from the window start)"
-                        % (len(outside), (outside[0].start - lo) / 1e6))
+        problems.append(
+            "%d torch_step range(s) outside capture_window (first at %+.3f ms from the window start)"
+            % (len(outside), (outside[0].start - lo) / 1e6)
+        )
     if not all_steps:
         problems.append("no torch_step ranges")
     checks["capture_boundary"] = not problems
-    details["capture_boundary"] = "; ".join(problems) if problems else \
-        "1 capture_window; all %d torch_step ranges inside it" % len(all_steps)
+    details["capture_boundary"] = (
+        "; ".join(problems)
+        if problems
+        else "1 capture_window; all %d torch_step ranges inside it" % len(all_steps)
+    )
 
     if s["sync_calls_in_steps"] is None:
         checks["no_sync_in_steps"] = None
@@ -90,8 +119,10 @@ def capture_checks(s, window, device_data, report=None):
         checks["no_sync_in_steps"] = s["sync_calls_in_steps"] == 0
         details["no_sync_in_steps"] = "%d synchronizing call(s) inside torch_step ranges%s" % (
             s["sync_calls_in_steps"],
-            "" if not s["sync_calls_in_steps_by_name"] else ": " + ", ".join(
-                "%s x%d" % kv for kv in s["sync_calls_in_steps_by_name"].items()))
+            ""
+            if not s["sync_calls_in_steps_by_name"]
+            else ": " + ", ".join("%s x%d" % kv for kv in s["sync_calls_in_steps_by_name"].items()),
+        )
 
     if s["layout_conversion_kernels"] is None:
         checks["no_layout_conversions"] = None
@@ -102,11 +133,15 @@ def capture_checks(s, window, device_data, report=None):
         details["no_layout_conversions"] = (
             "not evaluable: the window's %d graph executions were recorded whole, without their kernels "
             "(capture with nsys --cuda-graph-trace=node); 0 conversion kernels among the others"
-            % s["graph_executions"])
+            % s["graph_executions"]
+        )
     else:
         checks["no_layout_conversions"] = s["layout_conversion_kernels"] == 0
-        details["no_layout_conversions"] = "%d NCHW<->NHWC conversion kernel(s) launched inside torch_step ranges" % (
-            s["layout_conversion_kernels"])
+        details[
+            "no_layout_conversions"
+        ] = "%d NCHW<->NHWC conversion kernel(s) launched inside torch_step ranges" % (
+            s["layout_conversion_kernels"]
+        )
 
     stalls = injected_stalls_check(s, report)
     if stalls is not None:
@@ -133,8 +168,12 @@ def capture_cost_check(s):
         return None, "not evaluable: %s" % t["note"]
     runs = sum(1 for r in t["untraced_runs"] if r["images_per_s"] is not None)
     detail = "traced %.1f images/s, %.3fx the untraced %.1f (%s); at least %.2fx needed" % (
-        t["traced_images_per_s"], ratio, t["untraced_images_per_s"],
-        "one run" if runs == 1 else "median of %d runs" % runs, floor)
+        t["traced_images_per_s"],
+        ratio,
+        t["untraced_images_per_s"],
+        "one run" if runs == 1 else "median of %d runs" % runs,
+        floor,
+    )
     if ratio < floor:
         detail += ": tracer-bound, trust the untraced figures for throughput and the capture for order and overlap"
     return ratio >= floor, detail
@@ -148,24 +187,41 @@ def graph_replay_check(s):
     problems = []
     wrong = [(i, n) for i, n in enumerate(per_step) if n != 1]
     if wrong:
-        problems.append("step(s) without exactly one cudaGraphLaunch in graph_replay: %s" % ", ".join(
-            "%d (%d)" % w for w in wrong[:8]) + (", ..." if len(wrong) > 8 else ""))
+        problems.append(
+            "step(s) without exactly one cudaGraphLaunch in graph_replay: %s"
+            % ", ".join("%d (%d)" % w for w in wrong[:8])
+            + (", ..." if len(wrong) > 8 else "")
+        )
     whole = s.get("graph_executions") or 0
     if not s["graph_kernels"] and whole:
-        problems.append("the window's %d graph executions were recorded whole (nsys's default "
-                        "--cuda-graph-trace=graph), so device time, idle gaps and GPU time by phase count them "
-                        "as one activity each, but their kernels are not in the export: per-kernel detail needs "
-                        "a capture with nsys --cuda-graph-trace=node (scripts/profile.sh adds it for "
-                        "--cuda-graph)" % whole)
+        problems.append(
+            "the window's %d graph executions were recorded whole (nsys's default "
+            "--cuda-graph-trace=graph), so device time, idle gaps and GPU time by phase count them "
+            "as one activity each, but their kernels are not in the export: per-kernel detail needs "
+            "a capture with nsys --cuda-graph-trace=node (scripts/profile.sh adds it for "
+            "--cuda-graph)" % whole
+        )
     elif not s["graph_kernels"]:
-        problems.append("no kernel of the window was launched by a cudaGraphLaunch: capture with nsys "
-                        "--cuda-graph-trace=node (scripts/profile.sh adds it for --cuda-graph), without which "
-                        "nsys records a replay as one range and not its kernels")
+        problems.append(
+            "no kernel of the window was launched by a cudaGraphLaunch: capture with nsys "
+            "--cuda-graph-trace=node (scripts/profile.sh adds it for --cuda-graph), without which "
+            "nsys records a replay as one range and not its kernels"
+        )
     if s["kernels_outside_graphs_in_steps"]:
-        problems.append("%d kernel(s) launched inside steps outside a graph" % s["kernels_outside_graphs_in_steps"])
-    summary = "%d of %d steps launch one graph from graph_replay; %d graph kernels in the window; %d kernels " \
-              "launched in steps outside a graph" % (len(per_step) - len(wrong), len(per_step), s["graph_kernels"],
-                                                    s["kernels_outside_graphs_in_steps"] or 0)
+        problems.append(
+            "%d kernel(s) launched inside steps outside a graph"
+            % s["kernels_outside_graphs_in_steps"]
+        )
+    summary = (
+        "%d of %d steps launch one graph from graph_replay; %d graph kernels in the window; %d kernels "
+        "launched in steps outside a graph"
+        % (
+            len(per_step) - len(wrong),
+            len(per_step),
+            s["graph_kernels"],
+            s["kernels_outside_graphs_in_steps"] or 0,
+        )
+    )
     return not problems, summary + ("; " + "; ".join(problems) if problems else "")
 
 
@@ -229,17 +285,24 @@ def injected_stalls_check(s, report, tolerance=STALL_TOLERANCE, min_ms=1.0):
     bad = [text for text, phase, _, _ in wanted if phase is None]
     if bad:
         return False, "unreadable config.inject_stall entr%s %s (expected PHASE@STEP:MS)" % (
-            "y" if len(bad) == 1 else "ies", ", ".join(repr(b) for b in bad))
+            "y" if len(bad) == 1 else "ies",
+            ", ".join(repr(b) for b in bad),
+        )
     stalls = s.get("host_stalls")
     if stalls is None:
-        return None, "not evaluable: the export has no CUDA tables (%d stall(s) injected)" % len(wanted)
+        return None, "not evaluable: the export has no CUDA tables (%d stall(s) injected)" % len(
+            wanted
+        )
     edge = [st for st in stalls if st["phase"] in BOUNDARY_RANGES]
     stalls = [st for st in stalls if st["phase"] not in BOUNDARY_RANGES]
     host_ms = _report_step_ms(report)
     used, found, missing = set(), [], []
     for text, phase, step, want in wanted:
-        cands = [(abs(stall_length_ms(st) - want), i) for i, st in enumerate(stalls)
-                 if i not in used and st["step"] == step and phase in (st["phase"], st.get("range"))]
+        cands = [
+            (abs(stall_length_ms(st) - want), i)
+            for i, st in enumerate(stalls)
+            if i not in used and st["step"] == step and phase in (st["phase"], st.get("range"))
+        ]
         ok = [c for c in cands if c[0] <= tolerance * want]
         note = _report_note(host_ms, step)
         if ok:
@@ -247,36 +310,70 @@ def injected_stalls_check(s, report, tolerance=STALL_TOLERANCE, min_ms=1.0):
             used.add(i)
             st = stalls[i]
             got = stall_length_ms(st)
-            found.append("%s: %.3f ms (%+.1f%%; gap %.3f ms at %.3f ms, quiet %s ms, usual %s ms)%s" % (
-                text, got, 100.0 * (got - want) / want, st["gap_ms"], st["start_ms"],
-                _ms_text(st.get("quiet_ms")), _ms_text(st.get("usual_quiet_ms")), note))
+            found.append(
+                "%s: %.3f ms (%+.1f%%; gap %.3f ms at %.3f ms, quiet %s ms, usual %s ms)%s"
+                % (
+                    text,
+                    got,
+                    100.0 * (got - want) / want,
+                    st["gap_ms"],
+                    st["start_ms"],
+                    _ms_text(st.get("quiet_ms")),
+                    _ms_text(st.get("usual_quiet_ms")),
+                    note,
+                )
+            )
         else:
             near = [st for st in stalls if st["step"] == step]
-            missing.append("%s not found (%s)%s" % (text, "; ".join(
-                "%s: %.3f ms, gap %.3f ms" % (_where(st), stall_length_ms(st), st["gap_ms"])
-                for st in near) if near else "no host-caused gap >= 1 ms at step %d" % step, note))
+            missing.append(
+                "%s not found (%s)%s"
+                % (
+                    text,
+                    "; ".join(
+                        "%s: %.3f ms, gap %.3f ms" % (_where(st), stall_length_ms(st), st["gap_ms"])
+                        for st in near
+                    )
+                    if near
+                    else "no host-caused gap >= 1 ms at step %d" % step,
+                    note,
+                )
+            )
     extra, passed = [], []
     for i, st in enumerate(stalls):
         if i in used:
             continue
         text = "%.3f ms at %.3f ms (gap %.3f ms; step %s, %s)" % (
-            stall_length_ms(st), st["start_ms"], st["gap_ms"], "?" if st["step"] is None else st["step"],
-            _where(st))
+            stall_length_ms(st),
+            st["start_ms"],
+            st["gap_ms"],
+            "?" if st["step"] is None else st["step"],
+            _where(st),
+        )
         (extra if stall_length_ms(st) >= min_ms else passed).append(text)
     parts = ["%d injected, %d found within %g%%" % (len(wanted), len(found), 100 * tolerance)]
     parts += found + missing
-    parts.append("unexpected host stall(s): " + "; ".join(extra) if extra else
-                 "no other host stall >= %g ms" % min_ms)
+    parts.append(
+        "unexpected host stall(s): " + "; ".join(extra)
+        if extra
+        else "no other host stall >= %g ms" % min_ms
+    )
     if passed:
-        parts.append("gaps >= 1 ms with the host at its usual pace (not stalls): " + "; ".join(passed))
+        parts.append(
+            "gaps >= 1 ms with the host at its usual pace (not stalls): " + "; ".join(passed)
+        )
     if edge:
-        parts.append("host stalls of the epoch boundary (not injected): " + "; ".join(
-            "%s %.3f ms at %.3f ms" % (st["phase"], stall_length_ms(st), st["start_ms"]) for st in edge))
+        parts.append(
+            "host stalls of the epoch boundary (not injected): "
+            + "; ".join(
+                "%s %.3f ms at %.3f ms" % (st["phase"], stall_length_ms(st), st["start_ms"])
+                for st in edge
+            )
+        )
     return not missing and not extra, "; ".join(parts)
 
 
 def _where(stall):
-    """"forward", or "data_load/batch_wait" where the innermost range is a nested one."""
+    """ "forward", or "data_load/batch_wait" where the innermost range is a nested one."""
     phase, inner = stall["phase"], stall.get("range")
     if phase is None:
         return "no phase"
@@ -291,13 +388,17 @@ def _report_step_ms(report):
     """The run report's step_ms per captured step index, {} when it has none."""
     out = {}
     for rec in (report or {}).get("steps") or ():
-        if isinstance(rec, dict) and isinstance(rec.get("index"), int) and isinstance(rec.get("step_ms"), (int, float)):
+        if (
+            isinstance(rec, dict)
+            and isinstance(rec.get("index"), int)
+            and isinstance(rec.get("step_ms"), (int, float))
+        ):
             out[rec["index"]] = rec["step_ms"]
     return out
 
 
 def _report_note(host_ms, step):
-    """", report step_ms X (median of the others Y)" for the step, "" without the report's timings."""
+    """ ", report step_ms X (median of the others Y)" for the step, "" without the report's timings."""
     others = sorted(v for k, v in host_ms.items() if k != step)
     if step not in host_ms or not others:
         return ""
@@ -308,7 +409,11 @@ def _report_note(host_ms, step):
 
 def failed_checks(summary):
     """[(name, detail)] for checks that are false or not evaluable."""
-    return [(k, summary["check_details"].get(k, "")) for k, v in summary["checks"].items() if v is not True]
+    return [
+        (k, summary["check_details"].get(k, ""))
+        for k, v in summary["checks"].items()
+        if v is not True
+    ]
 
 
 def crosscheck_stats(ex, csv_prefix):
@@ -334,21 +439,29 @@ def crosscheck_stats(ex, csv_prefix):
     if os.path.isfile(kern_csv) and ex.kernels is not None:
         rows = read_stats_csv(kern_csv)
         csv_n = sum(int(float(r["Instances"])) for r in rows)
-        out["cuda_gpu_kern_sum"] = OrderedDict(csv=kern_csv, csv_launches=csv_n,
-                                               export_launches=len(ex.kernels), match=csv_n == len(ex.kernels))
+        out["cuda_gpu_kern_sum"] = OrderedDict(
+            csv=kern_csv,
+            csv_launches=csv_n,
+            export_launches=len(ex.kernels),
+            match=csv_n == len(ex.kernels),
+        )
     mem_csv = csv_prefix + "_cuda_gpu_mem_time_sum.csv"
     if os.path.isfile(mem_csv) and ex.memcpys is not None:
         rows = read_stats_csv(mem_csv)
-        csv_h2d = sum(int(float(r["Count"])) for r in rows if "Host-to-Device" in r.get("Operation", ""))
+        csv_h2d = sum(
+            int(float(r["Count"])) for r in rows if "Host-to-Device" in r.get("Operation", "")
+        )
         mine_h2d = sum(1 for c in ex.memcpys if c.is_htod)
-        out["cuda_gpu_mem_time_sum"] = OrderedDict(csv=mem_csv, csv_h2d=csv_h2d, export_h2d=mine_h2d,
-                                                   match=csv_h2d == mine_h2d)
+        out["cuda_gpu_mem_time_sum"] = OrderedDict(
+            csv=mem_csv, csv_h2d=csv_h2d, export_h2d=mine_h2d, match=csv_h2d == mine_h2d
+        )
     return out or None
 
 
 def normalize_nvtx_name(name):
     """Split an nsys-stats range name into (domain, name): ':torch_step' and 'torch_step' are the default
-    domain (None); 'data_pipeline:load_batch' is domain data_pipeline; '::' (C++ scopes) never splits."""
+    domain (None); 'data_pipeline:load_batch' is domain data_pipeline; '::' (C++ scopes) never splits.
+    """
     if name.startswith(":") and not name.startswith("::"):
         return None, name[1:]
     m = re.match(r"^([^:]+):(?!:)(.+)$", name)

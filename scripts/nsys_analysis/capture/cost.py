@@ -101,16 +101,31 @@ def _throughput(report, untraced):
     median = statistics.median(values) if values else None
     ratio = round(traced / median, 6) if traced is not None and median is not None else None
     if not untraced:
-        note = ("no untraced run was given (analyze.py --untraced REPORT; scripts/profile.sh makes one): the "
-                "traced figure alone, which the tracer may have slowed")
+        note = (
+            "no untraced run was given (analyze.py --untraced REPORT; scripts/profile.sh makes one): the "
+            "traced figure alone, which the tracer may have slowed"
+        )
     elif not values:
         note = "no untraced report gives images_per_s"
     elif traced is None:
-        note = "the traced run's report gives no images_per_s" if report is not None else "no traced run report"
+        note = (
+            "the traced run's report gives no images_per_s"
+            if report is not None
+            else "no traced run report"
+        )
     else:
-        note = "untraced: one run" if len(values) == 1 else "untraced: the median of %d runs" % len(values)
-    return OrderedDict(traced_images_per_s=traced, untraced_images_per_s=median, untraced_runs=runs,
-                       traced_over_untraced=ratio, note=note)
+        note = (
+            "untraced: one run"
+            if len(values) == 1
+            else "untraced: the median of %d runs" % len(values)
+        )
+    return OrderedDict(
+        traced_images_per_s=traced,
+        untraced_images_per_s=median,
+        untraced_runs=runs,
+        traced_over_untraced=ratio,
+        note=note,
+    )
 
 
 def _median(values):
@@ -123,8 +138,14 @@ def _capture_phase_names(ex, window):
     names = phase_names(step_phases(ex.ranges, window.steps))
     main = {r.tid for r in window.steps}
     edge = BoundaryIndex(window.boundary)
-    nested = {r.name for r in ex.ranges if r.tid in main and r.name in (BATCH_WAIT, H2D_SUBMIT, NORMALIZE)
-              and window.holds(r) and edge.holding(r) is None}
+    nested = {
+        r.name
+        for r in ex.ranges
+        if r.tid in main
+        and r.name in (BATCH_WAIT, H2D_SUBMIT, NORMALIZE)
+        and window.holds(r)
+        and edge.holding(r) is None
+    }
     out = []
     for name in names:
         out.append(name)
@@ -147,20 +168,34 @@ def _phases(ex, window, report, untraced_reports, untraced_given):
     rows = []
     for name in names:
         t, u = _median(traced.get(name)), _median(pooled.get(name))
-        rows.append(OrderedDict(
-            phase=name, traced_ms=t, untraced_ms=u,
-            difference_ms=round(t - u, 6) if t is not None and u is not None else None,
-            ratio=round(t / u, 6) if t is not None and u else None,
-            traced_steps=len(traced.get(name, ())), untraced_steps=len(pooled.get(name, ()))))
-    unknown = [r["phase"] for r in rows if r["traced_ms"] is None or (untraced_given and r["untraced_ms"] is None)]
+        rows.append(
+            OrderedDict(
+                phase=name,
+                traced_ms=t,
+                untraced_ms=u,
+                difference_ms=round(t - u, 6) if t is not None and u is not None else None,
+                ratio=round(t / u, 6) if t is not None and u else None,
+                traced_steps=len(traced.get(name, ())),
+                untraced_steps=len(pooled.get(name, ())),
+            )
+        )
+    unknown = [
+        r["phase"]
+        for r in rows
+        if r["traced_ms"] is None or (untraced_given and r["untraced_ms"] is None)
+    ]
     if not untraced_given:
         untraced_source = None
     elif len(set(sources)) == 1:
         untraced_source = sources[0]
     else:
         untraced_source = "; ".join("%s: %s" % (i + 1, src) for i, src in enumerate(sources))
-    return OrderedDict(traced_source=traced_source if report is not None else FROM_NOTHING,
-                       untraced_source=untraced_source, rows=rows, unknown=unknown)
+    return OrderedDict(
+        traced_source=traced_source if report is not None else FROM_NOTHING,
+        untraced_source=untraced_source,
+        rows=rows,
+        unknown=unknown,
+    )
 
 
 def _per_step(value, steps, digits=3):
@@ -184,15 +219,26 @@ def _api_calls(ex, window, main_tids):
         traced_ns = sum(min(c.end, hi) - c.start for c in calls)
         counts = Counter(c.name for c in calls)
         top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_CALLS]
-        threads.append(OrderedDict(
-            thread=ex.thread_name(tid), tid=tid, main=tid in main_tids, calls=len(calls),
-            calls_per_step=_per_step(len(calls), steps), traced_ms=ms(traced_ns),
-            traced_ms_per_step=_per_step(ms(traced_ns), steps, 6),
-            top=[OrderedDict(name=name, calls=n, per_step=_per_step(n, steps)) for name, n in top],
-            unit=None if tid in main_tids else _unit_of_work(ex, tid, calls, lo, hi, edge)))
+        threads.append(
+            OrderedDict(
+                thread=ex.thread_name(tid),
+                tid=tid,
+                main=tid in main_tids,
+                calls=len(calls),
+                calls_per_step=_per_step(len(calls), steps),
+                traced_ms=ms(traced_ns),
+                traced_ms_per_step=_per_step(ms(traced_ns), steps, 6),
+                top=[
+                    OrderedDict(name=name, calls=n, per_step=_per_step(n, steps)) for name, n in top
+                ],
+                unit=None if tid in main_tids else _unit_of_work(ex, tid, calls, lo, hi, edge),
+            )
+        )
     threads.sort(key=lambda t: (-t["calls"], t["thread"], t["tid"] or 0))
     total = sum(t["calls"] for t in threads)
-    return OrderedDict(steps=steps, calls=total, calls_per_step=_per_step(total, steps), threads=threads)
+    return OrderedDict(
+        steps=steps, calls=total, calls_per_step=_per_step(total, steps), threads=threads
+    )
 
 
 def _unit_of_work(ex, tid, calls, lo, hi, edge):
@@ -206,12 +252,19 @@ def _unit_of_work(ex, tid, calls, lo, hi, edge):
     steps, so its calls per step vary from capture to capture where its calls per unit do not."""
     if tid is None:
         return None
-    mine = sorted((r for r in list(ex.ranges) + list(ex.other_ranges)
-                   if r.tid == tid and lo <= r.start and r.end <= hi and edge.at(r.start) is None),
-                  key=lambda r: (r.start, -r.end))
+    mine = sorted(
+        (
+            r
+            for r in list(ex.ranges) + list(ex.other_ranges)
+            if r.tid == tid and lo <= r.start and r.end <= hi and edge.at(r.start) is None
+        ),
+        key=lambda r: (r.start, -r.end),
+    )
     outer = []
     for r in mine:
-        if not outer or r.start >= outer[-1].end:  # else inside (or across) the last outermost range
+        if (
+            not outer or r.start >= outer[-1].end
+        ):  # else inside (or across) the last outermost range
             outer.append(r)
     if not outer:
         return None
@@ -226,8 +279,13 @@ def _unit_of_work(ex, tid, calls, lo, hi, edge):
     name, (count, inside) = min(by_name.items(), key=lambda kv: (-kv[1][1], kv[0]))
     if not inside:
         return None
-    return OrderedDict(range=name, ranges=count, calls_per_range=_per_step(len(calls), count),
-                       calls_inside=inside, inside_per_range=_per_step(inside, count))
+    return OrderedDict(
+        range=name,
+        ranges=count,
+        calls_per_range=_per_step(len(calls), count),
+        calls_inside=inside,
+        inside_per_range=_per_step(inside, count),
+    )
 
 
 def _overlap(a, b, spans):
@@ -270,7 +328,9 @@ def _grouped(items):
         g = groups.setdefault(key, [0, 0])
         g[0] += 1
         g[1] += ns
-    return sorted(([k, n, t] for k, (n, t) in groups.items()), key=lambda g: (-g[2], -g[1], str(g[0])))
+    return sorted(
+        ([k, n, t] for k, (n, t) in groups.items()), key=lambda g: (-g[2], -g[1], str(g[0]))
+    )
 
 
 def _profiler_overhead(ex, window, main_tids):
@@ -280,7 +340,10 @@ def _profiler_overhead(ex, window, main_tids):
         return None
     lo, hi = window.lo, window.hi
     # A zero-length row (nsys writes some) overlaps the window when it lies in it.
-    held = [lo is not None and (o.start < hi and o.end > lo or lo <= o.start == o.end < hi) for o in rows]
+    held = [
+        lo is not None and (o.start < hi and o.end > lo or lo <= o.start == o.end < hi)
+        for o in rows
+    ]
     inside = [o for o, h in zip(rows, held) if h]
     outside = [o for o, h in zip(rows, held) if not h]
     clipped = [(o, min(o.end, hi) - max(o.start, lo)) for o in inside]
@@ -293,14 +356,24 @@ def _profiler_overhead(ex, window, main_tids):
         by_phase[max(sorted(shares), key=lambda k: shares[k])][0] += 1
     names = {o.tid: ex.thread_name(o.tid) for o in inside}
     return OrderedDict(
-        count=len(inside), total_ms=ms(sum(ns for _, ns in clipped)),
-        by_name=[OrderedDict(name=k, count=n, total_ms=ms(t))
-                 for k, n, t in _grouped((o.name, ns) for o, ns in clipped)],
-        by_thread=[OrderedDict(thread=names[tid], tid=tid, main=tid in main_tids, count=n, total_ms=ms(t))
-                   for tid, n, t in _grouped((o.tid, ns) for o, ns in clipped)],
-        by_phase=[OrderedDict(phase=k, count=v[0], total_ms=ms(v[1]))
-                  for k, v in sorted(by_phase.items(), key=lambda kv: (-kv[1][1], kv[0]))],
-        outside_window=OrderedDict(count=len(outside), total_ms=ms(sum(o.end - o.start for o in outside))))
+        count=len(inside),
+        total_ms=ms(sum(ns for _, ns in clipped)),
+        by_name=[
+            OrderedDict(name=k, count=n, total_ms=ms(t))
+            for k, n, t in _grouped((o.name, ns) for o, ns in clipped)
+        ],
+        by_thread=[
+            OrderedDict(thread=names[tid], tid=tid, main=tid in main_tids, count=n, total_ms=ms(t))
+            for tid, n, t in _grouped((o.tid, ns) for o, ns in clipped)
+        ],
+        by_phase=[
+            OrderedDict(phase=k, count=v[0], total_ms=ms(v[1]))
+            for k, v in sorted(by_phase.items(), key=lambda kv: (-kv[1][1], kv[0]))
+        ],
+        outside_window=OrderedDict(
+            count=len(outside), total_ms=ms(sum(o.end - o.start for o in outside))
+        ),
+    )
 
 
 def _idle_explained(s, report, untraced_reports, cost):
@@ -311,30 +384,49 @@ def _idle_explained(s, report, untraced_reports, cost):
     eb = s.get("epoch_boundary")
     edge_ms, edge_idle = _boundary_time(eb)
     span = window_ms - edge_ms if window_ms is not None else None
-    idle = window_ms * pct / 100.0 - edge_idle if window_ms is not None and pct is not None else None
+    idle = (
+        window_ms * pct / 100.0 - edge_idle if window_ms is not None and pct is not None else None
+    )
     untraced_ms = steps * batch / untraced * 1e3 if steps and batch and untraced else None
     untraced_edge = None
     if eb:
         # The untraced runs' images/s count their own evaluation and checkpoint inside the window: take
         # those out as the traced side's are (their reports' times for the same epochs, median).
-        known = [v for v in (report_boundary_ms(eb, rep) for rep in untraced_reports) if v is not None]
+        known = [
+            v for v in (report_boundary_ms(eb, rep) for rep in untraced_reports) if v is not None
+        ]
         untraced_edge = statistics.median(known) if known else None
-        untraced_ms = untraced_ms - untraced_edge if untraced_ms is not None and untraced_edge is not None else None
+        untraced_ms = (
+            untraced_ms - untraced_edge
+            if untraced_ms is not None and untraced_edge is not None
+            else None
+        )
     extra = max(0.0, span - untraced_ms) if untraced_ms is not None and span is not None else None
     explained = min(idle, extra) if idle is not None and extra is not None else None
     out = OrderedDict(
         method="min(I, W - S x B / U): I the window's time without device activity, W the window, S its "
-               "steps, B the batch size, U the untraced images/s" + (
-                   "; W and I without the epoch boundary's eval and checkpoint ranges, S x B / U without the "
-                   "untraced runs' own evaluation and checkpoint time (their reports', median)" if eb else ""),
-        window_ms=window_ms)
+        "steps, B the batch size, U the untraced images/s"
+        + (
+            "; W and I without the epoch boundary's eval and checkpoint ranges, S x B / U without the "
+            "untraced runs' own evaluation and checkpoint time (their reports', median)"
+            if eb
+            else ""
+        ),
+        window_ms=window_ms,
+    )
     if eb:
         out["epoch_boundary_ms"], out["epoch_boundary_idle_ms"] = _round(edge_ms), _round(edge_idle)
         out["untraced_epoch_boundary_ms"] = _round(untraced_edge)
-    out.update(steps=steps, batch_size=batch, untraced_images_per_s=untraced,
-               untraced_window_ms=_round(untraced_ms), tracer_extra_ms=_round(extra), no_activity_ms=_round(idle),
-               explained_ms=_round(explained),
-               explained_share=_round(explained / idle) if explained is not None and idle else None)
+    out.update(
+        steps=steps,
+        batch_size=batch,
+        untraced_images_per_s=untraced,
+        untraced_window_ms=_round(untraced_ms),
+        tracer_extra_ms=_round(extra),
+        no_activity_ms=_round(idle),
+        explained_ms=_round(explained),
+        explained_share=_round(explained / idle) if explained is not None and idle else None,
+    )
     out["by_host_range"] = _by_host_range(s, cost["phases"]["rows"], steps)
     return out
 
@@ -360,10 +452,19 @@ def _by_host_range(s, phase_rows, steps):
         diff = rows.get(name, {}).get("difference_ms")
         inflation = max(0.0, diff) * steps if diff is not None and steps else None
         explained = min(inflation, d["total_ms"]) if inflation is not None else None
-        out.append(OrderedDict(
-            host_range=name, gaps=d["count"], host_idle_ms=d["total_ms"],
-            inflation_per_step_ms=diff, inflation_ms=_round(inflation), explained_ms=_round(explained),
-            explained_share=_round(explained / d["total_ms"]) if explained is not None and d["total_ms"] else None))
+        out.append(
+            OrderedDict(
+                host_range=name,
+                gaps=d["count"],
+                host_idle_ms=d["total_ms"],
+                inflation_per_step_ms=diff,
+                inflation_ms=_round(inflation),
+                explained_ms=_round(explained),
+                explained_share=_round(explained / d["total_ms"])
+                if explained is not None and d["total_ms"]
+                else None,
+            )
+        )
     return out
 
 
@@ -371,18 +472,26 @@ def _trust(cost):
     """What to read from where, in a few words each."""
     t = cost["throughput"]
     if cost["tracer_bound"]:
-        first = ("throughput: the untraced %.1f images/s (the capture ran at %.2fx, the tracer's pace)"
-                 % (t["untraced_images_per_s"], t["traced_over_untraced"]))
+        first = (
+            "throughput: the untraced %.1f images/s (the capture ran at %.2fx, the tracer's pace)"
+            % (t["untraced_images_per_s"], t["traced_over_untraced"])
+        )
     elif t["untraced_images_per_s"] is not None:
-        first = ("throughput: the untraced %.1f images/s (the capture, at %s, is within the allowed slowdown)"
-                 % (t["untraced_images_per_s"], "?" if t["traced_over_untraced"] is None
-                    else "%.2fx" % t["traced_over_untraced"]))
+        first = (
+            "throughput: the untraced %.1f images/s (the capture, at %s, is within the allowed slowdown)"
+            % (
+                t["untraced_images_per_s"],
+                "?" if t["traced_over_untraced"] is None else "%.2fx" % t["traced_over_untraced"],
+            )
+        )
     else:
         first = "throughput: the traced figure only, no untraced run given (the tracer's cost is unknown)"
     out = [first, "order and overlap: the capture (what ran where, in which phase, beside what)"]
     idle = cost["idle_explained"]
     if cost["tracer_bound"] and idle["explained_ms"] is not None:
-        out.append("idle gaps and host stalls: up to %.1f ms of the window's %.1f ms without device activity are "
-                   "the tracer's (idle_explained), not the input pipeline's" % (idle["explained_ms"],
-                                                                               idle["no_activity_ms"]))
+        out.append(
+            "idle gaps and host stalls: up to %.1f ms of the window's %.1f ms without device activity are "
+            "the tracer's (idle_explained), not the input pipeline's"
+            % (idle["explained_ms"], idle["no_activity_ms"])
+        )
     return out

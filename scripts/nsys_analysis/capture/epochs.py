@@ -26,10 +26,17 @@ def boundary_ranges(ranges, window):
     if window.lo is None:
         return []
     tids = {st.tid for st in window.steps}
-    found = sorted((r for r in ranges if r.name in BOUNDARY_RANGES and window.holds(r)
-                    and (not tids or r.tid in tids)
-                    and not any(st.start < r.end and r.start < st.end for st in window.all_steps)),
-                   key=lambda r: (r.start, -r.end))
+    found = sorted(
+        (
+            r
+            for r in ranges
+            if r.name in BOUNDARY_RANGES
+            and window.holds(r)
+            and (not tids or r.tid in tids)
+            and not any(st.start < r.end and r.start < st.end for st in window.all_steps)
+        ),
+        key=lambda r: (r.start, -r.end),
+    )
     out = []
     for r in found:
         if not any(b.contains(r) for b in out):
@@ -82,7 +89,11 @@ def launched_in_boundary(op, index, main_tids):
     """True when device activity op was enqueued from a thread of main_tids (the steps' thread) while
     inside an epoch-boundary range (index: a BoundaryIndex): the evaluation's input copies, the
     checkpoint's device-to-host copies."""
-    return op.launch_ns is not None and op.launch_tid in main_tids and index.at(op.launch_ns) is not None
+    return (
+        op.launch_ns is not None
+        and op.launch_tid in main_tids
+        and index.at(op.launch_ns) is not None
+    )
 
 
 def _num(value):
@@ -93,20 +104,33 @@ def _report_epochs(report):
     """(the epoch of each captured step record, in order, None where a record has none; {epoch: entry} of
     training.epochs) of a train_resnet50 run report; ([], {}) without them."""
     steps = report.get("steps") if isinstance(report, dict) else None
-    epochs = [st.get("epoch") if isinstance(st, dict) and isinstance(st.get("epoch"), int)
-              and not isinstance(st.get("epoch"), bool) else None
-              for st in (steps if isinstance(steps, list) else ())]
+    epochs = [
+        st.get("epoch")
+        if isinstance(st, dict)
+        and isinstance(st.get("epoch"), int)
+        and not isinstance(st.get("epoch"), bool)
+        else None
+        for st in (steps if isinstance(steps, list) else ())
+    ]
     training = report.get("training") if isinstance(report, dict) else None
     entries = training.get("epochs") if isinstance(training, dict) else None
-    by_epoch = OrderedDict((e["epoch"], e) for e in (entries if isinstance(entries, list) else ())
-                           if isinstance(e, dict) and isinstance(e.get("epoch"), int))
+    by_epoch = OrderedDict(
+        (e["epoch"], e)
+        for e in (entries if isinstance(entries, list) else ())
+        if isinstance(e, dict) and isinstance(e.get("epoch"), int)
+    )
     return epochs, by_epoch
 
 
 def _epoch_of(after_step, step_epochs):
     """The epoch a boundary range after captured step after_step (None: before the first) ends: that
-    step's epoch in the report, else the next captured step's less one; None when the report has neither."""
-    if after_step is not None and after_step < len(step_epochs) and step_epochs[after_step] is not None:
+    step's epoch in the report, else the next captured step's less one; None when the report has neither.
+    """
+    if (
+        after_step is not None
+        and after_step < len(step_epochs)
+        and step_epochs[after_step] is not None
+    ):
         return step_epochs[after_step]
     following = 0 if after_step is None else after_step + 1
     if following < len(step_epochs) and step_epochs[following] is not None:
@@ -156,15 +180,20 @@ def epoch_boundary(ex, window, report=None):
     device = ex.device_intervals() if ex.device_data else None
     main_tids = {st.tid for st in steps}
     index = BoundaryIndex(window.boundary)
-    htod = ([c for c in ex.memcpys if c.is_htod and launched_in_boundary(c, index, main_tids)]
-            if device is not None else [])
+    htod = (
+        [c for c in ex.memcpys if c.is_htod and launched_in_boundary(c, index, main_tids)]
+        if device is not None
+        else []
+    )
     step_epochs, by_epoch = _report_epochs(report)
     out = OrderedDict(step_median_ms=median, evals=[], checkpoints=[])
     for b in window.boundary:
         before = [i for i, st in enumerate(steps) if st.end <= b.start]
         after_step = before[-1] if before else None
         epoch = _epoch_of(after_step, step_epochs)
-        row = OrderedDict(start_ms=ms(b.start - window.lo), ms=ms(b.duration), after_step=after_step, epoch=epoch)
+        row = OrderedDict(
+            start_ms=ms(b.start - window.lo), ms=ms(b.duration), after_step=after_step, epoch=epoch
+        )
         if b.name == EVAL:
             inner = [r for r in ex.ranges if b.contains(r)]
             evals = [r.duration for r in inner if r.name == EVAL_STEP]
@@ -172,13 +201,19 @@ def epoch_boundary(ex, window, report=None):
             row["eval_steps"] = len(evals)
             row["eval_step_median_ms"] = ms(statistics.median(evals)) if evals else None
             row["eval_reduce_ms"] = ms(sum(reduces)) if reduces else None
-            row["h2d_copies"] = sum(1 for c in htod if index.at(c.launch_ns) is b) if device is not None else None
+            row["h2d_copies"] = (
+                sum(1 for c in htod if index.at(c.launch_ns) is b) if device is not None else None
+            )
         busy = union_length(device, b.start, b.end) if device is not None else None
-        row["gpu_busy_pct"] = round(100.0 * busy / b.duration, 6) if busy is not None and b.duration else None
+        row["gpu_busy_pct"] = (
+            round(100.0 * busy / b.duration, 6) if busy is not None and b.duration else None
+        )
         row["gpu_idle_ms"] = ms(b.duration - busy) if busy is not None else None
         row["over_step_median"] = round(ms(b.duration) / median, 6) if median else None
         if b.name == EVAL:
-            row["report"] = _report_part(by_epoch.get(epoch), EVAL, ("ms", "steps", "images", "top1"))
+            row["report"] = _report_part(
+                by_epoch.get(epoch), EVAL, ("ms", "steps", "images", "top1")
+            )
             out["evals"].append(row)
         else:
             row["report"] = _report_part(by_epoch.get(epoch), CHECKPOINT, ("ms", "bytes", "path"))
@@ -195,7 +230,11 @@ def report_boundary_ms(boundary, report):
     total = 0.0
     for key, rows in ((EVAL, boundary["evals"]), (CHECKPOINT, boundary["checkpoints"])):
         for row in rows:
-            part = _report_part(by_epoch.get(row["epoch"]), key, ("ms",)) if row["epoch"] is not None else None
+            part = (
+                _report_part(by_epoch.get(row["epoch"]), key, ("ms",))
+                if row["epoch"] is not None
+                else None
+            )
             if part is None or part["ms"] is None:
                 return None
             total += part["ms"]

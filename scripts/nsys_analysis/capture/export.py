@@ -14,8 +14,13 @@ _FALLBACK_HTOD = 1
 # A graph replayed without --cuda-graph-trace=node is a GRAPH_TRACE row, and nsys then writes no kernel
 # table when nothing else ran: any of these tables means a CUDA trace.
 _GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
-_CUDA_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL",
-                "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", _GRAPH_TRACE)
+_CUDA_TABLES = (
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    _GRAPH_TRACE,
+)
 
 
 class AnalysisError(Exception):
@@ -23,7 +28,9 @@ class AnalysisError(Exception):
 
 
 def _tables(conn):
-    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")}
+    return {
+        r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")
+    }
 
 
 def _columns(conn, table):
@@ -94,8 +101,10 @@ def _times(table, start, end):
     """(start, end) of a row of table when both are integer ns times, else AnalysisError: SQLite keeps
     whatever a column is given, and nsys writes integers only."""
     if type(start) is not int or type(end) is not int:
-        raise AnalysisError("%s has a row with start %r, end %r, expected integer nanoseconds (not an nsys "
-                            "export, or a damaged one)" % (table, start, end))
+        raise AnalysisError(
+            "%s has a row with start %r, end %r, expected integer nanoseconds (not an nsys "
+            "export, or a damaged one)" % (table, start, end)
+        )
     return start, end
 
 
@@ -128,11 +137,16 @@ def _load(conn, path):
 
 def _load_ranges(conn, tables, ex, text_of):
     """NVTX ranges into ex: push/pop and start/end; domain names from the domain-create events."""
-    ids = _enum_ids(conn, tables, "ENUM_NSYS_EVENT_TYPE", _FALLBACK_EVENT_TYPES, _FALLBACK_EVENT_TYPES)
+    ids = _enum_ids(
+        conn, tables, "ENUM_NSYS_EVENT_TYPE", _FALLBACK_EVENT_TYPES, _FALLBACK_EVENT_TYPES
+    )
     range_types = {ids["NvtxPushPopRange"], ids["NvtxStartEndRange"]} - {None}
-    rows = _select(conn, "NVTX_EVENTS",
-                   ("start", "end", "eventType", "text", "textId", "domainId", "globalTid"),
-                   required=("start", "eventType")).fetchall()
+    rows = _select(
+        conn,
+        "NVTX_EVENTS",
+        ("start", "end", "eventType", "text", "textId", "domainId", "globalTid"),
+        required=("start", "eventType"),
+    ).fetchall()
     domains = {}
     for start, end, etype, text, text_id, domain_id, tid in rows:
         if etype == ids["NvtxDomainCreate"] and domain_id:
@@ -148,7 +162,9 @@ def _load_ranges(conn, tables, ex, text_of):
         if domain_id in (None, 0):
             ex.ranges.append(Range(name, start, end, tid))
         else:
-            ex.other_ranges.append(Range(name, start, end, tid, domains.get(domain_id, "domain %s" % domain_id)))
+            ex.other_ranges.append(
+                Range(name, start, end, tid, domains.get(domain_id, "domain %s" % domain_id))
+            )
     ex.ranges.sort(key=lambda r: (r.start, -r.end))
     ex.other_ranges.sort(key=lambda r: (r.start, -r.end))
 
@@ -157,13 +173,19 @@ def _load_threads_and_overhead(conn, tables, ex, text_of):
     """Thread names (ThreadNames) and the profiler's own time (PROFILER_OVERHEAD) into ex; both tables are
     optional. A thread named twice (renamed after it started) keeps its last row's name."""
     if "ThreadNames" in tables:
-        for name_id, tid in _select(conn, "ThreadNames", ("nameId", "globalTid"), required=("nameId",)):
+        for name_id, tid in _select(
+            conn, "ThreadNames", ("nameId", "globalTid"), required=("nameId",)
+        ):
             if tid is not None and name_id is not None:
                 ex.thread_names[tid] = text_of(name_id)
     if "PROFILER_OVERHEAD" in tables:
         ex.profiler_overhead = []
-        for start, end, tid, name_id in _select(conn, "PROFILER_OVERHEAD", ("start", "end", "globalTid", "nameId"),
-                                                required=("start", "end")):
+        for start, end, tid, name_id in _select(
+            conn,
+            "PROFILER_OVERHEAD",
+            ("start", "end", "globalTid", "nameId"),
+            required=("start", "end"),
+        ):
             start, end = _times("PROFILER_OVERHEAD", start, end)
             ex.profiler_overhead.append(Overhead(start, end, text_of(name_id) or "?", tid))
         ex.profiler_overhead.sort(key=lambda o: o.start)
@@ -176,8 +198,11 @@ def _load_device(conn, tables, ex, text_of):
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
         ex.api_calls = []
         for start, end, name_id, corr, tid in _select(
-                conn, "CUPTI_ACTIVITY_KIND_RUNTIME",
-                ("start", "end", "nameId", "correlationId", "globalTid"), required=("start", "end")):
+            conn,
+            "CUPTI_ACTIVITY_KIND_RUNTIME",
+            ("start", "end", "nameId", "correlationId", "globalTid"),
+            required=("start", "end"),
+        ):
             start, end = _times("CUPTI_ACTIVITY_KIND_RUNTIME", start, end)
             call = ApiCall(start, end, _strip_version(text_of(name_id)), tid)
             ex.api_calls.append(call)
@@ -190,7 +215,9 @@ def _load_device(conn, tables, ex, text_of):
         nodes of a replayed graph all correlate with its cudaGraphLaunch."""
         if corr is None:
             return None, None, None
-        return launches.get((_pid_of(gpid), corr)) or launches.get((None, corr)) or (None, None, None)
+        return (
+            launches.get((_pid_of(gpid), corr)) or launches.get((None, corr)) or (None, None, None)
+        )
 
     _load_kernels_and_copies(conn, tables, ex, text_of, launch_of)
 
@@ -202,39 +229,71 @@ def _load_kernels_and_copies(conn, tables, ex, text_of, launch_of):
         cols = set(_columns(conn, "CUPTI_ACTIVITY_KIND_KERNEL"))
         name_col = "demangledName" if "demangledName" in cols else "shortName"
         for start, end, name, corr, gpid in _select(
-                conn, "CUPTI_ACTIVITY_KIND_KERNEL",
-                ("start", "end", name_col, "correlationId", "globalPid"), required=("start", "end")):
-            ex.kernels.append(Kernel(*_times("CUPTI_ACTIVITY_KIND_KERNEL", start, end), text_of(name) or "?",
-                                     *launch_of(corr, gpid)))
+            conn,
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            ("start", "end", name_col, "correlationId", "globalPid"),
+            required=("start", "end"),
+        ):
+            ex.kernels.append(
+                Kernel(
+                    *_times("CUPTI_ACTIVITY_KIND_KERNEL", start, end),
+                    text_of(name) or "?",
+                    *launch_of(corr, gpid),
+                )
+            )
 
     ex.memcpys = []
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in tables:
         kinds = {}
         if "ENUM_CUDA_MEMCPY_OPER" in tables:
-            kinds = {i: (n, l) for i, n, l in _select(conn, "ENUM_CUDA_MEMCPY_OPER", ("id", "name", "label"))}
+            kinds = {
+                i: (n, l)
+                for i, n, l in _select(conn, "ENUM_CUDA_MEMCPY_OPER", ("id", "name", "label"))
+            }
         htod = next((i for i, (n, _) in kinds.items() if n == "CUDA_MEMCPY_KIND_HTOD"), None)
         if htod is None:
             htod = _FALLBACK_HTOD
         for start, end, kind, nbytes, corr, gpid in _select(
-                conn, "CUPTI_ACTIVITY_KIND_MEMCPY",
-                ("start", "end", "copyKind", "bytes", "correlationId", "globalPid"),
-                required=("start", "end", "copyKind")):
-            label = (kinds.get(kind, (None, None))[1]
-                     or {htod: "Host-to-Device"}.get(kind, "kind %s" % kind))
-            ex.memcpys.append(Memcpy(*_times("CUPTI_ACTIVITY_KIND_MEMCPY", start, end), label, kind == htod,
-                                     nbytes or 0, *launch_of(corr, gpid)[:2]))
+            conn,
+            "CUPTI_ACTIVITY_KIND_MEMCPY",
+            ("start", "end", "copyKind", "bytes", "correlationId", "globalPid"),
+            required=("start", "end", "copyKind"),
+        ):
+            label = kinds.get(kind, (None, None))[1] or {htod: "Host-to-Device"}.get(
+                kind, "kind %s" % kind
+            )
+            ex.memcpys.append(
+                Memcpy(
+                    *_times("CUPTI_ACTIVITY_KIND_MEMCPY", start, end),
+                    label,
+                    kind == htod,
+                    nbytes or 0,
+                    *launch_of(corr, gpid)[:2],
+                )
+            )
 
     ex.memsets = []
     if "CUPTI_ACTIVITY_KIND_MEMSET" in tables:
-        ex.memsets = [Memset(*_times("CUPTI_ACTIVITY_KIND_MEMSET", st, e), b or 0, *launch_of(corr, gpid)[:2])
-                      for st, e, b, corr, gpid in _select(
-                          conn, "CUPTI_ACTIVITY_KIND_MEMSET", ("start", "end", "bytes", "correlationId", "globalPid"),
-                          required=("start", "end"))]
+        ex.memsets = [
+            Memset(*_times("CUPTI_ACTIVITY_KIND_MEMSET", st, e), b or 0, *launch_of(corr, gpid)[:2])
+            for st, e, b, corr, gpid in _select(
+                conn,
+                "CUPTI_ACTIVITY_KIND_MEMSET",
+                ("start", "end", "bytes", "correlationId", "globalPid"),
+                required=("start", "end"),
+            )
+        ]
 
     ex.graphs = []
     if _GRAPH_TRACE in tables:
         # CUPTI gives 0 for both times of a graph it could not time: no interval to count.
-        ex.graphs = [GraphExec(*_times(_GRAPH_TRACE, st, e), graph_id, *launch_of(corr, gpid))
-                     for st, e, graph_id, corr, gpid in _select(
-                         conn, _GRAPH_TRACE, ("start", "end", "graphId", "correlationId", "globalPid"),
-                         required=("start", "end")) if st or e]
+        ex.graphs = [
+            GraphExec(*_times(_GRAPH_TRACE, st, e), graph_id, *launch_of(corr, gpid))
+            for st, e, graph_id, corr, gpid in _select(
+                conn,
+                _GRAPH_TRACE,
+                ("start", "end", "graphId", "correlationId", "globalPid"),
+                required=("start", "end"),
+            )
+            if st or e
+        ]

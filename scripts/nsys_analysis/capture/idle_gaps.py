@@ -14,9 +14,11 @@ from .records import STEP, WINDOW, Kernel
 # Upper bounds (microseconds) of the idle-gap histogram's buckets; the last bucket is open.
 GAP_BUCKETS_US = (2, 10, 100, 1000)
 GAP_CAUSES = ("host", "device", "unattributed", "tail")
-GAP_BUCKET_LABELS = (["< %d us" % GAP_BUCKETS_US[0]]
-                     + ["%d-%d us" % pair for pair in zip(GAP_BUCKETS_US, GAP_BUCKETS_US[1:])]
-                     + [">= %d us" % GAP_BUCKETS_US[-1]])
+GAP_BUCKET_LABELS = (
+    ["< %d us" % GAP_BUCKETS_US[0]]
+    + ["%d-%d us" % pair for pair in zip(GAP_BUCKETS_US, GAP_BUCKETS_US[1:])]
+    + [">= %d us" % GAP_BUCKETS_US[-1]]
+)
 # The shortest gap host_stalls() lists.
 HOST_STALL_MIN_MS = 1.0
 
@@ -24,6 +26,7 @@ HOST_STALL_MIN_MS = 1.0
 class _Activity(NamedTuple):
     """A device activity as idle_gaps() sees it; name is the demangled kernel name, or the memory
     operation ("[memcpy Host-to-Device]", "[memset]") or graph recorded whole ("[CUDA graph 3]")."""
+
     start: int
     end: int
     name: str
@@ -35,6 +38,7 @@ class Gap(NamedTuple):
     """An interval of the window with no device activity, ns. next_name: the activity that ends it
     (None for the tail); host_range: for a host gap, the innermost range it began in; next_launch_ns:
     when the runtime call that enqueued the ending activity started (None when uncorrelated)."""
+
     start: int
     end: int
     cause: str
@@ -89,12 +93,27 @@ class _RangeIndex:
 def _activities(ex, lo, hi, skip_tids=()):
     """The device activities (Export.device_activities()) overlapping [lo, hi] (but those launched from
     skip_tids), by start."""
-    acts = [_Activity(op.start, op.end, op.name if isinstance(op, Kernel) else op.operation, op.launch_ns,
-                      op.launch_tid) for op in ex.device_activities()]
+    acts = [
+        _Activity(
+            op.start,
+            op.end,
+            op.name if isinstance(op, Kernel) else op.operation,
+            op.launch_ns,
+            op.launch_tid,
+        )
+        for op in ex.device_activities()
+    ]
     # Stable sort: activities starting together stay kernels, copies, memsets, graphs, in export order.
-    return sorted((a for a in acts if a.end > lo and a.start < hi
-                   and (a.launch_tid is None or a.launch_tid not in skip_tids)),
-                  key=lambda a: (a.start, a.launch_ns is None, a.launch_ns or 0))
+    return sorted(
+        (
+            a
+            for a in acts
+            if a.end > lo
+            and a.start < hi
+            and (a.launch_tid is None or a.launch_tid not in skip_tids)
+        ),
+        key=lambda a: (a.start, a.launch_ns is None, a.launch_ns or 0),
+    )
 
 
 def _find_gaps(acts, lo, hi, index):
@@ -144,7 +163,8 @@ def idle_gaps(ex, lo, hi, ranges, top_n=8, boundary=()):
     host_ranges = defaultdict(lambda: {"count": 0, "total_ns": 0})
     for g in gaps:
         for d in (causes[g.cause], buckets[_gap_bucket(g.duration)]) + (
-                (host_ranges[g.host_range or "(no range)"],) if g.cause == "host" else ()):
+            (host_ranges[g.host_range or "(no range)"],) if g.cause == "host" else ()
+        ):
             d["count"] += 1
             d["total_ns"] += g.duration
 
@@ -157,11 +177,21 @@ def idle_gaps(ex, lo, hi, ranges, top_n=8, boundary=()):
         total_ms=ms(sum(g.duration for g in gaps)),
         causes=OrderedDict((c, out(d)) for c, d in causes.items()),
         histogram=[OrderedDict(bucket=k, **out(d)) for k, d in buckets.items()],
-        host_by_range=OrderedDict((k, out(d)) for k, d in sorted(
-            host_ranges.items(), key=lambda kv: (-kv[1]["total_ns"], kv[0]))),
-        largest=[OrderedDict(at_ms=ms(g.start - lo), gap_ms=ms(g.duration), cause=g.cause,
-                             host_range=g.host_range, next=_next_label(g.next_name))
-                 for g in largest])
+        host_by_range=OrderedDict(
+            (k, out(d))
+            for k, d in sorted(host_ranges.items(), key=lambda kv: (-kv[1]["total_ns"], kv[0]))
+        ),
+        largest=[
+            OrderedDict(
+                at_ms=ms(g.start - lo),
+                gap_ms=ms(g.duration),
+                cause=g.cause,
+                host_range=g.host_range,
+                next=_next_label(g.next_name),
+            )
+            for g in largest
+        ],
+    )
 
 
 def _merged_calls(api_calls, tids):
@@ -189,7 +219,9 @@ def _quiet_interval(calls, gap, lo):
         if free_lo >= launch:
             break
         free_hi = min(starts[k], launch) if k < len(starts) else launch
-        if free_hi > max(free_lo, gap.start) and (best is None or free_hi - free_lo > best[1] - best[0]):
+        if free_hi > max(free_lo, gap.start) and (
+            best is None or free_hi - free_lo > best[1] - best[0]
+        ):
             best = (free_lo, free_hi, after)
         if k >= len(starts):
             break
@@ -233,8 +265,18 @@ def _shared(span, a, b):
     return 0 if span is None else max(0, min(span.end, b) - max(span.start, a))
 
 
-def host_stalls(ex, lo, hi, ranges, phases, steps, step_tids, skip_tids=(), min_ms=HOST_STALL_MIN_MS,
-                boundary=()):
+def host_stalls(
+    ex,
+    lo,
+    hi,
+    ranges,
+    phases,
+    steps,
+    step_tids,
+    skip_tids=(),
+    min_ms=HOST_STALL_MIN_MS,
+    boundary=(),
+):
     """The host gaps of at least min_ms in which the device ran none of the step's work, each attributed
     to a captured step and to the main thread's step-level phase (phases.step_phases()) in which the
     host held the work back, or to the epoch-boundary range (boundary: the window's eval and checkpoint
@@ -281,8 +323,10 @@ def host_stalls(ex, lo, hi, ranges, phases, steps, step_tids, skip_tids=(), min_
     calls = _merged_calls(ex.api_calls, step_tids) if ex.api_calls is not None else None
     index, step_index, edges = SpanIndex(phases), SpanIndex(steps), SpanIndex(boundary)
     main_tids = {st.tid for st in steps}
-    main_ranges = sorted((r for r in ranges if r.tid in main_tids and r.name not in (STEP, WINDOW)),
-                         key=lambda r: (r.start, -r.end))
+    main_ranges = sorted(
+        (r for r in ranges if r.tid in main_tids and r.name not in (STEP, WINDOW)),
+        key=lambda r: (r.start, -r.end),
+    )
     out = []
     for g in gaps:
         if g.cause != "host" or g.duration < round(min_ms * 1e6):
@@ -299,16 +343,25 @@ def host_stalls(ex, lo, hi, ranges, phases, steps, step_tids, skip_tids=(), min_
             step = p.step
         else:
             step = None if edge is not None else step_index.longest_overlap_index(a, b)
-        usual = (_usual_quiet(calls, phases, p, quiet[2])
-                 if quiet is not None and p is not None and quiet[2] >= 0 else None)
-        out.append(OrderedDict(
-            start_ms=ms(g.start - lo), gap_ms=ms(g.duration),
-            quiet_start_ms=ms(quiet[0] - lo) if quiet else None,
-            quiet_ms=ms(quiet[1] - quiet[0]) if quiet else None,
-            usual_quiet_ms=ms(usual),
-            stall_ms=ms(max(quiet[1] - quiet[0] - (usual or 0), 0)) if quiet else None,
-            held_ms=ms(g.end - quiet[0]) if quiet else None,
-            step=step, phase=holder.name if holder is not None else None,
-            range=_innermost_longest(main_ranges, a, b) if holder is not None else None,
-            host_range=g.host_range, next=_next_label(g.next_name)))
+        usual = (
+            _usual_quiet(calls, phases, p, quiet[2])
+            if quiet is not None and p is not None and quiet[2] >= 0
+            else None
+        )
+        out.append(
+            OrderedDict(
+                start_ms=ms(g.start - lo),
+                gap_ms=ms(g.duration),
+                quiet_start_ms=ms(quiet[0] - lo) if quiet else None,
+                quiet_ms=ms(quiet[1] - quiet[0]) if quiet else None,
+                usual_quiet_ms=ms(usual),
+                stall_ms=ms(max(quiet[1] - quiet[0] - (usual or 0), 0)) if quiet else None,
+                held_ms=ms(g.end - quiet[0]) if quiet else None,
+                step=step,
+                phase=holder.name if holder is not None else None,
+                range=_innermost_longest(main_ranges, a, b) if holder is not None else None,
+                host_range=g.host_range,
+                next=_next_label(g.next_name),
+            )
+        )
     return out

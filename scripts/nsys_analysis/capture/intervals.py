@@ -84,6 +84,7 @@ class SpanIndex:
 
 class GroupStats(NamedTuple):
     """Durations (ns) and bytes of the items of one group_stats() key."""
+
     count: int
     total_ns: int
     min_ns: int

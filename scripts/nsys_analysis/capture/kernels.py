@@ -38,7 +38,10 @@ _KERNEL_LABELS = [
     (r"batchnorm_add_relu_bwtr", "BN+add+ReLU bwd"),
     (r"batchnorm_relu_bwtr", "BN+ReLU bwd"),
     (r"batchnorm_bwtr|batch_norm_backward|bn_bw|BatchNormBwd", "BN bwd"),
-    (r"batchnorm_fwtr|batch_norm_(?:collect|elemt|transform)|bn_fw|BatchNormFwd|batch_norm_forward", "BN fwd"),
+    (
+        r"batchnorm_fwtr|batch_norm_(?:collect|elemt|transform)|bn_fw|BatchNormFwd|batch_norm_forward",
+        "BN fwd",
+    ),
     (r"nchw_?(?:to|2)_?nhwc", "NCHW->NHWC"),
     (r"nhwc_?(?:to|2)_?nchw", "NHWC->NCHW"),
     (r"wgrad|Conv2dWgrad", "conv wgrad"),
@@ -75,11 +78,13 @@ _KERNEL_LABELS = [(re.compile(p, re.IGNORECASE), label) for p, label in _KERNEL_
 # cuDNN's NHWC batch-norm forward: batchnorm_fwtr_nhwc_semiPersist<T, Tparam, T, six ints, (bool)RELU,
 # (bool)ADD_RELU, (bool)..., (int)...>, as read off cuDNN 9.19's kernels on the H200 (tests/scripts'
 # names): BN alone (0, 0, 1), BN+ReLU (1, 0, 1), BN+add+ReLU (0, 1, 1).
-_BN_FWD_FLAGS = re.compile(r"batchnorm_fwtr_nhwc\w*<.*\(bool\)([01]), \(bool\)([01]), \(bool\)[01], \(int\)\d+>")
+_BN_FWD_FLAGS = re.compile(
+    r"batchnorm_fwtr_nhwc\w*<.*\(bool\)([01]), \(bool\)([01]), \(bool\)[01], \(int\)\d+>"
+)
 
 
 def _fused_bn_forward(name):
-    """"BN+ReLU fwd" / "BN+add+ReLU fwd" for cuDNN's fused batch-norm forward kernels, else None."""
+    """ "BN+ReLU fwd" / "BN+add+ReLU fwd" for cuDNN's fused batch-norm forward kernels, else None."""
     m = _BN_FWD_FLAGS.search(name)
     if not m:
         return None
@@ -114,23 +119,45 @@ def kernel_labels(names):
 # Kernel families, in table order: what a fused batch norm removes (ReLU, the residual add's forward)
 # and what it merges (batch norm with them); then what neither touches. "copies and casts" is mostly
 # autocast's per-step casts of the weights to bf16 (ATen's copy kernels).
-KERNEL_FAMILIES = ("batch norm", "BN+ReLU (fused)", "BN+add+ReLU (fused)", "ReLU", "add", "convolution",
-                   "GEMM", "optimizer", "pooling", "copies and casts", "other")
+KERNEL_FAMILIES = (
+    "batch norm",
+    "BN+ReLU (fused)",
+    "BN+add+ReLU (fused)",
+    "ReLU",
+    "add",
+    "convolution",
+    "GEMM",
+    "optimizer",
+    "pooling",
+    "copies and casts",
+    "other",
+)
 # How many of the largest labels kernel_family_table names inside "other".
 OTHER_PARTS = 4
 _FAMILY_OF_LABEL = {
-    "BN fwd": "batch norm", "BN bwd": "batch norm",
-    "BN+ReLU fwd": "BN+ReLU (fused)", "BN+ReLU bwd": "BN+ReLU (fused)",
-    "BN+add+ReLU fwd": "BN+add+ReLU (fused)", "BN+add+ReLU bwd": "BN+add+ReLU (fused)",
-    "ReLU fwd": "ReLU", "ReLU bwd": "ReLU",
+    "BN fwd": "batch norm",
+    "BN bwd": "batch norm",
+    "BN+ReLU fwd": "BN+ReLU (fused)",
+    "BN+ReLU bwd": "BN+ReLU (fused)",
+    "BN+add+ReLU fwd": "BN+add+ReLU (fused)",
+    "BN+add+ReLU bwd": "BN+add+ReLU (fused)",
+    "ReLU fwd": "ReLU",
+    "ReLU bwd": "ReLU",
     # Forward residual adds and, in backward, autograd's sum of the two gradients of a block's input.
     "elementwise add": "add",
-    "conv fprop": "convolution", "conv dgrad": "convolution", "conv wgrad": "convolution",
-    "conv winograd": "convolution", "conv FFT": "convolution",
-    "cuDNN convert": "convolution", "NHWC pad": "convolution",
-    "GEMM": "GEMM", "split-K reduce": "GEMM",
+    "conv fprop": "convolution",
+    "conv dgrad": "convolution",
+    "conv wgrad": "convolution",
+    "conv winograd": "convolution",
+    "conv FFT": "convolution",
+    "cuDNN convert": "convolution",
+    "NHWC pad": "convolution",
+    "GEMM": "GEMM",
+    "split-K reduce": "GEMM",
     "SGD": "optimizer",
-    "max-pool fwd": "pooling", "max-pool bwd": "pooling", "avg-pool": "pooling",
+    "max-pool fwd": "pooling",
+    "max-pool bwd": "pooling",
+    "avg-pool": "pooling",
     "copy": "copies and casts",
 }
 
@@ -144,7 +171,8 @@ def kernel_family_table(durations, steps=None):
     """Kernel time by family from (demangled name, ns) pairs: a list of dicts (family, launches, total_ms,
     pct of all kernel time, and ms_per_step when `steps` is given), in KERNEL_FAMILIES order, families
     without kernels left out. The "other" row also has `parts`: its OTHER_PARTS largest short labels
-    (label, launches, total_ms, pct of all kernel time), so that what no family names is still named."""
+    (label, launches, total_ms, pct of all kernel time), so that what no family names is still named.
+    """
     total = defaultdict(float)
     count = defaultdict(int)
     other = defaultdict(lambda: [0, 0.0])
@@ -160,13 +188,24 @@ def kernel_family_table(durations, steps=None):
     rows = []
     for fam in KERNEL_FAMILIES:
         if count[fam]:
-            row = {"family": fam, "launches": count[fam], "total_ms": round(total[fam] / 1e6, 3),
-                   "pct": round(100.0 * total[fam] / grand, 2)}
+            row = {
+                "family": fam,
+                "launches": count[fam],
+                "total_ms": round(total[fam] / 1e6, 3),
+                "pct": round(100.0 * total[fam] / grand, 2),
+            }
             if steps:
                 row["ms_per_step"] = round(total[fam] / 1e6 / steps, 3)
             if fam == "other":
                 largest = sorted(other.items(), key=lambda kv: (-kv[1][1], kv[0]))[:OTHER_PARTS]
-                row["parts"] = [{"label": label, "launches": n, "total_ms": round(ns / 1e6, 3),
-                                 "pct": round(100.0 * ns / grand, 2)} for label, (n, ns) in largest]
+                row["parts"] = [
+                    {
+                        "label": label,
+                        "launches": n,
+                        "total_ms": round(ns / 1e6, 3),
+                        "pct": round(100.0 * ns / grand, 2),
+                    }
+                    for label, (n, ns) in largest
+                ]
             rows.append(row)
     return rows

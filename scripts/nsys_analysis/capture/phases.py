@@ -21,14 +21,17 @@ from .intervals import SpanIndex, ms
 from .records import LOADER_DOMAIN, STEP, WINDOW
 
 # Buckets of gpu_time_by_phase() besides the phases themselves.
-OUTSIDE = "(outside phases)"        # launched while the main thread was in no step-level phase, eval or checkpoint
-INPUT_PIPELINE = "(input pipeline)"  # launched by a thread of the loader's domain (the GPU decode stage)
-UNATTRIBUTED = "(unattributed)"     # no runtime call correlates with it
+OUTSIDE = "(outside phases)"  # launched while the main thread was in no step-level phase, eval or checkpoint
+INPUT_PIPELINE = (
+    "(input pipeline)"  # launched by a thread of the loader's domain (the GPU decode stage)
+)
+UNATTRIBUTED = "(unattributed)"  # no runtime call correlates with it
 OTHER_BUCKETS = (OUTSIDE, INPUT_PIPELINE, UNATTRIBUTED)
 
 
 class Phase(NamedTuple):
     """One step-level phase range of the captured step with index step (0 = first in the window)."""
+
     name: str
     start: int
     end: int
@@ -37,7 +40,8 @@ class Phase(NamedTuple):
 
 def step_phases(ranges, steps):
     """The step-level phases of steps (the captured torch_step ranges, by start): the default-domain
-    ranges lying directly inside each step on its thread, not inside another such range; by start."""
+    ranges lying directly inside each step on its thread, not inside another such range; by start.
+    """
     by_tid = defaultdict(list)
     for r in ranges:
         if r.name not in (STEP, WINDOW):
@@ -71,7 +75,9 @@ def phase_names(phases):
 def input_pipeline_tids(ex, main_tids=()):
     """Threads holding ranges of the loader's domain (LOADER_DOMAIN): the loader's workers and the GPU
     decode stage. The main thread never counts as one."""
-    return {r.tid for r in ex.other_ranges if r.domain == LOADER_DOMAIN and r.tid is not None} - set(main_tids)
+    return {
+        r.tid for r in ex.other_ranges if r.domain == LOADER_DOMAIN and r.tid is not None
+    } - set(main_tids)
 
 
 def charge(op, index, pipeline_tids, boundary=None):
@@ -139,4 +145,5 @@ def gpu_time_by_phase(ex, lo, hi, phases, steps, main_tids, pipeline_tids, bound
         main_thread_ms=OrderedDict((k, ms(v)) for k, v in main.items()),
         counts=counts,
         total_ms=ms(sum(total.values())),
-        launch_tids=launch_tids)
+        launch_tids=launch_tids,
+    )

@@ -9,8 +9,14 @@ from ..common.files import check_output_dir, check_output_file, make_dirs, write
 from .checks import crosscheck_stats
 from .cost import DEFAULT_MAX_SLOWDOWN
 from .export import AnalysisError, load_export, open_export
-from .figures import (plot_batch_wait, plot_gpu_phases, plot_phase_totals, plot_ranks, plot_timeline,
-                      plot_top_kernels)
+from .figures import (
+    plot_batch_wait,
+    plot_gpu_phases,
+    plot_phase_totals,
+    plot_ranks,
+    plot_timeline,
+    plot_top_kernels,
+)
 from .markdown import render_markdown, render_ranks_markdown, render_repeats_markdown
 from .ranks import compute_ranks, rank_comm, rank_label
 from .repeats import compute_repeats, median_capture
@@ -20,11 +26,13 @@ from .summary import compute_summary
 # What one capture's analysis writes into its directory: the tables, then (figures) each figure and how
 # it is drawn from the summary s and the export ex.
 SUMMARY_FILES = ("summary.json", "summary.md")
-CAPTURE_FIGURES = (("fig1_phases.png", lambda s, ex, path: plot_phase_totals(s, path)),
-                   ("fig2_top_kernels.png", lambda s, ex, path: plot_top_kernels(s, path)),
-                   ("fig3_timeline.png", plot_timeline),
-                   ("fig5_batch_wait.png", lambda s, ex, path: plot_batch_wait(s, path)),
-                   ("fig6_gpu_phases.png", lambda s, ex, path: plot_gpu_phases(s, path)))
+CAPTURE_FIGURES = (
+    ("fig1_phases.png", lambda s, ex, path: plot_phase_totals(s, path)),
+    ("fig2_top_kernels.png", lambda s, ex, path: plot_top_kernels(s, path)),
+    ("fig3_timeline.png", plot_timeline),
+    ("fig5_batch_wait.png", lambda s, ex, path: plot_batch_wait(s, path)),
+    ("fig6_gpu_phases.png", lambda s, ex, path: plot_gpu_phases(s, path)),
+)
 # What the comparison of several ranks writes into its directory.
 RANKS_FILES = ("ranks.json", "ranks.md")
 RANKS_FIGURE = "fig_ranks.png"
@@ -70,21 +78,49 @@ def load_untraced(paths):
     return [(path, load_report(path)) for path in paths or ()]
 
 
-def analyze(export_path, out_dir, report_path=None, expected_steps=None, figures=True, untraced_paths=(),
-            max_slowdown=DEFAULT_MAX_SLOWDOWN):
+def analyze(
+    export_path,
+    out_dir,
+    report_path=None,
+    expected_steps=None,
+    figures=True,
+    untraced_paths=(),
+    max_slowdown=DEFAULT_MAX_SLOWDOWN,
+):
     """Load, compute and write; returns the summary dict. untraced_paths: the reports of untraced runs of
     the same command, for capture_cost."""
     ex = load_export(export_path)
     report = load_report(report_path) if report_path else None
     untraced = load_untraced(untraced_paths)
-    return _analyze_loaded(ex, report, export_path, out_dir, report_path, expected_steps, figures,
-                           untraced, max_slowdown)
+    return _analyze_loaded(
+        ex,
+        report,
+        export_path,
+        out_dir,
+        report_path,
+        expected_steps,
+        figures,
+        untraced,
+        max_slowdown,
+    )
 
 
-def _analyze_loaded(ex, report, export_path, out_dir, report_path, expected_steps, figures, untraced=(),
-                    max_slowdown=DEFAULT_MAX_SLOWDOWN, also=None, also_figures=True):
+def _analyze_loaded(
+    ex,
+    report,
+    export_path,
+    out_dir,
+    report_path,
+    expected_steps,
+    figures,
+    untraced=(),
+    max_slowdown=DEFAULT_MAX_SLOWDOWN,
+    also=None,
+    also_figures=True,
+):
     """analyze() from the export and reports already read. also: a second directory that gets the same
-    outputs, with figures unless also_figures is False (analyze_repeats()'s median capture); None for none."""
+    outputs, with figures unless also_figures is False (analyze_repeats()'s median capture); None for none.
+    """
     s = compute_summary(ex, report, expected_steps, untraced=untraced, max_slowdown=max_slowdown)
     if report_path:
         s["report_path"] = report_path
@@ -98,8 +134,16 @@ def _analyze_loaded(ex, report, export_path, out_dir, report_path, expected_step
     return s
 
 
-def analyze_ranks(export_paths, out_dir, report_paths=None, expected_steps=None, figures=True, rank_dirs=None,
-                  untraced_paths=None, max_slowdown=DEFAULT_MAX_SLOWDOWN):
+def analyze_ranks(
+    export_paths,
+    out_dir,
+    report_paths=None,
+    expected_steps=None,
+    figures=True,
+    rank_dirs=None,
+    untraced_paths=None,
+    max_slowdown=DEFAULT_MAX_SLOWDOWN,
+):
     """Several ranks' exports of one data-parallel run. Each rank is analysed as analyze() does, into
     rank_dirs[i] (default out_dir/rank<r>); then ranks.json, ranks.md and (unless figures is False)
     fig_ranks.png go into out_dir. report_paths, rank_dirs and untraced_paths (each rank's untraced run's
@@ -112,22 +156,38 @@ def analyze_ranks(export_paths, out_dir, report_paths=None, expected_steps=None,
         open_export(path).close()
     report_paths = report_paths or [None] * len(export_paths)
     reports = [load_report(p) if p else None for p in report_paths]
-    untraced = [load_untraced([p]) for p in untraced_paths] if untraced_paths else [[]] * len(export_paths)
+    untraced = (
+        [load_untraced([p]) for p in untraced_paths] if untraced_paths else [[]] * len(export_paths)
+    )
     labels = [rank_label(p, rep, i) for i, (p, rep) in enumerate(zip(export_paths, reports))]
     if len(set(labels)) != len(labels):
-        raise AnalysisError("expected one export per rank, got ranks %s (from %s)" % (
-            ", ".join(map(str, labels)), ", ".join(export_paths)))
+        raise AnalysisError(
+            "expected one export per rank, got ranks %s (from %s)"
+            % (", ".join(map(str, labels)), ", ".join(export_paths))
+        )
     flag = "--rank-out" if rank_dirs else "--out"
     rank_dirs = rank_dirs or [os.path.join(out_dir, "rank%d" % r) for r in labels]
     for rank_dir in rank_dirs:
         check_outputs(flag, rank_dir, capture_outputs(figures))
     summaries, comms = [], []
-    for label, path, report, report_path, rank_dir, rank_untraced in zip(labels, export_paths, reports, report_paths,
-                                                                          rank_dirs, untraced):
+    for label, path, report, report_path, rank_dir, rank_untraced in zip(
+        labels, export_paths, reports, report_paths, rank_dirs, untraced
+    ):
         # One export in memory at a time: each rank keeps only its RankComm for the comparison.
         ex = load_export(path)
-        summaries.append(_analyze_loaded(ex, report, path, rank_dir, report_path, expected_steps, figures,
-                                         rank_untraced, max_slowdown))
+        summaries.append(
+            _analyze_loaded(
+                ex,
+                report,
+                path,
+                rank_dir,
+                report_path,
+                expected_steps,
+                figures,
+                rank_untraced,
+                max_slowdown,
+            )
+        )
         comms.append(rank_comm(label, ex))
         del ex
     r = compute_ranks(comms, summaries, reports)
@@ -143,8 +203,18 @@ def analyze_ranks(export_paths, out_dir, report_paths=None, expected_steps=None,
 REPEATS_FILES = ("repeats.json", "repeats.md")
 
 
-def analyze_repeats(export_paths, out_dir, report_paths, untraced_paths=(), repeat_dirs=None, repeats_json=None,
-                    repeats_md=None, expected_steps=None, figures=True, max_slowdown=DEFAULT_MAX_SLOWDOWN):
+def analyze_repeats(
+    export_paths,
+    out_dir,
+    report_paths,
+    untraced_paths=(),
+    repeat_dirs=None,
+    repeats_json=None,
+    repeats_md=None,
+    expected_steps=None,
+    figures=True,
+    max_slowdown=DEFAULT_MAX_SLOWDOWN,
+):
     """Several captures of one configuration (scripts/profile.sh --repeat N). Each capture is analysed, its
     summary only (every untraced run's report given to each), into repeat_dirs[i] (default
     out_dir/capture<k>, k from 1); the median capture by its report's images/s (repeats.median_capture())
@@ -152,7 +222,8 @@ def analyze_repeats(export_paths, out_dir, report_paths, untraced_paths=(), repe
     out_dir/repeats.json and .md) get the spread of the headline figures (repeats.compute_repeats()).
     report_paths: one per export, in order. Returns (summaries, repeats dict). Raises AnalysisError for an
     unusable input or a report without images/s, files.UsageError (naming --repeat-out, or --out for the
-    default directories) for a capture's directory that cannot be written, both before any output."""
+    default directories) for a capture's directory that cannot be written, both before any output.
+    """
     for path in export_paths:
         open_export(path).close()
     reports = [load_report(p) for p in report_paths]
@@ -160,22 +231,50 @@ def analyze_repeats(export_paths, out_dir, report_paths, untraced_paths=(), repe
     median = median_capture(reports)
     if median is None:
         bad = next(p for p, rep in zip(report_paths, reports) if median_capture([rep]) is None)
-        raise AnalysisError("report %s gives no capture.images_per_s: the median capture is chosen by it" % bad)
+        raise AnalysisError(
+            "report %s gives no capture.images_per_s: the median capture is chosen by it" % bad
+        )
     flag = "--repeat-out" if repeat_dirs else "--out"
-    repeat_dirs = repeat_dirs or [os.path.join(out_dir, "capture%d" % (k + 1)) for k in range(len(export_paths))]
+    repeat_dirs = repeat_dirs or [
+        os.path.join(out_dir, "capture%d" % (k + 1)) for k in range(len(export_paths))
+    ]
     for d in repeat_dirs:
         check_outputs(flag, d, capture_outputs(figures=False))
     summaries = []
-    for k, (path, report, report_path, d) in enumerate(zip(export_paths, reports, report_paths, repeat_dirs)):
+    for k, (path, report, report_path, d) in enumerate(
+        zip(export_paths, reports, report_paths, repeat_dirs)
+    ):
         ex = load_export(path)  # one export in memory at a time
-        summaries.append(_analyze_loaded(ex, report, path, d, report_path, expected_steps, False, untraced,
-                                         max_slowdown, also=out_dir if k == median else None,
-                                         also_figures=figures))
+        summaries.append(
+            _analyze_loaded(
+                ex,
+                report,
+                path,
+                d,
+                report_path,
+                expected_steps,
+                False,
+                untraced,
+                max_slowdown,
+                also=out_dir if k == median else None,
+                also_figures=figures,
+            )
+        )
         del ex
-    r = compute_repeats(summaries, export_paths, report_paths, untraced_paths, [rep for _, rep in untraced],
-                        repeat_dirs, median, out_dir)
-    for path, text in ((repeats_json or os.path.join(out_dir, REPEATS_FILES[0]), json.dumps(r, indent=2) + "\n"),
-                       (repeats_md or os.path.join(out_dir, REPEATS_FILES[1]), render_repeats_markdown(r))):
+    r = compute_repeats(
+        summaries,
+        export_paths,
+        report_paths,
+        untraced_paths,
+        [rep for _, rep in untraced],
+        repeat_dirs,
+        median,
+        out_dir,
+    )
+    for path, text in (
+        (repeats_json or os.path.join(out_dir, REPEATS_FILES[0]), json.dumps(r, indent=2) + "\n"),
+        (repeats_md or os.path.join(out_dir, REPEATS_FILES[1]), render_repeats_markdown(r)),
+    ):
         make_dirs(os.path.dirname(path) or ".")
         write_text(path, text)
     return summaries, r

@@ -29,7 +29,8 @@ _RANK_IN_NAME = re.compile(r"\.rank(\d+)(?:\.sqlite)?$")
 
 def is_nccl_kernel(name):
     """True for a kernel NCCL launched: its demangled name starts with `nccl` (after an optional `void `).
-    c10d's own kernels on NCCL's streams (bucket copies, scaling) are compute kernels, not NCCL ones."""
+    c10d's own kernels on NCCL's streams (bucket copies, scaling) are compute kernels, not NCCL ones.
+    """
     return bool(NCCL_KERNEL.match(name or ""))
 
 
@@ -56,6 +57,7 @@ class RankComm(NamedTuple):
                            --cuda-graph-trace=node every node is a kernel correlated with its
                            cudaGraphLaunch and is attributed to the step that launched the replay
     """
+
     rank: int
     export: Optional[str]
     steps: int
@@ -79,18 +81,19 @@ class RankComm(NamedTuple):
 class StepStragglers(NamedTuple):
     """One captured step across ranks; lists are in rank order (compute_ranks()'s `ranks`).
 
-      data_load_end_ns  each rank's RankComm.data_load_end_ns of this step
-      straggler         the rank whose data_load ended latest after its own step start; None when
-                        fewer than two ranks have a data_load in this step or the latest is shared
-      spread_ns         latest minus earliest of data_load_end_ns (None with fewer than two)
-      nccl_ns           each rank's NCCL kernel time in this step
-      waited_ns         each rank's nccl_ns beyond the smallest: how long its all-reduces waited for the
-                        last rank to join (a rank that arrives early sees its NCCL kernels run longer)
-      fastest_nccl      the rank with the smallest nccl_ns (the one the others waited for); None when no
-                        rank ran an NCCL kernel in this step or the smallest is shared
-      agrees            straggler == fastest_nccl: the host-side and the device-side evidence name the
-                        same rank; None when either is None
+    data_load_end_ns  each rank's RankComm.data_load_end_ns of this step
+    straggler         the rank whose data_load ended latest after its own step start; None when
+                      fewer than two ranks have a data_load in this step or the latest is shared
+    spread_ns         latest minus earliest of data_load_end_ns (None with fewer than two)
+    nccl_ns           each rank's NCCL kernel time in this step
+    waited_ns         each rank's nccl_ns beyond the smallest: how long its all-reduces waited for the
+                      last rank to join (a rank that arrives early sees its NCCL kernels run longer)
+    fastest_nccl      the rank with the smallest nccl_ns (the one the others waited for); None when no
+                      rank ran an NCCL kernel in this step or the smallest is shared
+    agrees            straggler == fastest_nccl: the host-side and the device-side evidence name the
+                      same rank; None when either is None
     """
+
     step: int
     data_load_end_ns: List[Optional[int]]
     straggler: Optional[int]
@@ -103,14 +106,21 @@ class StepStragglers(NamedTuple):
 
 def rank_label(export_path, report, position):
     """The rank of an export: the `.rank<r>` in its file name, else its position among the exports. A run
-    report's dist.rank must agree (AnalysisError otherwise: exports and reports given in different orders)."""
+    report's dist.rank must agree (AnalysisError otherwise: exports and reports given in different orders).
+    """
     m = _RANK_IN_NAME.search(export_path or "")
     label = int(m.group(1)) if m else position
     dist = (report or {}).get("dist")
-    if isinstance(dist, dict) and isinstance(dist.get("rank"), int) and not isinstance(dist.get("rank"), bool):
+    if (
+        isinstance(dist, dict)
+        and isinstance(dist.get("rank"), int)
+        and not isinstance(dist.get("rank"), bool)
+    ):
         if dist["rank"] != label:
-            raise AnalysisError("expected the run report of rank %d for %s, got rank %d's (give the reports "
-                                "in the exports' order)" % (label, export_path, dist["rank"]))
+            raise AnalysisError(
+                "expected the run report of rank %d for %s, got rank %d's (give the reports "
+                "in the exports' order)" % (label, export_path, dist["rank"])
+            )
     return label
 
 
@@ -139,16 +149,28 @@ def rank_comm(rank, ex):
     if window.lo is not None:
         whole = sum(1 for g in ex.graphs or () if g.end > window.lo and g.start < window.hi)
     if ex.device_data and window.lo is not None and window.hi > window.lo and not whole:
-        exposed = (union_length(nccl + other, window.lo, window.hi)
-                   - union_length(other, window.lo, window.hi))
+        exposed = union_length(nccl + other, window.lo, window.hi) - union_length(
+            other, window.lo, window.hi
+        )
 
     loads = [r for r in ex.ranges if r.name == DATA_LOAD]
     ends = []
     for st in steps:
         inner = [r.end for r in loads if st.contains(r)]
         ends.append(max(inner) - st.start if inner else None)
-    return RankComm(rank, ex.path, len(steps), None if window.lo is None else window.hi - window.lo,
-                    count, total, out_count, out_ns, exposed, ends, whole)
+    return RankComm(
+        rank,
+        ex.path,
+        len(steps),
+        None if window.lo is None else window.hi - window.lo,
+        count,
+        total,
+        out_count,
+        out_ns,
+        exposed,
+        ends,
+        whole,
+    )
 
 
 def step_stragglers(comms):
@@ -178,7 +200,11 @@ def step_stragglers(comms):
         low = min(nccl)
         fastest = comms[nccl.index(low)].rank if any(nccl) and nccl.count(low) == 1 else None
         agrees = None if straggler is None or fastest is None else straggler == fastest
-        out.append(StepStragglers(k, ends, straggler, spread, nccl, [n - low for n in nccl], fastest, agrees))
+        out.append(
+            StepStragglers(
+                k, ends, straggler, spread, nccl, [n - low for n in nccl], fastest, agrees
+            )
+        )
     return out
 
 
@@ -209,7 +235,9 @@ def compute_ranks(comms, summaries, reports=None):
     out["steps_compared"] = len(strag)
     per_rank = []
     for i, (c, s, rep) in enumerate(zip(comms, summaries, reports)):
-        row = OrderedDict(rank=c.rank, export=c.export, steps=c.steps, capture_window_ms=ms(c.window_ns))
+        row = OrderedDict(
+            rank=c.rank, export=c.export, steps=c.steps, capture_window_ms=ms(c.window_ns)
+        )
         row["nccl_kernels"] = sum(c.nccl_count)
         row["nccl_ms"] = ms(sum(c.nccl_ns))
         row["nccl_kernels_per_step"] = list(c.nccl_count)
@@ -220,8 +248,13 @@ def compute_ranks(comms, summaries, reports=None):
         row["exposed_comm_pct"] = c.exposed_pct
         row["data_load_end_ms"] = [ms(e) for e in c.data_load_end_ns]
         row["straggler_steps"] = sum(1 for st in strag if st.straggler == c.rank)
-        row["caused_wait_ms"] = ms(sum(sum(w for j, w in enumerate(st.waited_ns) if j != i)
-                                       for st in strag if st.straggler == c.rank))
+        row["caused_wait_ms"] = ms(
+            sum(
+                sum(w for j, w in enumerate(st.waited_ns) if j != i)
+                for st in strag
+                if st.straggler == c.rank
+            )
+        )
         row["waited_ms"] = ms(sum(st.waited_ns[i] for st in strag))
         row["graph_replays_recorded_whole"] = c.graphs_whole
         row["all_checks_pass"] = s["all_checks_pass"]
@@ -230,26 +263,37 @@ def compute_ranks(comms, summaries, reports=None):
             row["dist"] = dist
         per_rank.append(row)
     out["per_rank"] = per_rank
-    out["stragglers"] = [OrderedDict(
-        step=st.step, straggler=st.straggler, spread_ms=ms(st.spread_ns),
-        data_load_end_ms=[ms(e) for e in st.data_load_end_ns], nccl_ms=[ms(n) for n in st.nccl_ns],
-        waited_ms=[ms(w) for w in st.waited_ns], fastest_nccl=st.fastest_nccl, agrees=st.agrees)
-        for st in strag]
+    out["stragglers"] = [
+        OrderedDict(
+            step=st.step,
+            straggler=st.straggler,
+            spread_ms=ms(st.spread_ns),
+            data_load_end_ms=[ms(e) for e in st.data_load_end_ns],
+            nccl_ms=[ms(n) for n in st.nccl_ns],
+            waited_ms=[ms(w) for w in st.waited_ns],
+            fastest_nccl=st.fastest_nccl,
+            agrees=st.agrees,
+        )
+        for st in strag
+    ]
 
     checks, details = OrderedDict(), OrderedDict()
     counts = [c.steps for c in comms]
     checks["same_step_count"] = len(set(counts)) == 1
     details["same_step_count"] = "torch_step ranges in each rank's window: %s" % ", ".join(
-        "rank %d: %d" % (r, n) for r, n in zip(ranks, counts))
+        "rank %d: %d" % (r, n) for r, n in zip(ranks, counts)
+    )
     whole = [(c.rank, c.graphs_whole) for c in comms if c.graphs_whole]
     checks["nccl_kernels_visible"] = not whole
     details["nccl_kernels_visible"] = (
         "every NCCL kernel of the windows is in the exports (eager launches, or graph replays traced "
-        "node by node)" if not whole else
-        "%s recorded whole (nsys --cuda-graph-trace=graph): the NCCL kernels inside them are not in the "
+        "node by node)"
+        if not whole
+        else "%s recorded whole (nsys --cuda-graph-trace=graph): the NCCL kernels inside them are not in the "
         "export, so NCCL time, exposed communication and the waits are not known; capture with nsys "
-        "--cuda-graph-trace=node (scripts/profile.sh adds it for --cuda-graph)" % ", ".join(
-            "rank %d: %d graph replay(s)" % w for w in whole))
+        "--cuda-graph-trace=node (scripts/profile.sh adds it for --cuda-graph)"
+        % ", ".join("rank %d: %d graph replay(s)" % w for w in whole)
+    )
     for r, s in zip(ranks, summaries):
         for name, value in s["checks"].items():
             checks["rank%d.%s" % (r, name)] = value

@@ -52,6 +52,7 @@ GRAPH_LAUNCH = "cudaGraphLaunch"
 
 class Range(NamedTuple):
     """One closed NVTX range. domain is None for NVTX's default domain."""
+
     name: str
     start: int
     end: int
@@ -73,6 +74,7 @@ class Kernel(NamedTuple):
     """One kernel execution; name is the demangled name (the short name when nsys has none). launch_api
     names the runtime call that enqueued it (cudaLaunchKernel, cudaGraphLaunch for a node of a replayed
     graph, ...; without nsys's version suffix), None when uncorrelated."""
+
     start: int
     end: int
     name: str
@@ -83,6 +85,7 @@ class Kernel(NamedTuple):
 
 class Memcpy(NamedTuple):
     """One memory copy; label is nsys's copy-kind label ("Host-to-Device", ...)."""
+
     start: int
     end: int
     label: str
@@ -99,6 +102,7 @@ class Memcpy(NamedTuple):
 
 class Memset(NamedTuple):
     """One memset."""
+
     start: int
     end: int
     nbytes: int
@@ -112,6 +116,7 @@ class GraphExec(NamedTuple):
     """One execution of a CUDA graph that nsys recorded whole (CUPTI_ACTIVITY_KIND_GRAPH_TRACE: a capture
     without --cuda-graph-trace=node, whose graph nodes have no kernel, copy or memset records): from its
     first node's start to its last node's end on the device. launch_*: its cudaGraphLaunch."""
+
     start: int
     end: int
     graph_id: Optional[int]
@@ -127,6 +132,7 @@ class GraphExec(NamedTuple):
 
 class ApiCall(NamedTuple):
     """One CUDA runtime call; name without nsys's version suffix (cudaStreamSynchronize)."""
+
     start: int
     end: int
     name: str
@@ -136,6 +142,7 @@ class ApiCall(NamedTuple):
 class Overhead(NamedTuple):
     """One row of nsys's PROFILER_OVERHEAD table: time the profiler itself took on a thread ("CUPTI Buffer
     flush", "TLS allocation", "CUDA profiling data flush on cudaProfilerStop", ...)."""
+
     start: int
     end: int
     name: str
@@ -149,10 +156,11 @@ class Export:
     export is an empty list. api_calls is None when the export has no runtime table. thread_names: globalTid
     -> the thread's name (nsys's ThreadNames; empty without that table); profiler_overhead None when the
     export has no PROFILER_OVERHEAD table."""
+
     path: Optional[str] = None
     nsys_version: Optional[str] = None
-    ranges: List[Range] = field(default_factory=list)          # default-domain ranges
-    other_ranges: List[Range] = field(default_factory=list)    # ranges of named domains
+    ranges: List[Range] = field(default_factory=list)  # default-domain ranges
+    other_ranges: List[Range] = field(default_factory=list)  # ranges of named domains
     unterminated: int = 0
     device_data: bool = False
     kernels: Optional[List[Kernel]] = None
@@ -175,7 +183,11 @@ class Export:
         (nsys --cuda-graph-trace=node) or as its GraphExec, never both."""
         if not self.device_data:
             return []
-        return [op for ops in (self.kernels, self.memcpys, self.memsets, self.graphs or ()) for op in ops]
+        return [
+            op
+            for ops in (self.kernels, self.memcpys, self.memsets, self.graphs or ())
+            for op in ops
+        ]
 
     def device_intervals(self):
         """(start, end) of every device activity (device_activities())."""
@@ -185,14 +197,17 @@ class Export:
 class Window(NamedTuple):
     """The capture window (summary.find_window()) and the torch_step ranges in and outside it. lo and
     hi are None when the export has neither a capture_window nor a torch_step range."""
+
     lo: Optional[int]
     hi: Optional[int]
-    source: Optional[str]      # how the window was found, as summary.json's capture_window_source says
-    ranges: List[Range]        # the capture_window ranges
-    all_steps: List[Range]     # every default-domain torch_step range, by start
-    steps: List[Range]         # those lying wholly inside the window
-    outside: List[Range]       # the others
-    boundary: Sequence[Range] = ()  # the epoch boundary's eval and checkpoint ranges in the window, by start
+    source: Optional[str]  # how the window was found, as summary.json's capture_window_source says
+    ranges: List[Range]  # the capture_window ranges
+    all_steps: List[Range]  # every default-domain torch_step range, by start
+    steps: List[Range]  # those lying wholly inside the window
+    outside: List[Range]  # the others
+    boundary: Sequence[
+        Range
+    ] = ()  # the epoch boundary's eval and checkpoint ranges in the window, by start
 
     def holds(self, r):
         """True when range r lies wholly inside the window (always, when there is no window)."""

@@ -26,9 +26,12 @@ def spread(values):
     """{min, median, max, values} of the values that are not None (min, median and max None when none
     is); values keeps every one, in order."""
     known = [v for v in values if v is not None]
-    return OrderedDict(min=min(known) if known else None,
-                       median=round(statistics.median(known), 6) if known else None,
-                       max=max(known) if known else None, values=list(values))
+    return OrderedDict(
+        min=min(known) if known else None,
+        median=round(statistics.median(known), 6) if known else None,
+        max=max(known) if known else None,
+        values=list(values),
+    )
 
 
 def _cost(s, *keys):
@@ -43,17 +46,35 @@ def _cost(s, *keys):
 
 # The headline figures of one capture: (key, label, how to read it from its summary).
 HEADLINES = (
-    ("traced_images_per_s", "traced images/s", lambda s: _cost(s, "throughput", "traced_images_per_s")),
-    ("traced_over_untraced", "traced / untraced", lambda s: _cost(s, "throughput", "traced_over_untraced")),
+    (
+        "traced_images_per_s",
+        "traced images/s",
+        lambda s: _cost(s, "throughput", "traced_images_per_s"),
+    ),
+    (
+        "traced_over_untraced",
+        "traced / untraced",
+        lambda s: _cost(s, "throughput", "traced_over_untraced"),
+    ),
     ("no_activity_pct", "window without device activity, %", lambda s: s.get("no_activity_pct")),
     ("batch_wait_total_ms", "batch_wait total ms", lambda s: s.get("batch_wait_total_ms")),
     ("batch_wait_max_ms", "longest batch_wait ms", lambda s: s.get("batch_wait_max_ms")),
     ("h2d_submit_total_ms", "h2d_submit total ms", lambda s: s.get("h2d_submit_total_ms")),
-    ("profiler_overhead_ms", "profiler overhead in the window, ms",
-     lambda s: _cost(s, "profiler_overhead", "total_ms")),
-    ("idle_explained_ms", "idle the tracer explains, ms", lambda s: _cost(s, "idle_explained", "explained_ms")),
-    ("idle_explained_share", "idle the tracer explains, share",
-     lambda s: _cost(s, "idle_explained", "explained_share")),
+    (
+        "profiler_overhead_ms",
+        "profiler overhead in the window, ms",
+        lambda s: _cost(s, "profiler_overhead", "total_ms"),
+    ),
+    (
+        "idle_explained_ms",
+        "idle the tracer explains, ms",
+        lambda s: _cost(s, "idle_explained", "explained_ms"),
+    ),
+    (
+        "idle_explained_share",
+        "idle the tracer explains, share",
+        lambda s: _cost(s, "idle_explained", "explained_share"),
+    ),
 )
 MAIN_THREAD = "(main thread)"
 
@@ -79,20 +100,38 @@ def _figures(summaries, untraced_ips):
         values = spread([get(s) for s in summaries])
         rows.append(OrderedDict([("figure", key), ("label", label)] + list(values.items())))
         if key == "traced_images_per_s":
-            rows.append(OrderedDict([("figure", "untraced_images_per_s"), ("label", "untraced images/s (each run)")]
-                                    + list(spread(untraced_ips).items())))
+            rows.append(
+                OrderedDict(
+                    [("figure", "untraced_images_per_s"), ("label", "untraced images/s (each run)")]
+                    + list(spread(untraced_ips).items())
+                )
+            )
     per = [_calls_by_thread(s) for s in summaries]
     threads = sorted({t for p in per for t in p}, key=lambda t: (t != MAIN_THREAD, t))
     for t in threads:
-        label = "CUDA calls per step, main thread" if t == MAIN_THREAD else "CUDA calls per step, %s" % t
-        rows.append(OrderedDict([("figure", "calls_per_step:%s" % t), ("label", label)]
-                                + list(spread([p.get(t) for p in per]).items())))
+        label = (
+            "CUDA calls per step, main thread"
+            if t == MAIN_THREAD
+            else "CUDA calls per step, %s" % t
+        )
+        rows.append(
+            OrderedDict(
+                [("figure", "calls_per_step:%s" % t), ("label", label)]
+                + list(spread([p.get(t) for p in per]).items())
+            )
+        )
     units = [_calls_per_unit(s) for s in summaries]
     for key in sorted({k for u in units for k in u}):
         thread, unit = key
-        rows.append(OrderedDict([("figure", "calls_per_unit:%s:%s" % (thread, unit)),
-                                 ("label", "CUDA calls per %s, %s" % (unit, thread))]
-                                + list(spread([u.get(key) for u in units]).items())))
+        rows.append(
+            OrderedDict(
+                [
+                    ("figure", "calls_per_unit:%s:%s" % (thread, unit)),
+                    ("label", "CUDA calls per %s, %s" % (unit, thread)),
+                ]
+                + list(spread([u.get(key) for u in units]).items())
+            )
+        )
     return rows
 
 
@@ -119,26 +158,38 @@ def _checks(summaries):
         values = [s["checks"].get(name, "absent") for s in summaries]
         present = [v for v in values if v != "absent"]
         passed = sum(1 for v in present if v is True)
-        out.append(OrderedDict(check=name, passed=passed, of=len(present),
-                               text="%d of %d" % (passed, len(present)),
-                               values=values))
+        out.append(
+            OrderedDict(
+                check=name,
+                passed=passed,
+                of=len(present),
+                text="%d of %d" % (passed, len(present)),
+                values=values,
+            )
+        )
     return out
 
 
-def compute_repeats(summaries, exports, reports, untraced_paths, untraced_reports, analysis_dirs, median,
-                    median_dir):
+def compute_repeats(
+    summaries, exports, reports, untraced_paths, untraced_reports, analysis_dirs, median, median_dir
+):
     """repeats.json's numbers: summaries (summary.compute_summary() of each capture, in capture order, each
     with every untraced run), their exports, run reports (paths) and analysis directories; the untraced
     runs' report paths and reports; median, the index of the median capture (median_capture()), analysed
     with figures in median_dir. Figures and checks are listed by capture number, 1 = the first."""
     tracer_bound = [_cost(s, "tracer_bound") for s in summaries]
     return OrderedDict(
-        captures=len(summaries), exports=list(exports), reports=list(reports),
-        untraced_reports=list(untraced_paths), analysis_dirs=list(analysis_dirs),
+        captures=len(summaries),
+        exports=list(exports),
+        reports=list(reports),
+        untraced_reports=list(untraced_paths),
+        analysis_dirs=list(analysis_dirs),
         median_capture=median + 1,
         median_by="the run reports' traced images/s, the lower middle capture of an even count",
         median_analysis=median_dir,
-        tracer_bound=OrderedDict(count=sum(1 for v in tracer_bound if v), of=len(tracer_bound),
-                                 values=tracer_bound),
+        tracer_bound=OrderedDict(
+            count=sum(1 for v in tracer_bound if v), of=len(tracer_bound), values=tracer_bound
+        ),
         figures=_figures(summaries, [_ips(rep) for rep in untraced_reports]),
-        checks=_checks(summaries))
+        checks=_checks(summaries),
+    )

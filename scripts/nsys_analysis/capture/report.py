@@ -27,8 +27,10 @@ def _read_stream(path, seconds=STREAM_SECONDS):
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise AnalysisError("report %s: a stream that did not end within %g s (is anything "
-                                    "writing to it?)" % (path, seconds))
+                raise AnalysisError(
+                    "report %s: a stream that did not end within %g s (is anything "
+                    "writing to it?)" % (path, seconds)
+                )
             ready, _, _ = select.select([fd], [], [], left)
             if not ready:
                 continue
@@ -40,8 +42,10 @@ def _read_stream(path, seconds=STREAM_SECONDS):
                 break
             chunks.append(chunk)
             if sum(len(c) for c in chunks) > MAX_REPORT_BYTES:
-                raise AnalysisError("report %s: more than the %d bytes a run report holds"
-                                    % (path, MAX_REPORT_BYTES))
+                raise AnalysisError(
+                    "report %s: more than the %d bytes a run report holds"
+                    % (path, MAX_REPORT_BYTES)
+                )
     finally:
         os.close(fd)
     return b"".join(chunks).decode("utf-8", errors="replace")
@@ -49,7 +53,8 @@ def _read_stream(path, seconds=STREAM_SECONDS):
 
 def load_report(path):
     """Read a run report: train_resnet50's JSON document, or seed_workload.py's one JSON line (the last
-    line of a log that parses as a JSON object). A FIFO or pipe is read for at most STREAM_SECONDS."""
+    line of a log that parses as a JSON object). A FIFO or pipe is read for at most STREAM_SECONDS.
+    """
     if not os.path.exists(path):
         raise AnalysisError("no such report: %s" % path)
     if os.path.isdir(path):
@@ -59,8 +64,10 @@ def load_report(path):
         if stat.S_ISFIFO(st.st_mode):
             text = _read_stream(path)
         elif st.st_size > MAX_REPORT_BYTES:
-            raise AnalysisError("report %s: %d bytes, more than the %d a run report holds"
-                                % (path, st.st_size, MAX_REPORT_BYTES))
+            raise AnalysisError(
+                "report %s: %d bytes, more than the %d a run report holds"
+                % (path, st.st_size, MAX_REPORT_BYTES)
+            )
         else:
             with open(path, encoding="utf-8", errors="replace") as f:
                 text = f.read()
@@ -164,7 +171,11 @@ def report_metrics(report):
 
 
 # The per-step fields every train_resnet50 report has, by the range they time (step_ms: torch_step itself).
-STEP_FIELDS = (("torch_step", "step_ms"), ("batch_wait", "batch_wait_ms"), ("h2d_submit", "h2d_submit_ms"))
+STEP_FIELDS = (
+    ("torch_step", "step_ms"),
+    ("batch_wait", "batch_wait_ms"),
+    ("h2d_submit", "h2d_submit_ms"),
+)
 PHASE_MS = "phase_ms"
 # step_phase_ms()'s sources.
 FROM_PHASE_MS = "phase_ms"
@@ -205,7 +216,14 @@ def _finite(value):
 
 # The config fields an untraced run may hold apart from its capture's: where its outputs go (profile.sh
 # gives it its own report and checkpoint directory), and a command line that names them.
-UNTRACED_MAY_DIFFER = ("report", "torch_profiler_trace", "checkpoint_dir", "resume", "start_over", "argv")
+UNTRACED_MAY_DIFFER = (
+    "report",
+    "torch_profiler_trace",
+    "checkpoint_dir",
+    "resume",
+    "start_over",
+    "argv",
+)
 
 
 def check_untraced(report, untraced):
@@ -215,22 +233,29 @@ def check_untraced(report, untraced):
     differs named). A comparison of unlike runs would blame the tracer for the difference."""
     for path, u in untraced:
         if u.get("interrupted"):
-            raise AnalysisError("--untraced %s: the run was interrupted (%s): its images/s are no "
-                                "baseline" % (path, u.get("interrupt_signal") or "stopped"))
+            raise AnalysisError(
+                "--untraced %s: the run was interrupted (%s): its images/s are no "
+                "baseline" % (path, u.get("interrupt_signal") or "stopped")
+            )
         if u.get("nonfinite_stopped"):
-            raise AnalysisError("--untraced %s: the run stopped at a non-finite loss (%s)"
-                                % (path, u.get("nonfinite_loss")))
+            raise AnalysisError(
+                "--untraced %s: the run stopped at a non-finite loss (%s)"
+                % (path, u.get("nonfinite_loss"))
+            )
         if not report:
             continue
         if u.get("program") != report.get("program"):
-            raise AnalysisError("--untraced %s: a report of %s, the capture's of %s"
-                                % (path, u.get("program"), report.get("program")))
+            raise AnalysisError(
+                "--untraced %s: a report of %s, the capture's of %s"
+                % (path, u.get("program"), report.get("program"))
+            )
         mine, theirs = report.get("config"), u.get("config")
         if not isinstance(mine, dict) or not isinstance(theirs, dict):
             continue
         for key in sorted(set(mine) | set(theirs)):
             if key in UNTRACED_MAY_DIFFER or mine.get(key) == theirs.get(key):
                 continue
-            raise AnalysisError("--untraced %s: config.%s is %s, the capture's %s: not a run of the "
-                                "same command" % (path, key, json.dumps(theirs.get(key)),
-                                                  json.dumps(mine.get(key))))
+            raise AnalysisError(
+                "--untraced %s: config.%s is %s, the capture's %s: not a run of the "
+                "same command" % (path, key, json.dumps(theirs.get(key)), json.dumps(mine.get(key)))
+            )

@@ -9,8 +9,19 @@ from .idle_gaps import host_stalls, idle_gaps
 from .intervals import SpanIndex, group_stats, ms, union_length
 from .kernels import is_layout_conversion, kernel_family_table, kernel_labels
 from .phases import gpu_time_by_phase, input_pipeline_tids, step_phases
-from .records import (BATCH_WAIT, DATA_LOAD, GPU_STAGE_RANGES, GRAPH_LAUNCH, GRAPH_REPLAY, H2D_SUBMIT,
-                      LOADER_DOMAIN, STALL_DOMAIN, STEP, WINDOW, Window)
+from .records import (
+    BATCH_WAIT,
+    DATA_LOAD,
+    GPU_STAGE_RANGES,
+    GRAPH_LAUNCH,
+    GRAPH_REPLAY,
+    H2D_SUBMIT,
+    LOADER_DOMAIN,
+    STALL_DOMAIN,
+    STEP,
+    WINDOW,
+    Window,
+)
 from .report import check_untraced, report_metrics
 
 
@@ -31,7 +42,11 @@ def find_window(ranges):
         lo, hi = min(w.start for w in windows), max(w.end for w in windows)
         source = "span of %d capture_window ranges" % len(windows)
     elif all_steps:
-        lo, hi, source = all_steps[0].start, max(r.end for r in all_steps), "span of torch_step ranges"
+        lo, hi, source = (
+            all_steps[0].start,
+            max(r.end for r in all_steps),
+            "span of torch_step ranges",
+        )
     else:
         lo = hi = None
         source = None
@@ -41,8 +56,9 @@ def find_window(ranges):
     return window._replace(boundary=tuple(boundary_ranges(ranges, window)))
 
 
-def compute_summary(ex, report=None, expected_steps=None, top_n=12, untraced=None,
-                    max_slowdown=DEFAULT_MAX_SLOWDOWN):
+def compute_summary(
+    ex, report=None, expected_steps=None, top_n=12, untraced=None, max_slowdown=DEFAULT_MAX_SLOWDOWN
+):
     """Everything summary.json holds, from an Export (and optionally a run report, and the reports of
     untraced runs of the same command: untraced, [(path, report)]). Times in ms.
 
@@ -188,7 +204,11 @@ def _add_step_timing(s, ex, steps):
     s["batch_wait_ms"] = [ms(v) for v in waits_ns]
     s["h2d_submit_ms"] = [ms(v) for v in subs_ns]
     s["batch_wait_total_ms"] = total(waits_ns)
-    longest = max((v, -i) for i, v in enumerate(waits_ns) if v is not None) if total(waits_ns) is not None else None
+    longest = (
+        max((v, -i) for i, v in enumerate(waits_ns) if v is not None)
+        if total(waits_ns) is not None
+        else None
+    )
     s["batch_wait_max_ms"] = ms(longest[0]) if longest else None
     s["batch_wait_max_step"] = -longest[1] if longest else None
     s["h2d_submit_total_ms"] = total(subs_ns)
@@ -196,24 +216,42 @@ def _add_step_timing(s, ex, steps):
 
 def _add_phases(s, ex, window):
     """Totals per default-domain range name inside the window (a training name nested in the epoch
-    boundary's eval as eval/NAME, in checkpoint as checkpoint/NAME), and per range of the other domains."""
+    boundary's eval as eval/NAME, in checkpoint as checkpoint/NAME), and per range of the other domains.
+    """
     index = BoundaryIndex(window.boundary)
     phases = group_stats((table_name(r, index), r.duration) for r in ex.ranges if window.holds(r))
     s["phase_totals_ms"] = OrderedDict((k, ms(v.total_ns)) for k, v in phases.items())
     s["phase_counts"] = OrderedDict((k, v.count) for k, v in phases.items())
-    s["phases"] = [OrderedDict(name=k, count=v.count, total_ms=ms(v.total_ns),
-                               avg_ms=ms(v.total_ns / v.count), min_ms=ms(v.min_ns),
-                               max_ms=ms(v.max_ns)) for k, v in phases.items()]
+    s["phases"] = [
+        OrderedDict(
+            name=k,
+            count=v.count,
+            total_ms=ms(v.total_ns),
+            avg_ms=ms(v.total_ns / v.count),
+            min_ms=ms(v.min_ns),
+            max_ms=ms(v.max_ns),
+        )
+        for k, v in phases.items()
+    ]
     other = group_stats(((r.domain, r.name), r.duration) for r in ex.other_ranges)
-    s["other_domain_ranges"] = [OrderedDict(domain=domain, name=name, count=v.count, total_ms=ms(v.total_ns))
-                                for (domain, name), v in other.items()]
+    s["other_domain_ranges"] = [
+        OrderedDict(domain=domain, name=name, count=v.count, total_ms=ms(v.total_ns))
+        for (domain, name), v in other.items()
+    ]
 
 
 def _add_device_activity(s, ex, window, step_index):
     """Device busy time and idle gaps in the window, copies, launches, the drain, layout conversions."""
     if not ex.device_data:
-        for key in ("device_busy_ms", "no_activity_pct", "idle_gaps", "h2d_copies", "kernel_launches",
-                    "last_device_end_after_last_step_ms", "layout_conversion_kernels"):
+        for key in (
+            "device_busy_ms",
+            "no_activity_pct",
+            "idle_gaps",
+            "h2d_copies",
+            "kernel_launches",
+            "last_device_end_after_last_step_ms",
+            "layout_conversion_kernels",
+        ):
             s[key] = None
         s["layout_conversion_names"] = {}
         return
@@ -229,8 +267,9 @@ def _add_device_activity(s, ex, window, step_index):
     s["h2d_copies"] = len(_window_htod(ex, window))
     s["kernel_launches"] = len(ex.kernels)
     last_dev = max((e for _, e in device), default=None)
-    s["last_device_end_after_last_step_ms"] = (ms(last_dev - steps[-1].end)
-                                               if steps and last_dev is not None else None)
+    s["last_device_end_after_last_step_ms"] = (
+        ms(last_dev - steps[-1].end) if steps and last_dev is not None else None
+    )
     layout_names, layout_in_steps = OrderedDict(), 0
     for k in ex.kernels:
         if is_layout_conversion(k.name):
@@ -243,8 +282,14 @@ def _add_device_activity(s, ex, window, step_index):
 
 def _add_gpu_phases(s, ex, window):
     """Device time per step-level phase of the main thread (gpu_time_by_phase_*), and the host stalls."""
-    keys = ("gpu_time_by_phase_ms", "gpu_time_by_phase_per_step_ms", "gpu_time_by_phase_main_thread_ms",
-            "gpu_activities_by_phase", "gpu_time_total_ms", "host_stalls")
+    keys = (
+        "gpu_time_by_phase_ms",
+        "gpu_time_by_phase_per_step_ms",
+        "gpu_time_by_phase_main_thread_ms",
+        "gpu_activities_by_phase",
+        "gpu_time_total_ms",
+        "host_stalls",
+    )
     lo, hi = window.lo, window.hi
     if not ex.device_data or lo is None or hi <= lo:
         for key in keys:
@@ -259,8 +304,17 @@ def _add_gpu_phases(s, ex, window):
     s["gpu_time_by_phase_main_thread_ms"] = g["main_thread_ms"]
     s["gpu_activities_by_phase"] = g["counts"]
     s["gpu_time_total_ms"] = g["total_ms"]
-    s["host_stalls"] = host_stalls(ex, lo, hi, ex.ranges, phases, window.steps, main_tids | g["launch_tids"],
-                                   pipeline, boundary=window.boundary)
+    s["host_stalls"] = host_stalls(
+        ex,
+        lo,
+        hi,
+        ex.ranges,
+        phases,
+        window.steps,
+        main_tids | g["launch_tids"],
+        pipeline,
+        boundary=window.boundary,
+    )
 
 
 # LOADER_DOMAIN (records.py): the C++ loader's ranges sit on worker threads, where a wait on the device
@@ -283,20 +337,28 @@ def _add_decode_mode(s, ex, window, report):
         s["h2d_copies_main_thread"] = s["h2d_copies_gpu_stage"] = None
         return
     copies = _window_htod(ex, window)
-    s["h2d_copies_main_thread"] = (sum(1 for c in copies if c.launch_tid in main_tids)
-                                   if main_tids else None)
-    s["h2d_copies_gpu_stage"] = (sum(1 for c in copies if c.launch_tid in stage_tids)
-                                 if stage_tids else None)
+    s["h2d_copies_main_thread"] = (
+        sum(1 for c in copies if c.launch_tid in main_tids) if main_tids else None
+    )
+    s["h2d_copies_gpu_stage"] = (
+        sum(1 for c in copies if c.launch_tid in stage_tids) if stage_tids else None
+    )
 
 
 def _window_htod(ex, window):
     """The host-to-device copies of the window (device start inside it), but those the main thread
-    enqueued inside an epoch-boundary range (epochs.launched_in_boundary()): the training steps' copies."""
+    enqueued inside an epoch-boundary range (epochs.launched_in_boundary()): the training steps' copies.
+    """
     lo, hi = window.lo, window.hi
     index = BoundaryIndex(window.boundary)
     main_tids = {r.tid for r in window.steps}
-    return [c for c in ex.memcpys if c.is_htod and (lo is None or lo <= c.start < hi)
-            and not launched_in_boundary(c, index, main_tids)]
+    return [
+        c
+        for c in ex.memcpys
+        if c.is_htod
+        and (lo is None or lo <= c.start < hi)
+        and not launched_in_boundary(c, index, main_tids)
+    ]
 
 
 def _add_graph_mode(s, ex, window, step_index, report):
@@ -323,17 +385,24 @@ def _add_graph_mode(s, ex, window, step_index, report):
         s["cuda_graph"] = bool(per_step and any(per_step))
     s["graph_launches_per_step"] = per_step
     lo, hi = window.lo, window.hi
-    s["graph_executions"] = (sum(1 for g in ex.graphs if lo is None or lo <= g.start < hi)
-                             if ex.device_data else None)
+    s["graph_executions"] = (
+        sum(1 for g in ex.graphs if lo is None or lo <= g.start < hi) if ex.device_data else None
+    )
     if not ex.device_data or ex.api_calls is None:
         s["graph_kernels"] = s["kernels_outside_graphs_in_steps"] = None
         return
-    s["graph_kernels"] = sum(1 for k in ex.kernels
-                             if k.launch_api == GRAPH_LAUNCH and (lo is None or lo <= k.start < hi))
+    s["graph_kernels"] = sum(
+        1 for k in ex.kernels if k.launch_api == GRAPH_LAUNCH and (lo is None or lo <= k.start < hi)
+    )
     pipeline = input_pipeline_tids(ex, main_tids)
     s["kernels_outside_graphs_in_steps"] = sum(
-        1 for k in ex.kernels if k.launch_ns is not None and k.launch_api != GRAPH_LAUNCH
-        and k.launch_tid not in pipeline and step_index.index_of(k.launch_ns) is not None)
+        1
+        for k in ex.kernels
+        if k.launch_ns is not None
+        and k.launch_api != GRAPH_LAUNCH
+        and k.launch_tid not in pipeline
+        and step_index.index_of(k.launch_ns) is not None
+    )
 
 
 def _add_sync_calls(s, ex, step_index):
@@ -368,25 +437,49 @@ def _add_tables(s, ex, top_n):
         kern = group_stats((k.name, k.end - k.start) for k in ex.kernels)
         total_kernel = sum(v.total_ns for v in kern.values()) or 1
         labels = kernel_labels(list(kern)[:top_n])
-        s["top_kernels"] = [OrderedDict(rank=i + 1, label=labels[i], name=k, launches=v.count,
-                                        total_ms=ms(v.total_ns),
-                                        avg_us=round(v.total_ns / v.count / 1e3, 3),
-                                        pct=round(100.0 * v.total_ns / total_kernel, 2))
-                            for i, (k, v) in enumerate(list(kern.items())[:top_n])]
-        mem = group_stats([(op.operation, op.end - op.start, op.nbytes) for op in ex.memcpys + ex.memsets])
-        s["kernel_families"] = kernel_family_table(((k.name, k.end - k.start) for k in ex.kernels),
-                                                   steps=s.get("steps") or None)
-        s["memory_operations"] = [OrderedDict(operation=k, count=v.count, total_ms=ms(v.total_ns),
-                                              avg_us=round(v.total_ns / v.count / 1e3, 3),
-                                              max_us=round(v.max_ns / 1e3, 3), bytes=v.nbytes)
-                                  for k, v in mem.items()]
+        s["top_kernels"] = [
+            OrderedDict(
+                rank=i + 1,
+                label=labels[i],
+                name=k,
+                launches=v.count,
+                total_ms=ms(v.total_ns),
+                avg_us=round(v.total_ns / v.count / 1e3, 3),
+                pct=round(100.0 * v.total_ns / total_kernel, 2),
+            )
+            for i, (k, v) in enumerate(list(kern.items())[:top_n])
+        ]
+        mem = group_stats(
+            [(op.operation, op.end - op.start, op.nbytes) for op in ex.memcpys + ex.memsets]
+        )
+        s["kernel_families"] = kernel_family_table(
+            ((k.name, k.end - k.start) for k in ex.kernels), steps=s.get("steps") or None
+        )
+        s["memory_operations"] = [
+            OrderedDict(
+                operation=k,
+                count=v.count,
+                total_ms=ms(v.total_ns),
+                avg_us=round(v.total_ns / v.count / 1e3, 3),
+                max_us=round(v.max_ns / 1e3, 3),
+                bytes=v.nbytes,
+            )
+            for k, v in mem.items()
+        ]
     else:
         s["top_kernels"] = s["memory_operations"] = s["kernel_families"] = None
     if ex.api_calls is not None:
         api = group_stats((a.name, a.end - a.start) for a in ex.api_calls)
-        s["api_calls"] = [OrderedDict(name=k, calls=v.count, total_ms=ms(v.total_ns),
-                                      avg_us=round(v.total_ns / v.count / 1e3, 3),
-                                      max_ms=ms(v.max_ns)) for k, v in api.items()]
+        s["api_calls"] = [
+            OrderedDict(
+                name=k,
+                calls=v.count,
+                total_ms=ms(v.total_ns),
+                avg_us=round(v.total_ns / v.count / 1e3, 3),
+                max_ms=ms(v.max_ns),
+            )
+            for k, v in api.items()
+        ]
     else:
         s["api_calls"] = None
 
@@ -400,7 +493,11 @@ def _add_expected_steps(s, metrics, expected_steps):
         exp, exp_src = int(expected_steps), "--expected-steps"
     elif metrics is not None and metrics["steps"] is not None:
         exp = int(metrics["steps"])
-        exp_src = "run report capture.steps" if metrics["format"] == "train_resnet50" else "run report steps"
+        exp_src = (
+            "run report capture.steps"
+            if metrics["format"] == "train_resnet50"
+            else "run report steps"
+        )
     else:
         exp, exp_src = None, "none given: passes when steps >= 1"
     s["expected_steps"] = exp

@@ -28,14 +28,21 @@ INTERRUPTED = 130
 """128 + SIGINT (the README's "128 + N" row): stopped by Ctrl-C; one line says so, not a traceback."""
 
 # Every status above by name, for tests and tables.
-ALL = {"OK": OK, "FAILURE": FAILURE, "USAGE": USAGE, "CHECKS_FAILED": CHECKS_FAILED, "DEADLINE": DEADLINE,
-       "INTERRUPTED": INTERRUPTED}
+ALL = {
+    "OK": OK,
+    "FAILURE": FAILURE,
+    "USAGE": USAGE,
+    "CHECKS_FAILED": CHECKS_FAILED,
+    "DEADLINE": DEADLINE,
+    "INTERRUPTED": INTERRUPTED,
+}
 
 
 def exit_with(main, prog):
     """sys.exit(main()); on Ctrl-C (KeyboardInterrupt, after whatever cleanup it unwound through) one line,
     "PROG: interrupted", and INTERRUPTED."""
     import sys
+
     try:
         status = main()
     except KeyboardInterrupt:

@@ -38,9 +38,14 @@ class _Refused(Exception):
 
 def describe(mode):
     """What a file of this stat mode is, for a message: "a directory", "a FIFO", ..."""
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISREG, "a regular file"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISBLK, "a block device")):
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISBLK, "a block device"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -56,7 +61,9 @@ def _stat(path):
     except NotADirectoryError:
         raise _Refused("%s is not a directory" % _first_non_directory(path))
     except OSError as e:
-        raise _Refused("a symlink loop" if e.errno == errno.ELOOP else "cannot look it up (%s)" % e.strerror)
+        raise _Refused(
+            "a symlink loop" if e.errno == errno.ELOOP else "cannot look it up (%s)" % e.strerror
+        )
 
 
 def _first_non_directory(path):
@@ -107,8 +114,10 @@ def _resolve(path, create_dirs=False):
             raise _Refused("a character device this user cannot write")
         return path, st
     if st is not None and not stat.S_ISREG(st.st_mode):
-        raise _Refused("is %s, expected a regular file or a character device such as /dev/null (it is never "
-                       "replaced)" % describe(st.st_mode))
+        raise _Refused(
+            "is %s, expected a regular file or a character device such as /dev/null (it is never "
+            "replaced)" % describe(st.st_mode)
+        )
     target = os.path.realpath(path)
     _writable_directory(os.path.dirname(target), create_dirs)
     return target, st
@@ -141,12 +150,14 @@ def check_outputs_apart(outputs, inputs):
     for i, (flag, path) in enumerate(given):
         for what, source in inputs:
             if _same_file(path, source):
-                raise UsageError("%s %s: is the %s %s; write the output elsewhere"
-                                 % (flag, path, what, source))
+                raise UsageError(
+                    "%s %s: is the %s %s; write the output elsewhere" % (flag, path, what, source)
+                )
         for other_flag, other in given[:i]:
             if _same_file(path, other):
-                raise UsageError("%s %s: is %s's file too; give each output its own"
-                                 % (flag, path, other_flag))
+                raise UsageError(
+                    "%s %s: is %s's file too; give each output its own" % (flag, path, other_flag)
+                )
 
 
 def check_output_dir(flag, path):
@@ -175,11 +186,18 @@ def check_input_file(flag, path, expected, streams=False):
     except FileNotFoundError:
         raise UsageError("%s %s: no such file" % (flag, path))
     except OSError as e:
-        why = "%s is not a directory" % _first_non_directory(path) if e.errno == errno.ENOTDIR else e.strerror
+        why = (
+            "%s is not a directory" % _first_non_directory(path)
+            if e.errno == errno.ENOTDIR
+            else e.strerror
+        )
         raise UsageError("%s %s: cannot read it (%s)" % (flag, path, why))
     if stat.S_ISDIR(st.st_mode):
         raise UsageError("%s %s: is a directory, expected %s" % (flag, path, expected))
-    if not (stat.S_ISREG(st.st_mode) or (streams and (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)))):
+    if not (
+        stat.S_ISREG(st.st_mode)
+        or (streams and (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)))
+    ):
         raise UsageError("%s %s: is %s, expected %s" % (flag, path, describe(st.st_mode), expected))
     if not os.access(path, os.R_OK):
         raise UsageError("%s %s: cannot read it (permission denied)" % (flag, path))
@@ -240,7 +258,10 @@ def atomic_output(path, mode="w", **open_args):
     try:
         fd, staging = tempfile.mkstemp(prefix="." + name + ".", suffix=".tmp", dir=directory)
     except OSError as e:
-        raise OutputError("cannot write %s: cannot create a staging file in %s (%s)" % (path, directory, e.strerror))
+        raise OutputError(
+            "cannot write %s: cannot create a staging file in %s (%s)"
+            % (path, directory, e.strerror)
+        )
     try:
         with os.fdopen(fd, mode, **open_args) as f:
             yield f
@@ -275,7 +296,8 @@ def write_text(path, text):
 
 def open_stream(path, mode="wb"):
     """Opens the output at path for writing in place as something runs (a log): a symlink followed,
-    a regular file truncated, a character device written; anything else refused. Raises OutputError."""
+    a regular file truncated, a character device written; anything else refused. Raises OutputError.
+    """
     try:
         _resolve(path)
         return open(path, mode)

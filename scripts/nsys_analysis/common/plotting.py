@@ -25,13 +25,25 @@ def require_matplotlib():
     try:
         import matplotlib
     except ImportError:
-        print("error: matplotlib is not available to %s; run with /usr/bin/python3 or install "
-              "python3-matplotlib (or pass --no-figures)" % sys.executable, file=sys.stderr)
+        print(
+            "error: matplotlib is not available to %s; run with /usr/bin/python3 or install "
+            "python3-matplotlib (or pass --no-figures)" % sys.executable,
+            file=sys.stderr,
+        )
         sys.exit(FAILURE)
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 150, "axes.spines.top": False,
-                         "axes.spines.right": False, "axes.titleweight": "bold", "font.size": 10})
+
+    plt.rcParams.update(
+        {
+            "figure.dpi": 110,
+            "savefig.dpi": 150,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "axes.titleweight": "bold",
+            "font.size": 10,
+        }
+    )
     return plt
 
 
@@ -44,5 +56,6 @@ def save_figure(fig, path):
             fig.savefig(f, format=fmt, bbox_inches="tight")
     finally:
         import matplotlib.pyplot as plt
+
         plt.close(fig)
     return path

@@ -26,7 +26,9 @@ _DRAIN_S = 1.0
 
 class RunResult(NamedTuple):
     """What run() saw. status: OK (exit 0), FAILED (another exit status, or the command could not
-    start: returncode None and error says why) or TIMEOUT (returncode None: the group was stopped)."""
+    start: returncode None and error says why) or TIMEOUT (returncode None: the group was stopped).
+    """
+
     status: str
     returncode: Optional[int]
     seconds: float
@@ -52,8 +54,14 @@ def run(cmd, log_path, timeout=None, env=None, on_line=None):
         log.write(("$ %s\n" % " ".join(cmd)).encode())
         log.flush()
         try:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
         except OSError as e:
             log.write(("cannot start: %s\n" % e).encode())
             return RunResult(FAILED, None, time.monotonic() - started, str(e))
@@ -169,7 +177,7 @@ def _group_alive(pgid):
         except OSError:
             continue
         # Fields after the command name (which may hold spaces and parentheses): state ppid pgrp ...
-        fields = stat[stat.rindex(b")") + 2:].split()
+        fields = stat[stat.rindex(b")") + 2 :].split()
         if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
             return True
     return False

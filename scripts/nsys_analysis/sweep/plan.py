@@ -8,8 +8,17 @@ from collections import OrderedDict
 from typing import NamedTuple
 
 # The article's baseline (section 8): 64 steps, 8 workers, prefetch 2, pinned, iterator reused.
-BASELINE = OrderedDict([("steps", 64), ("warmup", 3), ("batch_size", 128), ("workers", 8),
-                        ("prefetch_factor", 2), ("pin_memory", True), ("reuse_iterator", True)])
+BASELINE = OrderedDict(
+    [
+        ("steps", 64),
+        ("warmup", 3),
+        ("batch_size", 128),
+        ("workers", 8),
+        ("prefetch_factor", 2),
+        ("pin_memory", True),
+        ("reuse_iterator", True),
+    ]
+)
 
 
 def variant(**changes):
@@ -21,16 +30,18 @@ def variant(**changes):
 
 # The article's eight configurations: two short captures (reset vs reused iterator), the baseline, and
 # one-change variants of the baseline.
-DEFAULT_CONFIGS = OrderedDict([
-    ("reset_8", variant(steps=8, reuse_iterator=False)),
-    ("reuse_8", variant(steps=8)),
-    ("reuse_64", variant()),
-    ("workers_4", variant(workers=4)),
-    ("workers_12", variant(workers=12)),
-    ("prefetch_1", variant(prefetch_factor=1)),
-    ("prefetch_4", variant(prefetch_factor=4)),
-    ("no_pin", variant(pin_memory=False)),
-])
+DEFAULT_CONFIGS = OrderedDict(
+    [
+        ("reset_8", variant(steps=8, reuse_iterator=False)),
+        ("reuse_8", variant(steps=8)),
+        ("reuse_64", variant()),
+        ("workers_4", variant(workers=4)),
+        ("workers_12", variant(workers=12)),
+        ("prefetch_1", variant(prefetch_factor=1)),
+        ("prefetch_4", variant(prefetch_factor=4)),
+        ("no_pin", variant(pin_memory=False)),
+    ]
+)
 DEFAULT_SEEDS = (2026, 2027)
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -41,6 +52,7 @@ class ConfigError(Exception):
 
 class PlannedRun(NamedTuple):
     """One run of the plan: a configuration's name and a seed."""
+
     config: str
     seed: int
 
@@ -57,7 +69,7 @@ def load_configs(path):
         items = []
         for entry in doc:
             if not isinstance(entry, dict) or "name" not in entry:
-                raise ConfigError("expected objects with a \"name\" in %s, got %r" % (path, entry))
+                raise ConfigError('expected objects with a "name" in %s, got %r' % (path, entry))
             entry = OrderedDict(entry)
             items.append((str(entry.pop("name")), entry))
     elif isinstance(doc, dict):
@@ -67,15 +79,26 @@ def load_configs(path):
     configs = OrderedDict()
     for name, flags in items:
         if not _NAME.match(name):
-            raise ConfigError("expected configuration names of letters, digits, _ . -, got %r in %s" % (name, path))
+            raise ConfigError(
+                "expected configuration names of letters, digits, _ . -, got %r in %s"
+                % (name, path)
+            )
         if not isinstance(flags, dict):
-            raise ConfigError("expected an object of flags for %s in %s, got %r" % (name, path, flags))
+            raise ConfigError(
+                "expected an object of flags for %s in %s, got %r" % (name, path, flags)
+            )
         for key, value in flags.items():
             if not isinstance(value, (str, int, float, bool)):
-                raise ConfigError("expected a string, number or boolean for %s.%s in %s, got %r" % (name, key, path, value))
+                raise ConfigError(
+                    "expected a string, number or boolean for %s.%s in %s, got %r"
+                    % (name, key, path, value)
+                )
         cfg = variant(**flags)
         if not isinstance(cfg["steps"], int) or isinstance(cfg["steps"], bool) or cfg["steps"] < 1:
-            raise ConfigError("expected %s.steps to be a positive integer in %s, got %r" % (name, path, cfg["steps"]))
+            raise ConfigError(
+                "expected %s.steps to be a positive integer in %s, got %r"
+                % (name, path, cfg["steps"])
+            )
         configs[name] = cfg
     if not configs:
         raise ConfigError("no configurations in %s" % path)
@@ -88,7 +111,9 @@ def select_configs(configs, only):
         return configs
     unknown = [n for n in only if n not in configs]
     if unknown:
-        raise ConfigError("expected --only names among %s, got %s" % (", ".join(configs), ", ".join(unknown)))
+        raise ConfigError(
+            "expected --only names among %s, got %s" % (", ".join(configs), ", ".join(unknown))
+        )
     return OrderedDict((n, configs[n]) for n in configs if n in only)
 
 
@@ -148,8 +173,11 @@ def expected_steps(cfg, extra):
 
 def changes_from_baseline(cfg):
     """The flags where cfg differs from the baseline, as sweep.md's "change" column writes them."""
-    diff = ["%s=%s" % (k, str(v).lower() if isinstance(v, bool) else v)
-            for k, v in cfg.items() if BASELINE.get(k) != v]
+    diff = [
+        "%s=%s" % (k, str(v).lower() if isinstance(v, bool) else v)
+        for k, v in cfg.items()
+        if BASELINE.get(k) != v
+    ]
     return ", ".join(diff) if diff else "baseline"
 
 

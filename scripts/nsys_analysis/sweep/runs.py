@@ -21,7 +21,14 @@ from ..capture.export import AnalysisError
 from ..capture.pipeline import analyze, capture_outputs, check_outputs
 from ..capture.report import load_report, report_metrics
 from ..common import runner
-from ..common.files import OutputError, check_output_dir, check_output_file, make_dirs, remove_stale, write_text
+from ..common.files import (
+    OutputError,
+    check_output_dir,
+    check_output_file,
+    make_dirs,
+    remove_stale,
+    write_text,
+)
 from ..common.paths import PROFILE_SH
 from .plan import DEFAULT_SEEDS, expected_steps, run_args
 
@@ -30,26 +37,28 @@ from .plan import DEFAULT_SEEDS, expected_steps, run_args
 class SweepSettings:
     """How every run of a sweep is made and reported (sweep.py's flags). timeout: seconds per attempt;
     deadline: seconds after which no new run starts (0: none)."""
+
     out: str
     binary: str
     data: Optional[str] = None
-    extra: Sequence[str] = ()                  # arguments after `--`, added to every run
+    extra: Sequence[str] = ()  # arguments after `--`, added to every run
     seeds: Sequence[int] = DEFAULT_SEEDS
     order_seed: int = 1
     timeout: float = 600
-    no_nsys: bool = False                      # run the binary directly, use only the run reports
-    run_figures: bool = False                  # figures 1-3 and 5 for every capture
+    no_nsys: bool = False  # run the binary directly, use only the run reports
+    run_figures: bool = False  # figures 1-3 and 5 for every capture
     resume: bool = False
     deadline: float = 0
     fig5_left: Sequence[str] = ("reset_8", "reuse_8")
     fig5_right: Sequence[str] = ("reuse_64",)
     profile_script: str = PROFILE_SH
-    untraced: bool = True                      # with nsys, an untraced run after each captured one
+    untraced: bool = True  # with nsys, an untraced run after each captured one
 
 
 class Attempt(NamedTuple):
     """One attempt of a run: status is runner's ok / failed / timeout; exit_code None after a timeout
     or when the command could not start; seconds rounded to 0.01."""
+
     attempt: int
     status: str
     exit_code: Optional[int]
@@ -65,7 +74,9 @@ class RunOutcome:
     sweep.csv's columns (images_per_s, no_activity_pct, batch_wait_ms, batch_wait_total_ms,
     h2d_submit_total_ms, longest_wait_ms, longest_wait_step, source, untraced_images_per_s,
     traced_over_untraced, tracer_bound), empty when the run gave none. untraced: its untraced run
-    (command, report, attempts, status, kept: taken from an earlier sweep by --resume), empty without one."""
+    (command, report, attempts, status, kept: taken from an earlier sweep by --resume), empty without one.
+    """
+
     config: str
     seed: int
     order: int
@@ -92,13 +103,24 @@ class RunOutcome:
 
     def to_json(self):
         """result.json's and sweep.json's form of the run."""
-        return OrderedDict([("config", self.config), ("seed", self.seed), ("order", self.order),
-                            ("run_dir", self.run_dir), ("command", self.command),
-                            ("expected_steps", self.expected_steps),
-                            ("attempts", [at._asdict() for at in self.attempts]), ("status", self.status),
-                            ("aggregated", self.aggregated), ("reason", self.reason), ("checks", self.checks),
-                            ("check_details", self.check_details), ("metrics", self.metrics),
-                            ("untraced", self.untraced)])
+        return OrderedDict(
+            [
+                ("config", self.config),
+                ("seed", self.seed),
+                ("order", self.order),
+                ("run_dir", self.run_dir),
+                ("command", self.command),
+                ("expected_steps", self.expected_steps),
+                ("attempts", [at._asdict() for at in self.attempts]),
+                ("status", self.status),
+                ("aggregated", self.aggregated),
+                ("reason", self.reason),
+                ("checks", self.checks),
+                ("check_details", self.check_details),
+                ("metrics", self.metrics),
+                ("untraced", self.untraced),
+            ]
+        )
 
     @classmethod
     def from_json(cls, doc):
@@ -130,17 +152,22 @@ def has_untraced(settings):
 
 def check_run_outputs(plan, settings):
     """Before any run: raises files.UsageError naming --out unless every run's folder, its logs, report,
-    result.json and (with nsys) analysis/ can be written. profile.sh checks the capture's own files."""
+    result.json and (with nsys) analysis/ can be written. profile.sh checks the capture's own files.
+    """
     for name, seed in plan:
         d = run_folder(settings, name, seed)
         check_output_dir("--out", d)
-        files = ["attempt1.log", "attempt2.log", "result.json"] + (["run.json"] if settings.no_nsys else [])
+        files = ["attempt1.log", "attempt2.log", "result.json"] + (
+            ["run.json"] if settings.no_nsys else []
+        )
         if has_untraced(settings):
             files += [UNTRACED_LOG % 1, UNTRACED_LOG % 2, UNTRACED_REPORT]
         for f in files:
             check_output_file("--out", os.path.join(d, f), create_dirs=True)
         if not settings.no_nsys:
-            check_outputs("--out", os.path.join(d, "analysis"), capture_outputs(settings.run_figures))
+            check_outputs(
+                "--out", os.path.join(d, "analysis"), capture_outputs(settings.run_figures)
+            )
 
 
 def report_checks(metrics, steps):
@@ -151,7 +178,10 @@ def report_checks(metrics, steps):
     records = metrics["step_records"]
     checks["report_step_count"] = n == steps and (records is None or records == steps)
     details["report_step_count"] = "report capture.steps %s, %s step records, expected %d" % (
-        n, "no" if records is None else records, steps)
+        n,
+        "no" if records is None else records,
+        steps,
+    )
     checks["report_not_interrupted"] = not metrics["interrupted"]
     details["report_not_interrupted"] = "interrupted: %s" % str(metrics["interrupted"]).lower()
     ips = metrics["images_per_s"]
@@ -175,8 +205,19 @@ def execute_run(planned, cfg, order, settings):
     else:
         report_path = prefix + ".json"
         # The untraced run is the sweep's own (its attempts, its --resume), not profile.sh's.
-        cmd = [settings.profile_script, "--prefix", prefix, "--no-untraced", "--binary", settings.binary,
-               "--"] + args + ["--report", report_path]
+        cmd = (
+            [
+                settings.profile_script,
+                "--prefix",
+                prefix,
+                "--no-untraced",
+                "--binary",
+                settings.binary,
+                "--",
+            ]
+            + args
+            + ["--report", report_path]
+        )
     r = RunOutcome(name, seed, order, folder, cmd, steps)
     r.attempts = _attempts(cmd, report_path, folder, "attempt%d.log", settings.timeout, name, seed)
     if not _finished(r, r.attempts[-1], settings.timeout, ""):
@@ -187,10 +228,18 @@ def execute_run(planned, cfg, order, settings):
         if untraced_path is None:
             return r
     r.status = "ok"
-    _measure(r, report_path, None if settings.no_nsys else prefix + ".sqlite", settings.run_figures, untraced_path)
+    _measure(
+        r,
+        report_path,
+        None if settings.no_nsys else prefix + ".sqlite",
+        settings.run_figures,
+        untraced_path,
+    )
     failed = [k for k, v in r.checks.items() if v is not True]
     if r.reason is None and failed:
-        r.reason = "checks failed: " + "; ".join("%s (%s)" % (k, r.check_details.get(k, "")) for k in failed)
+        r.reason = "checks failed: " + "; ".join(
+            "%s (%s)" % (k, r.check_details.get(k, "")) for k in failed
+        )
     r.aggregated = r.reason is None
     return r
 
@@ -217,12 +266,23 @@ def _attempts(cmd, report_path, folder, log_name, timeout, config, seed):
         remove_stale(report_path)
         log_path = os.path.join(folder, log_name % attempt)
         run = runner.run(cmd, log_path, timeout)
-        attempts.append(Attempt(attempt, run.status, run.returncode, round(run.seconds, 2), log_path))
+        attempts.append(
+            Attempt(attempt, run.status, run.returncode, round(run.seconds, 2), log_path)
+        )
         if run.status != runner.TIMEOUT:
             break
-        print("sweep: %s seed %d%s timed out after %ds (attempt %d)%s" % (
-            config, seed, " (untraced)" if log_name == UNTRACED_LOG else "", timeout, attempt,
-            ", retrying" if attempt == 1 else ""), file=sys.stderr)
+        print(
+            "sweep: %s seed %d%s timed out after %ds (attempt %d)%s"
+            % (
+                config,
+                seed,
+                " (untraced)" if log_name == UNTRACED_LOG else "",
+                timeout,
+                attempt,
+                ", retrying" if attempt == 1 else "",
+            ),
+            file=sys.stderr,
+        )
     return attempts
 
 
@@ -244,12 +304,20 @@ def _untraced_run(r, args, settings):
     failure (r.status and r.reason then say what failed)."""
     path = os.path.join(r.run_dir, UNTRACED_REPORT)
     cmd = [settings.binary] + args + ["--report", path]
-    r.untraced = OrderedDict([("command", cmd), ("report", path), ("attempts", []), ("status", None),
-                              ("kept", False)])
-    if settings.resume and os.path.exists(path) and _usable_untraced(path, r.expected_steps) is None:
+    r.untraced = OrderedDict(
+        [("command", cmd), ("report", path), ("attempts", []), ("status", None), ("kept", False)]
+    )
+    if (
+        settings.resume
+        and os.path.exists(path)
+        and _usable_untraced(path, r.expected_steps) is None
+    ):
         r.untraced["status"], r.untraced["kept"] = "ok", True
-        print("sweep: %s seed %d: untraced run kept from an earlier sweep (--resume)" % (r.config, r.seed),
-              file=sys.stderr)
+        print(
+            "sweep: %s seed %d: untraced run kept from an earlier sweep (--resume)"
+            % (r.config, r.seed),
+            file=sys.stderr,
+        )
         return path
     attempts = _attempts(cmd, path, r.run_dir, UNTRACED_LOG, settings.timeout, r.config, r.seed)
     r.untraced["attempts"] = [at._asdict() for at in attempts]
@@ -274,19 +342,31 @@ def _measure(r, report_path, export_path, figures, untraced_path=None):
         r.reason = "unusable run report: %s" % e
         return
     checks, details = report_checks(metrics, r.expected_steps)
-    m = OrderedDict([("images_per_s", metrics["images_per_s"]), ("no_activity_pct", None),
-                     ("batch_wait_ms", metrics["batch_wait_ms"]),
-                     ("batch_wait_total_ms", metrics["batch_wait_total_ms"]),
-                     ("h2d_submit_total_ms", metrics["h2d_submit_total_ms"]),
-                     ("longest_wait_ms", metrics["batch_wait_max_ms"]),
-                     ("longest_wait_step", metrics["batch_wait_max_step"]),
-                     ("source", "run report"), ("untraced_images_per_s", None), ("traced_over_untraced", None),
-                     ("tracer_bound", None)])
+    m = OrderedDict(
+        [
+            ("images_per_s", metrics["images_per_s"]),
+            ("no_activity_pct", None),
+            ("batch_wait_ms", metrics["batch_wait_ms"]),
+            ("batch_wait_total_ms", metrics["batch_wait_total_ms"]),
+            ("h2d_submit_total_ms", metrics["h2d_submit_total_ms"]),
+            ("longest_wait_ms", metrics["batch_wait_max_ms"]),
+            ("longest_wait_step", metrics["batch_wait_max_step"]),
+            ("source", "run report"),
+            ("untraced_images_per_s", None),
+            ("traced_over_untraced", None),
+            ("tracer_bound", None),
+        ]
+    )
     if export_path is not None:
         try:
-            summary = analyze(export_path, os.path.join(r.run_dir, "analysis"), report_path,
-                              expected_steps=r.expected_steps, figures=figures,
-                              untraced_paths=[untraced_path] if untraced_path else ())
+            summary = analyze(
+                export_path,
+                os.path.join(r.run_dir, "analysis"),
+                report_path,
+                expected_steps=r.expected_steps,
+                figures=figures,
+                untraced_paths=[untraced_path] if untraced_path else (),
+            )
         except (AnalysisError, OutputError) as e:
             r.reason = "capture analysis failed: %s" % e
             return
@@ -320,11 +400,17 @@ def _kept(saved, order, plan, name, seed):
             return None
         r = RunOutcome.from_json(doc)
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
-        print("sweep: [%d/%d] %s seed %d: cannot use %s (%s: %s); running it again" % (
-            order, len(plan), name, seed, saved, type(e).__name__, e), file=sys.stderr)
+        print(
+            "sweep: [%d/%d] %s seed %d: cannot use %s (%s: %s); running it again"
+            % (order, len(plan), name, seed, saved, type(e).__name__, e),
+            file=sys.stderr,
+        )
         return None
-    print("sweep: [%d/%d] %s seed %d: kept from an earlier run (--resume)" % (order, len(plan), name, seed),
-          file=sys.stderr)
+    print(
+        "sweep: [%d/%d] %s seed %d: kept from an earlier run (--resume)"
+        % (order, len(plan), name, seed),
+        file=sys.stderr,
+    )
     r.order = order
     return r
 
@@ -345,8 +431,10 @@ def run_sweep(plan, configs, settings):
             results.append(r)
             continue
         if settings.deadline and ran_any and time.monotonic() - started > settings.deadline:
-            raise DeadlineReached("--deadline of %d s reached before %s seed %d; rerun with --resume to "
-                                  "continue" % (settings.deadline, name, seed))
+            raise DeadlineReached(
+                "--deadline of %d s reached before %s seed %d; rerun with --resume to "
+                "continue" % (settings.deadline, name, seed)
+            )
         print("sweep: [%d/%d] %s seed %d" % (order, len(plan), name, seed), file=sys.stderr)
         r = execute_run(plan[order - 1], configs[name], order, settings)
         ran_any = True

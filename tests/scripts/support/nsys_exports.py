@@ -31,23 +31,105 @@ SCHEMA = {
     "StringIds": ["id", "value"],
     "ENUM_NSYS_EVENT_TYPE": ["id", "name", "label"],
     "ENUM_CUDA_MEMCPY_OPER": ["id", "name", "label"],
-    "NVTX_EVENTS": ["start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid",
-                    "endGlobalTid", "textId", "domainId", "uint64Value", "int64Value", "doubleValue",
-                    "uint32Value", "int32Value", "floatValue", "jsonTextId", "jsonText", "binaryData"],
-    "CUPTI_ACTIVITY_KIND_KERNEL": ["start", "end", "deviceId", "contextId", "greenContextId", "streamId",
-                                   "correlationId", "globalPid", "demangledName", "shortName", "mangledName",
-                                   "launchType", "cacheConfig", "registersPerThread", "gridX", "gridY", "gridZ",
-                                   "blockX", "blockY", "blockZ", "staticSharedMemory", "dynamicSharedMemory",
-                                   "localMemoryPerThread", "localMemoryTotal", "gridId", "sharedMemoryExecuted",
-                                   "graphNodeId", "sharedMemoryLimitConfig"],
-    "CUPTI_ACTIVITY_KIND_MEMCPY": ["start", "end", "deviceId", "contextId", "greenContextId", "streamId",
-                                   "correlationId", "globalPid", "bytes", "copyKind", "deprecatedSrcId", "srcKind",
-                                   "dstKind", "srcDeviceId", "srcContextId", "dstDeviceId", "dstContextId",
-                                   "migrationCause", "graphNodeId", "virtualAddress", "copyCount"],
-    "CUPTI_ACTIVITY_KIND_MEMSET": ["start", "end", "deviceId", "contextId", "greenContextId", "streamId",
-                                   "correlationId", "globalPid", "value", "bytes", "graphNodeId", "memKind"],
-    "CUPTI_ACTIVITY_KIND_RUNTIME": ["start", "end", "eventClass", "globalTid", "correlationId", "nameId",
-                                    "returnValue", "callchainId"],
+    "NVTX_EVENTS": [
+        "start",
+        "end",
+        "eventType",
+        "rangeId",
+        "category",
+        "color",
+        "text",
+        "globalTid",
+        "endGlobalTid",
+        "textId",
+        "domainId",
+        "uint64Value",
+        "int64Value",
+        "doubleValue",
+        "uint32Value",
+        "int32Value",
+        "floatValue",
+        "jsonTextId",
+        "jsonText",
+        "binaryData",
+    ],
+    "CUPTI_ACTIVITY_KIND_KERNEL": [
+        "start",
+        "end",
+        "deviceId",
+        "contextId",
+        "greenContextId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "demangledName",
+        "shortName",
+        "mangledName",
+        "launchType",
+        "cacheConfig",
+        "registersPerThread",
+        "gridX",
+        "gridY",
+        "gridZ",
+        "blockX",
+        "blockY",
+        "blockZ",
+        "staticSharedMemory",
+        "dynamicSharedMemory",
+        "localMemoryPerThread",
+        "localMemoryTotal",
+        "gridId",
+        "sharedMemoryExecuted",
+        "graphNodeId",
+        "sharedMemoryLimitConfig",
+    ],
+    "CUPTI_ACTIVITY_KIND_MEMCPY": [
+        "start",
+        "end",
+        "deviceId",
+        "contextId",
+        "greenContextId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "bytes",
+        "copyKind",
+        "deprecatedSrcId",
+        "srcKind",
+        "dstKind",
+        "srcDeviceId",
+        "srcContextId",
+        "dstDeviceId",
+        "dstContextId",
+        "migrationCause",
+        "graphNodeId",
+        "virtualAddress",
+        "copyCount",
+    ],
+    "CUPTI_ACTIVITY_KIND_MEMSET": [
+        "start",
+        "end",
+        "deviceId",
+        "contextId",
+        "greenContextId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "value",
+        "bytes",
+        "graphNodeId",
+        "memKind",
+    ],
+    "CUPTI_ACTIVITY_KIND_RUNTIME": [
+        "start",
+        "end",
+        "eventClass",
+        "globalTid",
+        "correlationId",
+        "nameId",
+        "returnValue",
+        "callchainId",
+    ],
     "ThreadNames": ["nameId", "priority", "globalTid"],
     "PROFILER_OVERHEAD": ["start", "end", "globalTid", "nameId", "returnValue"],
 }
@@ -56,27 +138,67 @@ SCHEMA = {
 # a CUDA graph replayed on the H200 (its correlationId is the cudaGraphLaunch call's; the export then
 # has no kernel row for the graph's nodes). Like nsys, ExportBuilder creates them only when they have rows.
 LAZY_SCHEMA = {
-    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": ["start", "end", "deviceId", "contextId", "greenContextId", "streamId",
-                                        "correlationId", "globalPid", "graphId", "graphExecId"],
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": [
+        "start",
+        "end",
+        "deviceId",
+        "contextId",
+        "greenContextId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "graphId",
+        "graphExecId",
+    ],
 }
 # NOT NULL columns get 0 unless a row gives them.
-NOT_NULL = {"deviceId", "contextId", "streamId", "registersPerThread", "gridX", "gridY", "gridZ", "blockX",
-            "blockY", "blockZ", "staticSharedMemory", "dynamicSharedMemory", "localMemoryPerThread",
-            "localMemoryTotal", "gridId", "bytes", "copyKind", "value", "eventClass", "returnValue",
-            "shortName", "demangledName", "nameId", "graphId", "graphExecId"}
+NOT_NULL = {
+    "deviceId",
+    "contextId",
+    "streamId",
+    "registersPerThread",
+    "gridX",
+    "gridY",
+    "gridZ",
+    "blockX",
+    "blockY",
+    "blockZ",
+    "staticSharedMemory",
+    "dynamicSharedMemory",
+    "localMemoryPerThread",
+    "localMemoryTotal",
+    "gridId",
+    "bytes",
+    "copyKind",
+    "value",
+    "eventClass",
+    "returnValue",
+    "shortName",
+    "demangledName",
+    "nameId",
+    "graphId",
+    "graphExecId",
+}
 
-MEMCPY_ENUM = [(0, "CUDA_MEMCPY_KIND_UNKNOWN", "Unknown"), (1, "CUDA_MEMCPY_KIND_HTOD", "Host-to-Device"),
-               (2, "CUDA_MEMCPY_KIND_DTOH", "Device-to-Host"), (8, "CUDA_MEMCPY_KIND_DTOD", "Device-to-Device")]
-EVENT_ENUM = [(59, "NvtxPushPopRange", "NvtxPushPopRange"), (60, "NvtxStartEndRange", "NvtxStartEndRange"),
-              (75, "NvtxDomainCreate", "NvtxDomainCreate")]
+MEMCPY_ENUM = [
+    (0, "CUDA_MEMCPY_KIND_UNKNOWN", "Unknown"),
+    (1, "CUDA_MEMCPY_KIND_HTOD", "Host-to-Device"),
+    (2, "CUDA_MEMCPY_KIND_DTOH", "Device-to-Host"),
+    (8, "CUDA_MEMCPY_KIND_DTOD", "Device-to-Device"),
+]
+EVENT_ENUM = [
+    (59, "NvtxPushPopRange", "NvtxPushPopRange"),
+    (60, "NvtxStartEndRange", "NvtxStartEndRange"),
+    (75, "NvtxDomainCreate", "NvtxDomainCreate"),
+]
 
 PID = 7
-MAIN = (PID << 24) | 100      # training thread
-LOADER = (PID << 24) | 200    # a data_pipeline worker
+MAIN = (PID << 24) | 100  # training thread
+LOADER = (PID << 24) | 200  # a data_pipeline worker
 AUTOGRAD = (PID << 24) | 300  # the autograd engine's device thread
-STAGE = (PID << 24) | 400     # the GPU decode stage (--decode gpu), loader/gpu
-CUPTI = (PID << 24) | 500     # CUPTI's worker thread (nsys's own)
-MS = 1_000_000                # ns per ms
+STAGE = (PID << 24) | 400  # the GPU decode stage (--decode gpu), loader/gpu
+CUPTI = (PID << 24) | 500  # CUPTI's worker thread (nsys's own)
+MS = 1_000_000  # ns per ms
 
 
 class ExportBuilder:
@@ -86,7 +208,11 @@ class ExportBuilder:
         self.tables = {name: [] for name in list(SCHEMA) + list(LAZY_SCHEMA)}
         self.strings = {}
         self.enums = enums
-        self.event_ids = event_ids or {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60, "NvtxDomainCreate": 75}
+        self.event_ids = event_ids or {
+            "NvtxPushPopRange": 59,
+            "NvtxStartEndRange": 60,
+            "NvtxDomainCreate": 75,
+        }
         self.htod_id = htod_id
         self.corr = 1000
         self.omit = set()
@@ -96,9 +222,16 @@ class ExportBuilder:
             self.strings[text] = len(self.strings) + 1
         return self.strings[text]
 
-    def range(self, name, start_ms, end_ms, tid=MAIN, domain=0, registered=False, kind="NvtxPushPopRange"):
-        row = {"start": round(start_ms * MS), "end": None if end_ms is None else round(end_ms * MS),
-               "eventType": self.event_ids[kind], "globalTid": tid, "domainId": domain}
+    def range(
+        self, name, start_ms, end_ms, tid=MAIN, domain=0, registered=False, kind="NvtxPushPopRange"
+    ):
+        row = {
+            "start": round(start_ms * MS),
+            "end": None if end_ms is None else round(end_ms * MS),
+            "eventType": self.event_ids[kind],
+            "globalTid": tid,
+            "domainId": domain,
+        }
         if registered:
             row["textId"] = self.sid(name)
         else:
@@ -106,32 +239,69 @@ class ExportBuilder:
         self.tables["NVTX_EVENTS"].append(row)
 
     def domain(self, domain_id, name, tid=LOADER):
-        self.tables["NVTX_EVENTS"].append({"start": 0, "eventType": self.event_ids["NvtxDomainCreate"],
-                                           "globalTid": tid, "domainId": domain_id, "text": name})
+        self.tables["NVTX_EVENTS"].append(
+            {
+                "start": 0,
+                "eventType": self.event_ids["NvtxDomainCreate"],
+                "globalTid": tid,
+                "domainId": domain_id,
+                "text": name,
+            }
+        )
 
     def api(self, name, start_ms, end_ms, tid=MAIN, corr=None):
-        self.tables["CUPTI_ACTIVITY_KIND_RUNTIME"].append({
-            "start": round(start_ms * MS), "end": round(end_ms * MS), "globalTid": tid,
-            "correlationId": corr, "nameId": self.sid(name)})
+        self.tables["CUPTI_ACTIVITY_KIND_RUNTIME"].append(
+            {
+                "start": round(start_ms * MS),
+                "end": round(end_ms * MS),
+                "globalTid": tid,
+                "correlationId": corr,
+                "nameId": self.sid(name),
+            }
+        )
 
     def thread_name(self, tid, name, priority=20):
         """A ThreadNames row: nsys's name of thread tid (a registered string)."""
-        self.tables["ThreadNames"].append({"nameId": self.sid(name), "priority": priority, "globalTid": tid})
+        self.tables["ThreadNames"].append(
+            {"nameId": self.sid(name), "priority": priority, "globalTid": tid}
+        )
 
     def overhead(self, name, start_ms, end_ms, tid):
         """A PROFILER_OVERHEAD row: time nsys itself took on thread tid ("CUPTI Buffer flush", ...)."""
-        self.tables["PROFILER_OVERHEAD"].append({"start": round(start_ms * MS), "end": round(end_ms * MS),
-                                                 "globalTid": tid, "nameId": self.sid(name), "returnValue": 0})
+        self.tables["PROFILER_OVERHEAD"].append(
+            {
+                "start": round(start_ms * MS),
+                "end": round(end_ms * MS),
+                "globalTid": tid,
+                "nameId": self.sid(name),
+                "returnValue": 0,
+            }
+        )
 
-    def kernel(self, start_ms, end_ms, name="void at::native::vectorized_elementwise_kernel<4>()",
-               launch_ms=None, tid=MAIN, stream=7, call="cudaLaunchKernel_v7000"):
+    def kernel(
+        self,
+        start_ms,
+        end_ms,
+        name="void at::native::vectorized_elementwise_kernel<4>()",
+        launch_ms=None,
+        tid=MAIN,
+        stream=7,
+        call="cudaLaunchKernel_v7000",
+    ):
         self.corr += 1
         if launch_ms is not None:
             self.api(call, launch_ms, launch_ms + 0.001, tid, self.corr)
-        self.tables["CUPTI_ACTIVITY_KIND_KERNEL"].append({
-            "start": round(start_ms * MS), "end": round(end_ms * MS), "correlationId": self.corr,
-            "globalPid": PID << 24, "demangledName": self.sid(name), "shortName": self.sid(name.split("(")[0]),
-            "streamId": stream})
+        self.tables["CUPTI_ACTIVITY_KIND_KERNEL"].append(
+            {
+                "start": round(start_ms * MS),
+                "end": round(end_ms * MS),
+                "correlationId": self.corr,
+                "globalPid": PID << 24,
+                "demangledName": self.sid(name),
+                "shortName": self.sid(name.split("(")[0]),
+                "streamId": stream,
+            }
+        )
 
     def graph_launch(self, launch_ms, nodes, tid=MAIN, stream=7, node_trace=True, graph_id=1):
         """One cudaGraphLaunch at launch_ms and its graph's kernels, nodes [(start_ms, end_ms[, name[,
@@ -143,18 +313,33 @@ class ExportBuilder:
         self.api("cudaGraphLaunch_v10000", launch_ms, launch_ms + 0.005, tid, self.corr)
         if not node_trace:
             if nodes:
-                self.tables["CUPTI_ACTIVITY_KIND_GRAPH_TRACE"].append({
-                    "start": round(min(n[0] for n in nodes) * MS), "end": round(max(n[1] for n in nodes) * MS),
-                    "correlationId": self.corr, "globalPid": PID << 24, "streamId": stream, "graphId": graph_id,
-                    "graphExecId": graph_id + 1})
+                self.tables["CUPTI_ACTIVITY_KIND_GRAPH_TRACE"].append(
+                    {
+                        "start": round(min(n[0] for n in nodes) * MS),
+                        "end": round(max(n[1] for n in nodes) * MS),
+                        "correlationId": self.corr,
+                        "globalPid": PID << 24,
+                        "streamId": stream,
+                        "graphId": graph_id,
+                        "graphExecId": graph_id + 1,
+                    }
+                )
             return
         for i, node in enumerate(nodes):
             start_ms, end_ms = node[0], node[1]
             name = node[2] if len(node) > 2 else "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float>()"
-            self.tables["CUPTI_ACTIVITY_KIND_KERNEL"].append({
-                "start": round(start_ms * MS), "end": round(end_ms * MS), "correlationId": self.corr,
-                "globalPid": PID << 24, "demangledName": self.sid(name), "shortName": self.sid(name.split("(")[0]),
-                "streamId": node[3] if len(node) > 3 else stream, "graphNodeId": 100 + i})
+            self.tables["CUPTI_ACTIVITY_KIND_KERNEL"].append(
+                {
+                    "start": round(start_ms * MS),
+                    "end": round(end_ms * MS),
+                    "correlationId": self.corr,
+                    "globalPid": PID << 24,
+                    "demangledName": self.sid(name),
+                    "shortName": self.sid(name.split("(")[0]),
+                    "streamId": node[3] if len(node) > 3 else stream,
+                    "graphNodeId": 100 + i,
+                }
+            )
 
     def _launched(self, call, launch_ms, tid):
         """A correlation id for a device activity, with its runtime call when launch_ms is given."""
@@ -165,15 +350,27 @@ class ExportBuilder:
         return self.corr
 
     def memcpy(self, start_ms, end_ms, kind=None, nbytes=1024, launch_ms=None, tid=MAIN):
-        self.tables["CUPTI_ACTIVITY_KIND_MEMCPY"].append({
-            "start": round(start_ms * MS), "end": round(end_ms * MS),
-            "copyKind": self.htod_id if kind is None else kind, "bytes": nbytes, "globalPid": PID << 24,
-            "correlationId": self._launched("cudaMemcpyAsync_v3020", launch_ms, tid)})
+        self.tables["CUPTI_ACTIVITY_KIND_MEMCPY"].append(
+            {
+                "start": round(start_ms * MS),
+                "end": round(end_ms * MS),
+                "copyKind": self.htod_id if kind is None else kind,
+                "bytes": nbytes,
+                "globalPid": PID << 24,
+                "correlationId": self._launched("cudaMemcpyAsync_v3020", launch_ms, tid),
+            }
+        )
 
     def memset(self, start_ms, end_ms, launch_ms=None, tid=MAIN):
-        self.tables["CUPTI_ACTIVITY_KIND_MEMSET"].append({
-            "start": round(start_ms * MS), "end": round(end_ms * MS), "bytes": 64, "globalPid": PID << 24,
-            "correlationId": self._launched("cudaMemsetAsync_v3020", launch_ms, tid)})
+        self.tables["CUPTI_ACTIVITY_KIND_MEMSET"].append(
+            {
+                "start": round(start_ms * MS),
+                "end": round(end_ms * MS),
+                "bytes": 64,
+                "globalPid": PID << 24,
+                "correlationId": self._launched("cudaMemsetAsync_v3020", launch_ms, tid),
+            }
+        )
 
     def write(self, path):
         conn = sqlite3.connect(path)
@@ -189,11 +386,19 @@ class ExportBuilder:
             elif name == "ENUM_NSYS_EVENT_TYPE":
                 rows = [{"id": i, "name": n, "label": n} for n, i in self.event_ids.items()]
             elif name == "ENUM_CUDA_MEMCPY_OPER":
-                rows = [{"id": self.htod_id if n == "CUDA_MEMCPY_KIND_HTOD" else i, "name": n, "label": l}
-                        for i, n, l in MEMCPY_ENUM]
+                rows = [
+                    {
+                        "id": self.htod_id if n == "CUDA_MEMCPY_KIND_HTOD" else i,
+                        "name": n,
+                        "label": l,
+                    }
+                    for i, n, l in MEMCPY_ENUM
+                ]
             for row in rows:
                 vals = [row.get(c, 0 if c in NOT_NULL else None) for c in cols]
-                conn.execute('INSERT INTO "%s" VALUES (%s)' % (name, ",".join("?" * len(cols))), vals)
+                conn.execute(
+                    'INSERT INTO "%s" VALUES (%s)' % (name, ",".join("?" * len(cols))), vals
+                )
         conn.commit()
         conn.close()
         return path
@@ -265,8 +470,12 @@ def basic_export(**kw):
     b.memset(3.9, 4.2)
     b.memcpy(6.2, 6.4)
     b.memcpy(6.3, 6.45)
-    b.kernel(6.6, 8.0, "void cudnn::engines_precompiled::convertTensor_kernel<float, float, float, (cudnnKernelDataType_t)2>()",
-             launch_ms=6.55)
+    b.kernel(
+        6.6,
+        8.0,
+        "void cudnn::engines_precompiled::convertTensor_kernel<float, float, float, (cudnnKernelDataType_t)2>()",
+        launch_ms=6.55,
+    )
     b.memcpy(8.1, 8.2, kind=8)
     b.kernel(10.5, 11.5, launch_ms=8.5, tid=AUTOGRAD)
     b.kernel(12.0, 13.0, launch_ms=10.0)
@@ -348,12 +557,14 @@ def phase_export():
 
 # simulated_run(): each step's phases: (name, host ms, launching thread, launch times in ms from the
 # phase's start, device ms of each launch). data_load's are two H2D copies in h2d_submit [0.3, 1.0].
-SIM_PHASES = (("data_load", 1.0, MAIN, (0.35, 0.6), 0.1),
-              ("forward", 3.0, MAIN, tuple(0.05 + 0.25 * i for i in range(12)), 0.3),
-              ("zero_grad", 0.2, MAIN, (), 0.0),
-              ("backward", 3.8, AUTOGRAD, tuple(0.05 + 0.25 * i for i in range(15)), 0.3),
-              ("optimizer_step", 0.8, MAIN, (0.05, 0.3, 0.55), 0.2))
-SIM_LATENCY_MS = 0.01        # a launch reaches an idle device this much later
+SIM_PHASES = (
+    ("data_load", 1.0, MAIN, (0.35, 0.6), 0.1),
+    ("forward", 3.0, MAIN, tuple(0.05 + 0.25 * i for i in range(12)), 0.3),
+    ("zero_grad", 0.2, MAIN, (), 0.0),
+    ("backward", 3.8, AUTOGRAD, tuple(0.05 + 0.25 * i for i in range(15)), 0.3),
+    ("optimizer_step", 0.8, MAIN, (0.05, 0.3, 0.55), 0.2),
+)
+SIM_LATENCY_MS = 0.01  # a launch reaches an idle device this much later
 
 
 def simulated_run(steps=4, stalls=None, decode_stage=False):
@@ -389,7 +600,9 @@ def simulated_run(steps=4, stalls=None, decode_stage=False):
             t += stalls.get((name, k), 0.0)
             if name == "data_load":
                 # Stalls may sit in its nested ranges too, at their start.
-                wait, submit = stalls.get(("batch_wait", k), 0.0), stalls.get(("h2d_submit", k), 0.0)
+                wait, submit = stalls.get(("batch_wait", k), 0.0), stalls.get(
+                    ("h2d_submit", k), 0.0
+                )
                 b.range("batch_wait", t, t + wait + 0.3)
                 b.range("h2d_submit", t + wait + 0.3, t + wait + submit + 1.0)
                 t += wait + submit
@@ -411,7 +624,14 @@ def simulated_run(steps=4, stalls=None, decode_stage=False):
         at = 0.3
         while at < end - 1:
             b.range("gpu_decode", at, at + 0.3, tid=STAGE, domain=1)
-            b.kernel(at + 0.05, at + 0.25, "void decode_stage_kernel()", launch_ms=at, tid=STAGE, stream=11)
+            b.kernel(
+                at + 0.05,
+                at + 0.25,
+                "void decode_stage_kernel()",
+                launch_ms=at,
+                tid=STAGE,
+                stream=11,
+            )
             at += 2.0
     return b
 
@@ -465,12 +685,28 @@ def epoch_export(boundary=True):
         b.range("data_load", s, s + 1.0)
         _epoch_input(b, s)
         b.range("forward", s + 1.0, s + 2.0)
-        b.kernel(s + 1.1, s + 1.9, "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm>()", launch_ms=s + 1.05)
+        b.kernel(
+            s + 1.1,
+            s + 1.9,
+            "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm>()",
+            launch_ms=s + 1.05,
+        )
         b.range("zero_grad", s + 2.0, s + 2.1)
         b.range("backward", s + 2.1, s + 3.5)
-        b.kernel(s + 2.2, s + 3.4, "void cudnn::bn_bw_1C11_kernel_new<float>()", launch_ms=s + 2.15, tid=AUTOGRAD)
+        b.kernel(
+            s + 2.2,
+            s + 3.4,
+            "void cudnn::bn_bw_1C11_kernel_new<float>()",
+            launch_ms=s + 2.15,
+            tid=AUTOGRAD,
+        )
         b.range("optimizer_step", s + 3.5, s + 4.0)
-        b.kernel(s + 3.6, s + 3.9, "void at::native::multi_tensor_apply_kernel<sgd>()", launch_ms=s + 3.55)
+        b.kernel(
+            s + 3.6,
+            s + 3.9,
+            "void at::native::multi_tensor_apply_kernel<sgd>()",
+            launch_ms=s + 3.55,
+        )
     if boundary:
         b.range("eval", 9.5, 21.5)
         b.range("eval_reduce", 19.5, 21.0)
@@ -480,7 +716,12 @@ def epoch_export(boundary=True):
             b.range("eval_step", e, e + d)
         _epoch_input(b, e)
         b.range("forward", e + 1.0, e + d)
-        b.kernel(e + 1.1, e + d - 0.1, "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm>()", launch_ms=e + 1.05)
+        b.kernel(
+            e + 1.1,
+            e + d - 0.1,
+            "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm>()",
+            launch_ms=e + 1.05,
+        )
     b.kernel(19.6, 19.65, "void at::native::reduce_kernel<512, 1>()", launch_ms=19.55)
     b.memcpy(19.8, 19.85, kind=2, nbytes=8, launch_ms=19.75)
     b.api("cudaStreamSynchronize_v3020", 19.76, 19.86)
@@ -496,21 +737,64 @@ def epoch_report(eval_ms=12.4, checkpoint_ms=8.3):
     """A train_resnet50 --epochs 2 run report for epoch_export(): its 4 captured steps (epochs 0, 0, 1, 1;
     run-wide steps 10-13), batch size 8, and training.epochs with epoch 0's evaluation (96 images in 3
     steps, top-1 0.25, eval_ms) and checkpoint (100 MB, checkpoint_ms); epoch 1 neither."""
-    steps = [{"index": i, "step": 10 + i, "epoch": 0 if i < 2 else 1, "batch_in_epoch": i % 2 + 4,
-              "batch_wait_ms": 0.5, "h2d_submit_ms": 0.5, "step_ms": 4.0,
-              "phase_ms": {"data_load": 1.0, "batch_wait": 0.5, "h2d_submit": 0.5, "forward": 1.0, "zero_grad": 0.1,
-                           "backward": 1.4, "optimizer_step": 0.5}} for i in range(4)]
-    return {"program": "train_resnet50",
-            "config": {"steps": 4, "batch_size": 8, "epochs": 2},
-            "capture": {"warmup_steps": 2, "steps": 4, "batch_size": 8, "elapsed_s": 0.04, "images_per_s": 800.0},
-            "steps": steps,
-            "steps_after_capture": [dict(steps[-1], index=4, step=14, batch_in_epoch=2)],
-            "training": {"epochs_planned": 2, "epochs": [
-                {"epoch": 0, "steps": 6, "eval": {"images": 96, "top1": 0.25, "top5": 0.5, "loss": 3.2,
-                                                  "ms": eval_ms, "steps": 3},
-                 "checkpoint": {"path": "ckpt/epoch0.pt", "bytes": 100_000_000, "ms": checkpoint_ms}},
-                {"epoch": 1, "steps": 6, "eval": None, "checkpoint": None}]},
-            "interrupted": False}
+    steps = [
+        {
+            "index": i,
+            "step": 10 + i,
+            "epoch": 0 if i < 2 else 1,
+            "batch_in_epoch": i % 2 + 4,
+            "batch_wait_ms": 0.5,
+            "h2d_submit_ms": 0.5,
+            "step_ms": 4.0,
+            "phase_ms": {
+                "data_load": 1.0,
+                "batch_wait": 0.5,
+                "h2d_submit": 0.5,
+                "forward": 1.0,
+                "zero_grad": 0.1,
+                "backward": 1.4,
+                "optimizer_step": 0.5,
+            },
+        }
+        for i in range(4)
+    ]
+    return {
+        "program": "train_resnet50",
+        "config": {"steps": 4, "batch_size": 8, "epochs": 2},
+        "capture": {
+            "warmup_steps": 2,
+            "steps": 4,
+            "batch_size": 8,
+            "elapsed_s": 0.04,
+            "images_per_s": 800.0,
+        },
+        "steps": steps,
+        "steps_after_capture": [dict(steps[-1], index=4, step=14, batch_in_epoch=2)],
+        "training": {
+            "epochs_planned": 2,
+            "epochs": [
+                {
+                    "epoch": 0,
+                    "steps": 6,
+                    "eval": {
+                        "images": 96,
+                        "top1": 0.25,
+                        "top5": 0.5,
+                        "loss": 3.2,
+                        "ms": eval_ms,
+                        "steps": 3,
+                    },
+                    "checkpoint": {
+                        "path": "ckpt/epoch0.pt",
+                        "bytes": 100_000_000,
+                        "ms": checkpoint_ms,
+                    },
+                },
+                {"epoch": 1, "steps": 6, "eval": None, "checkpoint": None},
+            ],
+        },
+        "interrupted": False,
+    }
 
 
 def inject_stall(path, at_ns, stall_ns, latency_ns=1000):
@@ -522,12 +806,22 @@ def inject_stall(path, at_ns, stall_ns, latency_ns=1000):
     queued work); the work launched before at_ns keeps its times, so the device drains its queue before
     it idles. Cross-stream waits are ignored. Returns the largest delay of a device activity, ns."""
     conn = sqlite3.connect(path)
-    launched = dict(conn.execute('SELECT correlationId, start FROM CUPTI_ACTIVITY_KIND_RUNTIME '
-                                 'WHERE start >= ? AND correlationId IS NOT NULL', (at_ns,)))
+    launched = dict(
+        conn.execute(
+            "SELECT correlationId, start FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+            "WHERE start >= ? AND correlationId IS NOT NULL",
+            (at_ns,),
+        )
+    )
     streams = {}
-    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+    for table in (
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        "CUPTI_ACTIVITY_KIND_MEMSET",
+    ):
         for rowid, start, end, stream, corr in conn.execute(
-                'SELECT rowid, start, "end", streamId, correlationId FROM "%s"' % table):
+            'SELECT rowid, start, "end", streamId, correlationId FROM "%s"' % table
+        ):
             streams.setdefault(stream, []).append((start, end, corr, table, rowid))
     moves, largest = [], 0
     for acts in streams.values():
@@ -539,11 +833,15 @@ def inject_stall(path, at_ns, stall_ns, latency_ns=1000):
                 moves.append((table, delay, rowid))
                 largest = max(largest, delay)
     for table, delay, rowid in moves:
-        conn.execute('UPDATE "%s" SET start = start + ?, "end" = "end" + ? WHERE rowid = ?' % table,
-                     (delay, delay, rowid))
+        conn.execute(
+            'UPDATE "%s" SET start = start + ?, "end" = "end" + ? WHERE rowid = ?' % table,
+            (delay, delay, rowid),
+        )
     for table in ("NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME"):
         conn.execute('UPDATE "%s" SET "end" = "end" + ? WHERE "end" > ?' % table, (stall_ns, at_ns))
-        conn.execute('UPDATE "%s" SET start = start + ? WHERE start >= ?' % table, (stall_ns, at_ns))
+        conn.execute(
+            'UPDATE "%s" SET start = start + ? WHERE start >= ?' % table, (stall_ns, at_ns)
+        )
     conn.commit()
     conn.close()
     return largest
@@ -583,8 +881,12 @@ def tracer_cost_export(steps=3):
     rows), data_load 1.0 (1), optimizer_step 0.5 (0), backward 0.3 (1), forward 0.1 (1).
     tracer_cost_report() gives the matching run reports."""
     b = ExportBuilder()
-    for tid, name in ((MAIN, "train_resnet50"), (AUTOGRAD, "pt_autograd_0"), (STAGE, "loader/gpu"),
-                      (CUPTI, "CUPTI worker thread")):
+    for tid, name in (
+        (MAIN, "train_resnet50"),
+        (AUTOGRAD, "pt_autograd_0"),
+        (STAGE, "loader/gpu"),
+        (CUPTI, "CUPTI worker thread"),
+    ):
         b.thread_name(tid, name)
     b.domain(1, "data_pipeline", tid=STAGE)
     end = 10.0 * steps
@@ -606,8 +908,19 @@ def tracer_cost_export(steps=3):
         b.memcpy(s + 1.2, s + 1.4, launch_ms=s + 0.8, tid=STAGE)
         b.memcpy(s + 1.5, s + 1.7, launch_ms=s + 0.85, tid=STAGE)
         b.kernel(s + 2.1, s + 5.0, launch_ms=s + 2.05)
-        b.kernel(s + 5.1, s + 8.0, "void cudnn::bn_bw_1C11_kernel_new<float>()", launch_ms=s + 5.05, tid=AUTOGRAD)
-        b.kernel(s + 8.1, s + 9.0, "void at::native::multi_tensor_apply_kernel<sgd>()", launch_ms=s + 8.05)
+        b.kernel(
+            s + 5.1,
+            s + 8.0,
+            "void cudnn::bn_bw_1C11_kernel_new<float>()",
+            launch_ms=s + 5.05,
+            tid=AUTOGRAD,
+        )
+        b.kernel(
+            s + 8.1,
+            s + 9.0,
+            "void at::native::multi_tensor_apply_kernel<sgd>()",
+            launch_ms=s + 8.05,
+        )
     b.api("cudaEventQuery_v3020", 15.0, 15.01, tid=LOADER)
     b.api("cudaLaunchKernel_v7000", -2.0, -1.99, tid=STAGE)
     b.api("cudaLaunchKernel_v7000", end + 1, end + 1.01, tid=STAGE)
@@ -620,8 +933,15 @@ def tracer_cost_export(steps=3):
     return b
 
 
-def tracer_cost_report(images_per_s, step_ms=9.0, forward_ms=3.0, backward_ms=3.0, optimizer_ms=1.0, steps=3,
-                       phase_ms=True):
+def tracer_cost_report(
+    images_per_s,
+    step_ms=9.0,
+    forward_ms=3.0,
+    backward_ms=3.0,
+    optimizer_ms=1.0,
+    steps=3,
+    phase_ms=True,
+):
     """A train_resnet50 run report for tracer_cost_export() (batch size 4): every captured step with those
     host times (data_load 2, batch_wait 1, h2d_submit 1 ms); phase_ms False: without the per-step phase_ms
     objects, as binaries before them wrote. The traced run: tracer_cost_report(400.0) (3 x 4 images in the
@@ -629,18 +949,32 @@ def tracer_cost_report(images_per_s, step_ms=9.0, forward_ms=3.0, backward_ms=3.
     tracer_cost_report(520.0, 8.2, 2.6, 2.95)."""
     step = {"batch_wait_ms": 1.0, "h2d_submit_ms": 1.0, "step_ms": step_ms}
     if phase_ms:
-        step["phase_ms"] = {"data_load": 2.0, "batch_wait": 1.0, "h2d_submit": 1.0, "forward": forward_ms,
-                            "backward": backward_ms, "optimizer_step": optimizer_ms}
-    return {"config": {"steps": steps, "batch_size": 4, "decode": "gpu"},
-            "capture": {"warmup_steps": 1, "steps": steps, "batch_size": 4, "elapsed_s": steps * 4 / images_per_s,
-                        "images_per_s": images_per_s},
-            "steps": [dict(step, index=i) for i in range(steps)], "interrupted": False}
+        step["phase_ms"] = {
+            "data_load": 2.0,
+            "batch_wait": 1.0,
+            "h2d_submit": 1.0,
+            "forward": forward_ms,
+            "backward": backward_ms,
+            "optimizer_step": optimizer_ms,
+        }
+    return {
+        "config": {"steps": steps, "batch_size": 4, "decode": "gpu"},
+        "capture": {
+            "warmup_steps": 1,
+            "steps": steps,
+            "batch_size": 4,
+            "elapsed_s": steps * 4 / images_per_s,
+            "images_per_s": images_per_s,
+        },
+        "steps": [dict(step, index=i) for i in range(steps)],
+        "interrupted": False,
+    }
 
 
 NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 COMPUTE_STREAM, NCCL_STREAM = 7, 20
-RANK_STEP_PITCH_MS = 20.0     # rank_export(): step k starts at 1 + 20 k ms after the window start
-RANK_WINDOW_MS = 60.0         # and the window holds 3 steps
+RANK_STEP_PITCH_MS = 20.0  # rank_export(): step k starts at 1 + 20 k ms after the window start
+RANK_WINDOW_MS = 60.0  # and the window holds 3 steps
 
 
 def rank_clock_ms(rank):
@@ -686,7 +1020,14 @@ def rank_export(rank, steps=3, late_rank=1, late_step=2, late_ms=5.0, graph=Fals
         return t0 + ms_
 
     b.range("capture_barrier", at(-1.0), at(-0.2), domain=3)
-    b.kernel(at(-0.4), at(-0.1), NCCL_KERNEL, launch_ms=at(-0.6), stream=NCCL_STREAM, call="cuLaunchKernelEx")
+    b.kernel(
+        at(-0.4),
+        at(-0.1),
+        NCCL_KERNEL,
+        launch_ms=at(-0.6),
+        stream=NCCL_STREAM,
+        call="cuLaunchKernelEx",
+    )
     b.range("capture_window", at(0.0), at(RANK_WINDOW_MS))
     end = 0.0
     for k in range(steps):
@@ -701,30 +1042,71 @@ def rank_export(rank, steps=3, late_rank=1, late_step=2, late_ms=5.0, graph=Fals
         b.memcpy(at(s + 1.5 + d), at(s + 1.7 + d), launch_ms=at(s + 1.45 + d))
         if graph:
             b.range("graph_replay", at(s + 2 + d), at(s + 2.2 + d))
-            b.graph_launch(at(s + 2.05 + d), [
-                (at(s + 2.1 + d), at(s + 5 + d), "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm>()",
-                 COMPUTE_STREAM),
-                (at(s + 5.6 + d), at(s + 9 + d), "void cudnn::bn_bw_1C11_kernel_new<float>()", COMPUTE_STREAM),
-                (at(s + 7 + d), at(s + 10 + d + w), NCCL_KERNEL, NCCL_STREAM),
-                (at(s + 10 + d + w), at(s + 11 + d + w), "void at::native::multi_tensor_apply_kernel<sgd>()",
-                 COMPUTE_STREAM)], stream=COMPUTE_STREAM, node_trace=node_trace)
+            b.graph_launch(
+                at(s + 2.05 + d),
+                [
+                    (
+                        at(s + 2.1 + d),
+                        at(s + 5 + d),
+                        "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm>()",
+                        COMPUTE_STREAM,
+                    ),
+                    (
+                        at(s + 5.6 + d),
+                        at(s + 9 + d),
+                        "void cudnn::bn_bw_1C11_kernel_new<float>()",
+                        COMPUTE_STREAM,
+                    ),
+                    (at(s + 7 + d), at(s + 10 + d + w), NCCL_KERNEL, NCCL_STREAM),
+                    (
+                        at(s + 10 + d + w),
+                        at(s + 11 + d + w),
+                        "void at::native::multi_tensor_apply_kernel<sgd>()",
+                        COMPUTE_STREAM,
+                    ),
+                ],
+                stream=COMPUTE_STREAM,
+                node_trace=node_trace,
+            )
             b.range("stop_agreement", at(s + 11.5 + d), at(s + 11.6 + d), domain=3)
             end = s + 12 + d
             continue
         b.range("forward", at(s + 2 + d), at(s + 5 + d), registered=True)
         b.range("broadcast_buffers", at(s + 2 + d), at(s + 2.05 + d), domain=3)
-        b.kernel(at(s + 2.1 + d), at(s + 5 + d), "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm>()",
-                 launch_ms=at(s + 2.05 + d), stream=COMPUTE_STREAM)
+        b.kernel(
+            at(s + 2.1 + d),
+            at(s + 5 + d),
+            "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm>()",
+            launch_ms=at(s + 2.05 + d),
+            stream=COMPUTE_STREAM,
+        )
         b.range("zero_grad", at(s + 5 + d), at(s + 5.5 + d), registered=True)
         b.range("backward", at(s + 5.5 + d), at(s + 10 + d), registered=True)
-        b.kernel(at(s + 5.6 + d), at(s + 9 + d), "void cudnn::bn_bw_1C11_kernel_new<float>()",
-                 launch_ms=at(s + 5.5 + d), stream=COMPUTE_STREAM)
+        b.kernel(
+            at(s + 5.6 + d),
+            at(s + 9 + d),
+            "void cudnn::bn_bw_1C11_kernel_new<float>()",
+            launch_ms=at(s + 5.5 + d),
+            stream=COMPUTE_STREAM,
+        )
         b.range("ncclAllReduce", at(s + 7 + d), at(s + 7.05 + d), tid=AUTOGRAD, domain=2)
-        b.kernel(at(s + 7 + d), at(s + 10 + d + w), NCCL_KERNEL, launch_ms=at(s + 6.95 + d), tid=AUTOGRAD,
-                 stream=NCCL_STREAM, call="cuLaunchKernelEx")
+        b.kernel(
+            at(s + 7 + d),
+            at(s + 10 + d + w),
+            NCCL_KERNEL,
+            launch_ms=at(s + 6.95 + d),
+            tid=AUTOGRAD,
+            stream=NCCL_STREAM,
+            call="cuLaunchKernelEx",
+        )
         b.range("optimizer_step", at(s + 10 + d), at(s + 11 + d), registered=True)
-        b.kernel(at(s + 10 + d + w), at(s + 11 + d + w), "void at::native::multi_tensor_apply_kernel<sgd>()",
-                 launch_ms=at(s + 10.05 + d), stream=COMPUTE_STREAM)
+        b.kernel(
+            at(s + 10 + d + w),
+            at(s + 11 + d + w),
+            "void at::native::multi_tensor_apply_kernel<sgd>()",
+            launch_ms=at(s + 10.05 + d),
+            stream=COMPUTE_STREAM,
+        )
         b.range("stop_agreement", at(s + 11.5 + d), at(s + 11.6 + d), domain=3)
         end = s + 12 + d
     b.range("capture_drain", at(end), at(RANK_WINDOW_MS - 1))
@@ -734,11 +1116,22 @@ def rank_export(rank, steps=3, late_rank=1, late_step=2, late_ms=5.0, graph=Fals
 
 def rank_report(rank, steps=3, world_size=2):
     """A train_resnet50 run report of one rank with its dist section (the fields analysis reads)."""
-    return {"capture": {"steps": steps, "images_per_s": 1000.0 + rank, "elapsed_s": 0.06},
-            "dist": {"backend": "nccl", "world_size": world_size, "rank": rank, "local_rank": rank,
-                     "bucket_mb": 25, "broadcast_buffers": True, "nccl_version": "2.28.9",
-                     "nccl_nvls_enable": "0", "parameter_digest": "0123456789abcdef", "stop_agreed_by": None},
-            "interrupted": False}
+    return {
+        "capture": {"steps": steps, "images_per_s": 1000.0 + rank, "elapsed_s": 0.06},
+        "dist": {
+            "backend": "nccl",
+            "world_size": world_size,
+            "rank": rank,
+            "local_rank": rank,
+            "bucket_mb": 25,
+            "broadcast_buffers": True,
+            "nccl_version": "2.28.9",
+            "nccl_nvls_enable": "0",
+            "parameter_digest": "0123456789abcdef",
+            "stop_agreed_by": None,
+        },
+        "interrupted": False,
+    }
 
 
 class TempDirCase(ScratchCase):
@@ -763,7 +1156,9 @@ class RealFixtureCase(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="analyze_fixture_")
         cls.export = os.path.join(cls.tmp, "py_reuse8.sqlite")
-        with lzma.open(os.path.join(FIXTURE_DIR, "py_reuse8.sqlite.xz")) as src, open(cls.export, "wb") as dst:
+        with lzma.open(os.path.join(FIXTURE_DIR, "py_reuse8.sqlite.xz")) as src, open(
+            cls.export, "wb"
+        ) as dst:
             shutil.copyfileobj(src, dst)
         for name in os.listdir(FIXTURE_DIR):
             if name.endswith(".csv"):
@@ -790,7 +1185,9 @@ class RealRanksFixtureCase(unittest.TestCase):
             if m:
                 found[int(m.group(1))] = path
         if not found:
-            raise unittest.SkipTest("no %s.rank<r>.sqlite.xz in %s yet" % (RANKS_FIXTURE, FIXTURE_DIR))
+            raise unittest.SkipTest(
+                "no %s.rank<r>.sqlite.xz in %s yet" % (RANKS_FIXTURE, FIXTURE_DIR)
+            )
         cls.tmp = tempfile.mkdtemp(prefix="analyze_ranks_fixture_")
         cls.exports, cls.reports = [], []
         for rank in sorted(found):

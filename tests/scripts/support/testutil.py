@@ -20,8 +20,12 @@ FIXTURE_DIR = os.path.join(REPO, "tests", "fixtures", "nsys")
 # or write (root can): as root, `setpriv` to nobody (util-linux; None when there is none); [] when the
 # tests already run unprivileged.
 _SETPRIV = shutil.which("setpriv")
-AS_UNPRIVILEGED = (([_SETPRIV, "--reuid=65534", "--regid=65534", "--clear-groups"] if _SETPRIV else None)
-                   if os.geteuid() == 0 else [])
+AS_UNPRIVILEGED = (
+    ([_SETPRIV, "--reuid=65534", "--regid=65534", "--clear-groups"] if _SETPRIV else None)
+    if os.geteuid() == 0
+    else []
+)
+
 
 def write_exe(path, body, interpreter=sys.executable):
     """Writes an executable script: `#!interpreter` then body. Returns path."""
@@ -36,7 +40,7 @@ def write_exe(path, body, interpreter=sys.executable):
 # then one JSON object, the run report's config section, on stdout; a bad --cuda-graph value is a usage
 # error (exit 2). Its argv is appended to $FAKE_CONFIG_LOG when set; $FAKE_PRINT_CONFIG, when set, is
 # printed instead of the JSON.
-ANSWER_PRINT_CONFIG = r'''
+ANSWER_PRINT_CONFIG = r"""
 import json, os, sys
 if "--print-config" in sys.argv[1:]:
     _args = sys.argv[1:]
@@ -68,7 +72,7 @@ if "--print-config" in sys.argv[1:]:
             _config[name[2:]] = int(value)
     print(json.dumps(_config, indent=2))
     sys.exit(0)
-'''
+"""
 
 
 def alive(pid):
@@ -139,6 +143,10 @@ class StandInPackagesCase(unittest.TestCase):
     def run_script(self, *args):
         """SCRIPT run with args by this interpreter, the stand-ins first on its path: a CompletedProcess."""
         env = dict(os.environ, PYTHONPATH=self.tmp)
-        return subprocess.run([sys.executable, self.SCRIPT, *args], capture_output=True, text=True, env=env,
-                              timeout=60)
-
+        return subprocess.run(
+            [sys.executable, self.SCRIPT, *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )

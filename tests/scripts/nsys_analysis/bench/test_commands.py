@@ -43,7 +43,9 @@ class CommandTest(ScratchCase):
         train = self.fake("train_resnet50", "")
         out = os.path.join(self.tmp, "out")
         with contextlib.redirect_stdout(io.StringIO()) as printed:
-            rc = run_loader(BenchSettings(out=out, data=self.tmp, binary=train, workers=[1, 2], timeout=1))
+            rc = run_loader(
+                BenchSettings(out=out, data=self.tmp, binary=train, workers=[1, 2], timeout=1)
+            )
         self.assertEqual(rc, 0)
         with open(os.path.join(out, "loader.json")) as f:
             self.assertEqual([r["threads"] for r in json.load(f)["rows"]], [1])
@@ -64,7 +66,10 @@ class CommandTest(ScratchCase):
             self.assertEqual(f.read(), NCU_OUTPUT)
         with open(os.path.join(out, "ncu.json")) as f:
             doc = json.load(f)
-        self.assertEqual((doc["kernels"], [g["kind"] for g in doc["groups"]]), (3, ["ReLU bwd", "BN fwd", "ReLU fwd"]))
+        self.assertEqual(
+            (doc["kernels"], [g["kind"] for g in doc["groups"]]),
+            (3, ["ReLU bwd", "BN fwd", "ReLU fwd"]),
+        )
 
     def test_ncu_needs_ncu_on_path(self):
         train = self.fake("train_resnet50", "")

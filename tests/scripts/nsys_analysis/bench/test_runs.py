@@ -12,8 +12,7 @@ import unittest
 
 from scripts.support.testutil import ANSWER_PRINT_CONFIG, ScratchCase, alive
 
-from nsys_analysis.bench.runs import (KILLED, BenchmarkError, profile, run_direct,
-                                      train_binary)
+from nsys_analysis.bench.runs import KILLED, BenchmarkError, profile, run_direct, train_binary
 
 # Stand-ins for nsys (runs the program, records its own pid) and train_resnet50 (answers --print-config for
 # profile.sh, then, run, records its pid and outlives any time limit).
@@ -26,11 +25,14 @@ while args[i].startswith("--"):
     i += 1
 sys.exit(subprocess.call(args[i:]))
 """
-FAKE_TRAIN = ANSWER_PRINT_CONFIG + r"""
+FAKE_TRAIN = (
+    ANSWER_PRINT_CONFIG
+    + r"""
 import os, time
 open(os.path.join(os.environ["FAKE_PIDS"], "train"), "w").write(str(os.getpid()))
 time.sleep(30)
 """
+)
 
 
 class RunTest(ScratchCase):
@@ -53,7 +55,10 @@ class RunTest(ScratchCase):
 
     def test_run_direct_times_from_the_report_line(self):
         rc, secs, tail = run_direct(
-            ["sh", "-c", "echo step; echo '  report   /tmp/r.json'; sleep 1"], os.path.join(self.tmp, "log"), 30)
+            ["sh", "-c", "echo step; echo '  report   /tmp/r.json'; sleep 1"],
+            os.path.join(self.tmp, "log"),
+            30,
+        )
         self.assertEqual(rc, 0)
         self.assertGreaterEqual(tail, 0.9)
         self.assertLess(tail, secs)
@@ -63,8 +68,9 @@ class RunTest(ScratchCase):
         train = self.fake("train_resnet50", FAKE_TRAIN, self.tmp)
         env = {"PATH": self.bin + os.pathsep + os.environ["PATH"], "FAKE_PIDS": self.tmp}
         t0 = time.monotonic()
-        summary, rc = profile(os.path.join(self.tmp, "out", "run"), ["--binary", train], 2,
-                              extra_env=env)
+        summary, rc = profile(
+            os.path.join(self.tmp, "out", "run"), ["--binary", train], 2, extra_env=env
+        )
         self.assertEqual((summary, rc), (None, KILLED))
         self.assertLess(time.monotonic() - t0, 5)
         for name, pid in zip(("nsys", "train"), self.read_pids("nsys", "train")):
@@ -79,7 +85,9 @@ class RunTest(ScratchCase):
 
 class HelpersTest(unittest.TestCase):
     def test_train_binary_must_be_executable(self):
-        with self.assertRaisesRegex(BenchmarkError, "train_resnet50 not found at /nonexistent/train"):
+        with self.assertRaisesRegex(
+            BenchmarkError, "train_resnet50 not found at /nonexistent/train"
+        ):
             train_binary("/nonexistent/train")
         self.assertEqual(train_binary(sys.executable), sys.executable)
 

@@ -7,15 +7,27 @@ Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_expo
 import sqlite3
 import unittest
 
-from scripts.support.nsys_exports import (CUPTI, MAIN, MS, STAGE, RealFixtureCase, SCHEMA, TempDirCase, basic_export,
-                                          graph_run, tracer_cost_export)
+from scripts.support.nsys_exports import (
+    CUPTI,
+    MAIN,
+    MS,
+    STAGE,
+    RealFixtureCase,
+    SCHEMA,
+    TempDirCase,
+    basic_export,
+    graph_run,
+    tracer_cost_export,
+)
 from nsys_analysis.capture.export import AnalysisError, load_export
 
 
 class LoadingTest(TempDirCase):
     def test_fallback_without_enum_tables_and_start_end_ranges(self):
         b = basic_export(enums=False)
-        b.range("h2d_submit", 8.0, 8.25, kind="NvtxStartEndRange")  # a start/end range (eventType 60)
+        b.range(
+            "h2d_submit", 8.0, 8.25, kind="NvtxStartEndRange"
+        )  # a start/end range (eventType 60)
         s = self.summarize(b)
         self.assertEqual(s["h2d_copies"], 4)
         self.assertEqual(s["h2d_submit_ms"], [0.5, 0.75])
@@ -41,13 +53,22 @@ class LoadingTest(TempDirCase):
     def test_graph_executions_recorded_whole(self):
         b = graph_run(steps=2, node_trace=False)
         # CUPTI writes 0 for both times of a graph it could not time: no interval, not one from 0.
-        b.tables["CUPTI_ACTIVITY_KIND_GRAPH_TRACE"].append({"start": 0, "end": 0, "graphId": 1, "graphExecId": 2})
+        b.tables["CUPTI_ACTIVITY_KIND_GRAPH_TRACE"].append(
+            {"start": 0, "end": 0, "graphId": 1, "graphExecId": 2}
+        )
         ex = load_export(self.build(b))
         self.assertTrue(ex.device_data)
         self.assertEqual(ex.kernels, [])
-        self.assertEqual([(g.start, g.end, g.graph_id, g.launch_api, g.launch_tid, g.operation) for g in ex.graphs],
-                         [(1_600_000, 3_400_000, 1, "cudaGraphLaunch", MAIN, "[CUDA graph 1]"),
-                          (4_600_000, 6_400_000, 1, "cudaGraphLaunch", MAIN, "[CUDA graph 1]")])
+        self.assertEqual(
+            [
+                (g.start, g.end, g.graph_id, g.launch_api, g.launch_tid, g.operation)
+                for g in ex.graphs
+            ],
+            [
+                (1_600_000, 3_400_000, 1, "cudaGraphLaunch", MAIN, "[CUDA graph 1]"),
+                (4_600_000, 6_400_000, 1, "cudaGraphLaunch", MAIN, "[CUDA graph 1]"),
+            ],
+        )
         self.assertEqual([g.launch_ns for g in ex.graphs], [1_520_000, 4_520_000])
         self.assertIn((1_600_000, 3_400_000), ex.device_intervals())
         # A node-traced export has no such table: an empty list.
@@ -56,8 +77,12 @@ class LoadingTest(TempDirCase):
     def test_an_export_with_only_graph_executions_has_device_data(self):
         # nsys writes no kernel table when the window's only device work is graphs recorded whole.
         b = graph_run(steps=1, node_trace=False)
-        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-                      "CUPTI_ACTIVITY_KIND_RUNTIME"):
+        for table in (
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "CUPTI_ACTIVITY_KIND_MEMCPY",
+            "CUPTI_ACTIVITY_KIND_MEMSET",
+            "CUPTI_ACTIVITY_KIND_RUNTIME",
+        ):
             b.omit.add(table)
         ex = load_export(self.build(b))
         self.assertTrue(ex.device_data)
@@ -76,16 +101,26 @@ class LoadingTest(TempDirCase):
 class ThreadsAndOverheadTest(TempDirCase):
     def test_thread_names_and_profiler_overhead(self):
         b = tracer_cost_export()
-        b.thread_name(STAGE, "stage renamed")  # a later row names the thread again: the last one wins
+        b.thread_name(
+            STAGE, "stage renamed"
+        )  # a later row names the thread again: the last one wins
         ex = load_export(self.build(b))
-        self.assertEqual((ex.thread_names[MAIN], ex.thread_names[STAGE], ex.thread_names[CUPTI]),
-                         ("train_resnet50", "stage renamed", "CUPTI worker thread"))
-        self.assertEqual((ex.thread_name(MAIN), ex.thread_name((7 << 24) | 200), ex.thread_name(None)),
-                         ("train_resnet50", "tid 200", "tid ?"))
-        self.assertEqual([(o.name, o.start, o.end, o.tid) for o in ex.profiler_overhead[:3]],
-                         [("TLS allocation", -MS // 2, MS // 2, (7 << 24) | 300),
-                          ("TLS allocation", round(9.5 * MS), round(11.5 * MS), STAGE),
-                          ("CUPTI Buffer flush", 12 * MS, round(12.5 * MS), CUPTI)])  # by start
+        self.assertEqual(
+            (ex.thread_names[MAIN], ex.thread_names[STAGE], ex.thread_names[CUPTI]),
+            ("train_resnet50", "stage renamed", "CUPTI worker thread"),
+        )
+        self.assertEqual(
+            (ex.thread_name(MAIN), ex.thread_name((7 << 24) | 200), ex.thread_name(None)),
+            ("train_resnet50", "tid 200", "tid ?"),
+        )
+        self.assertEqual(
+            [(o.name, o.start, o.end, o.tid) for o in ex.profiler_overhead[:3]],
+            [
+                ("TLS allocation", -MS // 2, MS // 2, (7 << 24) | 300),
+                ("TLS allocation", round(9.5 * MS), round(11.5 * MS), STAGE),
+                ("CUPTI Buffer flush", 12 * MS, round(12.5 * MS), CUPTI),
+            ],
+        )  # by start
         self.assertEqual(len(ex.profiler_overhead), 6)
 
     def test_both_tables_are_optional(self):
@@ -106,12 +141,16 @@ class RealExportTest(RealFixtureCase):
         main = {r.tid for r in self.ex.ranges if r.name == "torch_step"}
         self.assertEqual({self.ex.thread_name(t) for t in main}, {"python3"})
         self.assertEqual(len(self.ex.profiler_overhead), 15)
-        self.assertIn("CUDA profiling data flush on cudaProfilerStop", {o.name for o in self.ex.profiler_overhead})
+        self.assertIn(
+            "CUDA profiling data flush on cudaProfilerStop",
+            {o.name for o in self.ex.profiler_overhead},
+        )
         # Its 8 steps' runtime calls per thread: the main thread and autograd's make nearly all.
         calls = self.s["capture_cost"]["api_calls"]
-        self.assertEqual([(t["thread"], t["main"], t["calls_per_step"]) for t in calls["threads"][:2]],
-                         [("pt_autograd_0", False, 509.0), ("python3", True, 495.125)])
-
+        self.assertEqual(
+            [(t["thread"], t["main"], t["calls_per_step"]) for t in calls["threads"][:2]],
+            [("pt_autograd_0", False, 509.0), ("python3", True, 495.125)],
+        )
 
     def test_builder_schema_matches(self):
         conn = sqlite3.connect(self.export)

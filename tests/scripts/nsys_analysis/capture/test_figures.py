@@ -9,8 +9,15 @@ import os
 import sys
 import unittest
 
-from scripts.support.nsys_exports import (SCHEMA, ExportBuilder, TempDirCase, basic_export, graph_run, phase_export,
-                                          rank_export)
+from scripts.support.nsys_exports import (
+    SCHEMA,
+    ExportBuilder,
+    TempDirCase,
+    basic_export,
+    graph_run,
+    phase_export,
+    rank_export,
+)
 from nsys_analysis.capture.export import load_export
 from nsys_analysis.capture.figures import plot_gpu_phases, plot_ranks
 from nsys_analysis.capture.pipeline import write_outputs
@@ -29,9 +36,16 @@ class FigureTest(TempDirCase):
         b.omit.update(n for n in SCHEMA if n.startswith("CUPTI_"))
         ex = load_export(b.write(os.path.join(self.tmp, "nvtx.sqlite")))
         paths = write_outputs(compute_summary(ex), ex, os.path.join(self.tmp, "out"))
-        self.assertEqual([os.path.basename(p) for p in paths],
-                         ["fig1_phases.png", "fig2_top_kernels.png", "fig3_timeline.png", "fig5_batch_wait.png",
-                          "fig6_gpu_phases.png"])
+        self.assertEqual(
+            [os.path.basename(p) for p in paths],
+            [
+                "fig1_phases.png",
+                "fig2_top_kernels.png",
+                "fig3_timeline.png",
+                "fig5_batch_wait.png",
+                "fig6_gpu_phases.png",
+            ],
+        )
 
     def test_figures_of_graphs_recorded_whole(self):
         # Replays recorded whole draw in the kernels' lane (figure 3) and in graph_replay (figure 6).
@@ -58,7 +72,9 @@ class FigureTest(TempDirCase):
     def test_ranks_figure(self):
         comms, summaries = [], []
         for rank in (0, 1, 2):
-            ex = load_export(rank_export(rank).write(os.path.join(self.tmp, "run.rank%d.sqlite" % rank)))
+            ex = load_export(
+                rank_export(rank).write(os.path.join(self.tmp, "run.rank%d.sqlite" % rank))
+            )
             comms.append(rank_comm(rank, ex))
             summaries.append(compute_summary(ex))
         p = plot_ranks(compute_ranks(comms, summaries), os.path.join(self.tmp, "fig_ranks.png"))

@@ -6,85 +6,175 @@ Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_kern
 import unittest
 
 from scripts.support.nsys_exports import RealFixtureCase
-from nsys_analysis.capture.kernels import (KERNEL_FAMILIES, OTHER_PARTS, is_layout_conversion, kernel_family,
-                                           kernel_family_table, kernel_labels, short_kernel_label)
+from nsys_analysis.capture.kernels import (
+    KERNEL_FAMILIES,
+    OTHER_PARTS,
+    is_layout_conversion,
+    kernel_family,
+    kernel_family_table,
+    kernel_labels,
+    short_kernel_label,
+)
 
 
 class LayoutPatternTest(unittest.TestCase):
     def test_patterns(self):
-        yes = ["void cudnn::ops::nchwToNhwcKernel<float>()", "void cudnn::ops::nhwcToNchwKernel<__half>()",
-               "nchw2nhwc_kernel", "NHWC2NCHW", "genericReformat::NCHWToNHWC", "nhwc_to_nchw_f16",
-               "void transpose_nchw_nhwc<float>()"]
-        no = ["void cudnn::engines_precompiled::convertTensor_kernel<float, float, float, (cudnnKernelDataType_t)2>()",
-              "void nhwcAddPaddingKernel<float, float, float, (bool)1, (cudnnKernelDataType_t)2>()",
-              "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x32",
-              "void cudnn::batchnorm_fwtr_nhwc_semiPersist<float>()", "void transpose_readWrite_alignment_kernel<float>()"]
+        yes = [
+            "void cudnn::ops::nchwToNhwcKernel<float>()",
+            "void cudnn::ops::nhwcToNchwKernel<__half>()",
+            "nchw2nhwc_kernel",
+            "NHWC2NCHW",
+            "genericReformat::NCHWToNHWC",
+            "nhwc_to_nchw_f16",
+            "void transpose_nchw_nhwc<float>()",
+        ]
+        no = [
+            "void cudnn::engines_precompiled::convertTensor_kernel<float, float, float, (cudnnKernelDataType_t)2>()",
+            "void nhwcAddPaddingKernel<float, float, float, (bool)1, (cudnnKernelDataType_t)2>()",
+            "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x32",
+            "void cudnn::batchnorm_fwtr_nhwc_semiPersist<float>()",
+            "void transpose_readWrite_alignment_kernel<float>()",
+        ]
         for name in yes:
             self.assertTrue(is_layout_conversion(name), name)
         for name in no:
             self.assertFalse(is_layout_conversion(name), name)
 
     def test_labels(self):
-        names = ["void cudnn::batchnorm_bwtr_nhwc_semiPersist<float, (int)0>()",
-                 "void at::native::vectorized_elementwise_kernel<(int)4, at::native::CUDAFunctor_add<float>>()",
-                 "void cudnn::batchnorm_bwtr_nhwc_semiPersist<float, (int)1>()",
-                 "sm90_xmma_dgrad_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc",
-                 "void at::native::<unnamed>::multi_tensor_apply_kernel<TensorListMetadata<3>>()",
-                 "void foo::my_custom_kernel<int>(int)"]
-        self.assertEqual(kernel_labels(names),
-                         ["BN bwd #1", "elementwise add", "BN bwd #2", "conv dgrad", "SGD", "my_custom_kernel"])
+        names = [
+            "void cudnn::batchnorm_bwtr_nhwc_semiPersist<float, (int)0>()",
+            "void at::native::vectorized_elementwise_kernel<(int)4, at::native::CUDAFunctor_add<float>>()",
+            "void cudnn::batchnorm_bwtr_nhwc_semiPersist<float, (int)1>()",
+            "sm90_xmma_dgrad_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc",
+            "void at::native::<unnamed>::multi_tensor_apply_kernel<TensorListMetadata<3>>()",
+            "void foo::my_custom_kernel<int>(int)",
+        ]
+        self.assertEqual(
+            kernel_labels(names),
+            ["BN bwd #1", "elementwise add", "BN bwd #2", "conv dgrad", "SGD", "my_custom_kernel"],
+        )
 
 
 # cuDNN 9.19's NHWC batch-norm kernels on the H200 (train_resnet50 with and without --fused-bn).
 _P = "(int)512, (int)16, (int)%d, (int)4, (int)1, (int)%d, "
-BN_FWD = "void cudnn::batchnorm_fwtr_nhwc_semiPersist<float, float, float, " + _P % (2, 0) + \
-    "(bool)0, (bool)0, (bool)1, (int)2>(cudnn::NhwcBatchNormFwdParams<T1, T2>)"
-BN_BWD = "void cudnn::batchnorm_bwtr_nhwc_semiPersist<float, float, float, " + _P % (3, 1) + \
-    "(bool)1, (int)2>(cudnn::NhwcBatchNormBwdParams<T1, T2>)"
-BN_RELU_FWD = "void cudnn::batchnorm_fwtr_nhwc_semiPersist<__nv_bfloat16, float, __nv_bfloat16, " + _P % (5, 1) + \
-    "(bool)1, (bool)0, (bool)1, (int)2>(cudnn::NhwcBatchNormFwdParams<T1, T2>)"
-BN_RELU_BWD = "void cudnn::batchnorm_relu_bwtr_nhwc_semiPersist<float, float, float, " + _P % (3, 0) + \
-    "(bool)1, (int)2>(cudnn::NhwcBatchNormBwdParams<T1, T2>)"
-BN_ADD_RELU_FWD = "void cudnn::batchnorm_fwtr_nhwc_semiPersist<float, float, float, " + _P % (2, 0) + \
-    "(bool)0, (bool)1, (bool)1, (int)2>(cudnn::NhwcBatchNormFwdParams<T1, T2>)"
-BN_ADD_RELU_BWD = "void cudnn::batchnorm_add_relu_bwtr_nhwc_semiPersist<__nv_bfloat16, float, __nv_bfloat16, " + \
-    _P % (3, 1) + "(bool)1, (int)2>(cudnn::NhwcBatchNormBwdParams<T1, T2>)"
-RELU_BWD = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::BinaryFunctor<float, float, float, "
-            "void at::native::threshold_kernel_impl<float>(at::TensorIteratorBase &, T1, T1)::[lambda(float, float) "
-            "(instance 1)]>, std::array<char *, (unsigned long)3>>(int, T2, T3)")
-ADD = ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add<c10::BFloat16>, "
-       "std::array<char *, (unsigned long)3>>(int, T2, T3)")
-MAXPOOL_BWD = ("void at::native::<unnamed>::max_pool_backward_nhwc<c10::BFloat16, float>(const T1 *, const long *, "
-               "int, long, long, int, int, int, int, int, int, int, int, int, int, int, int, int, int, T1 *)")
-CAST = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::<unnamed>::direct_copy_kernel_cuda("
-        "at::TensorIteratorBase &)::[lambda() (instance 3)]::operator ()() const::[lambda() (instance 12)]::operator ()"
-        "() const::[lambda(float) (instance 1)], std::array<char *, (unsigned long)2>>(int, T2, T3)")
+BN_FWD = (
+    "void cudnn::batchnorm_fwtr_nhwc_semiPersist<float, float, float, "
+    + _P % (2, 0)
+    + "(bool)0, (bool)0, (bool)1, (int)2>(cudnn::NhwcBatchNormFwdParams<T1, T2>)"
+)
+BN_BWD = (
+    "void cudnn::batchnorm_bwtr_nhwc_semiPersist<float, float, float, "
+    + _P % (3, 1)
+    + "(bool)1, (int)2>(cudnn::NhwcBatchNormBwdParams<T1, T2>)"
+)
+BN_RELU_FWD = (
+    "void cudnn::batchnorm_fwtr_nhwc_semiPersist<__nv_bfloat16, float, __nv_bfloat16, "
+    + _P % (5, 1)
+    + "(bool)1, (bool)0, (bool)1, (int)2>(cudnn::NhwcBatchNormFwdParams<T1, T2>)"
+)
+BN_RELU_BWD = (
+    "void cudnn::batchnorm_relu_bwtr_nhwc_semiPersist<float, float, float, "
+    + _P % (3, 0)
+    + "(bool)1, (int)2>(cudnn::NhwcBatchNormBwdParams<T1, T2>)"
+)
+BN_ADD_RELU_FWD = (
+    "void cudnn::batchnorm_fwtr_nhwc_semiPersist<float, float, float, "
+    + _P % (2, 0)
+    + "(bool)0, (bool)1, (bool)1, (int)2>(cudnn::NhwcBatchNormFwdParams<T1, T2>)"
+)
+BN_ADD_RELU_BWD = (
+    "void cudnn::batchnorm_add_relu_bwtr_nhwc_semiPersist<__nv_bfloat16, float, __nv_bfloat16, "
+    + _P % (3, 1)
+    + "(bool)1, (int)2>(cudnn::NhwcBatchNormBwdParams<T1, T2>)"
+)
+RELU_BWD = (
+    "void at::native::vectorized_elementwise_kernel<(int)4, at::native::BinaryFunctor<float, float, float, "
+    "void at::native::threshold_kernel_impl<float>(at::TensorIteratorBase &, T1, T1)::[lambda(float, float) "
+    "(instance 1)]>, std::array<char *, (unsigned long)3>>(int, T2, T3)"
+)
+ADD = (
+    "void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add<c10::BFloat16>, "
+    "std::array<char *, (unsigned long)3>>(int, T2, T3)"
+)
+MAXPOOL_BWD = (
+    "void at::native::<unnamed>::max_pool_backward_nhwc<c10::BFloat16, float>(const T1 *, const long *, "
+    "int, long, long, int, int, int, int, int, int, int, int, int, int, int, int, int, int, T1 *)"
+)
+CAST = (
+    "void at::native::vectorized_elementwise_kernel<(int)4, at::native::<unnamed>::direct_copy_kernel_cuda("
+    "at::TensorIteratorBase &)::[lambda() (instance 3)]::operator ()() const::[lambda() (instance 12)]::operator ()"
+    "() const::[lambda(float) (instance 1)], std::array<char *, (unsigned long)2>>(int, T2, T3)"
+)
 NVJET = "nvjet_sm90_tst_256x128_64x4_"
-WGRAD = ("sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_"
-         "warpgroupsize1x1x1_g1_execute_segment_k_on_kernel__5x_cudnn")
+WGRAD = (
+    "sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_"
+    "warpgroupsize1x1x1_g1_execute_segment_k_on_kernel__5x_cudnn"
+)
 
 
 class FusedBatchNormKernelTest(unittest.TestCase):
     def test_each_fused_kernel_has_its_label(self):
-        self.assertEqual([short_kernel_label(n) for n in
-                          (BN_FWD, BN_BWD, BN_RELU_FWD, BN_RELU_BWD, BN_ADD_RELU_FWD, BN_ADD_RELU_BWD)],
-                         ["BN fwd", "BN bwd", "BN+ReLU fwd", "BN+ReLU bwd", "BN+add+ReLU fwd", "BN+add+ReLU bwd"])
+        self.assertEqual(
+            [
+                short_kernel_label(n)
+                for n in (
+                    BN_FWD,
+                    BN_BWD,
+                    BN_RELU_FWD,
+                    BN_RELU_BWD,
+                    BN_ADD_RELU_FWD,
+                    BN_ADD_RELU_BWD,
+                )
+            ],
+            [
+                "BN fwd",
+                "BN bwd",
+                "BN+ReLU fwd",
+                "BN+ReLU bwd",
+                "BN+add+ReLU fwd",
+                "BN+add+ReLU bwd",
+            ],
+        )
 
     def test_families(self):
-        self.assertEqual([kernel_family(n) for n in (BN_FWD, BN_RELU_BWD, BN_ADD_RELU_FWD, RELU_BWD, ADD, WGRAD,
-                                                     "void foo::my_custom_kernel<int>(int)")],
-                         ["batch norm", "BN+ReLU (fused)", "BN+add+ReLU (fused)", "ReLU", "add", "convolution",
-                          "other"])
+        self.assertEqual(
+            [
+                kernel_family(n)
+                for n in (
+                    BN_FWD,
+                    BN_RELU_BWD,
+                    BN_ADD_RELU_FWD,
+                    RELU_BWD,
+                    ADD,
+                    WGRAD,
+                    "void foo::my_custom_kernel<int>(int)",
+                )
+            ],
+            [
+                "batch norm",
+                "BN+ReLU (fused)",
+                "BN+add+ReLU (fused)",
+                "ReLU",
+                "add",
+                "convolution",
+                "other",
+            ],
+        )
 
     def test_pooling_and_casts_have_their_own_families(self):
-        self.assertEqual([kernel_family(n) for n in (MAXPOOL_BWD, CAST)], ["pooling", "copies and casts"])
+        self.assertEqual(
+            [kernel_family(n) for n in (MAXPOOL_BWD, CAST)], ["pooling", "copies and casts"]
+        )
 
     def test_other_convolution_algorithms_and_gemv(self):
         names = {
             "void cudnn::winograd_nonfused::winogradForwardData4x4<float, float>(cudnn::winograd_nonfused::"
             "WinogradDataParams<float, float>)": ("conv winograd", "convolution"),
             "void fft2d_r2c_32x32<float, false, 1u, false>(float2 *, const float *, int, int, int, int, int, int, "
-            "int, int, int, cudnn::reduced_divisor, bool, int2, int, int)": ("conv FFT", "convolution"),
+            "int, int, int, cudnn::reduced_divisor, bool, int2, int, int)": (
+                "conv FFT",
+                "convolution",
+            ),
             "void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, false, "
             "cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<const float>, "
             "cublasGemvTensorStridedBatched<const float>, cublasGemvTensorStridedBatched<float>, float>>"
@@ -101,19 +191,31 @@ class FusedBatchNormKernelTest(unittest.TestCase):
 
     def test_other_names_its_largest_parts(self):
         custom = "void foo::my_custom_kernel<int>(int)"
-        loss = "void at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(float *)"
-        rows = kernel_family_table([(custom, 1e6), (custom, 2e6), (loss, 0.5e6), (WGRAD, 6.5e6)], steps=2)
+        loss = (
+            "void at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(float *)"
+        )
+        rows = kernel_family_table(
+            [(custom, 1e6), (custom, 2e6), (loss, 0.5e6), (WGRAD, 6.5e6)], steps=2
+        )
         other = next(r for r in rows if r["family"] == "other")
-        self.assertEqual(other["parts"], [
-            {"label": "my_custom_kernel", "launches": 2, "total_ms": 3.0, "pct": 30.0},
-            {"label": "NLL loss fwd", "launches": 1, "total_ms": 0.5, "pct": 5.0}])
+        self.assertEqual(
+            other["parts"],
+            [
+                {"label": "my_custom_kernel", "launches": 2, "total_ms": 3.0, "pct": 30.0},
+                {"label": "NLL loss fwd", "launches": 1, "total_ms": 0.5, "pct": 5.0},
+            ],
+        )
         self.assertNotIn("parts", next(r for r in rows if r["family"] == "convolution"))
         many = [("void k%d(int)" % i, (i + 1) * 1e6) for i in range(OTHER_PARTS + 2)]
         parts = kernel_family_table(many)[0]["parts"]
-        self.assertEqual([p["label"] for p in parts], ["k%d" % i for i in range(OTHER_PARTS + 1, 1, -1)])
+        self.assertEqual(
+            [p["label"] for p in parts], ["k%d" % i for i in range(OTHER_PARTS + 1, 1, -1)]
+        )
 
     def test_family_table_in_family_order_with_shares_and_per_step_times(self):
-        rows = kernel_family_table([(WGRAD, 3e6), (BN_FWD, 1e6), (BN_BWD, 2e6), (RELU_BWD, 4e6)], steps=2)
+        rows = kernel_family_table(
+            [(WGRAD, 3e6), (BN_FWD, 1e6), (BN_BWD, 2e6), (RELU_BWD, 4e6)], steps=2
+        )
         self.assertEqual([r["family"] for r in rows], ["batch norm", "ReLU", "convolution"])
         self.assertEqual([r["launches"] for r in rows], [2, 1, 1])
         self.assertEqual([r["total_ms"] for r in rows], [3.0, 4.0, 3.0])

@@ -8,10 +8,24 @@ Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_rank
 import os
 import unittest
 
-from scripts.support.nsys_exports import (NCCL_KERNEL, NCCL_STREAM, SCHEMA, RealRanksFixtureCase, TempDirCase,
-                                          rank_clock_ms, rank_export, rank_report)
+from scripts.support.nsys_exports import (
+    NCCL_KERNEL,
+    NCCL_STREAM,
+    SCHEMA,
+    RealRanksFixtureCase,
+    TempDirCase,
+    rank_clock_ms,
+    rank_export,
+    rank_report,
+)
 from nsys_analysis.capture.export import AnalysisError, load_export
-from nsys_analysis.capture.ranks import compute_ranks, is_nccl_kernel, rank_comm, rank_label, step_stragglers
+from nsys_analysis.capture.ranks import (
+    compute_ranks,
+    is_nccl_kernel,
+    rank_comm,
+    rank_label,
+    step_stragglers,
+)
 from nsys_analysis.capture.report import load_report
 from nsys_analysis.capture.summary import compute_summary
 
@@ -35,12 +49,20 @@ class RanksCase(TempDirCase):
 
 class NcclKernelTest(unittest.TestCase):
     def test_names(self):
-        for name in (NCCL_KERNEL, "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
-                     "void ncclDevKernel_Generic<4096>(ncclDevKernelArgsStorage<4096ul>)",
-                     "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"):
+        for name in (
+            NCCL_KERNEL,
+            "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+            "void ncclDevKernel_Generic<4096>(ncclDevKernelArgsStorage<4096ul>)",
+            "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",
+        ):
             self.assertTrue(is_nccl_kernel(name), name)
-        for name in ("void at::native::vectorized_elementwise_kernel<4>()", "void c10d::detail::nccl_like()",
-                     "void cudnn::bn_bw_1C11_kernel_new<float>()", "", None):
+        for name in (
+            "void at::native::vectorized_elementwise_kernel<4>()",
+            "void c10d::detail::nccl_like()",
+            "void cudnn::bn_bw_1C11_kernel_new<float>()",
+            "",
+            None,
+        ):
             self.assertFalse(is_nccl_kernel(name), name)
 
 
@@ -65,7 +87,9 @@ class RankCommTest(RanksCase):
         self.assertEqual(comm.exposed_ns, 3_000_000)
         # An extra NCCL kernel wholly under a compute kernel adds NCCL time but no exposure.
         b = rank_export(0, late_ms=0.0)
-        b.kernel(13.5, 14.5, NCCL_KERNEL, launch_ms=13.4, stream=21)  # under step 0's forward kernel [13.1, 16]
+        b.kernel(
+            13.5, 14.5, NCCL_KERNEL, launch_ms=13.4, stream=21
+        )  # under step 0's forward kernel [13.1, 16]
         _, comm = self.load(b, 0, "extra.sqlite")
         self.assertEqual(comm.nccl_count, [2, 1, 1])
         self.assertEqual(comm.nccl_ns[0], 4_000_000)
@@ -73,7 +97,9 @@ class RankCommTest(RanksCase):
 
     def test_uncorrelated_kernel_attributed_by_its_start(self):
         b = rank_export(0, late_ms=0.0)
-        b.kernel(31.0, 31.5, NCCL_KERNEL, stream=21)  # no runtime call; starts inside step 1 [31, 43]
+        b.kernel(
+            31.0, 31.5, NCCL_KERNEL, stream=21
+        )  # no runtime call; starts inside step 1 [31, 43]
         _, comm = self.load(b, 0)
         self.assertEqual(comm.nccl_count, [1, 2, 1])
 
@@ -84,7 +110,9 @@ class RankCommTest(RanksCase):
         self.assertEqual((comm.exposed_ns, comm.exposed_pct), (None, None))
         self.assertEqual(comm.nccl_ns, [0, 0, 0])
         b = rank_export(0)
-        b.tables["NVTX_EVENTS"] = [row for row in b.tables["NVTX_EVENTS"] if row.get("text") != "data_load"]
+        b.tables["NVTX_EVENTS"] = [
+            row for row in b.tables["NVTX_EVENTS"] if row.get("text") != "data_load"
+        ]
         _, comm = self.load(b, 0, "noload.sqlite")
         self.assertEqual(comm.data_load_end_ns, [None, None, None])
 
@@ -95,7 +123,9 @@ class StragglerTest(RanksCase):
         steps = step_stragglers(comms)
         self.assertEqual(len(steps), 3)
         for st in steps[:2]:  # a tie: no straggler, nobody waited
-            self.assertEqual((st.straggler, st.spread_ns, st.fastest_nccl, st.agrees), (None, 0, None, None))
+            self.assertEqual(
+                (st.straggler, st.spread_ns, st.fastest_nccl, st.agrees), (None, 0, None, None)
+            )
             self.assertEqual(st.waited_ns, [0, 0])
         st = steps[2]
         self.assertEqual((st.step, st.straggler, st.spread_ns), (2, 1, 5_000_000))
@@ -106,7 +136,9 @@ class StragglerTest(RanksCase):
 
     def test_late_rank_0_and_clocks_ignored(self):
         # Rank 0 late this time; rank 1's clock still runs 100 ms ahead of rank 0's.
-        comms = [self.load(rank_export(r, late_rank=0, late_step=1, late_ms=2.5), r)[1] for r in (0, 1)]
+        comms = [
+            self.load(rank_export(r, late_rank=0, late_step=1, late_ms=2.5), r)[1] for r in (0, 1)
+        ]
         steps = step_stragglers(comms)
         self.assertEqual([st.straggler for st in steps], [None, 0, None])
         self.assertEqual(steps[1].waited_ns, [0, 2_500_000])
@@ -122,7 +154,9 @@ class StragglerTest(RanksCase):
         comms, _, _ = self.two_ranks()
         gloo = [c._replace(nccl_ns=[0, 0, 0], nccl_count=[0, 0, 0]) for c in comms]
         st = step_stragglers(gloo)[2]
-        self.assertEqual((st.straggler, st.fastest_nccl, st.agrees, st.waited_ns), (1, None, None, [0, 0]))
+        self.assertEqual(
+            (st.straggler, st.fastest_nccl, st.agrees, st.waited_ns), (1, None, None, [0, 0])
+        )
 
 
 class ComputeRanksTest(RanksCase):
@@ -132,21 +166,41 @@ class ComputeRanksTest(RanksCase):
         self.assertEqual(r["ranks"], [0, 1])
         self.assertEqual((r["steps"], r["steps_compared"]), ([3, 3], 3))
         p0, p1 = r["per_rank"]
-        self.assertEqual((p0["nccl_kernels"], p0["nccl_ms"], p0["nccl_ms_per_step"]), (3, 14.0, [3.0, 3.0, 8.0]))
+        self.assertEqual(
+            (p0["nccl_kernels"], p0["nccl_ms"], p0["nccl_ms_per_step"]), (3, 14.0, [3.0, 3.0, 8.0])
+        )
         self.assertEqual((p0["nccl_kernels_outside_steps"], p0["nccl_ms_outside_steps"]), (1, 0.3))
         self.assertEqual((p0["exposed_comm_ms"], p0["exposed_comm_pct"]), (8.0, 13.333333))
         self.assertEqual((p1["exposed_comm_ms"], p1["exposed_comm_pct"]), (3.0, 5.0))
         self.assertEqual(p1["data_load_end_ms"], [2.0, 2.0, 7.0])
-        self.assertEqual((p0["straggler_steps"], p0["caused_wait_ms"], p0["waited_ms"]), (0, 0.0, 5.0))
-        self.assertEqual((p1["straggler_steps"], p1["caused_wait_ms"], p1["waited_ms"]), (1, 5.0, 0.0))
+        self.assertEqual(
+            (p0["straggler_steps"], p0["caused_wait_ms"], p0["waited_ms"]), (0, 0.0, 5.0)
+        )
+        self.assertEqual(
+            (p1["straggler_steps"], p1["caused_wait_ms"], p1["waited_ms"]), (1, 5.0, 0.0)
+        )
         self.assertEqual(p1["dist"]["world_size"], 2)
-        self.assertEqual(r["stragglers"][2], {
-            "step": 2, "straggler": 1, "spread_ms": 5.0, "data_load_end_ms": [2.0, 7.0], "nccl_ms": [8.0, 3.0],
-            "waited_ms": [5.0, 0.0], "fastest_nccl": 1, "agrees": True})
-        self.assertEqual(list(r["checks"])[:4], ["same_step_count", "nccl_kernels_visible", "rank0.step_count",
-                                                 "rank0.copy_count"])
+        self.assertEqual(
+            r["stragglers"][2],
+            {
+                "step": 2,
+                "straggler": 1,
+                "spread_ms": 5.0,
+                "data_load_end_ms": [2.0, 7.0],
+                "nccl_ms": [8.0, 3.0],
+                "waited_ms": [5.0, 0.0],
+                "fastest_nccl": 1,
+                "agrees": True,
+            },
+        )
+        self.assertEqual(
+            list(r["checks"])[:4],
+            ["same_step_count", "nccl_kernels_visible", "rank0.step_count", "rank0.copy_count"],
+        )
         self.assertEqual(len(r["checks"]), 12)
-        self.assertEqual((p0["graph_replays_recorded_whole"], p1["graph_replays_recorded_whole"]), (0, 0))
+        self.assertEqual(
+            (p0["graph_replays_recorded_whole"], p1["graph_replays_recorded_whole"]), (0, 0)
+        )
         self.assertTrue(r["all_checks_pass"])
 
     def test_different_step_counts_fail(self):
@@ -155,8 +209,10 @@ class ComputeRanksTest(RanksCase):
         ex0 = load_export(os.path.join(self.tmp, "run.rank0.sqlite"))
         r = compute_ranks([c0, c1], [compute_summary(ex0), compute_summary(ex1)])
         self.assertFalse(r["checks"]["same_step_count"])
-        self.assertEqual(r["check_details"]["same_step_count"],
-                         "torch_step ranges in each rank's window: rank 0: 3, rank 1: 2")
+        self.assertEqual(
+            r["check_details"]["same_step_count"],
+            "torch_step ranges in each rank's window: rank 0: 3, rank 1: 2",
+        )
         self.assertEqual(r["steps_compared"], 2)
         self.assertFalse(r["all_checks_pass"])
 
@@ -175,8 +231,11 @@ class GraphRanksTest(RanksCase):
     def graph_ranks(self, node_trace=True):
         comms, summaries = [], []
         for rank in (0, 1):
-            ex, comm = self.load(rank_export(rank, graph=True, node_trace=node_trace), rank,
-                                 "graph%d.rank%d.sqlite" % (int(node_trace), rank))
+            ex, comm = self.load(
+                rank_export(rank, graph=True, node_trace=node_trace),
+                rank,
+                "graph%d.rank%d.sqlite" % (int(node_trace), rank),
+            )
             comms.append(comm)
             summaries.append(compute_summary(ex, rank_report(rank)))
         return comms, summaries
@@ -186,13 +245,19 @@ class GraphRanksTest(RanksCase):
         eager, _, _ = self.two_ranks()
         for g, e in zip(comms, eager):
             self.assertEqual(g.nccl_count, [1, 1, 1])
-            self.assertEqual((g.nccl_ns, g.exposed_ns, g.data_load_end_ns), (e.nccl_ns, e.exposed_ns,
-                                                                              e.data_load_end_ns))
-            self.assertEqual((g.nccl_outside_count, g.graphs_whole), (1, 0))  # the barrier's, launched eagerly
+            self.assertEqual(
+                (g.nccl_ns, g.exposed_ns, g.data_load_end_ns),
+                (e.nccl_ns, e.exposed_ns, e.data_load_end_ns),
+            )
+            self.assertEqual(
+                (g.nccl_outside_count, g.graphs_whole), (1, 0)
+            )  # the barrier's, launched eagerly
         self.assertTrue(all(s["cuda_graph"] and s["checks"]["graph_replay"] for s in summaries))
         r = compute_ranks(comms, summaries)
         self.assertEqual(r["stragglers"][2]["straggler"], 1)
-        self.assertEqual((r["stragglers"][2]["waited_ms"], r["stragglers"][2]["agrees"]), ([5.0, 0.0], True))
+        self.assertEqual(
+            (r["stragglers"][2]["waited_ms"], r["stragglers"][2]["agrees"]), ([5.0, 0.0], True)
+        )
         self.assertEqual([p["exposed_comm_pct"] for p in r["per_rank"]], [13.333333, 5.0])
         self.assertTrue(r["checks"]["nccl_kernels_visible"])
         self.assertTrue(r["all_checks_pass"])
@@ -211,13 +276,18 @@ class GraphRanksTest(RanksCase):
     def test_replays_recorded_whole_say_so_instead_of_zeros(self):
         comms, summaries = self.graph_ranks(node_trace=False)
         for c in comms:
-            self.assertEqual((c.nccl_count, c.graphs_whole, c.exposed_ns, c.exposed_pct), ([0, 0, 0], 3, None, None))
+            self.assertEqual(
+                (c.nccl_count, c.graphs_whole, c.exposed_ns, c.exposed_pct),
+                ([0, 0, 0], 3, None, None),
+            )
         r = compute_ranks(comms, summaries)
         self.assertEqual([p["graph_replays_recorded_whole"] for p in r["per_rank"]], [3, 3])
         self.assertEqual([p["exposed_comm_ms"] for p in r["per_rank"]], [None, None])
         self.assertFalse(r["checks"]["nccl_kernels_visible"])
-        self.assertIn("rank 0: 3 graph replay(s), rank 1: 3 graph replay(s) recorded whole",
-                      r["check_details"]["nccl_kernels_visible"])
+        self.assertIn(
+            "rank 0: 3 graph replay(s), rank 1: 3 graph replay(s) recorded whole",
+            r["check_details"]["nccl_kernels_visible"],
+        )
         self.assertIn("--cuda-graph-trace=node", r["check_details"]["nccl_kernels_visible"])
         self.assertFalse(r["all_checks_pass"])
 
@@ -227,9 +297,12 @@ class RankLabelTest(unittest.TestCase):
         self.assertEqual(rank_label("out/run.rank3.sqlite", None, 0), 3)
         self.assertEqual(rank_label("a.sqlite", None, 1), 1)
         self.assertEqual(rank_label("a.sqlite", rank_report(1), 1), 1)
-        self.assertEqual(rank_label("a.sqlite", {"steps": 8}, 0), 0)  # no dist section: nothing to compare
-        with self.assertRaisesRegex(AnalysisError, "expected the run report of rank 0 for run.rank0.sqlite, "
-                                                   "got rank 1's"):
+        self.assertEqual(
+            rank_label("a.sqlite", {"steps": 8}, 0), 0
+        )  # no dist section: nothing to compare
+        with self.assertRaisesRegex(
+            AnalysisError, "expected the run report of rank 0 for run.rank0.sqlite, " "got rank 1's"
+        ):
             rank_label("run.rank0.sqlite", rank_report(1), 0)
 
 
@@ -249,7 +322,9 @@ class RealRanksFixtureTest(RealRanksFixtureCase):
         self.assertTrue(r["checks"]["same_step_count"], r["check_details"]["same_step_count"])
         self.assertGreaterEqual(r["steps_compared"], 1)
         for p in r["per_rank"]:
-            self.assertTrue(all(n >= 1 for n in p["nccl_kernels_per_step"]), p["rank"])  # gradients all-reduced
+            self.assertTrue(
+                all(n >= 1 for n in p["nccl_kernels_per_step"]), p["rank"]
+            )  # gradients all-reduced
             self.assertLessEqual(p["exposed_comm_ms"], p["nccl_ms"] + p["nccl_ms_outside_steps"])
             self.assertTrue(all(v is not None for v in p["data_load_end_ms"]), p["rank"])
         for st in r["stragglers"]:

@@ -46,7 +46,13 @@ class ExitStatusTest(unittest.TestCase):
 
     def test_the_scripts_return_names_not_numbers(self):
         scripts = os.path.join(os.path.dirname(README), "scripts")
-        for name in ("analyze.py", "sweep.py", "benchmarks.py", "kernel_families.py", "bench_batchnorm.py"):
+        for name in (
+            "analyze.py",
+            "sweep.py",
+            "benchmarks.py",
+            "kernel_families.py",
+            "bench_batchnorm.py",
+        ):
             with open(os.path.join(scripts, name)) as f:
                 text = f.read()
             self.assertEqual(re.findall(r"^\s*return [0-9]+\s*$", text, re.M), [], name)

@@ -14,8 +14,17 @@ import unittest
 from unittest import mock
 
 from scripts.support.testutil import ScratchCase
-from nsys_analysis.common.files import (OutputError, UsageError, atomic_output, check_input_file, check_output_dir,
-                                        check_output_file, open_stream, remove_stale, write_text)
+from nsys_analysis.common.files import (
+    OutputError,
+    UsageError,
+    atomic_output,
+    check_input_file,
+    check_output_dir,
+    check_output_file,
+    open_stream,
+    remove_stale,
+    write_text,
+)
 
 
 class OutputFileTest(ScratchCase):
@@ -37,6 +46,7 @@ class OutputFileTest(ScratchCase):
         def mkstemp(**kw):
             seen.append(kw["dir"])
             return real_mkstemp(**kw)
+
         with mock.patch("tempfile.mkstemp", side_effect=mkstemp):
             write_text(link, "two\n")  # replacing the target
         self.assertEqual(seen, [self.path("real")])  # staged beside the target, not beside the link
@@ -48,8 +58,11 @@ class OutputFileTest(ScratchCase):
     def test_a_fifo_is_refused_and_left_alone(self):
         fifo = self.path("out.fifo")
         os.mkfifo(fifo)
-        with self.assertRaisesRegex(UsageError, r"^--out %s: is a FIFO, expected a regular file or a character "
-                                    r"device such as /dev/null \(it is never replaced\)$" % fifo):
+        with self.assertRaisesRegex(
+            UsageError,
+            r"^--out %s: is a FIFO, expected a regular file or a character "
+            r"device such as /dev/null \(it is never replaced\)$" % fifo,
+        ):
             check_output_file("--out", fifo)
         for write in (lambda: write_text(fifo, "x"), lambda: open_stream(fifo)):
             with self.assertRaisesRegex(OutputError, "cannot write %s: is a FIFO" % fifo):
@@ -112,16 +125,20 @@ class OutputFileTest(ScratchCase):
         with open(self.path("file"), "w") as f:
             f.write("x")
         os.symlink("loop", self.path("loop"))
-        cases = [(self.path("dir"), "is a directory, expected a regular file"),
-                 (self.path("file", "x.md"), "%s is not a directory" % self.path("file")),
-                 (self.path("none", "x.md"), "its directory %s does not exist" % self.path("none")),
-                 (self.path("loop"), "a symlink loop"),
-                 ("", "an empty path")]
+        cases = [
+            (self.path("dir"), "is a directory, expected a regular file"),
+            (self.path("file", "x.md"), "%s is not a directory" % self.path("file")),
+            (self.path("none", "x.md"), "its directory %s does not exist" % self.path("none")),
+            (self.path("loop"), "a symlink loop"),
+            ("", "an empty path"),
+        ]
         for path, why in cases:
             with self.subTest(path=path):
                 with self.assertRaises(UsageError) as cm:
                     check_output_file("--out", path)
-                self.assertTrue(str(cm.exception).startswith("--out %s: %s" % (path, why)), str(cm.exception))
+                self.assertTrue(
+                    str(cm.exception).startswith("--out %s: %s" % (path, why)), str(cm.exception)
+                )
         check_output_file("--out", self.path("none", "deeper", "x.md"), create_dirs=True)
 
     def test_output_directories(self):
@@ -129,16 +146,21 @@ class OutputFileTest(ScratchCase):
             f.write("x")
         check_output_dir("--out", self.tmp)
         check_output_dir("--out", self.path("new", "deeper"))
-        with self.assertRaisesRegex(UsageError, r"^--out %s: is a regular file, expected a directory$"
-                                    % self.path("file")):
+        with self.assertRaisesRegex(
+            UsageError, r"^--out %s: is a regular file, expected a directory$" % self.path("file")
+        ):
             check_output_dir("--out", self.path("file"))
-        with self.assertRaisesRegex(UsageError, r"^--out %s: %s is not a directory$"
-                                    % (self.path("file", "sub"), self.path("file"))):
+        with self.assertRaisesRegex(
+            UsageError,
+            r"^--out %s: %s is not a directory$" % (self.path("file", "sub"), self.path("file")),
+        ):
             check_output_dir("--out", self.path("file", "sub"))
         with mock.patch("os.access", return_value=False):
             with self.assertRaisesRegex(UsageError, "the directory is not writable"):
                 check_output_dir("--out", self.tmp)
-            with self.assertRaisesRegex(UsageError, "cannot create files in %s \\(not writable\\)" % self.tmp):
+            with self.assertRaisesRegex(
+                UsageError, "cannot create files in %s \\(not writable\\)" % self.tmp
+            ):
                 check_output_dir("--out", self.path("new"))
             with self.assertRaisesRegex(UsageError, "cannot create files in %s" % self.tmp):
                 check_output_file("--out", self.path("x.json"))
@@ -149,10 +171,15 @@ class OutputFileTest(ScratchCase):
         os.mkfifo(self.path("fifo"))
         check_input_file("--report", self.path("report.json"), "a run report file")
         check_input_file("--report", self.path("fifo"), "a run report file", streams=True)
-        cases = [(self.path("nope"), "no such file"),
-                 (self.tmp, "is a directory, expected a run report file"),
-                 (self.path("fifo"), "is a FIFO, expected a run report file"),
-                 (self.path("report.json", "x"), "cannot read it (%s is not a directory)" % self.path("report.json"))]
+        cases = [
+            (self.path("nope"), "no such file"),
+            (self.tmp, "is a directory, expected a run report file"),
+            (self.path("fifo"), "is a FIFO, expected a run report file"),
+            (
+                self.path("report.json", "x"),
+                "cannot read it (%s is not a directory)" % self.path("report.json"),
+            ),
+        ]
         for path, why in cases:
             with self.subTest(path=path):
                 with self.assertRaises(UsageError) as cm:

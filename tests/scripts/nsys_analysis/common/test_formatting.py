@@ -13,7 +13,7 @@ class FmtTest(unittest.TestCase):
         self.assertEqual(fmt(False), "FAIL")
         self.assertEqual(fmt(357.5312345), "357.531")
         self.assertEqual(fmt(3.708488, 2), "3.71")
-        self.assertEqual(fmt(16), "16")          # counts stay integers
+        self.assertEqual(fmt(16), "16")  # counts stay integers
         self.assertEqual(fmt("span of torch_step ranges"), "span of torch_step ranges")
 
     def test_table_convention(self):

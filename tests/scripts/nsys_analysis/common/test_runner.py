@@ -42,12 +42,23 @@ class RunnerCase(ScratchCase):
 
 class ExitStatusTest(RunnerCase):
     def test_ok_failed_log_and_env(self):
-        r = runner.run([SH, "-c", "echo out; echo err >&2; echo $RUNNER_TEST_VALUE"], self.log,
-                       timeout=30, env=dict(os.environ, RUNNER_TEST_VALUE="from env"))
+        r = runner.run(
+            [SH, "-c", "echo out; echo err >&2; echo $RUNNER_TEST_VALUE"],
+            self.log,
+            timeout=30,
+            env=dict(os.environ, RUNNER_TEST_VALUE="from env"),
+        )
         self.assertEqual((r.status, r.returncode, r.error), (runner.OK, 0, None))
         self.assertLess(r.seconds, 10)
-        self.assertEqual(self.read_log().splitlines(),
-                         ["$ %s -c echo out; echo err >&2; echo $RUNNER_TEST_VALUE" % SH, "out", "err", "from env"])
+        self.assertEqual(
+            self.read_log().splitlines(),
+            [
+                "$ %s -c echo out; echo err >&2; echo $RUNNER_TEST_VALUE" % SH,
+                "out",
+                "err",
+                "from env",
+            ],
+        )
         r = runner.run([SH, "-c", "exit 3"], self.log, timeout=30)
         self.assertEqual((r.status, r.returncode), (runner.FAILED, 3))
 
@@ -74,8 +85,11 @@ class TimeoutTest(RunnerCase):
     def test_limit_holds_while_output_streams(self):
         # A line every 50 ms for 30 s: reading the output must not keep run() past the limit.
         t0 = time.monotonic()
-        r = runner.run(self.sh("echo $$ > leader; while :; do echo tick; sleep 0.05; done"), self.log,
-                       timeout=1)
+        r = runner.run(
+            self.sh("echo $$ > leader; while :; do echo tick; sleep 0.05; done"),
+            self.log,
+            timeout=1,
+        )
         self.assertEqual(r.status, runner.TIMEOUT)
         self.assertLess(time.monotonic() - t0, 2.5)
         self.assertIn("tick\ntick\n", self.read_log())
@@ -83,7 +97,9 @@ class TimeoutTest(RunnerCase):
 
     def test_grandchildren_are_stopped_and_reaped(self):
         # sh starts two sleeps of its own; all three must be gone once run() returns.
-        cmd = self.sh("echo $$ > leader; sleep 30 & echo $! > child1; sleep 30 & echo $! > child2; wait")
+        cmd = self.sh(
+            "echo $$ > leader; sleep 30 & echo $! > child1; sleep 30 & echo $! > child2; wait"
+        )
         r = runner.run(cmd, self.log, timeout=1)
         self.assertEqual(r.status, runner.TIMEOUT)
         self.assertLess(r.seconds, 2.5)
@@ -106,9 +122,14 @@ class TimeoutTest(RunnerCase):
     def test_interrupt_stops_the_group(self):
         def on_line(line):
             raise KeyboardInterrupt
+
         with self.assertRaises(KeyboardInterrupt):
-            runner.run(self.sh("echo $$ > leader; echo hello; sleep 30"), self.log, timeout=60,
-                       on_line=on_line)
+            runner.run(
+                self.sh("echo $$ > leader; echo hello; sleep 30"),
+                self.log,
+                timeout=60,
+                on_line=on_line,
+            )
         self.assertFalse(alive(self.pids("leader")[0]))
 
 
@@ -116,11 +137,17 @@ class StreamingTest(RunnerCase):
     def test_lines_arrive_as_they_are_written(self):
         seen = []
         t0 = time.monotonic()
-        r = runner.run([SH, "-c", "echo first; sleep 1; printf 'report /tmp/x\\r\\nlast without newline'"],
-                       self.log, timeout=30, on_line=lambda line: seen.append((time.monotonic() - t0, line)))
+        r = runner.run(
+            [SH, "-c", "echo first; sleep 1; printf 'report /tmp/x\\r\\nlast without newline'"],
+            self.log,
+            timeout=30,
+            on_line=lambda line: seen.append((time.monotonic() - t0, line)),
+        )
         self.assertEqual(r.status, runner.OK)
-        self.assertEqual([line for _, line in seen], ["first", "report /tmp/x", "last without newline"])
-        self.assertLess(seen[0][0], 0.7)       # long before the command ends
+        self.assertEqual(
+            [line for _, line in seen], ["first", "report /tmp/x", "last without newline"]
+        )
+        self.assertLess(seen[0][0], 0.7)  # long before the command ends
         self.assertGreaterEqual(seen[1][0], 1.0)
         self.assertTrue(self.read_log().endswith("first\nreport /tmp/x\r\nlast without newline"))
 
@@ -130,7 +157,9 @@ class StreamingTest(RunnerCase):
         self.assertEqual((r.status, r.returncode), (runner.OK, 0))
         self.assertLess(r.seconds, 5)
         self.assertIn("done\n", self.read_log())
-        self.pids("child")  # killed by the clean-up: run() leaves a command's leftovers alone on success
+        self.pids(
+            "child"
+        )  # killed by the clean-up: run() leaves a command's leftovers alone on success
 
 
 if __name__ == "__main__":

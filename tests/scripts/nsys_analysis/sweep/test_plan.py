@@ -10,24 +10,55 @@ import unittest
 
 from scripts.support.testutil import ScratchCase
 
-from nsys_analysis.sweep.plan import (DEFAULT_CONFIGS, ConfigError, changes_from_baseline,
-                                      expected_steps, load_configs, make_plan, run_args, select_configs)
+from nsys_analysis.sweep.plan import (
+    DEFAULT_CONFIGS,
+    ConfigError,
+    changes_from_baseline,
+    expected_steps,
+    load_configs,
+    make_plan,
+    run_args,
+    select_configs,
+)
 
 
 class PlanTest(unittest.TestCase):
     def test_default_configs_are_the_articles(self):
         c = DEFAULT_CONFIGS
-        self.assertEqual(list(c), ["reset_8", "reuse_8", "reuse_64", "workers_4", "workers_12", "prefetch_1",
-                                   "prefetch_4", "no_pin"])
-        self.assertEqual(dict(c["reuse_64"]), {"steps": 64, "warmup": 3, "batch_size": 128, "workers": 8,
-                                               "prefetch_factor": 2, "pin_memory": True, "reuse_iterator": True})
+        self.assertEqual(
+            list(c),
+            [
+                "reset_8",
+                "reuse_8",
+                "reuse_64",
+                "workers_4",
+                "workers_12",
+                "prefetch_1",
+                "prefetch_4",
+                "no_pin",
+            ],
+        )
+        self.assertEqual(
+            dict(c["reuse_64"]),
+            {
+                "steps": 64,
+                "warmup": 3,
+                "batch_size": 128,
+                "workers": 8,
+                "prefetch_factor": 2,
+                "pin_memory": True,
+                "reuse_iterator": True,
+            },
+        )
         self.assertEqual(changes_from_baseline(c["reset_8"]), "steps=8, reuse_iterator=false")
         self.assertEqual(changes_from_baseline(c["no_pin"]), "pin_memory=false")
         self.assertEqual(changes_from_baseline(c["reuse_64"]), "baseline")
 
     def test_shuffled_plan_is_reproducible(self):
         plan = make_plan(DEFAULT_CONFIGS, [2026, 2027], 1)
-        self.assertEqual(sorted(plan), sorted((n, s) for n in DEFAULT_CONFIGS for s in (2026, 2027)))
+        self.assertEqual(
+            sorted(plan), sorted((n, s) for n in DEFAULT_CONFIGS for s in (2026, 2027))
+        )
         self.assertEqual(plan, make_plan(DEFAULT_CONFIGS, [2026, 2027], 1))
         self.assertNotEqual(plan, [(n, s) for n in DEFAULT_CONFIGS for s in (2026, 2027)])
         self.assertNotEqual(plan, make_plan(DEFAULT_CONFIGS, [2026, 2027], 2))
@@ -35,16 +66,39 @@ class PlanTest(unittest.TestCase):
 
     def test_run_args(self):
         cfg = DEFAULT_CONFIGS["no_pin"]
-        args = run_args(cfg, 2027, "/data/food", ["--device", "cpu", "--batch-size", "4", "--steps=2"])
-        self.assertEqual(args, ["--data", "/data/food", "--warmup", "3", "--workers", "8", "--prefetch-factor", "2",
-                                "--pin-memory=false", "--reuse-iterator=true", "--seed", "2027",
-                                "--device", "cpu", "--batch-size", "4", "--steps=2"])
+        args = run_args(
+            cfg, 2027, "/data/food", ["--device", "cpu", "--batch-size", "4", "--steps=2"]
+        )
+        self.assertEqual(
+            args,
+            [
+                "--data",
+                "/data/food",
+                "--warmup",
+                "3",
+                "--workers",
+                "8",
+                "--prefetch-factor",
+                "2",
+                "--pin-memory=false",
+                "--reuse-iterator=true",
+                "--seed",
+                "2027",
+                "--device",
+                "cpu",
+                "--batch-size",
+                "4",
+                "--steps=2",
+            ],
+        )
         self.assertEqual(expected_steps(cfg, ["--steps=2"]), 2)
         self.assertEqual(expected_steps(cfg, ["--synthetic"]), 64)
         with self.assertRaisesRegex(ConfigError, "expected an integer after --steps, got 'x'"):
             expected_steps(cfg, ["--steps", "x"])
         for extra in (["--steps"], ["--steps", "--synthetic"], ["--steps="]):
-            with self.assertRaisesRegex(ConfigError, "expected an integer after --steps, got (nothing|'')"):
+            with self.assertRaisesRegex(
+                ConfigError, "expected an integer after --steps, got (nothing|'')"
+            ):
                 expected_steps(cfg, extra)
 
 
@@ -65,11 +119,13 @@ class ConfigFileTest(ScratchCase):
         self.assertEqual((a["b"]["workers"], a["b"]["steps"], a["a"]["steps"]), (2, 64, 4))
 
     def test_unusable_files(self):
-        for doc, message in (({"x": {"steps": 0}}, "expected x.steps to be a positive integer"),
-                             ({"x y": {}}, "expected configuration names of letters"),
-                             ({"x": {"workers": [1]}}, "expected a string, number or boolean for x.workers"),
-                             ([{"workers": 1}], "expected objects with a \"name\""),
-                             ({}, "no configurations in")):
+        for doc, message in (
+            ({"x": {"steps": 0}}, "expected x.steps to be a positive integer"),
+            ({"x y": {}}, "expected configuration names of letters"),
+            ({"x": {"workers": [1]}}, "expected a string, number or boolean for x.workers"),
+            ([{"workers": 1}], 'expected objects with a "name"'),
+            ({}, "no configurations in"),
+        ):
             with self.assertRaisesRegex(ConfigError, message):
                 load_configs(self.write(doc))
         with self.assertRaisesRegex(ConfigError, "cannot read --configs"):
@@ -77,8 +133,12 @@ class ConfigFileTest(ScratchCase):
 
     def test_select_keeps_the_configurations_order(self):
         self.assertIs(select_configs(DEFAULT_CONFIGS, None), DEFAULT_CONFIGS)
-        self.assertEqual(list(select_configs(DEFAULT_CONFIGS, ["no_pin", "reset_8"])), ["reset_8", "no_pin"])
-        with self.assertRaisesRegex(ConfigError, "expected --only names among reset_8, .*, got nope"):
+        self.assertEqual(
+            list(select_configs(DEFAULT_CONFIGS, ["no_pin", "reset_8"])), ["reset_8", "no_pin"]
+        )
+        with self.assertRaisesRegex(
+            ConfigError, "expected --only names among reset_8, .*, got nope"
+        ):
             select_configs(DEFAULT_CONFIGS, ["reuse_8", "nope"])
 
 

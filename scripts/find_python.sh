@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the shell scripts that run Python: find_python MODULE prints the first interpreter
 # that can import MODULE among $PYTHON, python3 and /usr/bin/python3 (on Debian the pyenv python3
 # first on PATH may lack the system's python3-matplotlib), or returns 1.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2034  # its variables are read by the scripts that source it
 # Sourced by scripts/run.sh and scripts/test.sh (or run alone, to install): which LibTorch the build
 # uses, what apt installs for it, and what the build found.
 #
@@ -66,9 +67,9 @@ install_deps() {
                   nlohmann-json3-dev python3 python3-matplotlib python3-numpy python3-pytest xz-utils)
   # Gloo's headers, for data parallelism on the CPU with Debian's LibTorch (c10d's Gloo backend).
   [ "$_want_debian_torch" = 1 ] && packages+=(libgloo-dev)
-  # test.sh's format check and get_food101.sh's tests (curl fetches their file:// archives), and
-  # clang with its libFuzzer runtime for its fuzzer build.
-  [ "${WITH_TEST_DEPS:-0}" = 1 ] && packages+=(clang-format curl)
+  # test.sh's checks of the tree (scripts/dev/check_*.sh), get_food101.sh's tests (curl fetches
+  # their file:// archives), and clang with its libFuzzer runtime for its fuzzer build.
+  [ "${WITH_TEST_DEPS:-0}" = 1 ] && packages+=(clang-format shellcheck black flake8 mypy curl)
   [ "${WITH_FUZZ_DEPS:-0}" = 1 ] && packages+=(clang libclang-rt-dev)
   [ "$_want_debian_torch" = 1 ] && packages+=(libtorch-dev)
   local missing=() p

@@ -57,7 +57,7 @@ for mode in $modes; do
   t2=$(date +%s.%N)
   echo "== $mode: app exited $(awk "BEGIN{print $t1-$t0}") s after SIGINT; nsys exit $rc after $(awk "BEGIN{print $t2-$t0}") s"
   grep -v "\[1/1\]" "$o.log" | tail -25
-  ls -la "$o.nsys-rep" 2>&1 | cut -c1-120
+  stat -c "%s bytes  %y  %n" "$o.nsys-rep" 2>&1
   python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('report: interrupted', r.get('interrupted'), r.get('interrupt_signal'), 'capture', {k: v for k, v in r.get('capture',{}).items() if not isinstance(v, (list, dict))})" "$o.json" 2>&1
   if [ -f "$o.nsys-rep" ]; then
     nsys export --type=sqlite --force-overwrite=true "--output=$o.sqlite" "$o.nsys-rep" >/dev/null 2>&1

@@ -14,11 +14,13 @@
 #
 # The LibTorch is chosen as scripts/run.sh chooses it (scripts/install_deps.sh): on a GPU machine
 # with a CUDA PyTorch installed, its LibTorch, so the CUDA test cases run; a GPU machine with only a
-# CPU LibTorch is an error (ALLOW_CPU_LIBTORCH=1 to test on the CPU anyway). First, every C++ file
-# must follow .clang-format (scripts/check_format.sh; skipped with a note where clang-format 14 is
-# missing). Besides the Release build (build/), whose suites run once and whose learning and
-# numerics suites (label numerics) run again under every ATen CPU capability and with oneDNN off,
-# it builds (beside the Release suites, at the lowest priority) and runs, as CI does:
+# CPU LibTorch is an error (ALLOW_CPU_LIBTORCH=1 to test on the CPU anyway). First, the checks of
+# the tree: every C++ file follows .clang-format, every shell script passes shellcheck, every Python
+# file black, flake8 and mypy (scripts/dev/check_{format,shell,python}.sh; each skipped with a note
+# where its tool, Debian 12's version, is missing). Besides the Release build (build/), whose
+# suites run once and whose learning and numerics suites (label numerics) run again under every
+# ATen CPU capability and with oneDNN off, it builds (beside the Release suites, at the lowest
+# priority) and runs, as CI does:
 #   build-asan/  the data_pipeline tests and the loader stress test under ASan + UBSan
 #   build-tsan/  the same under ThreadSanitizer (suppressions: tests/support/sanitizers/tsan.supp)
 #   build-fuzz/  the libFuzzer target on the JPEG decode + augment path (clang), FUZZ_SECONDS long,
@@ -51,8 +53,20 @@ export WITH_TEST_DEPS=1
 [ "${QUICK:-0}" != 1 ] && export WITH_FUZZ_DEPS=1
 timed "apt (install_deps)" install_deps
 
-log "format"
-scripts/check_format.sh --if-available
+# The checks of the tree (scripts/dev/check_*.sh), all of them before failing: each names what it
+# found, or says it skipped where its tool (the reference version, CI's) is missing.
+run_checks() {
+  local check failed=()
+  for check in check_format check_shell check_python; do
+    scripts/dev/$check.sh --if-available || failed+=("scripts/dev/$check.sh")
+  done
+  if [ ${#failed[@]} -gt 0 ]; then
+    log "the checks of the tree failed: ${failed[*]}"
+    exit 1
+  fi
+}
+log "checks of the tree: C++ format, shell scripts, Python"
+timed "checks of the tree" run_checks
 
 # --- configure, build, test ------------------------------------------------------------------------
 configure_and_build() {  # <build dir> [extra cmake args...]

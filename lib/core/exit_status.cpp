@@ -33,7 +33,7 @@ const std::vector<ExitStatusRow>& exit_status_table() {
        "a failure: bad data (the file and line named), a runtime error, a failed step or run, an "
        "output that could not be written at its turn; `sweep.py`: a run that failed, timed out "
        "twice or failed a check; `benchmarks.py`: a run, a check, a tool or a result file; "
-       "`check_format.sh`: files not formatted"},
+       "`scripts/dev/check_*.sh`: what the check found"},
       {"2", "every program and script",
        "a usage error: a flag, an environment variable, an input or an output path that cannot "
        "be used, named in one line, before any work; `train_resnet50` under torchrun: also a "

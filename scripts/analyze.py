@@ -1,95 +1,103 @@
 #!/usr/bin/env python3
-"""Read an Nsight Systems SQLite export of the ResNet-50 workload: tables, checks and the article's figures.
+"""Read an Nsight Systems SQLite export of the ResNet-50 workload: tables, checks and the article's
+figures.
 
 usage: analyze.py EXPORT.sqlite --out DIR [--report run.json] [--untraced UNTRACED.json ...]
                   [--max-tracer-slowdown F] [--expected-steps M] [--check] [--no-figures]
-       analyze.py RANK0.sqlite RANK1.sqlite ... --out DIR [--report RANK0.json --report RANK1.json ...]
+       analyze.py RANK0.sqlite RANK1.sqlite ... --out DIR
+                  [--report RANK0.json --report RANK1.json ...]
                   [--untraced U0.json --untraced U1.json ...] [--rank-out DIR0 --rank-out DIR1 ...]
                   [--max-tracer-slowdown F] [--expected-steps M] [--check] [--no-figures]
-       analyze.py CAPTURE1.sqlite CAPTURE2.sqlite ... --repeats --out DIR --report R1.json --report R2.json ...
-                  [--untraced U1.json --untraced U2.json ...] [--repeat-out DIR1 --repeat-out DIR2 ...]
-                  [--repeats-json FILE] [--repeats-md FILE] [--max-tracer-slowdown F] [--expected-steps M]
-                  [--check] [--no-figures]
+       analyze.py CAPTURE1.sqlite CAPTURE2.sqlite ... --repeats --out DIR
+                  --report R1.json --report R2.json ...
+                  [--untraced U1.json --untraced U2.json ...]
+                  [--repeat-out DIR1 --repeat-out DIR2 ...]
+                  [--repeats-json FILE] [--repeats-md FILE] [--max-tracer-slowdown F]
+                  [--expected-steps M] [--check] [--no-figures]
 
 Writes into DIR:
-  summary.json         numbers and checks (nsys_analysis.capture.summary.compute_summary lists every key)
-  summary.md           (a tracer-bound capture: a warning paragraph first) capture cost, idle gaps, host
-                       stalls, checks, phases, per-step input timing, GPU time per phase, the epoch
-                       boundary (a window across an epoch's end), top kernels, kernel time by family
-                       (scripts/kernel_families.py compares runs), memory operations, CUDA API calls,
-                       other NVTX domains
+  summary.json         numbers and checks (nsys_analysis.capture.summary.compute_summary lists every
+                       key)
+  summary.md           (a tracer-bound capture: a warning paragraph first) capture cost, idle gaps,
+                       host stalls, checks, phases, per-step input timing, GPU time per phase, the
+                       epoch boundary (a window across an epoch's end), top kernels, kernel time by
+                       family (scripts/kernel_families.py compares runs), memory operations, CUDA
+                       API calls, other NVTX domains
   fig1_phases.png      total duration of each phase range, torch_step, capture_window and the epoch
                        boundary's ranges excluded
   fig2_top_kernels.png the twelve largest kernel groups by demangled name, with launch counts
-  fig3_timeline.png    host ranges above kernel (and whole-graph) / copy / memset lanes, first step to
-                       last device op
+  fig3_timeline.png    host ranges above kernel (and whole-graph) / copy / memset lanes, first step
+                       to last device op
   fig5_batch_wait.png  time inside batch_wait per step
-  fig6_gpu_phases.png  per step, the GPU time of the work launched in each phase, stacked (the device-side
-                       counterpart of figure 1: backward's kernels, launched from autograd's thread, count
-                       under backward)
-(Figure 4 compares configurations; scripts/sweep.py draws it with nsys_analysis.sweep.figures.plot_sweep().)
+  fig6_gpu_phases.png  per step, the GPU time of the work launched in each phase, stacked (the
+                       device-side counterpart of figure 1: backward's kernels, launched from
+                       autograd's thread, count under backward)
+(Figure 4 compares configurations; scripts/sweep.py draws it with
+nsys_analysis.sweep.figures.plot_sweep().)
 
 What the capture itself cost (summary.json's capture_cost, summary.md's "Capture cost";
-nsys_analysis.capture.cost says how each figure is made): --untraced names the report of a run of the same
-command without nsys (scripts/profile.sh makes one after each capture; repeatable: their median counts).
-The summary then compares the traced and untraced images/s and host time per phase, counts the CUDA
-runtime calls of each thread per step (a helper thread's also per unit of its work, e.g. per gpu_decode
-batch of the decode stage), charges nsys's own PROFILER_OVERHEAD to threads and phases, and
-estimates how much of the window's idle time the tracer explains; the check capture_cost (present only
-with --untraced) fails when traced / untraced images/s < 1 - F (--max-tracer-slowdown, default 0.10), and
-summary.md then opens with a paragraph saying the capture is tracer-bound: trust the untraced figures for
-throughput and the capture for order and overlap.
+nsys_analysis.capture.cost says how each figure is made): --untraced names the report of a run of
+the same command without nsys (scripts/profile.sh makes one after each capture; repeatable: their
+median counts). The summary then compares the traced and untraced images/s and host time per phase,
+counts the CUDA runtime calls of each thread per step (a helper thread's also per unit of its work,
+e.g. per gpu_decode batch of the decode stage), charges nsys's own PROFILER_OVERHEAD to threads and
+phases, and estimates how much of the window's idle time the tracer explains; the check capture_cost
+(present only with --untraced) fails when traced / untraced images/s < 1 - F (--max-tracer-slowdown,
+default 0.10), and summary.md then opens with a paragraph saying the capture is tracer-bound: trust
+the untraced figures for throughput and the capture for order and overlap.
 
 Several exports (or any --rank-out) are the ranks of one data-parallel run, one nsys export per rank
-(scripts/profile.sh --nproc N writes PREFIX.rank<r>.sqlite). A rank is the `.rank<r>` in its export's
-file name, else its position on the command line; --report, when given, is given once per export, in
-the same order (a report's dist.rank must match). Each rank gets what one export gets, in DIR/rank<r>/
-(or the i-th --rank-out), and DIR holds the comparison (nsys_analysis.capture.ranks.compute_ranks() lists
-every key):
-  ranks.json           per rank: NCCL kernels per step, exposed communication, data_load end offsets;
-                       per step: the straggler and how long the others' all-reduces waited for it;
-                       every rank's checks (rank<r>.<check>) and same_step_count
+(scripts/profile.sh --nproc N writes PREFIX.rank<r>.sqlite). A rank is the `.rank<r>` in its
+export's file name, else its position on the command line; --report, when given, is given once per
+export, in the same order (a report's dist.rank must match). Each rank gets what one export gets, in
+DIR/rank<r>/ (or the i-th --rank-out), and DIR holds the comparison
+(nsys_analysis.capture.ranks.compute_ranks() lists every key):
+  ranks.json           per rank: NCCL kernels per step, exposed communication, data_load end
+                       offsets; per step: the straggler and how long the others' all-reduces waited
+                       for it; every rank's checks (rank<r>.<check>) and same_step_count
   ranks.md             those tables
   fig_ranks.png        data_load end and NCCL time per step and rank
 --expected-steps applies to every rank; --check needs every check of every rank and same_step_count.
 --untraced, when given, is given once per export too (each rank's untraced run).
 
 --repeats: the exports are N captures of one configuration (scripts/profile.sh --repeat N writes
-PREFIX.<k>.sqlite), each with its --report (required, in order). Each capture's summary (no figures), with
-every --untraced report, goes into DIR/capture<k>/ (or the k-th --repeat-out); the median capture by its
-report's images/s (the lower middle one of an even N) is analysed in full, figures too, into DIR; and
---repeats-json / --repeats-md (default DIR/repeats.json, DIR/repeats.md) get the spread (min, median, max
-and each value) of the headline figures across the captures (traced and untraced images/s, their ratio,
-no-activity %, batch_wait and h2d_submit, CUDA calls per step per thread, profiler overhead, the idle the
-tracer explains) and each check's pass count (nsys_analysis.capture.repeats). --check needs every check of
-every capture.
+PREFIX.<k>.sqlite), each with its --report (required, in order). Each capture's summary (no
+figures), with every --untraced report, goes into DIR/capture<k>/ (or the k-th --repeat-out); the
+median capture by its report's images/s (the lower middle one of an even N) is analysed in full,
+figures too, into DIR; and --repeats-json / --repeats-md (default DIR/repeats.json, DIR/repeats.md)
+get the spread (min, median, max and each value) of the headline figures across the captures (traced
+and untraced images/s, their ratio, no-activity %, batch_wait and h2d_submit, CUDA calls per step
+per thread, profiler overhead, the idle the tracer explains) and each check's pass count
+(nsys_analysis.capture.repeats). --check needs every check of every capture.
 
 The export may come from any nsys 2023+ release: tables and columns are looked up by name, optional
 tables may be absent, enum ids are read from the ENUM_* tables when present. Range text comes from
-NVTX_EVENTS.text or, for registered strings, NVTX_EVENTS.textId -> StringIds. The training loop's ranges
-live in NVTX's default domain (domainId 0 or NULL); ranges of other domains (the C++ loader's
+NVTX_EVENTS.text or, for registered strings, NVTX_EVENTS.textId -> StringIds. The training loop's
+ranges live in NVTX's default domain (domainId 0 or NULL); ranges of other domains (the C++ loader's
 `data_pipeline`: load_batch, load_sample, reuse_fence) are listed separately and never counted as
 steps or phases.
 
 A window across an epoch's end (train_resnet50 --epochs E --capture-at N) holds, between torch_step
 ranges, the evaluation pass (eval, with eval_step ranges holding their own batch_wait, h2d_submit,
-normalize and forward, and eval_reduce) and the checkpoint written (checkpoint). Only torch_step ranges
-are steps and only the ranges inside them phases: eval's nested ranges are listed as eval/NAME, its input
-copies are left out of copy_count, and the device work launched and the idle gaps begun inside eval or
-checkpoint are charged to "eval" or "checkpoint". summary.json's epoch_boundary and summary.md's "Epoch
-boundary" say what each cost against the median training step, beside the report's training.epochs
-timing of them (nsys_analysis.capture.epochs).
+normalize and forward, and eval_reduce) and the checkpoint written (checkpoint). Only torch_step
+ranges are steps and only the ranges inside them phases: eval's nested ranges are listed as
+eval/NAME, its input copies are left out of copy_count, and the device work launched and the idle
+gaps begun inside eval or checkpoint are charged to "eval" or "checkpoint". summary.json's
+epoch_boundary and summary.md's "Epoch boundary" say what each cost against the median training
+step, beside the report's training.epochs timing of them (nsys_analysis.capture.epochs).
 
-Every export and --report is checked before any work (a missing file, a directory, an unreadable file),
-and so is every output: --out (and each --rank-out) must be a directory or creatable, and no file the
-analysis writes there may be a directory, FIFO or socket. Outputs are written atomically (a staging file
-beside each, renamed over it); a symlink is followed, a character device such as /dev/null written in place.
+Every export and --report is checked before any work (a missing file, a directory, an unreadable
+file), and so is every output: --out (and each --rank-out) must be a directory or creatable, and no
+file the analysis writes there may be a directory, FIFO or socket. Outputs are written atomically (a
+staging file beside each, renamed over it); a symlink is followed, a character device such as
+/dev/null written in place.
 
-Exit status (nsys_analysis.common.exit_status): 0 done; 1 an output could not be written when its turn
-came, or matplotlib is missing for the figures; 2 unusable input (missing file, a directory, unreadable,
-not SQLite, no NVTX_EVENTS, bad report or --untraced report; with several exports also two of one rank, or
-a report of another rank; with --repeats a report without images/s), an output path that cannot be
-written, or a bad command line; 3 with --check when any check is false or not evaluable; 130 Ctrl-C.
+Exit status (nsys_analysis.common.exit_status): 0 done; 1 an output could not be written when its
+turn came, or matplotlib is missing for the figures; 2 unusable input (missing file, a directory,
+unreadable, not SQLite, no NVTX_EVENTS, bad report or --untraced report; with several exports also
+two of one rank, or a report of another rank; with --repeats a report without images/s), an output
+path that cannot be written, or a bad command line; 3 with --check when any check is false or not
+evaluable; 130 Ctrl-C.
 """
 
 import argparse
@@ -101,26 +109,26 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nsys_analysis.capture.checks import failed_checks  # noqa: E402
 from nsys_analysis.capture.export import AnalysisError  # noqa: E402
 from nsys_analysis.capture.cost import DEFAULT_MAX_SLOWDOWN  # noqa: E402
-from nsys_analysis.capture.pipeline import (
+from nsys_analysis.capture.pipeline import (  # noqa: E402
     REPEATS_FILES,
     analyze,
     analyze_ranks,
-    analyze_repeats,  # noqa: E402
+    analyze_repeats,
     capture_outputs,
     check_outputs,
     ranks_outputs,
 )
-from nsys_analysis.common.exit_status import (
+from nsys_analysis.common.exit_status import (  # noqa: E402
     CHECKS_FAILED,
     FAILURE,
     OK,
     USAGE,
     exit_with,
-)  # noqa: E402
-from nsys_analysis.common.files import (
+)
+from nsys_analysis.common.files import (  # noqa: E402
     OutputError,
     UsageError,
-    check_input_file,  # noqa: E402
+    check_input_file,
     check_output_file,
     check_outputs_apart,
 )
@@ -130,9 +138,10 @@ from nsys_analysis.common.plotting import require_matplotlib  # noqa: E402
 
 def parse_args(argv):
     p = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0],
+        # The first paragraph (one sentence, wrapped) on one line; the rest, as written, after.
+        description=" ".join(__doc__.split("\n\n")[0].split("\n")),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n".join(__doc__.split("\n")[2:]),
+        epilog=__doc__.split("\n\n", 1)[1],
     )
     p.add_argument(
         "export",
@@ -148,21 +157,22 @@ def parse_args(argv):
     p.add_argument(
         "--report",
         action="append",
-        help="run report: train_resnet50 --report JSON, or seed_workload.py's line; once per export",
+        help="run report: train_resnet50 --report JSON, or seed_workload.py's line; "
+        "once per export",
     )
     p.add_argument(
         "--rank-out",
         action="append",
         metavar="DIR",
-        help="where a rank's summary goes instead of OUT/rank<r> (once per export, in their order); "
-        "makes even one export a ranks analysis",
+        help="where a rank's summary goes instead of OUT/rank<r> (once per export, in their "
+        "order); makes even one export a ranks analysis",
     )
     p.add_argument(
         "--untraced",
         action="append",
         metavar="REPORT",
-        help="run report of the same command run without nsys (repeatable; with several exports once "
-        "per export, with --repeats any number, every capture gets all)",
+        help="run report of the same command run without nsys (repeatable; with several exports "
+        "once per export, with --repeats any number, every capture gets all)",
     )
     p.add_argument(
         "--max-tracer-slowdown",
@@ -175,14 +185,15 @@ def parse_args(argv):
     p.add_argument(
         "--repeats",
         action="store_true",
-        help="the exports are captures of one configuration: each summarised, the median one in full, "
-        "the spread in repeats.json / repeats.md",
+        help="the exports are captures of one configuration: each summarised, the median one in "
+        "full, the spread in repeats.json / repeats.md",
     )
     p.add_argument(
         "--repeat-out",
         action="append",
         metavar="DIR",
-        help="with --repeats, where a capture's summary goes instead of OUT/capture<k> (once per export)",
+        help="with --repeats, where a capture's summary goes instead of OUT/capture<k> "
+        "(once per export)",
     )
     p.add_argument(
         "--repeats-json",
@@ -241,12 +252,13 @@ def check_repeats_args(p, a, n):
     """--repeats' own rules; p.error() (exit 2) naming the flag."""
     if a.rank_out:
         p.error(
-            "--rank-out conflicts with --repeats (the exports are captures of one process, not ranks)"
+            "--rank-out conflicts with --repeats (the exports are captures of one process, "
+            "not ranks)"
         )
     if not a.report or len(a.report) != n:
         p.error(
-            "--repeats needs one --report per export (%d), got %d: the median capture is chosen by their "
-            "images/s" % (n, len(a.report or ()))
+            "--repeats needs one --report per export (%d), got %d: the median capture is chosen "
+            "by their images/s" % (n, len(a.report or ()))
         )
     if a.repeat_out and len(a.repeat_out) != n:
         p.error("expected one --repeat-out per export (%d), got %d" % (n, len(a.repeat_out)))
@@ -254,8 +266,8 @@ def check_repeats_args(p, a, n):
 
 def check_paths(a, ranks_mode):
     """Every input readable and every output writable, before any work; raises UsageError naming the
-    argument. (Each rank's own directory is checked by analyze_ranks(), which knows the ranks, and each
-    capture's of --repeats by analyze_repeats().)"""
+    argument. (Each rank's own directory is checked by analyze_ranks(), which knows the ranks, and
+    each capture's of --repeats by analyze_repeats().)"""
     for path in a.export:
         check_input_file("export", path, "an nsys SQLite export file (nsys export --type=sqlite)")
     for path in a.report or ():
@@ -285,8 +297,8 @@ def check_paths(a, ranks_mode):
 
 
 def run(a, ranks_mode):
-    """The analysis: (summaries, the summary, ranks dict or repeats' checks whose checks decide, each
-    summary's directory)."""
+    """The analysis: (summaries, the summary, ranks dict or repeats' checks whose checks decide,
+    each summary's directory)."""
     figures, slowdown = not a.no_figures, a.max_tracer_slowdown
     if a.repeats:
         summaries, r = analyze_repeats(

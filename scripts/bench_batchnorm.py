@@ -50,6 +50,7 @@ def parse_args(argv):
 def import_torch():
     """torch, torchvision and F, or a message naming what is missing."""
     try:
+        # PyTorch is optional (checked here at run time) and not installed where mypy runs.
         import torch
         import torch.nn.functional as F
     except ImportError as e:
@@ -125,7 +126,7 @@ def main(argv=None):
             input, weight, bias, running_mean, running_var, training, momentum, eps
         )[0]
 
-    results = {"cudnn": [], "native": []}
+    results: dict[str, list[float]] = {"cudnn": [], "native": []}
     try:
         for _ in range(args.rounds):
             for mode, bn in (("cudnn", cudnn_bn), ("native", native_bn)):
@@ -139,7 +140,10 @@ def main(argv=None):
         print("native/cudnn", round(median["native"] / median["cudnn"], 4))
         if not args.no_kernels:  # which kernels ATen's batch norm runs
             F.batch_norm = native_bn
-            from torch.profiler import ProfilerActivity, profile
+            from torch.profiler import (
+                ProfilerActivity,
+                profile,
+            )
 
             m, x, _ = model_and_batch(torch, torchvision, args.batch_size)
             with profile(activities=[ProfilerActivity.CUDA]) as p:

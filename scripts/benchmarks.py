@@ -31,14 +31,14 @@ ncu      Nsight Compute (ncu, clocks left alone) on every kernel of one GPU-boun
          duration, DRAM bytes and the speed-of-light percentages, grouped by kernel kind.
 table    reads DIR/*.json written by the other commands and prints Markdown tables.
 
-Every command writes DIR/<command>.json; runs live in DIR/<command>/. Before a command runs, --out, its
-<command>.json and <command>/ are checked (--out a directory or creatable; no directory, FIFO or socket
-where the file goes); results are written atomically, a symlink followed.
+Every command writes DIR/<command>.json; runs live in DIR/<command>/. Before a command runs, --out,
+its <command>.json and <command>/ are checked (--out a directory or creatable; no directory, FIFO or
+socket where the file goes); results are written atomically, a symlink followed.
 
-Exit status (nsys_analysis.common.exit_status): 0 done; 1 when a run failed (checks: when a check failed),
-a program or tool is missing, a result file of DIR cannot be read (table), or an output could not be
-written; 2 for usage errors (a flag's value, an --out that cannot be written, table's --out not a
-directory); 130 Ctrl-C.
+Exit status (nsys_analysis.common.exit_status): 0 done; 1 when a run failed (checks: when a check
+failed), a program or tool is missing, a result file of DIR cannot be read (table), or an output
+could not be written; 2 for usage errors (a flag's value, an --out that cannot be written, table's
+--out not a directory); 130 Ctrl-C.
 """
 
 import argparse
@@ -101,8 +101,9 @@ def table(out):
     """`table`: the tables of the JSON files in out on stdout."""
     if not os.path.isdir(out):
         print(
-            "benchmarks.py: error: --out %s: %s, expected the directory of the other commands' JSON "
-            "files" % (out, "no such directory" if not os.path.exists(out) else "not a directory"),
+            "benchmarks.py: error: --out %s: %s, expected the directory of the other commands' "
+            "JSON files"
+            % (out, "no such directory" if not os.path.exists(out) else "not a directory"),
             file=sys.stderr,
         )
         return USAGE

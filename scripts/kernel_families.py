@@ -4,25 +4,25 @@
 usage: kernel_families.py SUMMARY.json [SUMMARY.json ...] [--names NAME ...] [--out FILE.md]
 
 Each SUMMARY.json is analyze.py's summary of one capture (its `kernel_families`, computed over every
-kernel of the export: nsys_analysis.capture.kernels.kernel_family_table). Prints a Markdown table, one row per
-family (batch norm, the fused BN+ReLU and BN+add+ReLU, ReLU, add, convolution, GEMM, optimizer,
-pooling, copies and casts, other) and, per run, its share of the kernel time and its milliseconds per
-step, then the kernel time per step and the run's images/s; below it, per run, the largest kernels
-that no family names ("other", by short label). --names labels the columns (default: each file's folder name).
-Example, eager against --fused-bn at bf16:
+kernel of the export: nsys_analysis.capture.kernels.kernel_family_table). Prints a Markdown table,
+one row per family (batch norm, the fused BN+ReLU and BN+add+ReLU, ReLU, add, convolution, GEMM,
+optimizer, pooling, copies and casts, other) and, per run, its share of the kernel time and its
+milliseconds per step, then the kernel time per step and the run's images/s; below it, per run, the
+largest kernels that no family names ("other", by short label). --names labels the columns (default:
+each file's folder name). Example, eager against --fused-bn at bf16:
 
   scripts/profile.sh --prefix out/e16 --analyze --synthetic --steps 64 --precision bf16
   scripts/profile.sh --prefix out/e16f --analyze --synthetic --steps 64 --precision bf16 --fused-bn
   scripts/kernel_families.py out/e16_analysis/summary.json out/e16f_analysis/summary.json \\
       --names eager fused
 
---out FILE is checked before anything is read (a directory, FIFO or socket there is refused) and written
-atomically; a symlink is followed, a character device such as /dev/null written in place.
+--out FILE is checked before anything is read (a directory, FIFO or socket there is refused) and
+written atomically; a symlink is followed, a character device such as /dev/null written in place.
 
-Exit status (nsys_analysis.common.exit_status): 0 done; 1 --out could not be written when its turn came;
-2 a file missing, not JSON, or without kernel_families (an export without device data, or an analyze.py
-older than the families) or with families of another form, --names of another length, or an --out that
-cannot be written; 130 Ctrl-C.
+Exit status (nsys_analysis.common.exit_status): 0 done; 1 --out could not be written when its turn
+came; 2 a file missing, not JSON, or without kernel_families (an export without device data, or an
+analyze.py older than the families) or with families of another form, --names of another length, or
+an --out that cannot be written; 130 Ctrl-C.
 """
 
 import argparse
@@ -33,10 +33,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nsys_analysis.capture.kernels import KERNEL_FAMILIES  # noqa: E402
 from nsys_analysis.common.exit_status import FAILURE, OK, USAGE, exit_with  # noqa: E402
-from nsys_analysis.common.files import (
+from nsys_analysis.common.files import (  # noqa: E402
     OutputError,
     UsageError,
-    check_output_file,  # noqa: E402
+    check_output_file,
     check_outputs_apart,
     write_text,
 )
@@ -48,8 +48,9 @@ def _number(value):
 
 
 def _valid_families(families):
-    """True when families is a list of rows as kernel_family_table() writes them: a family name, numbers
-    for total_ms (and pct, ms_per_step when present), and parts each with a label and numbers."""
+    """True when families is a list of rows as kernel_family_table() writes them: a family name,
+    numbers for total_ms (and pct, ms_per_step when present), and parts each with a label and
+    numbers."""
     if not isinstance(families, list):
         return False
     for r in families:

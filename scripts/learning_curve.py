@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
-"""The learning curve of one or several train_resnet50 --epochs runs: loss and top-1 against epoch and
-against wall time.
+"""The learning curve of one or several train_resnet50 --epochs runs: loss and top-1 against epoch
+and against wall time.
 
 usage: learning_curve.py REPORT.json [REPORT.json ...] [--names NAME ...] [--out FIGURE.png]
                          [--table FILE.md] [--no-figures]
 
-Each REPORT.json is a train_resnet50 --report of an --epochs run (or scripts/reference_epochs.py's) (its `training.epochs`: per epoch the
-training loss, the evaluation's top-1, top-5 and loss, images/s and the run's wall time at the epoch's
-end; a resumed run's report holds the epochs of the run it continued). Prints a Markdown table per
-run (epoch, train loss, eval loss, top-1, top-5, images/s, wall time), then the best top-1 and when it
-came, and draws four panels into --out (default learning_curve.png): training and evaluation loss,
-and top-1, each against the epoch and against wall time. --names labels the runs (default: each
-report's file name without .json).
+Each REPORT.json is a train_resnet50 --report of an --epochs run (or scripts/reference_epochs.py's)
+(its `training.epochs`: per epoch the training loss, the evaluation's top-1, top-5 and loss,
+images/s and the run's wall time at the epoch's end; a resumed run's report holds the epochs of the
+run it continued). Prints a Markdown table per run (epoch, train loss, eval loss, top-1, top-5,
+images/s, wall time), then the best top-1 and when it came, and draws four panels into --out
+(default learning_curve.png): training and evaluation loss, and top-1, each against the epoch and
+against wall time. --names labels the runs (default: each report's file name without .json).
 
 Example, the default recipe against the article's constant 0.1:
 
@@ -23,10 +23,10 @@ Example, the default recipe against the article's constant 0.1:
 and so is a report given as input, or one file for both) and written atomically; --out must name a
 figure format (.png, .pdf, .svg, .eps, .ps, .jpg).
 
-Exit status (nsys_analysis.common.exit_status): 0 done; 1 an output could not be written when its turn
-came, or matplotlib missing (use --no-figures, or /usr/bin/python3); 2 a report missing, not JSON, not
-train_resnet50's, without epochs (a run of --warmup + --steps) or with epochs of another form, --names
-of another length, or an output that cannot be written; 130 Ctrl-C.
+Exit status (nsys_analysis.common.exit_status): 0 done; 1 an output could not be written when its
+turn came, or matplotlib missing (use --no-figures, or /usr/bin/python3); 2 a report missing, not
+JSON, not train_resnet50's, without epochs (a run of --warmup + --steps) or with epochs of another
+form, --names of another length, or an output that cannot be written; 130 Ctrl-C.
 """
 
 import argparse
@@ -37,10 +37,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nsys_analysis.common.exit_status import FAILURE, OK, USAGE, exit_with  # noqa: E402
-from nsys_analysis.common.files import (
+from nsys_analysis.common.files import (  # noqa: E402
     OutputError,
     UsageError,
-    check_input_file,  # noqa: E402
+    check_input_file,
     check_output_file,
     check_outputs_apart,
     write_text,
@@ -63,16 +63,17 @@ def _number(value):
 
 
 def _loss(value):
-    """A loss: a finite number, or null where the run's loss was not finite (JSON has no NaN: the report
-    writes null, and says where in `nonfinite_loss`); None when it is neither."""
+    """A loss: a finite number, or null where the run's loss was not finite (JSON has no NaN: the
+    report writes null, and says where in `nonfinite_loss`); None when it is neither."""
     if value is None:
         return float("nan")
     return value if _number(value) else None
 
 
 def load(path):
-    """The run's epochs as a list of dicts (epoch, train_loss, elapsed_s, images_per_s, and eval_top1,
-    eval_top5, eval_loss or None), and its training section. Raises UsageError naming the file."""
+    """The run's epochs as a list of dicts (epoch, train_loss, elapsed_s, images_per_s, and
+    eval_top1, eval_top5, eval_loss or None), and its training section. Raises UsageError naming the
+    file."""
     check_input_file("report", path, "a train_resnet50 --report JSON")
     if os.path.getsize(path) > MAX_REPORT_BYTES:
         raise UsageError(
@@ -97,18 +98,18 @@ def load(path):
             "%s: no training.epochs (a run of --warmup + --steps, not --epochs)" % path
         )
     epochs = []
-    for i, e in enumerate(training["epochs"]):
+    for i, entry in enumerate(training["epochs"]):
         if not (
-            isinstance(e, dict)
-            and all(_number(e.get(k)) for k in ("epoch", "elapsed_s", "images_per_s"))
-            and "train_loss" in e
-            and _loss(e["train_loss"]) is not None
+            isinstance(entry, dict)
+            and all(_number(entry.get(k)) for k in ("epoch", "elapsed_s", "images_per_s"))
+            and "train_loss" in entry
+            and _loss(entry["train_loss"]) is not None
         ):
             raise UsageError(
                 "%s: training.epochs[%d] lacks a number for epoch, train_loss, elapsed_s or "
                 "images_per_s" % (path, i)
             )
-        ev = e.get("eval")
+        ev = entry.get("eval")
         if ev is not None and not (
             isinstance(ev, dict)
             and all(_number(ev.get(k)) for k in ("top1", "top5"))
@@ -120,14 +121,14 @@ def load(path):
             )
         epochs.append(
             {
-                "epoch": int(e["epoch"]) + 1,
-                "train_loss": _loss(e["train_loss"]),
-                "elapsed_s": e["elapsed_s"],
-                "images_per_s": e["images_per_s"],
+                "epoch": int(entry["epoch"]) + 1,
+                "train_loss": _loss(entry["train_loss"]),
+                "elapsed_s": entry["elapsed_s"],
+                "images_per_s": entry["images_per_s"],
                 "eval_top1": ev["top1"] if ev else None,
                 "eval_top5": ev["top5"] if ev else None,
                 "eval_loss": _loss(ev["loss"]) if ev else None,
-                "resumed": bool(e.get("resumed")),
+                "resumed": bool(entry.get("resumed")),
             }
         )
     if doc.get("nonfinite_loss"):
@@ -245,7 +246,7 @@ def draw(runs, path):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("reports", nargs="+", metavar="REPORT.json")
     ap.add_argument("--names", nargs="+", help="run names, one per report")
     ap.add_argument(

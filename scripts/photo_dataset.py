@@ -1,27 +1,29 @@
 #!/usr/bin/env python3
-"""A Food-101-shaped dataset made of real photos: each photo a class, each image a random view of it.
+"""A Food-101-shaped dataset made of real photos: each photo a class, each image a random
+view of it.
 
-usage: photo_dataset.py OUT PHOTO.jpg [PHOTO.jpg ...] [--per-class 200] [--test-fraction 0.25] [--seed 7]
-                        [--replace]
+usage: photo_dataset.py OUT PHOTO.jpg [PHOTO.jpg ...] [--per-class 200] [--test-fraction 0.25]
+                        [--seed 7] [--replace]
 
 Writes OUT/food-101/{images/<class>/<n>.jpg, meta/classes.txt, train.txt, test.txt, train.json,
-test.json}, which train_resnet50 --data OUT and torchvision's Food101 read. Class k is the k-th photo
-(named after its file); each of its images is a crop of 30% to 100% of the photo's area at an aspect
-ratio in [3/4, 4/3], flipped half the time, its brightness, contrast and saturation jittered by up to
-30%, scaled so its longer side is 512 pixels (Food-101's) and saved as a JPEG of quality 60 to 95. The
-training and test images are drawn from separate random streams: no test image is a copy of a training
-one, though both show the same photo. With the photos of a machine (matplotlib's and scikit-learn's
-sample images, say) this is the "held-out-like real photos" check of docs/BENCHMARKS.md: natural-image
-statistics and real JPEGs, where food101_synth's are drawn shapes; the task (which photo is this view
-of?) is easier than Food-101's. Deterministic for a seed.
+test.json}, which train_resnet50 --data OUT and torchvision's Food101 read. Class k is the k-th
+photo (named after its file); each of its images is a crop of 30% to 100% of the photo's area at an
+aspect ratio in [3/4, 4/3], flipped half the time, its brightness, contrast and saturation jittered
+by up to 30%, scaled so its longer side is 512 pixels (Food-101's) and saved as a JPEG of quality 60
+to 95. The training and test images are drawn from separate random streams: no test image is a copy
+of a training one, though both show the same photo. With the photos of a machine (matplotlib's and
+scikit-learn's sample images, say) this is the "held-out-like real photos" check of
+docs/BENCHMARKS.md: natural-image statistics and real JPEGs, where food101_synth's are drawn shapes;
+the task (which photo is this view of?) is easier than Food-101's. Deterministic for a seed.
 
 The tree is written beside OUT/food-101 and renamed into place once whole: a photo that cannot be
-decoded leaves nothing behind. An existing OUT/food-101 is refused, so that no dataset is overwritten;
---replace replaces one that this script made (it leaves meta/photo_dataset.json), never another.
+decoded leaves nothing behind. An existing OUT/food-101 is refused, so that no dataset is
+overwritten; --replace replaces one that this script made (it leaves meta/photo_dataset.json), never
+another.
 
-Exit status (nsys_analysis.common.exit_status): 0 done; 1 a photo that cannot be decoded or an output
-that cannot be written; 2 a bad flag, a missing photo, two photos of one name or fewer than two, a
-split with no image, or an OUT/food-101 already there; 130 Ctrl-C.
+Exit status (nsys_analysis.common.exit_status): 0 done; 1 a photo that cannot be decoded or an
+output that cannot be written; 2 a bad flag, a missing photo, two photos of one name or fewer than
+two, a split with no image, or an OUT/food-101 already there; 130 Ctrl-C.
 """
 
 import argparse
@@ -88,7 +90,8 @@ def test_images(per_class, test_fraction):
 
 
 def check_out(out, replace):
-    """Raises UsageError unless OUT/food-101 can be written: absent, or (--replace) this script's."""
+    """Raises UsageError unless OUT/food-101 can be written: absent, or (--replace) this
+    script's."""
     root = os.path.join(out, "food-101")
     if os.path.lexists(root):
         if not replace:
@@ -127,7 +130,7 @@ def _write_tree(root, photos, per_class, test_fraction, seed):
     from PIL import Image
 
     names = [class_name(p) for p in photos]
-    splits = {"train": {}, "test": {}}
+    splits: dict[str, dict[str, list[str]]] = {"train": {}, "test": {}}
     n_test = test_images(per_class, test_fraction)
     for k, (path, name) in enumerate(zip(photos, names)):
         try:
@@ -177,7 +180,7 @@ def _write_tree(root, photos, per_class, test_fraction, seed):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", help="the directory to hold food-101/")
     ap.add_argument("photos", nargs="+", metavar="PHOTO.jpg")
     ap.add_argument(

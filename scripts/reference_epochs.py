@@ -1,24 +1,25 @@
 #!/usr/bin/env python3
-"""The Python reference trained for epochs: torchvision's ResNet-50 with train_resnet50's default recipe,
-evaluated every epoch, for the time-to-accuracy comparison of docs/BENCHMARKS.md.
+"""The Python reference trained for epochs: torchvision's ResNet-50 with train_resnet50's default
+recipe, evaluated every epoch, for the time-to-accuracy comparison of docs/BENCHMARKS.md.
 
-usage: reference_epochs.py ROOT [--epochs 10] [--batch-size 128] [--workers 12] [--precision fp32|bf16]
-                           [--lr LR] [--warmup-share 0.25] [--label-smoothing 0] [--seed 2026]
-                           [--report FILE.json]
+usage: reference_epochs.py ROOT [--epochs 10] [--batch-size 128] [--workers 12]
+                           [--precision fp32|bf16] [--lr LR] [--warmup-share 0.25]
+                           [--label-smoothing 0] [--seed 2026] [--report FILE.json]
        (a CUDA machine with PyTorch and torchvision)
 
-ROOT holds food-101/ (images/, meta/train.json and test.json, as food101_synth writes them). The recipe is
-train_resnet50's default one (lib/model/lr_schedule.h): SGD momentum 0.9, weight decay 1e-4, the peak
-0.1 x batch / 256 unless --lr, a linear warm-up over 25% of the optimizer steps, then a cosine to 0, set
-every step; RandomResizedCrop(224) + RandomHorizontalFlip for training (drop_last, shuffled each epoch),
-Resize(256) + CenterCrop(224) for the evaluation on the test split after every epoch (no grad, eval
-mode); channels_last, bf16 autocast with --precision bf16; the DataLoader with --workers processes,
-pinned, persistent. Prints one line per epoch and writes --report in train_resnet50's `training` form
-(program "reference_epochs"), which scripts/learning_curve.py reads. Wall time counts from the first
-training step, evaluations included.
+ROOT holds food-101/ (images/, meta/train.json and test.json, as food101_synth writes them). The
+recipe is train_resnet50's default one (lib/model/lr_schedule.h): SGD momentum 0.9, weight decay
+1e-4, the peak 0.1 x batch / 256 unless --lr, a linear warm-up over 25% of the optimizer steps, then
+a cosine to 0, set every step; RandomResizedCrop(224) + RandomHorizontalFlip for training
+(drop_last, shuffled each epoch), Resize(256) + CenterCrop(224) for the evaluation on the test split
+after every epoch (no grad, eval mode); channels_last, bf16 autocast with --precision bf16; the
+DataLoader with --workers processes, pinned, persistent. Prints one line per epoch and writes
+--report in train_resnet50's `training` form (program "reference_epochs"), which
+scripts/learning_curve.py reads. Wall time counts from the first training step, evaluations
+included.
 
-Exit status (nsys_analysis.common.exit_status): 0 done; 1 PyTorch, torchvision or a CUDA device missing
-(named on stderr), or the report could not be written; 2 a bad flag; 130 Ctrl-C.
+Exit status (nsys_analysis.common.exit_status): 0 done; 1 PyTorch, torchvision or a CUDA device
+missing (named on stderr), or the report could not be written; 2 a bad flag; 130 Ctrl-C.
 """
 
 import argparse
@@ -31,12 +32,12 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nsys_analysis.common.argtypes import positive_int, unit_fraction  # noqa: E402
 from nsys_analysis.common.exit_status import FAILURE, OK, USAGE, exit_with  # noqa: E402
-from nsys_analysis.common.files import (
+from nsys_analysis.common.files import (  # noqa: E402
     OutputError,
     UsageError,
     check_output_file,
     write_text,
-)  # noqa: E402
+)
 
 
 def parse_args(argv):
@@ -62,8 +63,8 @@ def parse_args(argv):
 
 
 def warmup_steps(share, total):
-    """default_lr_warmup_steps (lib/model/lr_schedule.cpp): share x total rounded half away from zero
-    (std::llround), clamped to [1, total]."""
+    """default_lr_warmup_steps (lib/model/lr_schedule.cpp): share x total rounded half away from
+    zero (std::llround), clamped to [1, total]."""
     return min(max(1, int(math.floor(share * total + 0.5))), total)
 
 
@@ -80,6 +81,7 @@ def lr_factor(step, warmup, total):
 
 def train(args):
     try:
+        # PyTorch is optional (checked here at run time) and not installed where mypy runs.
         import torch
         import torchvision
         from torchvision import datasets, transforms
@@ -182,7 +184,8 @@ def train(args):
         }
         epochs.append(record)
         print(
-            "[epoch %d/%d] loss %.4f | top-1 %.2f%% top-5 %.2f%% (eval loss %.4f, %.1f s) | %.1f images/s | %.1f s"
+            "[epoch %d/%d] loss %.4f | top-1 %.2f%% top-5 %.2f%% (eval loss %.4f, %.1f s) | "
+            "%.1f images/s | %.1f s"
             % (
                 epoch + 1,
                 args.epochs,

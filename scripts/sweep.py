@@ -1,36 +1,40 @@
 #!/usr/bin/env python3
-"""Run the article's input-pipeline comparison: configurations x seeds in a shuffled order, each captured
-with scripts/profile.sh (or, with --no-nsys, run directly for its report), then one table and figures 4-5.
+"""Run the article's input-pipeline comparison: configurations x seeds in a shuffled order, each
+captured with scripts/profile.sh (or, with --no-nsys, run directly for its report), then one table
+and figures 4-5.
 
 usage: sweep.py [--data DIR] [--binary PATH] [--configs FILE.json] [--only NAME ...]
                 [--seeds 2026 2027] [--order-seed N] [--timeout 600] [--out DIR]
                 [--no-nsys] [--no-untraced] [--dry-run] [--no-figures] [--run-figures]
                 [-- EXTRA ARGS FOR EVERY RUN]
 
-Every run lives in OUT/runs/<config>_<seed>/ (attempt logs, run report, capture, analysis). A run that
-exceeds --timeout is killed and retried once; both attempts are recorded. Each captured run is followed,
-right away, by its untraced run: the same command, seed and flags without nsys (untraced.json and
-untraced_attempt<N>.log in its folder; --no-untraced: none; --no-nsys runs are all untraced already), whose
-images/s the tables give beside the capture's, with their ratio and whether the capture was tracer-bound
-(traced below 0.90x untraced: the tracing, not the input pipeline, set its pace; reported, not excluded).
---resume keeps an untraced run already finished. A run whose checks fail
-(analysis checks of its capture, and its report's step count / interruption flag) is not aggregated,
-and the table says which check failed. Outputs in OUT: sweep.md, sweep.csv (one row per configuration:
-each repetition and the mean), runs.csv, sweep.json, fig4_sweep.png, fig5_batch_wait.png.
+Every run lives in OUT/runs/<config>_<seed>/ (attempt logs, run report, capture, analysis). A run
+that exceeds --timeout is killed and retried once; both attempts are recorded. Each captured run is
+followed, right away, by its untraced run: the same command, seed and flags without nsys
+(untraced.json and untraced_attempt<N>.log in its folder; --no-untraced: none; --no-nsys runs are
+all untraced already), whose images/s the tables give beside the capture's, with their ratio and
+whether the capture was tracer-bound (traced below 0.90x untraced: the tracing, not the input
+pipeline, set its pace; reported, not excluded). --resume keeps an untraced run already finished. A
+run whose checks fail (analysis checks of its capture, and its report's step count / interruption
+flag) is not aggregated, and the table says which check failed. Outputs in OUT: sweep.md, sweep.csv
+(one row per configuration: each repetition and the mean), runs.csv, sweep.json, fig4_sweep.png,
+fig5_batch_wait.png.
 
 Configurations are flag sets for train_resnet50 (keys are its flags in snake_case: steps, workers,
 prefetch_factor, pin_memory, reuse_iterator, ...). --configs FILE replaces the default list with
-{"name": {flag: value, ...}, ...}; flags a configuration does not give keep the baseline's. A flag also
-given after `--` overrides the configuration's (e.g. -- --device cpu --batch-size 4 --steps 2).
+{"name": {flag: value, ...}, ...}; flags a configuration does not give keep the baseline's. A flag
+also given after `--` overrides the configuration's (e.g. -- --device cpu --batch-size 4 --steps 2).
 
---configs, --out and every file the sweep writes at the top of OUT are checked before any run (--out must
-be a directory or creatable; nothing there may be a directory, FIFO or socket where a file goes). Outputs
-are written atomically; a symlink is followed, a character device such as /dev/null written in place. With
---resume, a run's result.json that cannot be read is reported and the run made again.
+--configs, --out and every file the sweep writes at the top of OUT are checked before any run (--out
+must be a directory or creatable; nothing there may be a directory, FIFO or socket where a file
+goes). Outputs are written atomically; a symlink is followed, a character device such as /dev/null
+written in place. With --resume, a run's result.json that cannot be read is reported and the run
+made again.
 
-Exit status: 0 every run aggregated; 1 some run failed, timed out twice or failed a check, or an output
-could not be written; 2 usage (a flag's value, an unreadable --configs, an --out that cannot be written);
-4 --deadline reached (rerun with --resume to finish); 130 Ctrl-C (the run under way stopped). The names: nsys_analysis.common.exit_status.
+Exit status: 0 every run aggregated; 1 some run failed, timed out twice or failed a check, or an
+output could not be written; 2 usage (a flag's value, an unreadable --configs, an --out that cannot
+be written); 4 --deadline reached (rerun with --resume to finish); 130 Ctrl-C (the run under way
+stopped). The names: nsys_analysis.common.exit_status.
 """
 
 import argparse
@@ -45,22 +49,22 @@ from nsys_analysis.common.exit_status import DEADLINE, FAILURE, OK, USAGE, exit_
 from nsys_analysis.common.files import OutputError, UsageError, check_input_file  # noqa: E402
 from nsys_analysis.common.paths import default_train_binary  # noqa: E402
 from nsys_analysis.common.plotting import require_matplotlib  # noqa: E402
-from nsys_analysis.sweep.plan import (
+from nsys_analysis.sweep.plan import (  # noqa: E402
     DEFAULT_CONFIGS,
     DEFAULT_SEEDS,
     ConfigError,
-    expected_steps,  # noqa: E402
+    expected_steps,
     load_configs,
     make_plan,
     run_args,
     select_configs,
 )
-from nsys_analysis.sweep.runs import (
+from nsys_analysis.sweep.runs import (  # noqa: E402
     DeadlineReached,
     SweepSettings,
     check_run_outputs,
     run_sweep,
-)  # noqa: E402
+)
 from nsys_analysis.sweep.tables import check_outputs, write_outputs  # noqa: E402
 
 
@@ -72,15 +76,17 @@ def parse_args(argv):
         i = argv.index("--")
         argv, extra = argv[:i], argv[i + 1 :]
     p = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0],
+        # The first paragraph (one sentence, wrapped) on one line; the rest, as written, after.
+        description=" ".join(__doc__.split("\n\n")[0].split("\n")),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n".join(__doc__.split("\n")[2:]),
+        epilog=__doc__.split("\n\n", 1)[1],
     )
     p.add_argument("--data", help="dataset root passed to every run as --data")
     p.add_argument(
         "--binary",
         default=default_train_binary(),
-        help="train_resnet50 or any executable taking its flags (default: $TRAIN_BIN, else build/bin/train_resnet50)",
+        help="train_resnet50 or any executable taking its flags (default: $TRAIN_BIN, else "
+        "build/bin/train_resnet50)",
     )
     p.add_argument("--configs", help="JSON file of configurations replacing the article's eight")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these configurations")
@@ -157,7 +163,8 @@ def parse_args(argv):
 
 
 def plan_runs(a, extra):
-    """(configurations, shuffled plan); raises ConfigError or UsageError for a flag that cannot be used."""
+    """(configurations, shuffled plan); raises ConfigError or UsageError for a flag that cannot be
+    used."""
     if a.configs:
         check_input_file("--configs", a.configs, "a JSON file of configurations")
     configs = select_configs(load_configs(a.configs) if a.configs else DEFAULT_CONFIGS, a.only)
@@ -167,7 +174,8 @@ def plan_runs(a, extra):
 
 
 def check_environment(a, settings, plan):
-    """The binary, nsys, matplotlib and every output path, before any run; returns an error message or None."""
+    """The binary, nsys, matplotlib and every output path, before any run; returns an error message
+    or None."""
     if not (os.path.isfile(a.binary) and os.access(a.binary, os.X_OK)):
         return (
             "expected an executable --binary, got %s (build train_resnet50 or pass --binary)"
@@ -175,8 +183,8 @@ def check_environment(a, settings, plan):
         )
     if not a.no_nsys and shutil.which("nsys") is None:
         return (
-            "nsys (Nsight Systems CLI) is not on PATH; add it, or pass --no-nsys to use the run reports "
-            "alone"
+            "nsys (Nsight Systems CLI) is not on PATH; add it, or pass --no-nsys to use the run "
+            "reports alone"
         )
     check_outputs(settings, figures=not a.no_figures)
     check_run_outputs(plan, settings)
@@ -200,8 +208,8 @@ def main(argv=None):
             )
         if not (a.no_nsys or a.no_untraced):
             print(
-                "sweep: each captured run is followed by its untraced run, the same command without nsys "
-                "(--no-untraced: none)",
+                "sweep: each captured run is followed by its untraced run, the same command "
+                "without nsys (--no-untraced: none)",
                 file=sys.stderr,
             )
         return OK

@@ -20,9 +20,9 @@ from .runs import BenchmarkError, log, profile, read_report, run_direct, train_b
 
 @dataclass
 class BenchSettings:
-    """benchmarks.py's flags. out: the output directory; data: the dataset root (every command but ncu
-    and table); extra: arguments after `--`, added to every train_resnet50 run; timeout: seconds per
-    run."""
+    """benchmarks.py's flags. out: the output directory; data: the dataset root (every command but
+    ncu and table); extra: arguments after `--`, added to every train_resnet50 run; timeout: seconds
+    per run."""
 
     out: str
     data: Optional[str] = None
@@ -101,8 +101,8 @@ def run_checks(opts):
 
 
 def run_compare(opts):
-    """The synthetic ceiling, then rounds of the loader-fed run and the Python reference, under nsys;
-    then, without nsys, NVTX on vs off and the teardown of a default run. Exit status 1 when a
+    """The synthetic ceiling, then rounds of the loader-fed run and the Python reference, under
+    nsys; then, without nsys, NVTX on vs off and the teardown of a default run. Exit status 1 when a
     capture failed."""
     binary = train_binary(opts.binary)
     out = os.path.join(opts.out, "compare")
@@ -188,7 +188,7 @@ def run_compare(opts):
         )
 
     # NVTX cost: the GPU-bound synthetic run, ranges on vs off, alternating.
-    nvtx = {"on": [], "off": []}
+    nvtx: dict[str, list[float]] = {"on": [], "off": []}
     for i in range(opts.repeats):
         for state in ("on", "off"):
             report = os.path.join(out, "nvtx_%s_%d.json" % (state, i))
@@ -253,7 +253,7 @@ def run_loader(opts):
             str(max(4, min(40, 4 * workers))),
         ]
         log("loader_bench --workers %d" % workers)
-        lines = []
+        lines: list[str] = []
         log_path = os.path.join(out, "workers_%d.log" % workers)
         r = runner.run(cmd, log_path, opts.timeout, on_line=lines.append)
         row = last_json_object(lines) if r.status == runner.OK else None
@@ -304,8 +304,9 @@ def run_experiments(opts):
         result["runs"].append(row)
 
     for i in range(opts.repeats):
-        # Each eager ceiling beside the CUDA-graph step's (--cuda-graph, its memset nodes rewritten into
-        # kernels) and the graph as captured (--cuda-graph-memsets nodes), run in turn: paired ratios.
+        # Each eager ceiling beside the CUDA-graph step's (--cuda-graph, its memset nodes rewritten
+        # into kernels) and the graph as captured (--cuda-graph-memsets nodes), run in turn: paired
+        # ratios.
         for precision in ("fp32", "bf16"):
             direct("%s_synthetic_%d" % (precision, i), ["--synthetic", "--precision", precision])
             direct(
@@ -421,7 +422,7 @@ def run_experiments(opts):
     if rc == 0 and os.path.exists(trace):
         with open(trace) as f:
             events = json.load(f)["traceEvents"]
-        cats = {}
+        cats: dict[str, int] = {}
         for e in events:
             cats[e.get("cat", "")] = cats.get(e.get("cat", ""), 0) + 1
         scopes = sorted({e["name"] for e in events if e.get("cat") == "user_annotation"})

@@ -1,7 +1,8 @@
-"""Nsight Compute output of `benchmarks.py ncu`: its raw CSV page read into rows, the rows grouped by
-kernel kind with time-weighted speed-of-light percentages."""
+"""Nsight Compute output of `benchmarks.py ncu`: its raw CSV page read into rows, the rows grouped
+by kernel kind with time-weighted speed-of-light percentages."""
 
 import csv
+from typing import TypedDict
 
 from ..capture.kernels import short_kernel_label
 
@@ -16,10 +17,10 @@ NCU_METRICS = (
 
 
 def parse_ncu_csv(text):
-    """Rows of `ncu --csv --page raw --print-units base` output: [{column: value}], numbers as float.
-    Lines that are not CSV records (the program's own output, ==PROF== notes) are skipped; the units
-    row that follows the header is dropped."""
-    lines = [l for l in text.splitlines() if l.startswith('"')]
+    """Rows of `ncu --csv --page raw --print-units base` output: [{column: value}], numbers as
+    float. Lines that are not CSV records (the program's own output, ==PROF== notes) are skipped;
+    the units row that follows the header is dropped."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]
     rows = list(csv.reader(lines))
     if not rows:
         return []
@@ -27,23 +28,34 @@ def parse_ncu_csv(text):
     for r in rows[1:]:
         if len(r) != len(header) or r == header:
             continue
-        rec = dict(zip(header, r))
-        if rec.get("ID", "").strip() == "" or not rec["ID"].strip().isdigit():
+        fields = dict(zip(header, r))
+        if fields.get("ID", "").strip() == "" or not fields["ID"].strip().isdigit():
             continue  # the units row
+        # The record: the text of every column, the metrics' numbers in place of theirs.
+        rec: dict[str, str | float | None] = dict(fields)
         for m in NCU_METRICS:
-            if m in rec:
+            if m in fields:
                 try:
-                    rec[m] = float(rec[m].replace(",", ""))
+                    rec[m] = float(fields[m].replace(",", ""))
                 except ValueError:
                     rec[m] = None
         out.append(rec)
     return out
 
 
+class _Group(TypedDict):
+    """group_ncu()'s sums for one kernel kind: w holds each percentage metric times the time."""
+
+    launches: int
+    ns: float
+    bytes: float
+    w: dict[str, float]
+
+
 def group_ncu(rows):
-    """Per kernel kind (nsys_analysis.capture.kernels.short_kernel_label): launches, time, DRAM traffic and
-    the time-weighted speed-of-light percentages. Largest total time first."""
-    groups = {}
+    """Per kernel kind (nsys_analysis.capture.kernels.short_kernel_label): launches, time, DRAM
+    traffic and the time-weighted speed-of-light percentages. Largest total time first."""
+    groups: dict[str, _Group] = {}
     for r in rows:
         name = r.get("Kernel Name") or r.get("Function Name") or "?"
         t = r.get("gpu__time_duration.sum") or 0.0

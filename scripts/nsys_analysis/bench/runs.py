@@ -46,8 +46,8 @@ def exit_code(result):
 
 
 class DirectRun(NamedTuple):
-    """A run of run_direct(): its exit code (as exit_code() records it), its seconds, and the seconds
-    from the report line to its exit (None when it printed no report line)."""
+    """A run of run_direct(): its exit code (as exit_code() records it), its seconds, and the
+    seconds from the report line to its exit (None when it printed no report line)."""
 
     exit_code: Optional[int]
     seconds: float
@@ -80,11 +80,12 @@ class Capture(NamedTuple):
 
 
 def profile(prefix, command, timeout, expected_steps=None, extra_env=None):
-    """Captures COMMAND with scripts/profile.sh --prefix PREFIX --no-untraced (output in PREFIX.runlog), then
-    analyses the export into PREFIX_analysis/ (checks against `expected_steps` when given); returns a
-    Capture."""
+    """Captures COMMAND with scripts/profile.sh --prefix PREFIX --no-untraced (output in
+    PREFIX.runlog), then analyses the export into PREFIX_analysis/ (checks against `expected_steps`
+    when given); returns a Capture."""
     make_dirs(os.path.dirname(prefix))
-    # The benchmarks measure throughput in runs of their own (paired rounds, scans), so no untraced run.
+    # The benchmarks measure throughput in runs of their own (paired rounds, scans), so no untraced
+    # run.
     cmd = [PROFILE_SH, "--prefix", prefix, "--no-untraced"] + command
     rc = exit_code(
         runner.run(cmd, prefix + ".runlog", timeout, env=dict(os.environ, **(extra_env or {})))
@@ -122,8 +123,8 @@ def write_json(out, name, obj):
 
 
 def read_json(out, name):
-    """OUT/NAME.json as written by write_json(), None when the file is not there; BenchmarkError naming
-    the file when it cannot be read or is not a JSON object."""
+    """OUT/NAME.json as written by write_json(), None when the file is not there; BenchmarkError
+    naming the file when it cannot be read or is not a JSON object."""
     path = os.path.join(out, name + ".json")
     if not os.path.exists(path):
         return None

@@ -197,7 +197,8 @@ def loader_table(loader):
 
 
 def experiments_tables(exp):
-    """experiments.json: the direct runs, the transfers by host dtype, the sync and trace results."""
+    """experiments.json: the direct runs, the transfers by host dtype, the sync and trace
+    results."""
     out = [
         "| run (%d steps, no nsys) | flags | images/s | batch_wait total |" % exp["steps"],
         "|---|---|---|---|",
@@ -247,11 +248,12 @@ def experiments_tables(exp):
 
 
 def graph_gains(exp, kind="graph"):
-    """{precision: [graph / eager images/s]} from experiments.json's paired runs <p>_synthetic_<i> and
-    <p>_<kind>_<i> (both with a throughput; kind "graph" is --cuda-graph, "graphnodes" the graph with its
-    memset nodes as captured), in the runs' order; precisions without a pair are left out."""
+    """{precision: [graph / eager images/s]} from experiments.json's paired runs <p>_synthetic_<i>
+    and <p>_<kind>_<i> (both with a throughput; kind "graph" is --cuda-graph, "graphnodes" the graph
+    with its memset nodes as captured), in the runs' order; precisions without a pair are left
+    out."""
     ips = {r["name"]: r["images_per_s"] for r in exp.get("runs", ()) if r.get("images_per_s")}
-    out = {}
+    out: dict[str, list[float]] = {}
     for r in exp.get("runs", ()):
         parts = r["name"].split("_")
         if len(parts) == 3 and parts[1] == kind and r["name"] in ips:

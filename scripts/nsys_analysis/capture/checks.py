@@ -14,27 +14,30 @@ def capture_checks(s, window, device_data, report=None):
     expected_steps_source first), its Window and the run report, if any. Returns (checks, details):
     OrderedDicts by check name; a check is True, False, or None when the export lacks what it needs.
 
-      step_count             torch_step ranges in the window == the expected count (>= 1 without one); the
-                             epoch boundary's eval and checkpoint ranges are no steps
-      copy_count             host-to-device copies in the window == 2 x steps (images and labels of each
-                             step; the evaluation's, enqueued inside eval, do not count); with --decode
-                             gpu, none launched from the main thread and at least one from the GPU decode
-                             stage's thread, which makes them all (the labels, the crop list, the CPU
-                             path's images, nvJPEG's bitstream transfers); with --synthetic (the run
-                             report's config), none at all
+      step_count             torch_step ranges in the window == the expected count (>= 1 without
+                             one); the epoch boundary's eval and checkpoint ranges are no steps
+      copy_count             host-to-device copies in the window == 2 x steps (images and labels of
+                             each step; the evaluation's, enqueued inside eval, do not count); with
+                             --decode gpu, none launched from the main thread and at least one from
+                             the GPU decode stage's thread, which makes them all (the labels, the
+                             crop list, the CPU path's images, nvJPEG's bitstream transfers); with
+                             --synthetic (the run report's config), none at all
       capture_boundary       exactly one capture_window, every torch_step range inside it
       no_sync_in_steps       no synchronizing runtime call inside a step (see compute_summary)
-      no_layout_conversions  no NCHW <-> NHWC conversion kernel launched inside a step (not evaluable when
-                             none is seen but graphs were recorded whole, their kernels unseen)
-      injected_stalls        only when the run report's config.inject_stall names stalls: each is found
-                             among s["host_stalls"] and no other host stall is (injected_stalls_check())
-      capture_cost           only when untraced runs' reports are given: traced / untraced images/s >=
-                             1 - max_slowdown, the capture not tracer-bound (capture_cost_check())
-      graph_replay           only in a --cuda-graph run: every captured step launches exactly one graph, from
-                             its graph_replay range; the export holds the graphs' kernels (nsys
-                             --cuda-graph-trace=node: graphs recorded whole count as device activity
-                             but fail this); no kernel is launched in a step outside a graph
-                             (graph_replay_check())
+      no_layout_conversions  no NCHW <-> NHWC conversion kernel launched inside a step (not
+                             evaluable when none is seen but graphs were recorded whole, their
+                             kernels unseen)
+      injected_stalls        only when the run report's config.inject_stall names stalls: each is
+                             found among s["host_stalls"] and no other host stall is
+                             (injected_stalls_check())
+      capture_cost           only when untraced runs' reports are given: traced / untraced images/s
+                             >= 1 - max_slowdown, the capture not tracer-bound
+                             (capture_cost_check())
+      graph_replay           only in a --cuda-graph run: every captured step launches exactly one
+                             graph, from its graph_replay range; the export holds the graphs'
+                             kernels (nsys --cuda-graph-trace=node: graphs recorded whole count as
+                             device activity but fail this); no kernel is launched in a step outside
+                             a graph (graph_replay_check())
     """
     checks, details = OrderedDict(), OrderedDict()
     exp, exp_src = s["expected_steps"], s["expected_steps_source"]
@@ -66,8 +69,8 @@ def capture_checks(s, window, device_data, report=None):
         main, stage = s.get("h2d_copies_main_thread"), s.get("h2d_copies_gpu_stage")
         checks["copy_count"] = (main or 0) == 0 and (stage or 0) >= 1
         details["copy_count"] = (
-            "--decode gpu: %d host-to-device copies in the window, %s from the main thread (expected 0) "
-            "and %s from the GPU decode stage's thread (expected >= 1)"
+            "--decode gpu: %d host-to-device copies in the window, %s from the main thread "
+            "(expected 0) and %s from the GPU decode stage's thread (expected >= 1)"
             % (s["h2d_copies"], "?" if main is None else main, "none" if stage is None else stage)
         )
     else:
@@ -100,8 +103,8 @@ def capture_checks(s, window, device_data, report=None):
         )
     if outside:
         problems.append(
-            "%d torch_step range(s) outside capture_window (first at %+.3f ms from the window start)"
-            % (len(outside), (outside[0].start - lo) / 1e6)
+            "%d torch_step range(s) outside capture_window (first at %+.3f ms from the window "
+            "start)" % (len(outside), (outside[0].start - lo) / 1e6)
         )
     if not all_steps:
         problems.append("no torch_step ranges")
@@ -131,9 +134,9 @@ def capture_checks(s, window, device_data, report=None):
         # Zero conversions seen proves nothing when the graphs' kernels were not recorded.
         checks["no_layout_conversions"] = None
         details["no_layout_conversions"] = (
-            "not evaluable: the window's %d graph executions were recorded whole, without their kernels "
-            "(capture with nsys --cuda-graph-trace=node); 0 conversion kernels among the others"
-            % s["graph_executions"]
+            "not evaluable: the window's %d graph executions were recorded whole, without their "
+            "kernels (capture with nsys --cuda-graph-trace=node); 0 conversion kernels among the "
+            "others" % s["graph_executions"]
         )
     else:
         checks["no_layout_conversions"] = s["layout_conversion_kernels"] == 0
@@ -155,10 +158,10 @@ def capture_checks(s, window, device_data, report=None):
 
 
 def capture_cost_check(s):
-    """The check capture_cost: None when no untraced run's report was given (the check is then absent, so
-    that all_checks_pass and analyze.py --check are as without it); else (result, detail): True when the
-    traced images/s are at least 1 - max_slowdown of the untraced median, False when less, None when
-    either figure is missing."""
+    """The check capture_cost: None when no untraced run's report was given (the check is then
+    absent, so that all_checks_pass and analyze.py --check are as without it); else (result,
+    detail): True when the traced images/s are at least 1 - max_slowdown of the untraced median,
+    False when less, None when either figure is missing."""
     cost = s.get("capture_cost")
     if not cost or not cost["throughput"]["untraced_runs"]:
         return None
@@ -175,7 +178,10 @@ def capture_cost_check(s):
         floor,
     )
     if ratio < floor:
-        detail += ": tracer-bound, trust the untraced figures for throughput and the capture for order and overlap"
+        detail += (
+            ": tracer-bound, trust the untraced figures for throughput and the capture for order "
+            "and overlap"
+        )
     return ratio >= floor, detail
 
 
@@ -197,8 +203,8 @@ def graph_replay_check(s):
         problems.append(
             "the window's %d graph executions were recorded whole (nsys's default "
             "--cuda-graph-trace=graph), so device time, idle gaps and GPU time by phase count them "
-            "as one activity each, but their kernels are not in the export: per-kernel detail needs "
-            "a capture with nsys --cuda-graph-trace=node (scripts/profile.sh adds it for "
+            "as one activity each, but their kernels are not in the export: per-kernel detail "
+            "needs a capture with nsys --cuda-graph-trace=node (scripts/profile.sh adds it for "
             "--cuda-graph)" % whole
         )
     elif not s["graph_kernels"]:
@@ -213,8 +219,8 @@ def graph_replay_check(s):
             % s["kernels_outside_graphs_in_steps"]
         )
     summary = (
-        "%d of %d steps launch one graph from graph_replay; %d graph kernels in the window; %d kernels "
-        "launched in steps outside a graph"
+        "%d of %d steps launch one graph from graph_replay; %d graph kernels in the window; %d "
+        "kernels launched in steps outside a graph"
         % (
             len(per_step) - len(wrong),
             len(per_step),
@@ -232,21 +238,22 @@ STALL_TOLERANCE = 0.05
 
 
 def injected_stalls(report):
-    """The stalls a train_resnet50 run report's config.inject_stall injected (a list of "PHASE@STEP:MS"
-    strings; one string is taken as a list of one): [(text, phase, step, ms)], phase None where the text
-    does not parse. [] when the report injected none."""
+    """The stalls a train_resnet50 run report's config.inject_stall injected (a list of
+    "PHASE@STEP:MS" strings; one string is taken as a list of one): [(text, phase, step, ms)], phase
+    None where the text does not parse. [] when the report injected none."""
     config = report.get("config") if isinstance(report, dict) else None
     specs = config.get("inject_stall") if isinstance(config, dict) else None
     if specs is not None and not isinstance(specs, list):
         specs = [specs]  # one string is one stall; anything else one unreadable entry
-    out = []
+    out: list[tuple[str, str | None, int | None, float | None]] = []
     for spec in specs or ():
         m = STALL_SPEC.match(spec) if isinstance(spec, str) else None
         try:
             ms = float(m.group(3)) if m else None
         except ValueError:
             ms = None
-        if ms is not None and ms > 0 and ms != float("inf"):
+        # ms is a number only where m matched; testing m too tells mypy so.
+        if m is not None and ms is not None and ms > 0 and ms != float("inf"):
             out.append((str(spec), m.group(1), int(m.group(2)), ms))
         else:
             out.append((str(spec), None, None, None))
@@ -264,20 +271,21 @@ def stall_length_ms(stall):
 
 def injected_stalls_check(s, report, tolerance=STALL_TOLERANCE, min_ms=1.0):
     """The check `injected_stalls` of a run that injected host stalls (train_resnet50 --inject-stall
-    PHASE@STEP:MS sleeps MS ms on the main thread inside range PHASE of captured step STEP): None when
-    the report injected none, so that the check is absent and all_checks_pass unchanged; else
+    PHASE@STEP:MS sleeps MS ms on the main thread inside range PHASE of captured step STEP): None
+    when the report injected none, so that the check is absent and all_checks_pass unchanged; else
     (result, detail): True when every injected stall is found and no other host stall is, None when
     the export cannot tell (no device data), False otherwise.
 
-    Found: an entry of s["host_stalls"] (idle_gaps.host_stalls()) with the same step, and PHASE as its
-    phase or its innermost range (batch_wait, h2d_submit and normalize nest in data_load), whose measured
-    length (stall_length_ms()) is within tolerance (5 %) of MS; each entry matches one injection at most,
-    the closest. No other: every unmatched entry measuring min_ms (1 ms) or more fails the check; shorter
-    ones (the host at its usual pace where the device, no longer ahead after a stall, runs dry) are named
-    in the detail and pass, and so are those of the epoch boundary (phase eval or checkpoint: the
-    evaluation's and the checkpoint's own host time, no injection's). The length is the host's (the quiet
-    interval less its usual length), not the device gap's, which the work still queued shortens:
-    docs/BENCHMARKS.md, "Known-answer stalls", says how much.
+    Found: an entry of s["host_stalls"] (idle_gaps.host_stalls()) with the same step, and PHASE as
+    its phase or its innermost range (batch_wait, h2d_submit and normalize nest in data_load), whose
+    measured length (stall_length_ms()) is within tolerance (5 %) of MS; each entry matches one
+    injection at most, the closest. No other: every unmatched entry measuring min_ms (1 ms) or more
+    fails the check; shorter ones (the host at its usual pace where the device, no longer ahead
+    after a stall, runs dry) are named in the detail and pass, and so are those of the epoch
+    boundary (phase eval or checkpoint: the evaluation's and the checkpoint's own host time, no
+    injection's). The length is the host's (the quiet interval less its usual length), not the
+    device gap's, which the work still queued shortens: docs/BENCHMARKS.md, "Known-answer stalls",
+    says how much.
     """
     wanted = injected_stalls(report)
     if not wanted:
@@ -338,7 +346,8 @@ def injected_stalls_check(s, report, tolerance=STALL_TOLERANCE, min_ms=1.0):
                     note,
                 )
             )
-    extra, passed = [], []
+    extra: list[str] = []
+    passed: list[str] = []
     for i, st in enumerate(stalls):
         if i in used:
             continue
@@ -398,7 +407,8 @@ def _report_step_ms(report):
 
 
 def _report_note(host_ms, step):
-    """ ", report step_ms X (median of the others Y)" for the step, "" without the report's timings."""
+    """ ", report step_ms X (median of the others Y)" for the step, "" without the report's
+    timings."""
     others = sorted(v for k, v in host_ms.items() if k != step)
     if step not in host_ms or not others:
         return ""
@@ -417,9 +427,9 @@ def failed_checks(summary):
 
 
 def crosscheck_stats(ex, csv_prefix):
-    """Compare per-range totals with an nsys stats nvtx_sum CSV beside the export (names with or without
-    the ':' domain prefix), and kernel / memcpy counts with the kernel and memory CSVs. Returns a dict
-    (None when no CSV is found)."""
+    """Compare per-range totals with an nsys stats nvtx_sum CSV beside the export (names with or
+    without the ':' domain prefix), and kernel / memcpy counts with the kernel and memory CSVs.
+    Returns a dict (None when no CSV is found)."""
     out = OrderedDict()
     nvtx_csv = csv_prefix + "_nvtx_sum.csv"
     if os.path.isfile(nvtx_csv):
@@ -459,8 +469,9 @@ def crosscheck_stats(ex, csv_prefix):
 
 
 def normalize_nvtx_name(name):
-    """Split an nsys-stats range name into (domain, name): ':torch_step' and 'torch_step' are the default
-    domain (None); 'data_pipeline:load_batch' is domain data_pipeline; '::' (C++ scopes) never splits.
+    """Split an nsys-stats range name into (domain, name): ':torch_step' and 'torch_step' are the
+    default domain (None); 'data_pipeline:load_batch' is domain data_pipeline; '::' (C++ scopes)
+    never splits.
     """
     if name.startswith(":") and not name.startswith("::"):
         return None, name[1:]

@@ -1,62 +1,65 @@
-"""What the capture itself cost: summary.json's capture_cost (capture_cost()), from the export, the traced
-run's report and the reports of untraced runs of the same command (analyze.py --untraced; scripts/profile.sh
-makes one after each capture).
+"""What the capture itself cost: summary.json's capture_cost (capture_cost()), from the export, the
+traced run's report and the reports of untraced runs of the same command (analyze.py --untraced;
+scripts/profile.sh makes one after each capture).
 
-Nsight Systems' CUDA trace wraps every runtime call (a traced cudaLaunchKernel takes 7-8 us on an H200),
-so a thread that makes hundreds of calls a step, such as the GPU decode stage, can run slower traced than
-the device does: the capture then shows a starved device that the untraced run keeps busy, and its idle
-gaps blame the host phases whose calls the tracer slowed. capture_cost says how much of that there is:
+Nsight Systems' CUDA trace wraps every runtime call (a traced cudaLaunchKernel takes 7-8 us on an
+H200), so a thread that makes hundreds of calls a step, such as the GPU decode stage, can run slower
+traced than the device does: the capture then shows a starved device that the untraced run keeps
+busy, and its idle gaps blame the host phases whose calls the tracer slowed. capture_cost says how
+much of that there is:
 
-  throughput         traced images/s (the traced report's capture.images_per_s), the untraced runs' (each,
-                     and their median) and traced / untraced
+  throughput         traced images/s (the traced report's capture.images_per_s), the untraced runs'
+                     (each, and their median) and traced / untraced
   tracer_bound       traced / untraced < 1 - max_slowdown (None without both figures)
   phases             host time per range and captured step (the reports' phase_ms, or step_ms,
-                     batch_wait_ms and h2d_submit_ms where a report has no phase_ms): the median of the
-                     traced report's steps and of the untraced reports' steps pooled, their difference
-                     and ratio; `unknown` names the capture's phases a side cannot give
-  api_calls          the window's CUDA runtime calls (those starting inside it, but not inside an eval or
-                     checkpoint range of the epoch boundary, which no step made) per thread: calls and
-                     traced time inside them (clipped to the window) per captured step, and the most
-                     frequent calls; threads named from nsys's ThreadNames, the main thread (the one of
-                     the torch_step ranges) marked; for the other threads, their calls per unit of work
-                     (unit: the outermost NVTX range of the thread holding most of its calls, gpu_decode
-                     for the decode stage; see _unit_of_work)
-  profiler_overhead  nsys's PROFILER_OVERHEAD rows overlapping the window (clipped to it): by name, by
-                     the thread they ran on, and by the main thread's step-level phase they overlap
-                     (their time split by overlap; a row counts once, for its largest share;
-                     "eval" and "checkpoint" inside the epoch boundary's ranges, "between steps" outside
-                     every torch_step and those); the rows outside the window in total
-  idle_explained     how much of the window's time without device activity the tracer explains (below)
+                     batch_wait_ms and h2d_submit_ms where a report has no phase_ms): the median of
+                     the traced report's steps and of the untraced reports' steps pooled, their
+                     difference and ratio; `unknown` names the capture's phases a side cannot give
+  api_calls          the window's CUDA runtime calls (those starting inside it, but not inside an
+                     eval or checkpoint range of the epoch boundary, which no step made) per thread:
+                     calls and traced time inside them (clipped to the window) per captured step,
+                     and the most frequent calls; threads named from nsys's ThreadNames, the main
+                     thread (the one of the torch_step ranges) marked; for the other threads, their
+                     calls per unit of work (unit: the outermost NVTX range of the thread holding
+                     most of its calls, gpu_decode for the decode stage; see _unit_of_work)
+  profiler_overhead  nsys's PROFILER_OVERHEAD rows overlapping the window (clipped to it): by name,
+                     by the thread they ran on, and by the main thread's step-level phase they
+                     overlap (their time split by overlap; a row counts once, for its largest share;
+                     "eval" and "checkpoint" inside the epoch boundary's ranges, "between steps"
+                     outside every torch_step and those); the rows outside the window in total
+  idle_explained     how much of the window's time without device activity the tracer explains
+                     (below)
   trust              what to read from where, in words
 
-The estimate of idle_explained. W: the traced window's duration; S: its captured steps; B: the batch size
-(the traced report's capture.batch_size); U: the untraced images/s (median). The untraced run takes
-W_u = S x B / U for the same steps, so the tracer added max(0, W - W_u); with I the window's time without
-device activity (no_activity_pct of W), the tracer explains min(I, W - W_u) of it (ms, and as a share of I).
-A window across an epoch's end leaves its eval and checkpoint ranges out of W, and their time without
-device activity out of I (epoch_boundary_ms, epoch_boundary_idle_ms); the untraced runs' images/s count
-their own evaluation and checkpoint of the same epochs, so W_u is S x B / U less those runs' reported
-eval and checkpoint times (untraced_epoch_boundary_ms, the median; W_u unknown when no untraced report
-gives them).
-Per host range of the idle gaps (idle_gaps.host_by_range: host-caused gaps by the range they began in,
-forward, backward, batch_wait, ...): the host time that range gained under the tracer, (traced - untraced
-median) x S, next to the host-caused idle charged to it, and the share of that idle it explains (the
-smaller of the two over the idle). Limits: it assumes the device work itself takes as long traced as
-untraced (CUPTI adds a little to each kernel, so it slightly overstates the tracer's share), and that the
-untraced run has the same idle structure (it cannot see the untraced run's gaps); it bounds from above what
-removing the tracer could take off the idle time, that is what cannot be blamed on the input pipeline, and
-is no measurement of either.
+The estimate of idle_explained. W: the traced window's duration; S: its captured steps; B: the batch
+size (the traced report's capture.batch_size); U: the untraced images/s (median). The untraced run
+takes W_u = S x B / U for the same steps, so the tracer added max(0, W - W_u); with I the window's
+time without device activity (no_activity_pct of W), the tracer explains min(I, W - W_u) of it (ms,
+and as a share of I). A window across an epoch's end leaves its eval and checkpoint ranges out of W,
+and their time without device activity out of I (epoch_boundary_ms, epoch_boundary_idle_ms); the
+untraced runs' images/s count their own evaluation and checkpoint of the same epochs, so W_u is
+S x B / U less those runs' reported eval and checkpoint times (untraced_epoch_boundary_ms, the
+median; W_u unknown when no untraced report gives them).
+Per host range of the idle gaps (idle_gaps.host_by_range: host-caused gaps by the range they began
+in, forward, backward, batch_wait, ...): the host time that range gained under the tracer,
+(traced - untraced median) x S, next to the host-caused idle charged to it, and the share of that
+idle it explains (the smaller of the two over the idle). Limits: it assumes the device work itself
+takes as long traced as untraced (CUPTI adds a little to each kernel, so it slightly overstates the
+tracer's share), and that the untraced run has the same idle structure (it cannot see the untraced
+run's gaps); it bounds from above what removing the tracer could take off the idle time, that is
+what cannot be blamed on the input pipeline, and is no measurement of either.
 """
 
 import bisect
 import math
 import statistics
 from collections import Counter, OrderedDict, defaultdict
+from typing import Hashable
 
 from .epochs import BoundaryIndex, report_boundary_ms
 from .intervals import ms
 from .phases import phase_names, step_phases
-from .records import BATCH_WAIT, DATA_LOAD, H2D_SUBMIT, NORMALIZE, STEP
+from .records import BATCH_WAIT, DATA_LOAD, H2D_SUBMIT, NORMALIZE, STEP, Range
 from .report import FROM_NOTHING, report_metrics, step_phase_ms
 
 # analyze.py --max-tracer-slowdown's default: a capture slower than 0.90x untraced is tracer-bound.
@@ -69,10 +72,10 @@ IN_STEP = "torch_step (no phase)"
 
 
 def capture_cost(ex, s, window, report=None, untraced=(), max_slowdown=DEFAULT_MAX_SLOWDOWN):
-    """summary.json's capture_cost (the module docstring says what each part holds). s: the summary so far
-    (compute_summary() fills capture_window_ms, steps, no_activity_pct and idle_gaps first); window: its
-    Window; report: the traced run's report (None when none); untraced: [(path, report)] of the untraced
-    runs, [] when none was given."""
+    """summary.json's capture_cost (the module docstring says what each part holds). s: the summary
+    so far (compute_summary() fills capture_window_ms, steps, no_activity_pct and idle_gaps first);
+    window: its Window; report: the traced run's report (None when none); untraced: [(path, report)]
+    of the untraced runs, [] when none was given."""
     out = OrderedDict()
     out["max_slowdown"] = max_slowdown
     out["throughput"] = _throughput(report, untraced)
@@ -102,8 +105,8 @@ def _throughput(report, untraced):
     ratio = round(traced / median, 6) if traced is not None and median is not None else None
     if not untraced:
         note = (
-            "no untraced run was given (analyze.py --untraced REPORT; scripts/profile.sh makes one): the "
-            "traced figure alone, which the tracer may have slowed"
+            "no untraced run was given (analyze.py --untraced REPORT; scripts/profile.sh makes "
+            "one): the traced figure alone, which the tracer may have slowed"
         )
     elif not values:
         note = "no untraced report gives images_per_s"
@@ -133,8 +136,8 @@ def _median(values):
 
 
 def _capture_phase_names(ex, window):
-    """The capture's step-level phases in step order, data_load's nested ranges right after it (those of
-    the training steps: eval's own batch_wait, h2d_submit and normalize do not count)."""
+    """The capture's step-level phases in step order, data_load's nested ranges right after it
+    (those of the training steps: eval's own batch_wait, h2d_submit and normalize do not count)."""
     names = phase_names(step_phases(ex.ranges, window.steps))
     main = {r.tid for r in window.steps}
     edge = BoundaryIndex(window.boundary)
@@ -157,7 +160,8 @@ def _capture_phase_names(ex, window):
 def _phases(ex, window, report, untraced_reports, untraced_given):
     """Host time per range, traced vs untraced (medians over captured steps)."""
     traced, traced_source = step_phase_ms(report)
-    pooled, sources = OrderedDict(), []
+    pooled: OrderedDict[str, list[float]] = OrderedDict()
+    sources: list[str] = []
     for rep in untraced_reports:
         per, source = step_phase_ms(rep)
         sources.append(source)
@@ -203,8 +207,8 @@ def _per_step(value, steps, digits=3):
 
 
 def _api_calls(ex, window, main_tids):
-    """The window's runtime calls per thread, per captured step, but those starting inside an epoch-boundary
-    range; None without a runtime table or window."""
+    """The window's runtime calls per thread, per captured step, but those starting inside an
+    epoch-boundary range; None without a runtime table or window."""
     lo, hi = window.lo, window.hi
     if ex.api_calls is None or lo is None:
         return None
@@ -242,14 +246,15 @@ def _api_calls(ex, window, main_tids):
 
 
 def _unit_of_work(ex, tid, calls, lo, hi, edge):
-    """A helper thread's calls per unit of its work: among its outermost NVTX ranges (any domain) lying
-    inside the window, the name whose ranges hold the most of its calls (gpu_decode for the GPU decode
-    stage) and their count; the thread's window calls per such range (calls_per_range: every call of the
-    thread, those of the work between the units too, such as the stage's resize) and the calls inside them
-    per range (inside_per_range); None when no range of the thread holds a call. Like the calls, ranges
-    starting inside an eval or checkpoint range of the epoch boundary (edge) are left out. A stage that
-    runs ahead of the steps (by up to its prefetch) does a varying number of units inside a window of S
-    steps, so its calls per step vary from capture to capture where its calls per unit do not."""
+    """A helper thread's calls per unit of its work: among its outermost NVTX ranges (any domain)
+    lying inside the window, the name whose ranges hold the most of its calls (gpu_decode for the
+    GPU decode stage) and their count; the thread's window calls per such range (calls_per_range:
+    every call of the thread, those of the work between the units too, such as the stage's resize)
+    and the calls inside them per range (inside_per_range); None when no range of the thread holds a
+    call. Like the calls, ranges starting inside an eval or checkpoint range of the epoch boundary
+    (edge) are left out. A stage that runs ahead of the steps (by up to its prefetch) does a varying
+    number of units inside a window of S steps, so its calls per step vary from capture to capture
+    where its calls per unit do not."""
     if tid is None:
         return None
     mine = sorted(
@@ -260,7 +265,7 @@ def _unit_of_work(ex, tid, calls, lo, hi, edge):
         ),
         key=lambda r: (r.start, -r.end),
     )
-    outer = []
+    outer: list[Range] = []
     for r in mine:
         if (
             not outer or r.start >= outer[-1].end
@@ -269,7 +274,8 @@ def _unit_of_work(ex, tid, calls, lo, hi, edge):
     if not outer:
         return None
     starts = [r.start for r in outer]
-    by_name = defaultdict(lambda: [0, 0])  # name: [ranges, calls inside]
+    # name: [ranges, calls inside]
+    by_name: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
     for r in outer:
         by_name[r.name][0] += 1
     for c in calls:
@@ -290,7 +296,7 @@ def _unit_of_work(ex, tid, calls, lo, hi, edge):
 
 def _overlap(a, b, spans):
     """ns of [a, b] inside spans (which do not overlap), by span name."""
-    out = defaultdict(int)
+    out: defaultdict[str, int] = defaultdict(int)
     for sp in spans:
         if sp.start < b and sp.end > a:
             out[sp.name] += min(sp.end, b) - max(sp.start, a)
@@ -298,9 +304,10 @@ def _overlap(a, b, spans):
 
 
 def _charge(a, b, steps, phases, boundary=()):
-    """{bucket: ns} of [a, b]: each main-thread step-level phase it overlaps, the rest of a torch_step
-    (IN_STEP), each epoch-boundary range of boundary (eval, checkpoint: outside every step) and the time
-    outside every step and those (BETWEEN_STEPS). A zero-length row: {its bucket: 0}."""
+    """{bucket: ns} of [a, b]: each main-thread step-level phase it overlaps, the rest of a
+    torch_step (IN_STEP), each epoch-boundary range of boundary (eval, checkpoint: outside every
+    step) and the time outside every step and those (BETWEEN_STEPS). A zero-length row:
+    {its bucket: 0}."""
     if a == b:
         holder = next((p.name for p in phases if p.start <= a < p.end), None)
         if holder is None and any(st.start <= a < st.end for st in steps):
@@ -323,7 +330,7 @@ def _charge(a, b, steps, phases, boundary=()):
 
 def _grouped(items):
     """[(key, ns)] -> [{key, count, total_ms}], largest total first."""
-    groups = OrderedDict()
+    groups: OrderedDict[Hashable, list[int]] = OrderedDict()  # key: [count, ns]
     for key, ns in items:
         g = groups.setdefault(key, [0, 0])
         g[0] += 1
@@ -334,7 +341,8 @@ def _grouped(items):
 
 
 def _profiler_overhead(ex, window, main_tids):
-    """nsys's own time in the window, by name, thread and main-thread phase; None without the table."""
+    """nsys's own time in the window, by name, thread and main-thread phase; None without the
+    table."""
     rows = ex.profiler_overhead
     if rows is None:
         return None
@@ -348,7 +356,7 @@ def _profiler_overhead(ex, window, main_tids):
     outside = [o for o, h in zip(rows, held) if not h]
     clipped = [(o, min(o.end, hi) - max(o.start, lo)) for o in inside]
     phases = step_phases(ex.ranges, window.steps)
-    by_phase = defaultdict(lambda: [0, 0])
+    by_phase: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])  # bucket: [rows, ns]
     for o, _ in clipped:
         shares = _charge(max(o.start, lo), min(o.end, hi), window.steps, phases, window.boundary)
         for bucket, ns in shares.items():
@@ -377,7 +385,8 @@ def _profiler_overhead(ex, window, main_tids):
 
 
 def _idle_explained(s, report, untraced_reports, cost):
-    """The share of the window's time without device activity that the tracer explains (module docstring)."""
+    """The share of the window's time without device activity that the tracer explains (module
+    docstring)."""
     window_ms, steps, pct = s.get("capture_window_ms"), s.get("steps"), s.get("no_activity_pct")
     batch = report_metrics(report)["batch_size"] if report is not None else None
     untraced = cost["throughput"]["untraced_images_per_s"]
@@ -390,8 +399,9 @@ def _idle_explained(s, report, untraced_reports, cost):
     untraced_ms = steps * batch / untraced * 1e3 if steps and batch and untraced else None
     untraced_edge = None
     if eb:
-        # The untraced runs' images/s count their own evaluation and checkpoint inside the window: take
-        # those out as the traced side's are (their reports' times for the same epochs, median).
+        # The untraced runs' images/s count their own evaluation and checkpoint inside the window:
+        # take those out as the traced side's are (their reports' times for the same epochs,
+        # median).
         known = [
             v for v in (report_boundary_ms(eb, rep) for rep in untraced_reports) if v is not None
         ]
@@ -404,11 +414,11 @@ def _idle_explained(s, report, untraced_reports, cost):
     extra = max(0.0, span - untraced_ms) if untraced_ms is not None and span is not None else None
     explained = min(idle, extra) if idle is not None and extra is not None else None
     out = OrderedDict(
-        method="min(I, W - S x B / U): I the window's time without device activity, W the window, S its "
-        "steps, B the batch size, U the untraced images/s"
+        method="min(I, W - S x B / U): I the window's time without device activity, W the window, "
+        "S its steps, B the batch size, U the untraced images/s"
         + (
-            "; W and I without the epoch boundary's eval and checkpoint ranges, S x B / U without the "
-            "untraced runs' own evaluation and checkpoint time (their reports', median)"
+            "; W and I without the epoch boundary's eval and checkpoint ranges, S x B / U without "
+            "the untraced runs' own evaluation and checkpoint time (their reports', median)"
             if eb
             else ""
         ),
@@ -444,7 +454,8 @@ def _round(value):
 
 
 def _by_host_range(s, phase_rows, steps):
-    """Per host range of the idle gaps: its host-caused idle, and the host time the tracer added to it."""
+    """Per host range of the idle gaps: its host-caused idle, and the host time the tracer added to
+    it."""
     gaps = (s.get("idle_gaps") or {}).get("host_by_range") or {}
     rows = {r["phase"]: r for r in phase_rows}
     out = []
@@ -478,20 +489,24 @@ def _trust(cost):
         )
     elif t["untraced_images_per_s"] is not None:
         first = (
-            "throughput: the untraced %.1f images/s (the capture, at %s, is within the allowed slowdown)"
+            "throughput: the untraced %.1f images/s (the capture, at %s, is within the allowed "
+            "slowdown)"
             % (
                 t["untraced_images_per_s"],
                 "?" if t["traced_over_untraced"] is None else "%.2fx" % t["traced_over_untraced"],
             )
         )
     else:
-        first = "throughput: the traced figure only, no untraced run given (the tracer's cost is unknown)"
+        first = (
+            "throughput: the traced figure only, no untraced run given (the tracer's cost is "
+            "unknown)"
+        )
     out = [first, "order and overlap: the capture (what ran where, in which phase, beside what)"]
     idle = cost["idle_explained"]
     if cost["tracer_bound"] and idle["explained_ms"] is not None:
         out.append(
-            "idle gaps and host stalls: up to %.1f ms of the window's %.1f ms without device activity are "
-            "the tracer's (idle_explained), not the input pipeline's"
+            "idle gaps and host stalls: up to %.1f ms of the window's %.1f ms without device "
+            "activity are the tracer's (idle_explained), not the input pipeline's"
             % (idle["explained_ms"], idle["no_activity_ms"])
         )
     return out

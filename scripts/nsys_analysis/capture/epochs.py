@@ -1,28 +1,37 @@
-"""The epoch boundary inside a capture window. train_resnet50 --epochs E --capture-at N can place the window
-across an epoch's end, which then holds, between torch_step ranges on the main thread, the evaluation pass
-(eval { eval_step { batch_wait, h2d_submit, [normalize], forward }..., eval_reduce }) and the checkpoint
-written (checkpoint): records.BOUNDARY_RANGES, siblings of torch_step in capture_window.
+"""The epoch boundary inside a capture window. train_resnet50 --epochs E --capture-at N can place
+the window across an epoch's end, which then holds, between torch_step ranges on the main thread,
+the evaluation pass (eval { eval_step { batch_wait, h2d_submit, [normalize], forward }...,
+eval_reduce }) and the checkpoint written (checkpoint): records.BOUNDARY_RANGES, siblings of
+torch_step in capture_window.
 
-Neither is a training step, and the training loop's names inside eval_step are no training phases: the
-analysis counts only torch_step ranges as steps and only the ranges inside them as phases; it charges the
-device work launched, and the idle gaps begun, inside an eval or checkpoint range to that range
-(BoundaryIndex.label()); the window's range tables list a training name nested in eval as eval/NAME
-(table_name()). epoch_boundary() is summary.json's epoch_boundary: what the evaluation and the checkpoint
-cost against a training step.
+Neither is a training step, and the training loop's names inside eval_step are no training phases:
+the analysis counts only torch_step ranges as steps and only the ranges inside them as phases; it
+charges the device work launched, and the idle gaps begun, inside an eval or checkpoint range to
+that range (BoundaryIndex.label()); the window's range tables list a training name nested in eval as
+eval/NAME (table_name()). epoch_boundary() is summary.json's epoch_boundary: what the evaluation and
+the checkpoint cost against a training step.
 """
 
 import statistics
 from collections import OrderedDict
 
 from .intervals import SpanIndex, ms, union_length
-from .records import BOUNDARY_NAMES, BOUNDARY_RANGES, CHECKPOINT, EVAL, EVAL_REDUCE, EVAL_STEP
+from .records import (
+    BOUNDARY_NAMES,
+    BOUNDARY_RANGES,
+    CHECKPOINT,
+    EVAL,
+    EVAL_REDUCE,
+    EVAL_STEP,
+    Range,
+)
 
 
 def boundary_ranges(ranges, window):
-    """The epoch boundary's ranges of a Window (its steps found): the default-domain eval and checkpoint
-    ranges (records.BOUNDARY_RANGES) lying wholly inside it, on the captured steps' thread (any thread when
-    it has none), overlapping no torch_step range and inside no other such range. A list by start; empty
-    in a capture without them, and without a window."""
+    """The epoch boundary's ranges of a Window (its steps found): the default-domain eval and
+    checkpoint ranges (records.BOUNDARY_RANGES) lying wholly inside it, on the captured steps'
+    thread (any thread when it has none), overlapping no torch_step range and inside no other such
+    range. A list by start; empty in a capture without them, and without a window."""
     if window.lo is None:
         return []
     tids = {st.tid for st in window.steps}
@@ -37,7 +46,7 @@ def boundary_ranges(ranges, window):
         ),
         key=lambda r: (r.start, -r.end),
     )
-    out = []
+    out: list[Range] = []
     for r in found:
         if not any(b.contains(r) for b in out):
             out.append(r)
@@ -45,8 +54,8 @@ def boundary_ranges(ranges, window):
 
 
 class BoundaryIndex:
-    """Which of the epoch boundary's ranges (boundary_ranges(), which do not overlap) holds a time or a
-    range, by bisection."""
+    """Which of the epoch boundary's ranges (boundary_ranges(), which do not overlap) holds a time
+    or a range, by bisection."""
 
     def __init__(self, boundary):
         self.spans = SpanIndex(boundary)
@@ -56,7 +65,8 @@ class BoundaryIndex:
         return self.spans.find(t)
 
     def holding(self, r):
-        """The boundary range that range r lies in on its thread (r itself when it is one), else None."""
+        """The boundary range that range r lies in on its thread (r itself when it is one), else
+        None."""
         b = self.spans.find(r.start)
         return b if b is not None and b.contains(r) else None
 
@@ -68,11 +78,11 @@ class BoundaryIndex:
 
 
 def table_name(r, index):
-    """The name range r counts under in the window's range tables (summary.json's phases): "eval/NAME" for
-    a range nested in an eval range under a name of the training loop (eval/batch_wait, eval/forward, a
-    layer range's), likewise "checkpoint/NAME", so that a training name's figures hold training steps'
-    ranges only; r's own name otherwise, the boundary's own names (eval, eval_step, eval_reduce,
-    checkpoint) included. index: a BoundaryIndex."""
+    """The name range r counts under in the window's range tables (summary.json's phases):
+    "eval/NAME" for a range nested in an eval range under a name of the training loop
+    (eval/batch_wait, eval/forward, a layer range's), likewise "checkpoint/NAME", so that a training
+    name's figures hold training steps' ranges only; r's own name otherwise, the boundary's own
+    names (eval, eval_step, eval_reduce, checkpoint) included. index: a BoundaryIndex."""
     if r.name in BOUNDARY_NAMES:
         return r.name
     b = index.holding(r)
@@ -80,15 +90,15 @@ def table_name(r, index):
 
 
 def is_boundary_name(name):
-    """True for a name table_name() gives a range of the epoch boundary (eval, eval_step, eval/forward,
-    checkpoint, ...)."""
+    """True for a name table_name() gives a range of the epoch boundary (eval, eval_step,
+    eval/forward, checkpoint, ...)."""
     return name in BOUNDARY_NAMES or name.startswith(tuple("%s/" % b for b in BOUNDARY_RANGES))
 
 
 def launched_in_boundary(op, index, main_tids):
-    """True when device activity op was enqueued from a thread of main_tids (the steps' thread) while
-    inside an epoch-boundary range (index: a BoundaryIndex): the evaluation's input copies, the
-    checkpoint's device-to-host copies."""
+    """True when device activity op was enqueued from a thread of main_tids (the steps' thread)
+    while inside an epoch-boundary range (index: a BoundaryIndex): the evaluation's input copies,
+    the checkpoint's device-to-host copies."""
     return (
         op.launch_ns is not None
         and op.launch_tid in main_tids
@@ -101,8 +111,8 @@ def _num(value):
 
 
 def _report_epochs(report):
-    """(the epoch of each captured step record, in order, None where a record has none; {epoch: entry} of
-    training.epochs) of a train_resnet50 run report; ([], {}) without them."""
+    """(the epoch of each captured step record, in order, None where a record has none; {epoch:
+    entry} of training.epochs) of a train_resnet50 run report; ([], {}) without them."""
     steps = report.get("steps") if isinstance(report, dict) else None
     epochs = [
         st.get("epoch")
@@ -124,7 +134,8 @@ def _report_epochs(report):
 
 def _epoch_of(after_step, step_epochs):
     """The epoch a boundary range after captured step after_step (None: before the first) ends: that
-    step's epoch in the report, else the next captured step's less one; None when the report has neither.
+    step's epoch in the report, else the next captured step's less one; None when the report has
+    neither.
     """
     if (
         after_step is not None
@@ -139,8 +150,8 @@ def _epoch_of(after_step, step_epochs):
 
 
 def _report_part(entry, key, fields):
-    """The report's host-timed figures of an epoch's eval or checkpoint (entry[key], fields of it), None
-    when the report has no such object."""
+    """The report's host-timed figures of an epoch's eval or checkpoint (entry[key], fields of it),
+    None when the report has no such object."""
     part = entry.get(key) if isinstance(entry, dict) else None
     if not isinstance(part, dict):
         return None
@@ -151,27 +162,30 @@ def epoch_boundary(ex, window, report=None):
     """summary.json's epoch_boundary: None when the window holds no eval or checkpoint range
     (window.boundary); else an OrderedDict, times in ms:
 
-      step_median_ms   the median duration of the window's torch_step ranges (None without one): what a
-                       training step costs, to compare with
+      step_median_ms   the median duration of the window's torch_step ranges (None without one):
+                       what a training step costs, to compare with
       evals            per eval range, by start:
         start_ms, ms       its start (from the window's start) and duration
-        after_step         the captured step it follows (the last torch_step ending before it), None when
-                           it precedes them all
-        epoch              the epoch whose end it is: the run report's epoch of that step (of the step
-                           after it, less one, when it precedes them all); None without the report's
+        after_step         the captured step it follows (the last torch_step ending before it), None
+                           when it precedes them all
+        epoch              the epoch whose end it is: the run report's epoch of that step (of the
+                           step after it, less one, when it precedes them all); None without the
+                           report's
         eval_steps, eval_step_median_ms
                            the eval_step ranges nested in it (same thread) and their median duration
         eval_reduce_ms     its eval_reduce range's duration (several summed), None without one
-        h2d_copies         host-to-device copies it enqueued from the main thread (not in h2d_copies)
+        h2d_copies         host-to-device copies it enqueued from the main thread (not in
+                           h2d_copies)
         gpu_busy_pct, gpu_idle_ms
-                           share of its time with any device activity (overlaps counted once) and the
-                           time without; None without device data
+                           share of its time with any device activity (overlaps counted once) and
+                           the time without; None without device data
         over_step_median   ms / step_median_ms
-        report             the run report's host timing of that epoch's evaluation (training.epochs[].eval:
-                           ms, steps, images, top1), None when the report has none
-      checkpoints      per checkpoint range, by start: start_ms, ms, after_step, epoch, gpu_busy_pct,
-                       gpu_idle_ms, over_step_median as for evals, and report (training.epochs[].checkpoint:
-                       ms, bytes, path)
+        report             the run report's host timing of that epoch's evaluation
+                           (training.epochs[].eval: ms, steps, images, top1), None when the report
+                           has none
+      checkpoints      per checkpoint range, by start: start_ms, ms, after_step, epoch,
+                       gpu_busy_pct, gpu_idle_ms, over_step_median as for evals, and report
+                       (training.epochs[].checkpoint: ms, bytes, path)
     """
     if not window.boundary:
         return None
@@ -222,10 +236,10 @@ def epoch_boundary(ex, window, report=None):
 
 
 def report_boundary_ms(boundary, report):
-    """The host time (ms) a run report gives to the evaluations and checkpoints of summary epoch_boundary
-    `boundary`, matched by their epochs (training.epochs[].eval.ms and .checkpoint.ms): what the same
-    boundary took in another run of the same command, such as an untraced one. None when the report lacks
-    one of them, or a boundary range's epoch is unknown."""
+    """The host time (ms) a run report gives to the evaluations and checkpoints of summary
+    epoch_boundary `boundary`, matched by their epochs (training.epochs[].eval.ms and
+    .checkpoint.ms): what the same boundary took in another run of the same command, such as an
+    untraced one. None when the report lacks one of them, or a boundary range's epoch is unknown."""
     _, by_epoch = _report_epochs(report)
     total = 0.0
     for key, rows in ((EVAL, boundary["evals"]), (CHECKPOINT, boundary["checkpoints"])):

@@ -1,5 +1,6 @@
-"""Reading an nsys SQLite export (any nsys 2023+ release) into an Export: tables and columns looked up
-by name, optional tables allowed to be absent, enum ids read from the ENUM_* tables when present."""
+"""Reading an nsys SQLite export (any nsys 2023+ release) into an Export: tables and columns looked
+up by name, optional tables allowed to be absent, enum ids read from the ENUM_* tables when
+present."""
 
 import os
 import re
@@ -11,8 +12,8 @@ from .records import ApiCall, Export, GraphExec, Kernel, Memcpy, Memset, Overhea
 # Fallback enum ids (nsys 2023-2025) for exports that lack the ENUM_* tables.
 _FALLBACK_EVENT_TYPES = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60, "NvtxDomainCreate": 75}
 _FALLBACK_HTOD = 1
-# A graph replayed without --cuda-graph-trace=node is a GRAPH_TRACE row, and nsys then writes no kernel
-# table when nothing else ran: any of these tables means a CUDA trace.
+# A graph replayed without --cuda-graph-trace=node is a GRAPH_TRACE row, and nsys then writes no
+# kernel table when nothing else ran: any of these tables means a CUDA trace.
 _GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 _CUDA_TABLES = (
     "CUPTI_ACTIVITY_KIND_RUNTIME",
@@ -97,9 +98,9 @@ def load_export(path):
         conn.close()
 
 
-def _times(table, start, end):
-    """(start, end) of a row of table when both are integer ns times, else AnalysisError: SQLite keeps
-    whatever a column is given, and nsys writes integers only."""
+def _times(table: str, start: object, end: object) -> tuple[int, int]:
+    """(start, end) of a row of table when both are integer ns times, else AnalysisError: SQLite
+    keeps whatever a column is given, and nsys writes integers only."""
     if type(start) is not int or type(end) is not int:
         raise AnalysisError(
             "%s has a row with start %r, end %r, expected integer nanoseconds (not an nsys "
@@ -170,8 +171,9 @@ def _load_ranges(conn, tables, ex, text_of):
 
 
 def _load_threads_and_overhead(conn, tables, ex, text_of):
-    """Thread names (ThreadNames) and the profiler's own time (PROFILER_OVERHEAD) into ex; both tables are
-    optional. A thread named twice (renamed after it started) keeps its last row's name."""
+    """Thread names (ThreadNames) and the profiler's own time (PROFILER_OVERHEAD) into ex; both
+    tables are optional. A thread named twice (renamed after it started) keeps its last row's
+    name."""
     if "ThreadNames" in tables:
         for name_id, tid in _select(
             conn, "ThreadNames", ("nameId", "globalTid"), required=("nameId",)
@@ -192,8 +194,8 @@ def _load_threads_and_overhead(conn, tables, ex, text_of):
 
 
 def _load_device(conn, tables, ex, text_of):
-    """Runtime calls, kernels, copies, memsets and graphs recorded whole into ex, each device activity
-    with the runtime call that enqueued it."""
+    """Runtime calls, kernels, copies, memsets and graphs recorded whole into ex, each device
+    activity with the runtime call that enqueued it."""
     launches = {}
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
         ex.api_calls = []
@@ -211,8 +213,8 @@ def _load_device(conn, tables, ex, text_of):
                 launches.setdefault((None, corr), (start, tid, call.name))
 
     def launch_of(corr, gpid):
-        """(start, thread, name) of the runtime call that enqueued a device activity, else Nones. The
-        nodes of a replayed graph all correlate with its cudaGraphLaunch."""
+        """(start, thread, name) of the runtime call that enqueued a device activity, else Nones.
+        The nodes of a replayed graph all correlate with its cudaGraphLaunch."""
         if corr is None:
             return None, None, None
         return (
@@ -223,7 +225,8 @@ def _load_device(conn, tables, ex, text_of):
 
 
 def _load_kernels_and_copies(conn, tables, ex, text_of, launch_of):
-    """Kernels, copies, memsets and graphs recorded whole into ex (an absent table: an empty list)."""
+    """Kernels, copies, memsets and graphs recorded whole into ex (an absent table: an empty
+    list)."""
     ex.kernels = []
     if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
         cols = set(_columns(conn, "CUPTI_ACTIVITY_KIND_KERNEL"))

@@ -1,5 +1,5 @@
-"""One capture's figures: 1-3, 5 and 6, and the ranks figure of a data-parallel capture (matplotlib, Agg
-backend). The sweep's figures 4 and 5 are sweep.figures'."""
+"""One capture's figures: 1-3, 5 and 6, and the ranks figure of a data-parallel capture (matplotlib,
+Agg backend). The sweep's figures 4 and 5 are sweep.figures'."""
 
 from ..common.plotting import (
     COPY_COLOR,
@@ -40,8 +40,8 @@ INPUT_RANGES = (DATA_LOAD, BATCH_WAIT, H2D_SUBMIT, ITERATOR_RESET)
 
 
 def plot_phase_totals(s, path, title_suffix=""):
-    """Figure 1: total duration of each phase range (torch_step and capture_window excluded, and the epoch
-    boundary's eval and checkpoint ranges, summary.md's "Epoch boundary")."""
+    """Figure 1: total duration of each phase range (torch_step and capture_window excluded, and the
+    epoch boundary's eval and checkpoint ranges, summary.md's "Epoch boundary")."""
     plt = require_matplotlib()
     phases = [
         p for p in s["phases"] if p["name"] not in ENCLOSING and not is_boundary_name(p["name"])
@@ -97,9 +97,9 @@ PHASE_COLORS = {
 
 
 def plot_gpu_phases(s, path, title_suffix=""):
-    """Figure 6, the device-side counterpart of figure 1: per captured step, the GPU time of the work
-    launched in each step-level phase (summary gpu_time_by_phase_per_step_ms), stacked; dots mark the
-    step's host time (torch_step)."""
+    """Figure 6, the device-side counterpart of figure 1: per captured step, the GPU time of the
+    work launched in each step-level phase (summary gpu_time_by_phase_per_step_ms), stacked; dots
+    mark the step's host time (torch_step)."""
     plt = require_matplotlib()
     per_step = s.get("gpu_time_by_phase_per_step_ms") or {}
     totals = s.get("gpu_time_by_phase_ms") or {}
@@ -169,8 +169,8 @@ def plot_gpu_phases(s, path, title_suffix=""):
     fig.text(
         0.01,
         -0.02,
-        "Kernels, copies and memsets charged to the main thread's phase in which their runtime call started, "
-        "from any thread (backward's come from autograd's).%s"
+        "Kernels, copies and memsets charged to the main thread's phase in which their runtime "
+        "call started, from any thread (backward's come from autograd's).%s"
         % (" Not shown: " + ", ".join("%s %.1f ms" % kv for kv in left) + "." if left else ""),
         fontsize=8,
         color="#555555",
@@ -384,9 +384,9 @@ def plot_batch_wait(s, path, title_suffix=""):
 
 
 def plot_ranks(r, path):
-    """The ranks figure of a data-parallel capture (ranks.compute_ranks()'s dict): per captured step and
-    rank, the data_load end after the rank's own step start (left) and the NCCL kernel time (right; a
-    rank that waits for a late one shows longer NCCL kernels); stragglers marked."""
+    """The ranks figure of a data-parallel capture (ranks.compute_ranks()'s dict): per captured step
+    and rank, the data_load end after the rank's own step start (left) and the NCCL kernel time
+    (right; a rank that waits for a late one shows longer NCCL kernels); stragglers marked."""
     plt = require_matplotlib()
     ranks, strag = r["ranks"], r["stragglers"]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))

@@ -1,5 +1,5 @@
-"""Where the device sat idle inside the capture window, and why (idle_gaps()); the host stalls among those
-gaps, measured on the host and attributed to a step and phase (host_stalls())."""
+"""Where the device sat idle inside the capture window, and why (idle_gaps()); the host stalls among
+those gaps, measured on the host and attributed to a step and phase (host_stalls())."""
 
 import bisect
 from collections import OrderedDict, defaultdict
@@ -36,8 +36,9 @@ class _Activity(NamedTuple):
 
 class Gap(NamedTuple):
     """An interval of the window with no device activity, ns. next_name: the activity that ends it
-    (None for the tail); host_range: for a host gap, the innermost range it began in; next_launch_ns:
-    when the runtime call that enqueued the ending activity started (None when uncorrelated)."""
+    (None for the tail); host_range: for a host gap, the innermost range it began in;
+    next_launch_ns: when the runtime call that enqueued the ending activity started (None when
+    uncorrelated)."""
 
     start: int
     end: int
@@ -81,8 +82,8 @@ class _RangeIndex:
         return None
 
     def innermost(self, tid, t):
-        """The name of the innermost range holding t on thread tid when it has a range there, else on any
-        thread; None when none contains t."""
+        """The name of the innermost range holding t on thread tid when it has a range there, else
+        on any thread; None when none contains t."""
         if tid in self.by_tid:
             name = self._find(self.by_tid[tid], self.starts[tid], t)
             if name is not None:
@@ -91,8 +92,8 @@ class _RangeIndex:
 
 
 def _activities(ex, lo, hi, skip_tids=()):
-    """The device activities (Export.device_activities()) overlapping [lo, hi] (but those launched from
-    skip_tids), by start."""
+    """The device activities (Export.device_activities()) overlapping [lo, hi] (but those launched
+    from skip_tids), by start."""
     acts = [
         _Activity(
             op.start,
@@ -103,7 +104,8 @@ def _activities(ex, lo, hi, skip_tids=()):
         )
         for op in ex.device_activities()
     ]
-    # Stable sort: activities starting together stay kernels, copies, memsets, graphs, in export order.
+    # Stable sort: activities starting together stay kernels, copies, memsets, graphs, in export
+    # order.
     return sorted(
         (
             a
@@ -117,7 +119,8 @@ def _activities(ex, lo, hi, skip_tids=()):
 
 
 def _find_gaps(acts, lo, hi, index):
-    """The uncovered intervals of [lo, hi] between acts (by start), with their causes (idle_gaps())."""
+    """The uncovered intervals of [lo, hi] between acts (by start), with their causes
+    (idle_gaps())."""
     gaps, cursor = [], lo
     for act in acts:
         if act.start > cursor:
@@ -135,24 +138,27 @@ def _find_gaps(acts, lo, hi, index):
 
 
 def _next_label(name):
-    """How a table names the activity that ends a gap: a memory operation as is, a kernel by its label."""
+    """How a table names the activity that ends a gap: a memory operation as is, a kernel by its
+    label."""
     return None if name is None else name if name.startswith("[") else short_kernel_label(name)
 
 
 def idle_gaps(ex, lo, hi, ranges, top_n=8, boundary=()):
-    """Every interval of [lo, hi] with no kernel, copy, memset or graph execution recorded whole, and why
-    the device was idle there.
+    """Every interval of [lo, hi] with no kernel, copy, memset or graph execution recorded whole,
+    and why the device was idle there.
 
     A gap ends when the next device activity starts. Its cause:
       host          that activity was enqueued (its runtime call started) at or after the gap began:
-                    the device had nothing queued, so the host set the gap's length. host_range is the
-                    innermost default-domain range containing the gap's start on the enqueuing thread
-                    (on any thread when that one has none): batch_wait means the loader, h2d_submit the
-                    copy submission, a compute phase the launch rate; eval or checkpoint, a range of the
-                    epoch boundary (boundary: the window's eval and checkpoint ranges), whatever range
-                    nested in it (eval's own forward, batch_wait, ...) holds the gap's start.
-      device        that activity was enqueued before the gap began: the work was waiting on the device
-                    (launch latency between queued operations, a wait on another stream's event).
+                    the device had nothing queued, so the host set the gap's length. host_range is
+                    the innermost default-domain range containing the gap's start on the enqueuing
+                    thread (on any thread when that one has none): batch_wait means the loader,
+                    h2d_submit the copy submission, a compute phase the launch rate; eval or
+                    checkpoint, a range of the epoch boundary (boundary: the window's eval and
+                    checkpoint ranges), whatever range nested in it (eval's own forward, batch_wait,
+                    ...) holds the gap's start.
+      device        that activity was enqueued before the gap began: the work was waiting on the
+                    device (launch latency between queued operations, a wait on another stream's
+                    event).
       unattributed  no runtime call correlates with that activity.
       tail          no activity follows inside the window (the end of the capture).
     Gap totals add up to the window minus the busy time of no_activity_pct.
@@ -160,7 +166,7 @@ def idle_gaps(ex, lo, hi, ranges, top_n=8, boundary=()):
     gaps = _find_gaps(_activities(ex, lo, hi), lo, hi, _RangeIndex(ranges, boundary))
     causes = OrderedDict((c, {"count": 0, "total_ns": 0}) for c in GAP_CAUSES)
     buckets = OrderedDict((label, {"count": 0, "total_ns": 0}) for label in GAP_BUCKET_LABELS)
-    host_ranges = defaultdict(lambda: {"count": 0, "total_ns": 0})
+    host_ranges: defaultdict[str, dict[str, int]] = defaultdict(lambda: {"count": 0, "total_ns": 0})
     for g in gaps:
         for d in (causes[g.cause], buckets[_gap_bucket(g.duration)]) + (
             (host_ranges[g.host_range or "(no range)"],) if g.cause == "host" else ()
@@ -195,8 +201,9 @@ def idle_gaps(ex, lo, hi, ranges, top_n=8, boundary=()):
 
 
 def _merged_calls(api_calls, tids):
-    """(starts, ends) of the merged intervals in which a thread of tids was inside a runtime call."""
-    merged = []
+    """(starts, ends) of the merged intervals in which a thread of tids was inside a runtime
+    call."""
+    merged: list[list[int]] = []  # [start, end]
     for c in sorted((c for c in api_calls if c.tid in tids), key=lambda c: c.start):
         if merged and c.start <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], c.end)
@@ -206,9 +213,10 @@ def _merged_calls(api_calls, tids):
 
 
 def _quiet_interval(calls, gap, lo):
-    """The longest interval in [lo, the gap's ending launch] that ends after the gap began and in which
-    no thread of the merged calls was inside a runtime call (the earlier on a tie): (start, end, index
-    of the merged call it follows, -1 when it starts at lo), or None when there is none."""
+    """The longest interval in [lo, the gap's ending launch] that ends after the gap began and in
+    which no thread of the merged calls was inside a runtime call (the earlier on a tie): (start,
+    end, index of the merged call it follows, -1 when it starts at lo), or None when there is
+    none."""
     starts, ends = calls
     launch = gap.next_launch_ns
     best = None
@@ -230,10 +238,10 @@ def _quiet_interval(calls, gap, lo):
 
 
 def _usual_quiet(calls, phases, phase, after):
-    """The (lower) median length, over the other captured steps, of the call-free interval at the place
-    of the one that follows merged call `after` in phase's step: the interval after the call as many
-    merged calls from the start of that step's phase of the same name as `after` is from phase's start.
-    None when no other step has it."""
+    """The (lower) median length, over the other captured steps, of the call-free interval at the
+    place of the one that follows merged call `after` in phase's step: the interval after the call
+    as many merged calls from the start of that step's phase of the same name as `after` is from
+    phase's start. None when no other step has it."""
     starts, ends = calls
     rel = after - bisect.bisect_left(starts, phase.start)
     lengths = []
@@ -252,7 +260,7 @@ def _innermost_longest(ranges, a, b):
     thread's push/pop ranges, which nest; by start), else None."""
     inside = [r for r in ranges if r.start < b and r.end > a]
     cuts = sorted({a, b} | {min(max(t, a), b) for r in inside for t in (r.start, r.end)})
-    time = defaultdict(int)
+    time: defaultdict[str, int] = defaultdict(int)
     for x, y in zip(cuts, cuts[1:]):
         holding = [r for r in inside if r.start <= x and y <= r.end]
         if holding:
@@ -277,45 +285,47 @@ def host_stalls(
     min_ms=HOST_STALL_MIN_MS,
     boundary=(),
 ):
-    """The host gaps of at least min_ms in which the device ran none of the step's work, each attributed
-    to a captured step and to the main thread's step-level phase (phases.step_phases()) in which the
-    host held the work back, or to the epoch-boundary range (boundary: the window's eval and checkpoint
-    ranges) in which it did. A list, by start, of:
+    """The host gaps of at least min_ms in which the device ran none of the step's work, each
+    attributed to a captured step and to the main thread's step-level phase (phases.step_phases())
+    in which the host held the work back, or to the epoch-boundary range (boundary: the window's
+    eval and checkpoint ranges) in which it did. A list, by start, of:
 
-      start_ms, gap_ms   the gap: from the end of the step work the device had queued to the start of
-                         the next, which the host enqueued only after the device had gone idle (ms from
-                         the window start; its length). Activities launched from skip_tids (the input
-                         pipeline's threads: the GPU decode stage) neither end nor split a gap: they run
-                         beside the steps, not for them.
+      start_ms, gap_ms   the gap: from the end of the step work the device had queued to the start
+                         of the next, which the host enqueued only after the device had gone idle
+                         (ms from the window start; its length). Activities launched from skip_tids
+                         (the input pipeline's threads: the GPU decode stage) neither end nor split
+                         a gap: they run beside the steps, not for them.
       quiet_start_ms, quiet_ms
-                         the host's quiet interval: the longest interval, ending after the gap began and
-                         before the runtime call that ended it, in which no thread of step_tids (the main
-                         thread and the threads that launched phase work, e.g. autograd's) was inside a
-                         CUDA runtime call. A host stall (a sleep, a blocked batch_wait) is such an
-                         interval, whatever the device still had queued when it began: quiet_ms measures
-                         the stall itself, plus the host's CPU time without runtime calls on either side
-                         of it. None without a runtime table.
-      usual_quiet_ms     the (lower) median length, over the other captured steps, of the call-free interval at
-                         the same place in the same phase (after as many runtime calls from the phase's
-                         start): the host's CPU time without runtime calls that the quiet interval holds
-                         besides the stall (e.g. ~1 ms at the start of the C++ optimizer_step). None when
-                         no other step has the phase, or the quiet interval starts at the window's start.
+                         the host's quiet interval: the longest interval, ending after the gap began
+                         and before the runtime call that ended it, in which no thread of step_tids
+                         (the main thread and the threads that launched phase work, e.g. autograd's)
+                         was inside a CUDA runtime call. A host stall (a sleep, a blocked
+                         batch_wait) is such an interval, whatever the device still had queued when
+                         it began: quiet_ms measures the stall itself, plus the host's CPU time
+                         without runtime calls on either side of it. None without a runtime table.
+      usual_quiet_ms     the (lower) median length, over the other captured steps, of the call-free
+                         interval at the same place in the same phase (after as many runtime calls
+                         from the phase's start): the host's CPU time without runtime calls that the
+                         quiet interval holds besides the stall (e.g. ~1 ms at the start of the C++
+                         optimizer_step). None when no other step has the phase, or the quiet
+                         interval starts at the window's start.
       stall_ms           quiet_ms - usual_quiet_ms (quiet_ms without a usual one): the stall itself.
-      held_ms            gap end - quiet start = gap_ms + (gap start - quiet start): from the host's last
-                         call before the stall to the device resuming. The gap alone is shorter than the
-                         stall by the work the device drained first (held_ms - gap_ms: the queue when the
-                         host went quiet); a stall shorter than that queue leaves no gap at its place
-                         (the device runs dry later, at the host's next call-free stretch, if at all).
-      step, phase        the captured step and the main thread's step-level phase sharing the most time
-                         with the quiet interval (with the gap where there is none); phase None when no
-                         phase overlaps it (before the first step, in capture_drain), step None when no
-                         captured step does either. Where a range of boundary shares more of it than any
-                         phase, phase is that range's name (eval, checkpoint), step None: no training
-                         step's stall, and usual_quiet_ms None.
-      range              the main thread's range that is innermost for the longest part of that interval:
-                         the phase itself, or a range nested in it (batch_wait, h2d_submit or normalize in
-                         data_load; a layer of --nvtx-detail layers in forward; in eval, eval's own
-                         eval_step, batch_wait, forward, ...).
+      held_ms            gap end - quiet start = gap_ms + (gap start - quiet start): from the host's
+                         last call before the stall to the device resuming. The gap alone is shorter
+                         than the stall by the work the device drained first (held_ms - gap_ms: the
+                         queue when the host went quiet); a stall shorter than that queue leaves no
+                         gap at its place (the device runs dry later, at the host's next call-free
+                         stretch, if at all).
+      step, phase        the captured step and the main thread's step-level phase sharing the most
+                         time with the quiet interval (with the gap where there is none); phase None
+                         when no phase overlaps it (before the first step, in capture_drain), step
+                         None when no captured step does either. Where a range of boundary shares
+                         more of it than any phase, phase is that range's name (eval, checkpoint),
+                         step None: no training step's stall, and usual_quiet_ms None.
+      range              the main thread's range that is innermost for the longest part of that
+                         interval: the phase itself, or a range nested in it (batch_wait, h2d_submit
+                         or normalize in data_load; a layer of --nvtx-detail layers in forward; in
+                         eval, eval's own eval_step, batch_wait, forward, ...).
       host_range, next   as in idle_gaps()'s largest: the innermost range at the gap's start on the
                          enqueuing thread, and the activity that ended the gap.
     """
@@ -335,7 +345,8 @@ def host_stalls(
         a, b = quiet[:2] if quiet else (g.start, g.end)
         p, edge = index.longest_overlap(a, b), edges.longest_overlap(a, b)
         if _shared(edge, a, b) > _shared(p, a, b):
-            p = None  # an eval or checkpoint range holds more of it than any phase: no training step's stall
+            # an eval or checkpoint range holds more of it than any phase: no training step's stall
+            p = None
         else:
             edge = None
         holder = p if p is not None else edge

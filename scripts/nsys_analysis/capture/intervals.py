@@ -1,9 +1,9 @@
-"""Interval arithmetic on nanosecond times: ms conversion, union length, uncovered gaps, the span holding
-a time (SpanIndex), grouped duration statistics."""
+"""Interval arithmetic on nanosecond times: ms conversion, union length, uncovered gaps, the span
+holding a time (SpanIndex), grouped duration statistics."""
 
 import bisect
 from collections import OrderedDict, defaultdict
-from typing import NamedTuple
+from typing import Hashable, NamedTuple
 
 
 def ms(ns):
@@ -42,18 +42,18 @@ def merged_gaps(intervals, lo, hi):
 
 
 class SpanIndex:
-    """Which of some spans (anything with start and end: the captured steps, a step's phases, one thread's
-    graph_replay ranges) holds a time or overlaps an interval, by bisection: the one lookup the analysis
-    makes for "which step does this timestamp fall in". The spans must not overlap; spans holds them
-    sorted by start."""
+    """Which of some spans (anything with start and end: the captured steps, a step's phases, one
+    thread's graph_replay ranges) holds a time or overlaps an interval, by bisection: the one lookup
+    the analysis makes for "which step does this timestamp fall in". The spans must not overlap;
+    spans holds them sorted by start."""
 
     def __init__(self, spans):
         self.spans = sorted(spans, key=lambda s: s.start)
         self.starts = [s.start for s in self.spans]
 
     def index_of(self, t):
-        """The position in spans of the span with start <= t <= end (the later one where two meet), else
-        None."""
+        """The position in spans of the span with start <= t <= end (the later one where two meet),
+        else None."""
         i = bisect.bisect_right(self.starts, t) - 1
         if i >= 0 and t <= self.spans[i].end:
             return i
@@ -65,8 +65,8 @@ class SpanIndex:
         return None if i is None else self.spans[i]
 
     def longest_overlap_index(self, a, b):
-        """The position in spans of the span sharing the most time with [a, b] (the earlier on a tie),
-        else None."""
+        """The position in spans of the span sharing the most time with [a, b] (the earlier on a
+        tie), else None."""
         best, best_ns = None, 0
         i = max(bisect.bisect_right(self.starts, a) - 1, 0)
         while i < len(self.spans) and self.spans[i].start < b:
@@ -85,7 +85,9 @@ class SpanIndex:
 class GroupStats(NamedTuple):
     """Durations (ns) and bytes of the items of one group_stats() key."""
 
-    count: int
+    # The field count shadows tuple.count(), which mypy reports as an incompatible override; its
+    # readers (summary, checks) use the field, so the name stays.
+    count: int  # type: ignore[assignment]
     total_ns: int
     min_ns: int
     max_ns: int
@@ -93,10 +95,10 @@ class GroupStats(NamedTuple):
 
 
 def group_stats(items):
-    """items: (key, duration_ns[, bytes]) -> OrderedDict key -> GroupStats, largest total first (ties by
-    the key's text)."""
-    groups = defaultdict(list)
-    nbytes = defaultdict(int)
+    """items: (key, duration_ns[, bytes]) -> OrderedDict key -> GroupStats, largest total first
+    (ties by the key's text)."""
+    groups: defaultdict[Hashable, list[int]] = defaultdict(list)
+    nbytes: defaultdict[Hashable, int] = defaultdict(int)
     for item in items:
         groups[item[0]].append(item[1])
         if len(item) > 2:

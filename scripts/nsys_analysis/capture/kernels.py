@@ -6,16 +6,17 @@ from collections import defaultdict
 
 # NCHW <-> NHWC layout conversions. Patterns are deliberately narrow, from real kernel names:
 #  * cuDNN's legacy transposes are `cudnn::ops::nchwToNhwcKernel` / `nhwcToNchwKernel`; TensorRT and
-#    other libraries spell them `nchw2nhwc`, `NCHWToNHWC`, `nhwc_to_nchw`: the first pattern matches an
-#    explicit direction between the two layouts, any case, with `to`, `2` or `_` between them.
+#    other libraries spell them `nchw2nhwc`, `NCHWToNHWC`, `nhwc_to_nchw`: the first pattern matches
+#    an explicit direction between the two layouts, any case, with `to`, `2` or `_` between them.
 #  * a generic transpose/reformat/permute/convert kernel counts only when its name also names both
 #    layouts (e.g. `transpose_nchw_nhwc`).
 # Deliberately NOT matched: the channels_last Python reference (tests/fixtures/nsys/py_reuse8) runs
 # `cudnn::engines_precompiled::convertTensor_kernel<float, float, float, 2>` 3x and
 # `nhwcAddPaddingKernel` 2x per step, all inside the first convolution (3 input channels padded for
 # the tensor-core engine), with no layout mismatch anywhere in the model; counting them would fail a
-# run that is fully channels_last. The ATen copy kernel that a `.contiguous(channels_last)` would use
-# (`direct_copy_kernel_cuda`) is an ordinary elementwise copy and cannot be told apart by name either.
+# run that is fully channels_last. The ATen copy kernel that a `.contiguous(channels_last)` would
+# use (`direct_copy_kernel_cuda`) is an ordinary elementwise copy and cannot be told apart by name
+# either.
 LAYOUT_DIRECT = re.compile(r"nchw_?(?:to|2)_?nhwc|nhwc_?(?:to|2)_?nchw", re.IGNORECASE)
 LAYOUT_GENERIC = re.compile(r"transpose|reformat|permute|convert", re.IGNORECASE)
 _NCHW = re.compile(r"nchw", re.IGNORECASE)
@@ -23,23 +24,26 @@ _NHWC = re.compile(r"nhwc", re.IGNORECASE)
 
 
 def is_layout_conversion(name):
-    """True for kernels whose demangled name marks an NCHW <-> NHWC conversion (see LAYOUT_DIRECT)."""
+    """True for kernels whose demangled name marks an NCHW <-> NHWC conversion (see
+    LAYOUT_DIRECT)."""
     if LAYOUT_DIRECT.search(name):
         return True
     return bool(LAYOUT_GENERIC.search(name) and _NCHW.search(name) and _NHWC.search(name))
 
 
-# (pattern on the demangled name, short label), first match wins. Written for the ATen, cuDNN, cuBLAS
-# and CUTLASS kernels a ResNet-50 training step launches (cuBLAS's nvJet GEMMs too: the bf16 step on
-# the H200, cuDNN 9.19, launches nvjet_sm90_* kernels for 3.2 ms of its 20.7 ms of kernels). cuDNN's
-# fused batch norm (--fused-bn) names its operation in the backward kernel (batchnorm_relu_bwtr_...,
-# batchnorm_add_relu_bwtr_...), the forward only in template flags (_fused_bn_forward).
-_KERNEL_LABELS = [
+# (pattern on the demangled name, short label), first match wins. Written for the ATen, cuDNN,
+# cuBLAS and CUTLASS kernels a ResNet-50 training step launches (cuBLAS's nvJet GEMMs too: the bf16
+# step on the H200, cuDNN 9.19, launches nvjet_sm90_* kernels for 3.2 ms of its 20.7 ms of kernels).
+# cuDNN's fused batch norm (--fused-bn) names its operation in the backward kernel
+# (batchnorm_relu_bwtr_..., batchnorm_add_relu_bwtr_...), the forward only in template flags
+# (_fused_bn_forward).
+_KERNEL_LABEL_PATTERNS = [
     (r"batchnorm_add_relu_bwtr", "BN+add+ReLU bwd"),
     (r"batchnorm_relu_bwtr", "BN+ReLU bwd"),
     (r"batchnorm_bwtr|batch_norm_backward|bn_bw|BatchNormBwd", "BN bwd"),
     (
-        r"batchnorm_fwtr|batch_norm_(?:collect|elemt|transform)|bn_fw|BatchNormFwd|batch_norm_forward",
+        r"batchnorm_fwtr|batch_norm_(?:collect|elemt|transform)|bn_fw|BatchNormFwd"
+        r"|batch_norm_forward",
         "BN fwd",
     ),
     (r"nchw_?(?:to|2)_?nhwc", "NCHW->NHWC"),
@@ -72,19 +76,22 @@ _KERNEL_LABELS = [
     (r"gemm|gemv|cublas|cutlass|nvjet", "GEMM"),
     (r"elementwise", "elementwise"),
 ]
-_KERNEL_LABELS = [(re.compile(p, re.IGNORECASE), label) for p, label in _KERNEL_LABELS]
+_KERNEL_LABELS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(p, re.IGNORECASE), label) for p, label in _KERNEL_LABEL_PATTERNS
+]
 
 
-# cuDNN's NHWC batch-norm forward: batchnorm_fwtr_nhwc_semiPersist<T, Tparam, T, six ints, (bool)RELU,
-# (bool)ADD_RELU, (bool)..., (int)...>, as read off cuDNN 9.19's kernels on the H200 (tests/scripts'
-# names): BN alone (0, 0, 1), BN+ReLU (1, 0, 1), BN+add+ReLU (0, 1, 1).
+# cuDNN's NHWC batch-norm forward: batchnorm_fwtr_nhwc_semiPersist<T, Tparam, T, six ints,
+# (bool)RELU, (bool)ADD_RELU, (bool)..., (int)...>, as read off cuDNN 9.19's kernels on the H200
+# (tests/scripts' names): BN alone (0, 0, 1), BN+ReLU (1, 0, 1), BN+add+ReLU (0, 1, 1).
 _BN_FWD_FLAGS = re.compile(
     r"batchnorm_fwtr_nhwc\w*<.*\(bool\)([01]), \(bool\)([01]), \(bool\)[01], \(int\)\d+>"
 )
 
 
 def _fused_bn_forward(name):
-    """ "BN+ReLU fwd" / "BN+add+ReLU fwd" for cuDNN's fused batch-norm forward kernels, else None."""
+    """ "BN+ReLU fwd" / "BN+add+ReLU fwd" for cuDNN's fused batch-norm forward kernels, else
+    None."""
     m = _BN_FWD_FLAGS.search(name)
     if not m:
         return None
@@ -109,16 +116,17 @@ def kernel_labels(names):
     """Short labels for ranked kernel groups; a label shared by several groups gets its rank among
     them (#1 the largest), since the groups are distinct implementations."""
     shorts = [short_kernel_label(n) for n in names]
-    seen, out = defaultdict(int), []
+    seen: defaultdict[str, int] = defaultdict(int)
+    out: list[str] = []
     for sh in shorts:
         seen[sh] += 1
         out.append("%s #%d" % (sh, seen[sh]) if shorts.count(sh) > 1 else sh)
     return out
 
 
-# Kernel families, in table order: what a fused batch norm removes (ReLU, the residual add's forward)
-# and what it merges (batch norm with them); then what neither touches. "copies and casts" is mostly
-# autocast's per-step casts of the weights to bf16 (ATen's copy kernels).
+# Kernel families, in table order: what a fused batch norm removes (ReLU, the residual add's
+# forward) and what it merges (batch norm with them); then what neither touches. "copies and casts"
+# is mostly autocast's per-step casts of the weights to bf16 (ATen's copy kernels).
 KERNEL_FAMILIES = (
     "batch norm",
     "BN+ReLU (fused)",
@@ -143,7 +151,8 @@ _FAMILY_OF_LABEL = {
     "BN+add+ReLU bwd": "BN+add+ReLU (fused)",
     "ReLU fwd": "ReLU",
     "ReLU bwd": "ReLU",
-    # Forward residual adds and, in backward, autograd's sum of the two gradients of a block's input.
+    # Forward residual adds and, in backward, autograd's sum of the two gradients of a block's
+    # input.
     "elementwise add": "add",
     "conv fprop": "convolution",
     "conv dgrad": "convolution",
@@ -168,14 +177,15 @@ def kernel_family(name):
 
 
 def kernel_family_table(durations, steps=None):
-    """Kernel time by family from (demangled name, ns) pairs: a list of dicts (family, launches, total_ms,
-    pct of all kernel time, and ms_per_step when `steps` is given), in KERNEL_FAMILIES order, families
-    without kernels left out. The "other" row also has `parts`: its OTHER_PARTS largest short labels
-    (label, launches, total_ms, pct of all kernel time), so that what no family names is still named.
+    """Kernel time by family from (demangled name, ns) pairs: a list of dicts (family, launches,
+    total_ms, pct of all kernel time, and ms_per_step when `steps` is given), in KERNEL_FAMILIES
+    order, families without kernels left out. The "other" row also has `parts`: its OTHER_PARTS
+    largest short labels (label, launches, total_ms, pct of all kernel time), so that what no family
+    names is still named.
     """
-    total = defaultdict(float)
-    count = defaultdict(int)
-    other = defaultdict(lambda: [0, 0.0])
+    total: defaultdict[str, float] = defaultdict(float)
+    count: defaultdict[str, int] = defaultdict(int)
+    other: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0])  # label: [launches, ns]
     for name, ns in durations:
         label = short_kernel_label(name)
         fam = _FAMILY_OF_LABEL.get(label, "other")

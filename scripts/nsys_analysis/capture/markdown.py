@@ -1,5 +1,5 @@
-"""summary.md: the tables a reader of one capture needs; ranks.md: those of a data-parallel run's ranks;
-repeats.md: the spread of several captures of one configuration."""
+"""summary.md: the tables a reader of one capture needs; ranks.md: those of a data-parallel run's
+ranks; repeats.md: the spread of several captures of one configuration."""
 
 from ..common.formatting import fmt, table
 from .records import BATCH_WAIT, CHECKPOINT, DATA_LOAD, EVAL, H2D_SUBMIT, STEP
@@ -26,14 +26,14 @@ def render_markdown(s):
     )
     if s.get("graph_executions"):
         out.append(
-            "- CUDA graph executions recorded whole (no --cuda-graph-trace=node): %d in the window, "
-            "counted as device activity; their kernels are not in the export"
+            "- CUDA graph executions recorded whole (no --cuda-graph-trace=node): %d in the "
+            "window, counted as device activity; their kernels are not in the export"
             % s["graph_executions"]
         )
     if s.get("decode") == "gpu":
         out.append(
-            "- host-to-device copies in the window: %s (--decode gpu: %s from the main thread, %s from "
-            "the GPU decode stage)"
+            "- host-to-device copies in the window: %s (--decode gpu: %s from the main thread, %s "
+            "from the GPU decode stage)"
             % (
                 fmt(s["h2d_copies"]),
                 fmt(s.get("h2d_copies_main_thread")),
@@ -56,9 +56,10 @@ def render_markdown(s):
             "",
             "## Where the device sat idle (gaps between recorded activities, inside the window)",
             "",
-            "A gap is `host` when the operation that ended it was enqueued only after the device had gone "
-            "idle (the host, not the device, set its length), `device` when that operation was already "
-            "queued (launch latency between queued work, or a wait on another stream).",
+            "A gap is `host` when the operation that ended it was enqueued only after the device "
+            "had gone idle (the host, not the device, set its length), `device` when that "
+            "operation was already queued (launch latency between queued work, or a wait on "
+            "another stream).",
             "",
         ]
         out.append(
@@ -118,11 +119,11 @@ def render_markdown(s):
         "",
         "## NVTX phases (default domain, inside the window)",
         "",
-        "Ranges nest (batch_wait and h2d_submit lie inside data_load, everything inside torch_step), so "
-        "totals are not exclusive buckets.%s"
+        "Ranges nest (batch_wait and h2d_submit lie inside data_load, everything inside "
+        "torch_step), so totals are not exclusive buckets.%s"
         % (
-            " The evaluation's own ranges nested in eval_step are listed as eval/NAME (eval/forward: its "
-            "forward passes, no training phase's)."
+            " The evaluation's own ranges nested in eval_step are listed as eval/NAME "
+            "(eval/forward: its forward passes, no training phase's)."
             if s.get("epoch_boundary")
             else ""
         ),
@@ -299,18 +300,19 @@ def _thread_label(t):
 
 
 def tracer_bound_paragraph(s):
-    """summary.md's opening warning when the capture is tracer-bound (capture_cost.tracer_bound), else []:
-    the throughput traced and untraced, what to trust, how much idle the tracer explains, the threads
-    that made the most runtime calls."""
+    """summary.md's opening warning when the capture is tracer-bound (capture_cost.tracer_bound),
+    else []: the throughput traced and untraced, what to trust, how much idle the tracer explains,
+    the threads that made the most runtime calls."""
     cost = s.get("capture_cost")
     if not cost or not cost["tracer_bound"]:
         return []
     t, idle = cost["throughput"], cost["idle_explained"]
     runs = sum(1 for r in t["untraced_runs"] if r["images_per_s"] is not None)
     text = (
-        "**The capture is tracer-bound:** traced %s images/s, %.2fx the untraced %s images/s (%s; the "
-        "allowed slowdown is %g%%). Nsight Systems' CUDA tracing, not the input pipeline, set this run's pace: "
-        "trust the untraced figures for throughput and the capture for order and overlap."
+        "**The capture is tracer-bound:** traced %s images/s, %.2fx the untraced %s images/s (%s; "
+        "the allowed slowdown is %g%%). Nsight Systems' CUDA tracing, not the input pipeline, set "
+        "this run's pace: trust the untraced figures for throughput and the capture for order and "
+        "overlap."
         % (
             _n(t["traced_images_per_s"]),
             t["traced_over_untraced"],
@@ -355,8 +357,8 @@ def tracer_bound_paragraph(s):
 
 
 def _capture_cost_section(s):
-    """Capture cost: throughput traced vs untraced, host time per phase, runtime calls per thread, the
-    profiler's overhead, the idle the tracer explains (summary capture_cost)."""
+    """Capture cost: throughput traced vs untraced, host time per phase, runtime calls per thread,
+    the profiler's overhead, the idle the tracer explains (summary capture_cost)."""
     cost = s.get("capture_cost")
     if not cost:
         return []
@@ -365,10 +367,10 @@ def _capture_cost_section(s):
         "",
         "## Capture cost (what the tracing itself cost)",
         "",
-        "The same command run without nsys (analyze.py --untraced) gives the throughput the tracer did not slow; "
-        "CUDA tracing adds its cost to every runtime call, so threads that make many calls a step run slower "
-        "traced. Tracer-bound: traced / untraced below %.2f (--max-tracer-slowdown %g)."
-        % (1 - cost["max_slowdown"], cost["max_slowdown"]),
+        "The same command run without nsys (analyze.py --untraced) gives the throughput the tracer "
+        "did not slow; CUDA tracing adds its cost to every runtime call, so threads that make many "
+        "calls a step run slower traced. Tracer-bound: traced / untraced below %.2f "
+        "(--max-tracer-slowdown %g)." % (1 - cost["max_slowdown"], cost["max_slowdown"]),
         "",
     ]
     rows = [
@@ -435,8 +437,8 @@ def _cost_calls(calls):
         return ["", "CUDA runtime calls per thread: not known (the export has no runtime table)."]
     out = [
         "",
-        "CUDA runtime calls starting inside the window, per thread and captured step (%d steps; the time "
-        "inside them, blocking calls included):" % calls["steps"],
+        "CUDA runtime calls starting inside the window, per thread and captured step (%d steps; "
+        "the time inside them, blocking calls included):" % calls["steps"],
         "",
     ]
     out.append(
@@ -464,17 +466,18 @@ def _cost_calls(calls):
     if any(th.get("unit") for th in calls["threads"]):
         out += [
             "",
-            "A helper thread's unit of work is its outermost NVTX range that holds most of its calls "
-            "(gpu_decode: one batch); calls per unit counts all of the thread's calls in the window, those "
-            "between its units too. A stage that decodes ahead of the steps does a varying number of "
-            "batches inside the window, so compare captures by calls per unit, not per step.",
+            "A helper thread's unit of work is its outermost NVTX range that holds most of its "
+            "calls (gpu_decode: one batch); calls per unit counts all of the thread's calls in the "
+            "window, those between its units too. A stage that decodes ahead of the steps does a "
+            "varying number of batches inside the window, so compare captures by calls per unit, "
+            "not per step.",
         ]
     return out
 
 
 def _unit(u):
-    """'655 per gpu_decode (63 in the window, 640 inside them)', or '' for the main thread and threads
-    without one."""
+    """'655 per gpu_decode (63 in the window, 640 inside them)', or '' for the main thread and
+    threads without one."""
     return (
         ""
         if not u
@@ -489,8 +492,8 @@ def _cost_overhead(over):
         return ["", "Profiler overhead: not known (the export has no PROFILER_OVERHEAD table)."]
     out = [
         "",
-        "Profiler overhead (nsys PROFILER_OVERHEAD) inside the window: %d rows, %s ms; outside it %d rows, "
-        "%s ms."
+        "Profiler overhead (nsys PROFILER_OVERHEAD) inside the window: %d rows, %s ms; outside it "
+        "%d rows, %s ms."
         % (
             over["count"],
             fmt(over["total_ms"]),
@@ -539,9 +542,9 @@ def _cost_idle(idle):
         )
     out = [
         "",
-        "Idle time the tracer explains (an upper bound, see nsys_analysis.capture.cost): window %s ms%s; %s "
-        "steps x %s images at the untraced %s images/s%s take %s ms, so the tracer added %s ms; of the window's "
-        "%s ms without device activity it explains %s ms (%s)."
+        "Idle time the tracer explains (an upper bound, see nsys_analysis.capture.cost): window "
+        "%s ms%s; %s steps x %s images at the untraced %s images/s%s take %s ms, so the tracer "
+        "added %s ms; of the window's %s ms without device activity it explains %s ms (%s)."
         % (
             fmt(idle["window_ms"]),
             edge,
@@ -561,8 +564,8 @@ def _cost_idle(idle):
     if idle["by_host_range"]:
         out += [
             "",
-            "Host-caused idle by the host range the gaps began in, and the host time the tracer added to "
-            "that range (traced - untraced median per step, x steps):",
+            "Host-caused idle by the host range the gaps began in, and the host time the tracer "
+            "added to that range (traced - untraced median per step, x steps):",
             "",
         ]
         out.append(
@@ -604,14 +607,15 @@ def _host_stalls_section(s):
         "",
         "## Host stalls (host-caused gaps of 1 ms or more in the step's device work)",
         "",
-        "`gap`: the device had run the step's queued work and waited for the host (work launched by the input "
-        "pipeline's threads neither ends nor splits one). `quiet`: the longest time overlapping the gap in which "
-        "the step's threads (main, autograd) made no CUDA runtime call; `usual`: that stretch's (lower) median length "
-        "at the same place in the other steps; `stall` = quiet - usual, how much longer the host took there than "
-        "usual, whatever the device still had queued. `held`: from the quiet start to the gap's end (held - gap: "
-        "the work queued when the host went quiet). Step and phase: the captured step and main-thread phase "
-        "sharing the most time with the quiet interval (phase/range where a nested range, e.g. "
-        "data_load/batch_wait, holds most of it).",
+        "`gap`: the device had run the step's queued work and waited for the host (work launched "
+        "by the input pipeline's threads neither ends nor splits one). `quiet`: the longest time "
+        "overlapping the gap in which the step's threads (main, autograd) made no CUDA runtime "
+        "call; `usual`: that stretch's (lower) median length at the same place in the other steps; "
+        "`stall` = quiet - usual, how much longer the host took there than usual, whatever the "
+        "device still had queued. `held`: from the quiet start to the gap's end (held - gap: the "
+        "work queued when the host went quiet). Step and phase: the captured step and main-thread "
+        "phase sharing the most time with the quiet interval (phase/range where a nested range, "
+        "e.g. data_load/batch_wait, holds most of it).",
         "",
     ]
     if not stalls:
@@ -667,15 +671,16 @@ def _gpu_phases_section(s):
         "",
         "## GPU time per phase (device time of the work launched in each phase)",
         "",
-        "Every kernel, copy and memset in the window (clipped to it) is charged to the main thread's step-level "
-        "phase (a range directly inside torch_step; batch_wait, h2d_submit and normalize count under data_load) "
-        "in which its runtime call started, whichever thread made the call: backward's kernels come from "
-        "autograd's thread. `main thread ms` is the part launched from the main thread itself, all that a "
-        "projection of the main thread's ranges onto the device (nsys's nvtx_gpu_proj_sum) attributes. "
-        "`(input pipeline)`: launched by the loader's or the GPU decode stage's threads.%s"
+        "Every kernel, copy and memset in the window (clipped to it) is charged to the main "
+        "thread's step-level phase (a range directly inside torch_step; batch_wait, h2d_submit and "
+        "normalize count under data_load) in which its runtime call started, whichever thread made "
+        "the call: backward's kernels come from autograd's thread. `main thread ms` is the part "
+        "launched from the main thread itself, all that a projection of the main thread's ranges "
+        "onto the device (nsys's nvtx_gpu_proj_sum) attributes. `(input pipeline)`: launched by "
+        "the loader's or the GPU decode stage's threads.%s"
         % (
-            " `eval`, `checkpoint`: launched while the main thread was in the epoch boundary's evaluation or "
-            "checkpoint, no training step's work."
+            " `eval`, `checkpoint`: launched while the main thread was in the epoch boundary's "
+            "evaluation or checkpoint, no training step's work."
             if s.get("epoch_boundary")
             else ""
         ),
@@ -711,8 +716,8 @@ def _gpu_phases_section(s):
     )
     out += [
         "",
-        "%s ms of device time in all (summed; the device was busy %s ms, overlapping streams counted "
-        "once)." % (fmt(total), fmt(s.get("device_busy_ms"))),
+        "%s ms of device time in all (summed; the device was busy %s ms, overlapping streams "
+        "counted once)." % (fmt(total), fmt(s.get("device_busy_ms"))),
     ]
     if per_step and s["steps"]:
         names = list(per_step)
@@ -749,8 +754,8 @@ def _epoch_boundary_section(s):
         )
         if name == EVAL:
             what = (
-                "The evaluation pass %s (%d eval_step range%s, median %s ms; eval_reduce, its device sync, "
-                "%s ms)"
+                "The evaluation pass %s (%d eval_step range%s, median %s ms; eval_reduce, its "
+                "device sync, %s ms)"
                 % (
                     where,
                     e["eval_steps"],
@@ -769,10 +774,10 @@ def _epoch_boundary_section(s):
         "",
         "## Epoch boundary (evaluation and checkpoint inside the window)",
         "",
-        "The window crosses an epoch's end; its median torch_step took %s ms. %s Neither counts as a training "
-        "step: the steps, the phase tables and the per-step figures hold torch_step ranges only, and the GPU "
-        "work launched and the host gaps begun inside these ranges count under `eval` and `checkpoint`."
-        % (fmt(median), " ".join(words)),
+        "The window crosses an epoch's end; its median torch_step took %s ms. %s Neither counts as "
+        "a training step: the steps, the phase tables and the per-step figures hold torch_step "
+        "ranges only, and the GPU work launched and the host gaps begun inside these ranges count "
+        "under `eval` and `checkpoint`." % (fmt(median), " ".join(words)),
         "",
     ]
     reported = any(e["report"] for _, e in rows)
@@ -830,7 +835,8 @@ def _epoch_boundary_section(s):
 
 
 def render_ranks_markdown(r):
-    """ranks.md: communication, stragglers and checks of a data-parallel run's ranks (ranks.compute_ranks())."""
+    """ranks.md: communication, stragglers and checks of a data-parallel run's ranks
+    (ranks.compute_ranks())."""
     ranks = r["ranks"]
     out = ["# Nsight Systems captures of %d ranks" % len(ranks), ""]
     for row, d in zip(r["per_rank"], r.get("analysis_dirs") or [None] * len(ranks)):
@@ -848,10 +854,10 @@ def render_ranks_markdown(r):
         "",
         "## Communication per rank (inside each rank's capture window)",
         "",
-        "NCCL kernels are those whose demangled name starts with `nccl`; a kernel belongs to the captured "
-        "step in whose host span it was launched (a replayed CUDA graph's kernels, traced with nsys "
-        "--cuda-graph-trace=node, to the step whose cudaGraphLaunch replayed them). Exposed "
-        "communication is the time an NCCL kernel runs while no other kernel does.",
+        "NCCL kernels are those whose demangled name starts with `nccl`; a kernel belongs to the "
+        "captured step in whose host span it was launched (a replayed CUDA graph's kernels, traced "
+        "with nsys --cuda-graph-trace=node, to the step whose cudaGraphLaunch replayed them). "
+        "Exposed communication is the time an NCCL kernel runs while no other kernel does.",
         "",
     ]
     out.append(
@@ -894,10 +900,10 @@ def render_ranks_markdown(r):
             "",
             "## Stragglers per step",
             "",
-            "data_load end: ms from the start of that rank's own torch_step to the end of its data_load "
-            "(no clock is compared across exports). Waited: a rank's NCCL kernel time in the step beyond "
-            "the fastest rank's, the time its all-reduces waited for the last rank. `agrees`: the rank "
-            "whose input came last is the one with the least NCCL time.",
+            "data_load end: ms from the start of that rank's own torch_step to the end of its "
+            "data_load (no clock is compared across exports). Waited: a rank's NCCL kernel time in "
+            "the step beyond the fastest rank's, the time its all-reduces waited for the last "
+            "rank. `agrees`: the rank whose input came last is the one with the least NCCL time.",
             "",
         ]
         out.append(
@@ -962,7 +968,8 @@ def render_repeats_markdown(r):
     out += [
         "## Spread across the captures",
         "",
-        "Each value is one capture's (capture 1 first), except the untraced images/s: one per untraced run.",
+        "Each value is one capture's (capture 1 first), except the untraced images/s: one per "
+        "untraced run.",
         "",
     ]
     rows = []

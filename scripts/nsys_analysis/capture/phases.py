@@ -1,5 +1,5 @@
-"""The step's phases on the device: every device activity of the capture window (kernel, copy, memset,
-graph recorded whole) charged to the main thread's step-level phase in which it was launched
+"""The step's phases on the device: every device activity of the capture window (kernel, copy,
+memset, graph recorded whole) charged to the main thread's step-level phase in which it was launched
 (gpu_time_by_phase()); intervals.SpanIndex over the phases attributes a time or an interval to one.
 
 A step-level phase is a default-domain range directly inside a captured torch_step, on the step's
@@ -7,10 +7,10 @@ thread (the main thread): data_load, forward, zero_grad, backward, optimizer_ste
 (--sync-every-step); with --cuda-graph, data_load and graph_replay (whose graph's nodes, traced with
 --cuda-graph-trace=node, or the whole graph without it, correlate with its cudaGraphLaunch). Deeper
 ranges belong to the phase around them: batch_wait, h2d_submit and normalize count under data_load,
-the layer ranges of --nvtx-detail layers under forward. The epoch boundary's eval and checkpoint ranges
-(records.BOUNDARY_RANGES; siblings of torch_step, with batch_wait, h2d_submit, normalize and forward of
-their own inside eval_step) are no step's phases: work launched inside one is charged to it, as "eval" or
-"checkpoint".
+the layer ranges of --nvtx-detail layers under forward. The epoch boundary's eval and checkpoint
+ranges (records.BOUNDARY_RANGES; siblings of torch_step, with batch_wait, h2d_submit, normalize and
+forward of their own inside eval_step) are no step's phases: work launched inside one is charged to
+it, as "eval" or "checkpoint".
 """
 
 import bisect
@@ -21,7 +21,8 @@ from .intervals import SpanIndex, ms
 from .records import LOADER_DOMAIN, STEP, WINDOW
 
 # Buckets of gpu_time_by_phase() besides the phases themselves.
-OUTSIDE = "(outside phases)"  # launched while the main thread was in no step-level phase, eval or checkpoint
+# OUTSIDE: launched while the main thread was in no step-level phase, eval or checkpoint
+OUTSIDE = "(outside phases)"
 INPUT_PIPELINE = (
     "(input pipeline)"  # launched by a thread of the loader's domain (the GPU decode stage)
 )
@@ -66,15 +67,15 @@ def step_phases(ranges, steps):
 
 def phase_names(phases):
     """Phase names in the order they first appear in a step (data_load, forward, ...)."""
-    seen = OrderedDict()
+    seen: OrderedDict[str, None] = OrderedDict()
     for p in sorted(phases, key=lambda p: (p.step, p.start)):
         seen.setdefault(p.name, None)
     return list(seen)
 
 
 def input_pipeline_tids(ex, main_tids=()):
-    """Threads holding ranges of the loader's domain (LOADER_DOMAIN): the loader's workers and the GPU
-    decode stage. The main thread never counts as one."""
+    """Threads holding ranges of the loader's domain (LOADER_DOMAIN): the loader's workers and the
+    GPU decode stage. The main thread never counts as one."""
     return {
         r.tid for r in ex.other_ranges if r.domain == LOADER_DOMAIN and r.tid is not None
     } - set(main_tids)
@@ -82,8 +83,8 @@ def input_pipeline_tids(ex, main_tids=()):
 
 def charge(op, index, pipeline_tids, boundary=None):
     """(bucket, Phase or None) of one device activity: its launching runtime call's phase (index: a
-    SpanIndex of the phases), else the epoch-boundary range holding that call (boundary: a SpanIndex of
-    them, None for none), named as the range (eval, checkpoint), with no Phase."""
+    SpanIndex of the phases), else the epoch-boundary range holding that call (boundary: a SpanIndex
+    of them, None for none), named as the range (eval, checkpoint), with no Phase."""
     if op.launch_ns is None:
         return UNATTRIBUTED, None
     if op.launch_tid in pipeline_tids:
@@ -104,14 +105,16 @@ def gpu_time_by_phase(ex, lo, hi, phases, steps, main_tids, pipeline_tids, bound
     epochs.boundary_ranges()) is charged to that range's name instead.
 
     Returns an OrderedDict:
-      by_phase_ms     phase -> ms, phases in step order, then eval and checkpoint (only when boundary
-                      holds such a range), then OTHER_BUCKETS: OUTSIDE (launched while the main thread
-                      was in no phase of a captured step nor in boundary: before the window, between
-                      steps, in capture_drain), INPUT_PIPELINE (launched by a thread of the loader's domain,
-                      which works for later steps, not for the phase it happens to overlap),
-                      UNATTRIBUTED (no correlated runtime call). They add up to total_ms.
+      by_phase_ms     phase -> ms, phases in step order, then eval and checkpoint (only when
+                      boundary holds such a range), then OTHER_BUCKETS: OUTSIDE (launched while the
+                      main thread was in no phase of a captured step nor in boundary: before the
+                      window, between steps, in capture_drain), INPUT_PIPELINE (launched by a thread
+                      of the loader's domain, which works for later steps, not for the phase it
+                      happens to overlap), UNATTRIBUTED (no correlated runtime call). They add up to
+                      total_ms.
       per_step_ms     phase -> [ms per captured step], None where that step has no such range
-      main_thread_ms  phase (and eval, checkpoint) -> ms of the part launched from the main thread itself
+      main_thread_ms  phase (and eval, checkpoint) -> ms of the part launched from the main thread
+                      itself
       counts          bucket -> activities
       total_ms        the summed device time of the window's activities (overlapping streams count
                       twice, so it may exceed device_busy_ms, the union)
@@ -123,7 +126,9 @@ def gpu_time_by_phase(ex, lo, hi, phases, steps, main_tids, pipeline_tids, bound
     total = OrderedDict((n, 0) for n in names + edge_names + list(OTHER_BUCKETS))
     counts = OrderedDict((n, 0) for n in total)
     main = OrderedDict((n, 0) for n in names + edge_names)
-    per_step = OrderedDict((n, [None] * len(steps)) for n in names)
+    per_step: OrderedDict[str, list[int | None]] = OrderedDict(
+        (n, [None] * len(steps)) for n in names
+    )
     for p in phases:
         per_step[p.name][p.step] = 0
     launch_tids = set()

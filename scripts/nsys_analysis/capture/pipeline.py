@@ -1,9 +1,11 @@
-"""One capture end to end: load the export, summarise, cross-check, write summary.json, summary.md and
-the figures (analyze()); several ranks' captures of one run, each so, then compared (analyze_ranks()).
-Outputs are written by common.files' rules; check_outputs() checks an output directory before any work."""
+"""One capture end to end: load the export, summarise, cross-check, write summary.json, summary.md
+and the figures (analyze()); several ranks' captures of one run, each so, then compared
+(analyze_ranks()). Outputs are written by common.files' rules; check_outputs() checks an output
+directory before any work."""
 
 import json
 import os
+from typing import Any, Callable
 
 from ..common.files import check_output_dir, check_output_file, make_dirs, write_text
 from .checks import crosscheck_stats
@@ -19,14 +21,15 @@ from .figures import (
 )
 from .markdown import render_markdown, render_ranks_markdown, render_repeats_markdown
 from .ranks import compute_ranks, rank_comm, rank_label
+from .records import Export
 from .repeats import compute_repeats, median_capture
 from .report import load_report
 from .summary import compute_summary
 
-# What one capture's analysis writes into its directory: the tables, then (figures) each figure and how
-# it is drawn from the summary s and the export ex.
+# What one capture's analysis writes into its directory: the tables, then (figures) each figure and
+# how it is drawn from the summary s and the export ex.
 SUMMARY_FILES = ("summary.json", "summary.md")
-CAPTURE_FIGURES = (
+CAPTURE_FIGURES: tuple[tuple[str, Callable[[dict[str, Any], Export, str], str]], ...] = (
     ("fig1_phases.png", lambda s, ex, path: plot_phase_totals(s, path)),
     ("fig2_top_kernels.png", lambda s, ex, path: plot_top_kernels(s, path)),
     ("fig3_timeline.png", plot_timeline),
@@ -44,13 +47,14 @@ def capture_outputs(figures=True):
 
 
 def ranks_outputs(figures=True):
-    """The names of the files analyze_ranks() writes into its own directory (each rank's go in theirs)."""
+    """The names of the files analyze_ranks() writes into its own directory (each rank's go in
+    theirs)."""
     return RANKS_FILES + ((RANKS_FIGURE,) if figures else ())
 
 
 def check_outputs(flag, out_dir, names):
-    """Before any work: raises files.UsageError naming flag unless out_dir can be made and every file
-    of names written in it."""
+    """Before any work: raises files.UsageError naming flag unless out_dir can be made and every
+    file of names written in it."""
     check_output_dir(flag, out_dir)
     for name in names:
         check_output_file(flag, os.path.join(out_dir, name), create_dirs=True)
@@ -64,8 +68,9 @@ def _write_json_and_markdown(out_dir, name, obj, markdown):
 
 
 def write_outputs(s, ex, out_dir, figures=True):
-    """Write summary.json, summary.md and (unless figures is False) figures 1, 2, 3, 5 and 6 into out_dir;
-    returns the figures' paths. Raises files.OutputError for a file that cannot be written."""
+    """Write summary.json, summary.md and (unless figures is False) figures 1, 2, 3, 5 and 6 into
+    out_dir; returns the figures' paths. Raises files.OutputError for a file that cannot be
+    written."""
     _write_json_and_markdown(out_dir, "summary", s, render_markdown(s))
     if not figures:
         return []
@@ -73,8 +78,8 @@ def write_outputs(s, ex, out_dir, figures=True):
 
 
 def load_untraced(paths):
-    """[(path, report)] of the untraced runs' reports (analyze.py --untraced); AnalysisError for one that
-    cannot be read."""
+    """[(path, report)] of the untraced runs' reports (analyze.py --untraced); AnalysisError for one
+    that cannot be read."""
     return [(path, load_report(path)) for path in paths or ()]
 
 
@@ -87,8 +92,8 @@ def analyze(
     untraced_paths=(),
     max_slowdown=DEFAULT_MAX_SLOWDOWN,
 ):
-    """Load, compute and write; returns the summary dict. untraced_paths: the reports of untraced runs of
-    the same command, for capture_cost."""
+    """Load, compute and write; returns the summary dict. untraced_paths: the reports of untraced
+    runs of the same command, for capture_cost."""
     ex = load_export(export_path)
     report = load_report(report_path) if report_path else None
     untraced = load_untraced(untraced_paths)
@@ -118,8 +123,9 @@ def _analyze_loaded(
     also=None,
     also_figures=True,
 ):
-    """analyze() from the export and reports already read. also: a second directory that gets the same
-    outputs, with figures unless also_figures is False (analyze_repeats()'s median capture); None for none.
+    """analyze() from the export and reports already read. also: a second directory that gets the
+    same outputs, with figures unless also_figures is False (analyze_repeats()'s median capture);
+    None for none.
     """
     s = compute_summary(ex, report, expected_steps, untraced=untraced, max_slowdown=max_slowdown)
     if report_path:
@@ -144,14 +150,14 @@ def analyze_ranks(
     untraced_paths=None,
     max_slowdown=DEFAULT_MAX_SLOWDOWN,
 ):
-    """Several ranks' exports of one data-parallel run. Each rank is analysed as analyze() does, into
-    rank_dirs[i] (default out_dir/rank<r>); then ranks.json, ranks.md and (unless figures is False)
-    fig_ranks.png go into out_dir. report_paths, rank_dirs and untraced_paths (each rank's untraced run's
-    report, for its capture_cost), when given, follow export_paths. A rank is
+    """Several ranks' exports of one data-parallel run. Each rank is analysed as analyze() does,
+    into rank_dirs[i] (default out_dir/rank<r>); then ranks.json, ranks.md and (unless figures is
+    False) fig_ranks.png go into out_dir. report_paths, rank_dirs and untraced_paths (each rank's
+    untraced run's report, for its capture_cost), when given, follow export_paths. A rank is
     the `.rank<r>` in its export's name, else its position (ranks.rank_label()). Returns (summaries,
-    ranks dict); raises AnalysisError for an unusable input or two exports of one rank, files.UsageError
-    (naming --rank-out, or --out for the default directories) for a rank's directory that cannot be
-    written, both before any output is written."""
+    ranks dict); raises AnalysisError for an unusable input or two exports of one rank,
+    files.UsageError (naming --rank-out, or --out for the default directories) for a rank's
+    directory that cannot be written, both before any output is written."""
     for path in export_paths:  # every export usable before any output is written
         open_export(path).close()
     report_paths = report_paths or [None] * len(export_paths)
@@ -215,14 +221,15 @@ def analyze_repeats(
     figures=True,
     max_slowdown=DEFAULT_MAX_SLOWDOWN,
 ):
-    """Several captures of one configuration (scripts/profile.sh --repeat N). Each capture is analysed, its
-    summary only (every untraced run's report given to each), into repeat_dirs[i] (default
-    out_dir/capture<k>, k from 1); the median capture by its report's images/s (repeats.median_capture())
-    also into out_dir in full (figures unless figures is False); then repeats_json and repeats_md (default
-    out_dir/repeats.json and .md) get the spread of the headline figures (repeats.compute_repeats()).
-    report_paths: one per export, in order. Returns (summaries, repeats dict). Raises AnalysisError for an
-    unusable input or a report without images/s, files.UsageError (naming --repeat-out, or --out for the
-    default directories) for a capture's directory that cannot be written, both before any output.
+    """Several captures of one configuration (scripts/profile.sh --repeat N). Each capture is
+    analysed, its summary only (every untraced run's report given to each), into repeat_dirs[i]
+    (default out_dir/capture<k>, k from 1); the median capture by its report's images/s
+    (repeats.median_capture()) also into out_dir in full (figures unless figures is False); then
+    repeats_json and repeats_md (default out_dir/repeats.json and .md) get the spread of the
+    headline figures (repeats.compute_repeats()). report_paths: one per export, in order. Returns
+    (summaries, repeats dict). Raises AnalysisError for an unusable input or a report without
+    images/s, files.UsageError (naming --repeat-out, or --out for the default directories) for a
+    capture's directory that cannot be written, both before any output.
     """
     for path in export_paths:
         open_export(path).close()

@@ -1,11 +1,12 @@
-"""Cross-rank analysis of a data-parallel capture, one nsys export per rank: NCCL kernels per step, exposed
-communication, stragglers, and every rank's checks (rank_comm() per export, then compute_ranks()).
+"""Cross-rank analysis of a data-parallel capture, one nsys export per rank: NCCL kernels per step,
+exposed communication, stragglers, and every rank's checks (rank_comm() per export, then
+compute_ranks()).
 
-Every number here comes from one rank's own export and clock; nothing compares timestamps of two exports.
-Each rank's nsys has its own session clock (times count from that nsys's session start), so absolute
-times of two exports differ by the nsys start skew even on one machine, and by clock offsets across
-hosts. Cross-rank comparisons use step-relative offsets (host) and per-step kernel durations (device)
-instead.
+Every number here comes from one rank's own export and clock; nothing compares timestamps of two
+exports. Each rank's nsys has its own session clock (times count from that nsys's session start), so
+absolute times of two exports differ by the nsys start skew even on one machine, and by clock
+offsets across hosts. Cross-rank comparisons use step-relative offsets (host) and per-step kernel
+durations (device) instead.
 """
 
 import re
@@ -18,25 +19,27 @@ from .records import DATA_LOAD
 from .summary import find_window
 
 # NCCL's kernels, as named in libnccl.so.2 2.28: ncclDevKernel_<Coll>_<Op>_<type>_<algo>_<proto>
-# (`ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)`, ncclDevKernel_Generic) and
-# ncclSymkDevKernel_... (symmetric memory); older releases used ncclKernel_.... They are not templates, so
-# their demangled names carry no return type; the optional `void ` covers a demangler that prints one.
-# Without a demangled name the export's short name (the same prefix) is used.
+# (`ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)`,
+# ncclDevKernel_Generic) and ncclSymkDevKernel_... (symmetric memory); older releases used
+# ncclKernel_.... They are not templates, so their demangled names carry no return type; the
+# optional `void ` covers a demangler that prints one. Without a demangled name the export's short
+# name (the same prefix) is used.
 NCCL_KERNEL = re.compile(r"^(?:void\s+)?nccl")
 # A rank named in an export's file name: out/run.rank3.sqlite (profile.sh's PREFIX.rank<r>).
 _RANK_IN_NAME = re.compile(r"\.rank(\d+)(?:\.sqlite)?$")
 
 
 def is_nccl_kernel(name):
-    """True for a kernel NCCL launched: its demangled name starts with `nccl` (after an optional `void `).
-    c10d's own kernels on NCCL's streams (bucket copies, scaling) are compute kernels, not NCCL ones.
+    """True for a kernel NCCL launched: its demangled name starts with `nccl` (after an optional
+    `void `). c10d's own kernels on NCCL's streams (bucket copies, scaling) are compute kernels, not
+    NCCL ones.
     """
     return bool(NCCL_KERNEL.match(name or ""))
 
 
 class RankComm(NamedTuple):
-    """What compute_ranks() needs from one rank's export (rank_comm()); ns on that rank's clock. Lists
-    are per captured step (torch_step ranges wholly inside the capture window, in order).
+    """What compute_ranks() needs from one rank's export (rank_comm()); ns on that rank's clock.
+    Lists are per captured step (torch_step ranges wholly inside the capture window, in order).
 
       nccl_count, nccl_ns  NCCL kernels attributed to the step (launched inside its host span: the
                            runtime call's start, or the kernel's own start when no runtime call
@@ -49,8 +52,8 @@ class RankComm(NamedTuple):
                            (union of NCCL kernels minus union of the other kernels, clipped to the
                            window); copies and memsets do not hide communication. None without a
                            window or without CUDA tables
-      data_load_end_ns     end of the step's data_load (the last one nested in it, same thread) minus
-                           the step's start; None for a step without one
+      data_load_end_ns     end of the step's data_load (the last one nested in it, same thread)
+                           minus the step's start; None for a step without one
       graphs_whole         CUDA graph replays in the window recorded whole (nsys's default
                            --cuda-graph-trace=graph): their kernels, NCCL's included, are not in the
                            export, so the NCCL counts miss them and exposed_ns is None. With
@@ -86,10 +89,11 @@ class StepStragglers(NamedTuple):
                       fewer than two ranks have a data_load in this step or the latest is shared
     spread_ns         latest minus earliest of data_load_end_ns (None with fewer than two)
     nccl_ns           each rank's NCCL kernel time in this step
-    waited_ns         each rank's nccl_ns beyond the smallest: how long its all-reduces waited for the
-                      last rank to join (a rank that arrives early sees its NCCL kernels run longer)
-    fastest_nccl      the rank with the smallest nccl_ns (the one the others waited for); None when no
-                      rank ran an NCCL kernel in this step or the smallest is shared
+    waited_ns         each rank's nccl_ns beyond the smallest: how long its all-reduces waited for
+                      the last rank to join (a rank that arrives early sees its NCCL kernels run
+                      longer)
+    fastest_nccl      the rank with the smallest nccl_ns (the one the others waited for); None when
+                      no rank ran an NCCL kernel in this step or the smallest is shared
     agrees            straggler == fastest_nccl: the host-side and the device-side evidence name the
                       same rank; None when either is None
     """
@@ -105,8 +109,9 @@ class StepStragglers(NamedTuple):
 
 
 def rank_label(export_path, report, position):
-    """The rank of an export: the `.rank<r>` in its file name, else its position among the exports. A run
-    report's dist.rank must agree (AnalysisError otherwise: exports and reports given in different orders).
+    """The rank of an export: the `.rank<r>` in its file name, else its position among the exports.
+    A run report's dist.rank must agree (AnalysisError otherwise: exports and reports given in
+    different orders).
     """
     m = _RANK_IN_NAME.search(export_path or "")
     label = int(m.group(1)) if m else position
@@ -174,17 +179,17 @@ def rank_comm(rank, ex):
 
 
 def step_stragglers(comms):
-    """StepStragglers for each step every rank captured (the first min(steps) steps), from RankComms in
-    rank order.
+    """StepStragglers for each step every rank captured (the first min(steps) steps), from RankComms
+    in rank order.
 
-    Which rank is late is judged on the host, step-relative: the data_load end's offset from the start of
-    that rank's own torch_step k. It needs no common clock (see the module docstring) and measures what
-    a rank's input cost it inside the step; a rank whose loader delivered late launches its backward,
-    and so its all-reduces, late. How much that cost the others is judged on the device: each rank's
-    NCCL kernel time in step k beyond the fastest rank's (an all-reduce kernel starts when its rank
-    launches it and ends when the last rank has joined). `agrees` says whether both name the same rank;
-    when the host runs steps ahead of the device, the host offsets say little and the waits are the
-    evidence to read.
+    Which rank is late is judged on the host, step-relative: the data_load end's offset from the
+    start of that rank's own torch_step k. It needs no common clock (see the module docstring) and
+    measures what a rank's input cost it inside the step; a rank whose loader delivered late
+    launches its backward, and so its all-reduces, late. How much that cost the others is judged on
+    the device: each rank's NCCL kernel time in step k beyond the fastest rank's (an all-reduce
+    kernel starts when its rank launches it and ends when the last rank has joined). `agrees` says
+    whether both name the same rank; when the host runs steps ahead of the device, the host offsets
+    say little and the waits are the evidence to read.
     """
     out = []
     for k in range(min((c.steps for c in comms), default=0)):
@@ -209,26 +214,28 @@ def step_stragglers(comms):
 
 
 def compute_ranks(comms, summaries, reports=None):
-    """ranks.json's numbers from each rank's RankComm, summary (summary.compute_summary()) and run report
-    (None where none was given), all in rank order. Times in ms; lists under `stragglers` follow `ranks`.
+    """ranks.json's numbers from each rank's RankComm, summary (summary.compute_summary()) and run
+    report (None where none was given), all in rank order. Times in ms; lists under `stragglers`
+    follow `ranks`.
 
-      per_rank          per rank: its steps and window, NCCL kernels per step (count, ms) and outside
-                        the captured steps, exposed communication (ms and % of the window), the graph
-                        replays recorded whole (RankComm.graphs_whole), data_load
+      per_rank          per rank: its steps and window, NCCL kernels per step (count, ms) and
+                        outside the captured steps, exposed communication (ms and % of the window),
+                        the graph replays recorded whole (RankComm.graphs_whole), data_load
                         end offsets per step, how often it was the straggler, the wait its lateness
                         caused the others in total (sum of their waited_ms in the steps it was the
-                        straggler), its own total waited_ms, whether its checks all passed, and its run
-                        report's dist section when there is one
+                        straggler), its own total waited_ms, whether its checks all passed, and its
+                        run report's dist section when there is one
       steps_compared    steps compared across ranks (the smallest step count)
       stragglers        StepStragglers per compared step (step_stragglers())
       checks            every rank's checks as `rank<r>.<check>`; same_step_count: every rank
-                        captured the same number of torch_step ranges in its window; nccl_kernels_visible:
-                        no rank recorded a graph replay whole (its NCCL kernels would be missing)
+                        captured the same number of torch_step ranges in its window;
+                        nccl_kernels_visible: no rank recorded a graph replay whole (its NCCL
+                        kernels would be missing)
     """
     reports = reports or [None] * len(comms)
     ranks = [c.rank for c in comms]
     strag = step_stragglers(comms)
-    out = OrderedDict()
+    out: OrderedDict[str, object] = OrderedDict()
     out["ranks"] = ranks
     out["exports"] = [c.export for c in comms]
     out["steps"] = [c.steps for c in comms]
@@ -286,12 +293,12 @@ def compute_ranks(comms, summaries, reports=None):
     whole = [(c.rank, c.graphs_whole) for c in comms if c.graphs_whole]
     checks["nccl_kernels_visible"] = not whole
     details["nccl_kernels_visible"] = (
-        "every NCCL kernel of the windows is in the exports (eager launches, or graph replays traced "
-        "node by node)"
+        "every NCCL kernel of the windows is in the exports (eager launches, or graph replays "
+        "traced node by node)"
         if not whole
-        else "%s recorded whole (nsys --cuda-graph-trace=graph): the NCCL kernels inside them are not in the "
-        "export, so NCCL time, exposed communication and the waits are not known; capture with nsys "
-        "--cuda-graph-trace=node (scripts/profile.sh adds it for --cuda-graph)"
+        else "%s recorded whole (nsys --cuda-graph-trace=graph): the NCCL kernels inside them are "
+        "not in the export, so NCCL time, exposed communication and the waits are not known; "
+        "capture with nsys --cuda-graph-trace=node (scripts/profile.sh adds it for --cuda-graph)"
         % ", ".join("rank %d: %d graph replay(s)" % w for w in whole)
     )
     for r, s in zip(ranks, summaries):

@@ -1,19 +1,19 @@
 """Named records of one Nsight Systems export and the NVTX range names the workload emits.
 
-Times are nanoseconds on nsys's session clock. launch_ns / launch_tid name the CUDA runtime call that
-enqueued a device activity (None when no runtime record correlates with it).
+Times are nanoseconds on nsys's session clock. launch_ns / launch_tid name the CUDA runtime call
+that enqueued a device activity (None when no runtime record correlates with it).
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence, Union, cast
 
 # Range names the workload emits (an interface: lib/device/nvtx.h, data_pipeline/nvtx_domain.h and
-# seed_workload.py use the same vocabulary; tests/scripts/nsys_analysis/capture/test_records.py checks them
-# against the C++ headers).
+# seed_workload.py use the same vocabulary; tests/scripts/nsys_analysis/capture/test_records.py
+# checks them against the C++ headers).
 STEP = "torch_step"
 WINDOW = "capture_window"
-# Inside a torch_step, on the main thread: the step-level phases (loss_item with --sync-every-step), and
-# the ranges nested in data_load.
+# Inside a torch_step, on the main thread: the step-level phases (loss_item with --sync-every-step),
+# and the ranges nested in data_load.
 DATA_LOAD = "data_load"
 BATCH_WAIT = "batch_wait"
 H2D_SUBMIT = "h2d_submit"
@@ -27,8 +27,9 @@ LOSS_ITEM = "loss_item"
 ITERATOR_RESET = "iterator_reset"
 # train_resnet50 --epochs: an epoch's end, between torch_step ranges on the main thread (siblings of
 # torch_step in capture_window): the evaluation pass, eval { eval_step { batch_wait, h2d_submit,
-# [normalize], forward }..., eval_reduce (the pass's one device sync) }, then the checkpoint written.
-# Neither is a training step, and the training loop's names inside eval_step are no training phases.
+# [normalize], forward }..., eval_reduce (the pass's one device sync) }, then the checkpoint
+# written. Neither is a training step, and the training loop's names inside eval_step are no
+# training phases.
 EVAL = "eval"
 EVAL_STEP = "eval_step"
 EVAL_REDUCE = "eval_reduce"
@@ -36,10 +37,11 @@ CHECKPOINT = "checkpoint"
 # The epoch boundary's top-level ranges (epochs.boundary_ranges()), and every range name of its own.
 BOUNDARY_RANGES = (EVAL, CHECKPOINT)
 BOUNDARY_NAMES = (EVAL, EVAL_STEP, EVAL_REDUCE, CHECKPOINT)
-# The C++ loader's NVTX domain (data_pipeline/nvtx_domain.h): its ranges sit on worker threads (and on
-# the GPU decode stage's thread), never on the main thread.
+# The C++ loader's NVTX domain (data_pipeline/nvtx_domain.h): its ranges sit on worker threads (and
+# on the GPU decode stage's thread), never on the main thread.
 LOADER_DOMAIN = "data_pipeline"
-# train_resnet50 --inject-stall: the drain and the sleep of a known-answer stall, on the main thread.
+# train_resnet50 --inject-stall: the drain and the sleep of a known-answer stall, on the main
+# thread.
 STALL_DOMAIN = "inject_stall"
 # The GPU decode stage's ranges (--decode gpu), on its own thread in LOADER_DOMAIN.
 GPU_STAGE_RANGES = ("gpu_decode", "decode_fallback", "resize_normalize")
@@ -64,16 +66,17 @@ class Range(NamedTuple):
         return self.end - self.start
 
     def contains(self, other):
-        """True when other lies inside this range, on the same thread when both threads are known."""
+        """True when other lies inside this range, on the same thread when both threads are
+        known."""
         if self.tid is not None and other.tid is not None and self.tid != other.tid:
             return False
         return self.start <= other.start and other.end <= self.end
 
 
 class Kernel(NamedTuple):
-    """One kernel execution; name is the demangled name (the short name when nsys has none). launch_api
-    names the runtime call that enqueued it (cudaLaunchKernel, cudaGraphLaunch for a node of a replayed
-    graph, ...; without nsys's version suffix), None when uncorrelated."""
+    """One kernel execution; name is the demangled name (the short name when nsys has none).
+    launch_api names the runtime call that enqueued it (cudaLaunchKernel, cudaGraphLaunch for a node
+    of a replayed graph, ...; without nsys's version suffix), None when uncorrelated."""
 
     start: int
     end: int
@@ -109,13 +112,17 @@ class Memset(NamedTuple):
     launch_ns: Optional[int]
     launch_tid: Optional[int]
 
-    operation = "[memset]"
+    @property
+    def operation(self):
+        """The name of its row in summary.json's memory_operations and of a gap it ends."""
+        return "[memset]"
 
 
 class GraphExec(NamedTuple):
-    """One execution of a CUDA graph that nsys recorded whole (CUPTI_ACTIVITY_KIND_GRAPH_TRACE: a capture
-    without --cuda-graph-trace=node, whose graph nodes have no kernel, copy or memset records): from its
-    first node's start to its last node's end on the device. launch_*: its cudaGraphLaunch."""
+    """One execution of a CUDA graph that nsys recorded whole (CUPTI_ACTIVITY_KIND_GRAPH_TRACE: a
+    capture without --cuda-graph-trace=node, whose graph nodes have no kernel, copy or memset
+    records): from its first node's start to its last node's end on the device. launch_*: its
+    cudaGraphLaunch."""
 
     start: int
     end: int
@@ -130,6 +137,10 @@ class GraphExec(NamedTuple):
         return "[CUDA graph]" if self.graph_id is None else "[CUDA graph %d]" % self.graph_id
 
 
+# Any one device activity (Export.device_activities()).
+DeviceActivity = Union[Kernel, Memcpy, Memset, GraphExec]
+
+
 class ApiCall(NamedTuple):
     """One CUDA runtime call; name without nsys's version suffix (cudaStreamSynchronize)."""
 
@@ -140,8 +151,8 @@ class ApiCall(NamedTuple):
 
 
 class Overhead(NamedTuple):
-    """One row of nsys's PROFILER_OVERHEAD table: time the profiler itself took on a thread ("CUPTI Buffer
-    flush", "TLS allocation", "CUDA profiling data flush on cudaProfilerStop", ...)."""
+    """One row of nsys's PROFILER_OVERHEAD table: time the profiler itself took on a thread ("CUPTI
+    Buffer flush", "TLS allocation", "CUDA profiling data flush on cudaProfilerStop", ...)."""
 
     start: int
     end: int
@@ -153,9 +164,9 @@ class Overhead(NamedTuple):
 class Export:
     """What analysis needs from one export, read once by export.load_export(). Device lists are None
     when the export has no CUDA trace at all (device_data False); an absent table of a CUDA-traced
-    export is an empty list. api_calls is None when the export has no runtime table. thread_names: globalTid
-    -> the thread's name (nsys's ThreadNames; empty without that table); profiler_overhead None when the
-    export has no PROFILER_OVERHEAD table."""
+    export is an empty list. api_calls is None when the export has no runtime table. thread_names:
+    globalTid -> the thread's name (nsys's ThreadNames; empty without that table); profiler_overhead
+    None when the export has no PROFILER_OVERHEAD table."""
 
     path: Optional[str] = None
     nsys_version: Optional[str] = None
@@ -172,22 +183,25 @@ class Export:
     profiler_overhead: Optional[List[Overhead]] = None
 
     def thread_name(self, tid):
-        """A thread's name from ThreadNames, else "tid N" with N the OS thread id (GlobalId's low 24 bits)."""
+        """A thread's name from ThreadNames, else "tid N" with N the OS thread id (GlobalId's low 24
+        bits)."""
         if tid in self.thread_names:
             return self.thread_names[tid]
         return "tid ?" if tid is None else "tid %d" % (tid & 0xFFFFFF)
 
     def device_activities(self):
-        """Every kernel, copy, memset and graph execution recorded whole, in that order; empty without
-        device data. What the device ran: a graph's nodes appear either as kernels, copies and memsets
-        (nsys --cuda-graph-trace=node) or as its GraphExec, never both."""
+        """Every kernel, copy, memset and graph execution recorded whole, in that order; empty
+        without device data. What the device ran: a graph's nodes appear either as kernels, copies
+        and memsets (nsys --cuda-graph-trace=node) or as its GraphExec, never both."""
         if not self.device_data:
             return []
-        return [
-            op
-            for ops in (self.kernels, self.memcpys, self.memsets, self.graphs or ())
-            for op in ops
-        ]
+        # device_data True means kernels, memcpys and memsets are lists (load_export() sets all
+        # three), which their Optional types cannot say.
+        device_lists = cast(
+            "tuple[Sequence[DeviceActivity], ...]",
+            (self.kernels, self.memcpys, self.memsets, self.graphs or ()),
+        )
+        return [op for ops in device_lists for op in ops]
 
     def device_intervals(self):
         """(start, end) of every device activity (device_activities())."""
@@ -195,8 +209,8 @@ class Export:
 
 
 class Window(NamedTuple):
-    """The capture window (summary.find_window()) and the torch_step ranges in and outside it. lo and
-    hi are None when the export has neither a capture_window nor a torch_step range."""
+    """The capture window (summary.find_window()) and the torch_step ranges in and outside it. lo
+    and hi are None when the export has neither a capture_window nor a torch_step range."""
 
     lo: Optional[int]
     hi: Optional[int]

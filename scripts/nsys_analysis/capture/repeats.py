@@ -1,6 +1,7 @@
-"""Several captures of one configuration (scripts/profile.sh --repeat N): which one is the median capture
-(median_capture()), and the spread of every headline figure across them (compute_repeats()), so that one
-capture's numbers are read against the run-to-run variation and the untraced runs beside them."""
+"""Several captures of one configuration (scripts/profile.sh --repeat N): which one is the median
+capture (median_capture()), and the spread of every headline figure across them (compute_repeats()),
+so that one capture's numbers are read against the run-to-run variation and the untraced runs beside
+them."""
 
 import statistics
 from collections import OrderedDict
@@ -23,8 +24,8 @@ def median_capture(reports):
 
 
 def spread(values):
-    """{min, median, max, values} of the values that are not None (min, median and max None when none
-    is); values keeps every one, in order."""
+    """{min, median, max, values} of the values that are not None (min, median and max None when
+    none is); values keeps every one, in order."""
     known = [v for v in values if v is not None]
     return OrderedDict(
         min=min(known) if known else None,
@@ -80,11 +81,11 @@ MAIN_THREAD = "(main thread)"
 
 
 def _calls_by_thread(s):
-    """{thread label: CUDA calls per captured step}: the main thread as MAIN_THREAD, the others by name,
-    summed over the threads sharing one (loader workers, say): thread ids differ from capture to capture,
-    names do not."""
+    """{thread label: CUDA calls per captured step}: the main thread as MAIN_THREAD, the others by
+    name, summed over the threads sharing one (loader workers, say): thread ids differ from capture
+    to capture, names do not."""
     calls = _cost(s, "api_calls")
-    out = OrderedDict()
+    out: OrderedDict[str, float] = OrderedDict()
     for t in (calls or {}).get("threads") or ():
         if t["calls_per_step"] is None:
             continue
@@ -94,7 +95,8 @@ def _calls_by_thread(s):
 
 
 def _figures(summaries, untraced_ips):
-    """The rows of repeats.json's figures: each headline, the untraced runs' images/s, calls per step."""
+    """The rows of repeats.json's figures: each headline, the untraced runs' images/s, calls per
+    step."""
     rows = []
     for key, label, get in HEADLINES:
         values = spread([get(s) for s in summaries])
@@ -121,25 +123,25 @@ def _figures(summaries, untraced_ips):
             )
         )
     units = [_calls_per_unit(s) for s in summaries]
-    for key in sorted({k for u in units for k in u}):
-        thread, unit = key
+    for unit_key in sorted({k for u in units for k in u}):
+        thread, unit = unit_key
         rows.append(
             OrderedDict(
                 [
                     ("figure", "calls_per_unit:%s:%s" % (thread, unit)),
                     ("label", "CUDA calls per %s, %s" % (unit, thread)),
                 ]
-                + list(spread([u.get(key) for u in units]).items())
+                + list(spread([u.get(unit_key) for u in units]).items())
             )
         )
     return rows
 
 
 def _calls_per_unit(s):
-    """{(thread name, unit range): calls per unit of work} of the helper threads that have one (a thread
-    name shared by several threads: the first, by calls)."""
+    """{(thread name, unit range): calls per unit of work} of the helper threads that have one (a
+    thread name shared by several threads: the first, by calls)."""
     calls = _cost(s, "api_calls")
-    out = OrderedDict()
+    out: OrderedDict[tuple[str, str], float] = OrderedDict()
     for t in (calls or {}).get("threads") or ():
         u = t.get("unit")
         if u and u["calls_per_range"] is not None:
@@ -148,8 +150,8 @@ def _calls_per_unit(s):
 
 
 def _checks(summaries):
-    """Each check's pass count over the captures that have it; values: each capture's result (true, false,
-    null when not evaluable, "absent" where the capture has no such check)."""
+    """Each check's pass count over the captures that have it; values: each capture's result (true,
+    false, null when not evaluable, "absent" where the capture has no such check)."""
     names = []
     for s in summaries:
         names += [n for n in s["checks"] if n not in names]
@@ -173,10 +175,11 @@ def _checks(summaries):
 def compute_repeats(
     summaries, exports, reports, untraced_paths, untraced_reports, analysis_dirs, median, median_dir
 ):
-    """repeats.json's numbers: summaries (summary.compute_summary() of each capture, in capture order, each
-    with every untraced run), their exports, run reports (paths) and analysis directories; the untraced
-    runs' report paths and reports; median, the index of the median capture (median_capture()), analysed
-    with figures in median_dir. Figures and checks are listed by capture number, 1 = the first."""
+    """repeats.json's numbers: summaries (summary.compute_summary() of each capture, in capture
+    order, each with every untraced run), their exports, run reports (paths) and analysis
+    directories; the untraced runs' report paths and reports; median, the index of the median
+    capture (median_capture()), analysed with figures in median_dir. Figures and checks are listed
+    by capture number, 1 = the first."""
     tracer_bound = [_cost(s, "tracer_bound") for s in summaries]
     return OrderedDict(
         captures=len(summaries),

@@ -52,8 +52,9 @@ def _read_stream(path, seconds=STREAM_SECONDS):
 
 
 def load_report(path):
-    """Read a run report: train_resnet50's JSON document, or seed_workload.py's one JSON line (the last
-    line of a log that parses as a JSON object). A FIFO or pipe is read for at most STREAM_SECONDS.
+    """Read a run report: train_resnet50's JSON document, or seed_workload.py's one JSON line (the
+    last line of a log that parses as a JSON object). A FIFO or pipe is read for at most
+    STREAM_SECONDS.
     """
     if not os.path.exists(path):
         raise AnalysisError("no such report: %s" % path)
@@ -104,7 +105,8 @@ def _num(value):
 
 
 def _count(value):
-    """A report's step count: a finite number, else None (JSON's NaN and Infinity count no steps)."""
+    """A report's step count: a finite number, else None (JSON's NaN and Infinity count no
+    steps)."""
     value = _num(value)
     return value if value is not None and math.isfinite(value) else None
 
@@ -115,8 +117,9 @@ def _dict(value):
 
 
 def report_metrics(report):
-    """Normalise either report form to: format, images_per_s, batch_size, steps, elapsed_s, interrupted,
-    and the host-timed input numbers (per-step lists only in train_resnet50's form; ms)."""
+    """Normalise either report form to: format, images_per_s, batch_size, steps, elapsed_s,
+    interrupted, and the host-timed input numbers (per-step lists only in train_resnet50's form;
+    ms)."""
     if report is None:
         return None
     if isinstance(report.get("capture"), dict) or isinstance(report.get("steps"), list):
@@ -170,7 +173,8 @@ def report_metrics(report):
     }
 
 
-# The per-step fields every train_resnet50 report has, by the range they time (step_ms: torch_step itself).
+# The per-step fields every train_resnet50 report has, by the range they time (step_ms: torch_step
+# itself).
 STEP_FIELDS = (
     ("torch_step", "step_ms"),
     ("batch_wait", "batch_wait_ms"),
@@ -184,13 +188,13 @@ FROM_NOTHING = "no per-step records"
 
 
 def step_phase_ms(report):
-    """Host time per range and captured step of a train_resnet50 report: (OrderedDict name -> [ms of each
-    captured step that opened it], source). Each `steps` element's phase_ms object (the ranges the step
-    opened, in the order they opened; newer binaries), plus torch_step from step_ms and batch_wait /
-    h2d_submit from their own fields where phase_ms lacks them (every binary writes those). source
-    says which: FROM_PHASE_MS when any step has phase_ms, FROM_STEP_FIELDS, or FROM_NOTHING (no report,
-    seed_workload.py's line, no step records)."""
-    out = OrderedDict()
+    """Host time per range and captured step of a train_resnet50 report: (OrderedDict name -> [ms of
+    each captured step that opened it], source). Each `steps` element's phase_ms object (the ranges
+    the step opened, in the order they opened; newer binaries), plus torch_step from step_ms and
+    batch_wait / h2d_submit from their own fields where phase_ms lacks them (every binary writes
+    those). source says which: FROM_PHASE_MS when any step has phase_ms, FROM_STEP_FIELDS, or
+    FROM_NOTHING (no report, seed_workload.py's line, no step records)."""
+    out: OrderedDict[str, list[float]] = OrderedDict()
     steps = report.get("steps") if isinstance(report, dict) else None
     steps = [st for st in steps if isinstance(st, dict)] if isinstance(steps, list) else []
     any_phase_ms = False
@@ -214,8 +218,8 @@ def _finite(value):
     return value if value is not None and math.isfinite(value) else None
 
 
-# The config fields an untraced run may hold apart from its capture's: where its outputs go (profile.sh
-# gives it its own report and checkpoint directory), and a command line that names them.
+# The config fields an untraced run may hold apart from its capture's: where its outputs go
+# (profile.sh gives it its own report and checkpoint directory), and a command line that names them.
 UNTRACED_MAY_DIFFER = (
     "report",
     "torch_profiler_trace",
@@ -227,10 +231,11 @@ UNTRACED_MAY_DIFFER = (
 
 
 def check_untraced(report, untraced):
-    """Raises AnalysisError unless each untraced run, [(path, report)], is complete (not interrupted,
-    not stopped by a non-finite loss) and, when the capture's run report is given, a run of the same
-    program and configuration: every config field but UNTRACED_MAY_DIFFER equal (the first that
-    differs named). A comparison of unlike runs would blame the tracer for the difference."""
+    """Raises AnalysisError unless each untraced run, [(path, report)], is complete (not
+    interrupted, not stopped by a non-finite loss) and, when the capture's run report is given, a
+    run of the same program and configuration: every config field but UNTRACED_MAY_DIFFER equal (the
+    first that differs named). A comparison of unlike runs would blame the tracer for the
+    difference."""
     for path, u in untraced:
         if u.get("interrupted"):
             raise AnalysisError(

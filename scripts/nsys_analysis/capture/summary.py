@@ -32,8 +32,9 @@ SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchr
 
 def find_window(ranges):
     """The capture window of default-domain ranges: the single `capture_window` range; the span of
-    several; without one, the span of the torch_step ranges (capture_boundary then fails). Its boundary
-    holds the epoch boundary's eval and checkpoint ranges in it (epochs.boundary_ranges())."""
+    several; without one, the span of the torch_step ranges (capture_boundary then fails). Its
+    boundary holds the epoch boundary's eval and checkpoint ranges in it
+    (epochs.boundary_ranges())."""
     windows = [r for r in ranges if r.name == WINDOW]
     all_steps = sorted((r for r in ranges if r.name == STEP), key=lambda r: r.start)
     if len(windows) == 1:
@@ -59,91 +60,97 @@ def find_window(ranges):
 def compute_summary(
     ex, report=None, expected_steps=None, top_n=12, untraced=None, max_slowdown=DEFAULT_MAX_SLOWDOWN
 ):
-    """Everything summary.json holds, from an Export (and optionally a run report, and the reports of
-    untraced runs of the same command: untraced, [(path, report)]). Times in ms.
+    """Everything summary.json holds, from an Export (and optionally a run report, and the reports
+    of untraced runs of the same command: untraced, [(path, report)]). Times in ms.
 
     Definitions:
-      window           the single default-domain `capture_window` range; without one, the span of the
-                       torch_step ranges (capture_boundary then false).
+      window           the single default-domain `capture_window` range; without one, the span of
+                       the torch_step ranges (capture_boundary then false).
       steps            torch_step ranges lying wholly inside the window (only these: the epoch
                        boundary's eval and checkpoint ranges are no steps).
       h2d_copies       host-to-device memcpy records whose device start lies in [window start, end),
                        but those the main thread enqueued inside an eval or checkpoint range (the
                        evaluation's input: epoch_boundary's h2d_copies).
       synthetic        true when the run report's config says --synthetic (no per-step copies).
-      decode           "gpu" when the run decoded on the GPU (the run report's config.decode, else the
-                       GPU decode stage's ranges in the loader's domain: GPU_STAGE_RANGES), else "cpu".
+      decode           "gpu" when the run decoded on the GPU (the run report's config.decode, else
+                       the GPU decode stage's ranges in the loader's domain: GPU_STAGE_RANGES), else
+                       "cpu".
       h2d_copies_main_thread, h2d_copies_gpu_stage
-                       of h2d_copies, those launched from the thread of the torch_step ranges and from
-                       the thread of the GPU decode stage's ranges (null when no such thread).
+                       of h2d_copies, those launched from the thread of the torch_step ranges and
+                       from the thread of the GPU decode stage's ranges (null when no such thread).
       no_activity_pct  share of the window covered by no kernel, memcpy, memset or graph execution
-                       recorded whole (graph_executions) (intervals clipped to the window, overlaps counted
-                       once).
+                       recorded whole (graph_executions) (intervals clipped to the window, overlaps
+                       counted once).
       idle_gaps        those uncovered intervals, by cause (host: the device had nothing queued;
-                       device: the next operation was already queued), size and host range: idle_gaps().
+                       device: the next operation was already queued), size and host range:
+                       idle_gaps().
       gpu_time_by_phase_ms
-                       device time (kernels, copies, memsets, graphs recorded whole, each clipped to the
-                       window, summed) by the
-                       main thread's step-level phase (a default-domain range directly inside a captured
-                       torch_step: data_load with its batch_wait, h2d_submit and normalize, forward,
-                       zero_grad, backward, optimizer_step, loss_item; graph_replay with --cuda-graph)
-                       in which the activity's runtime
-                       call started, on any thread; then "(outside phases)", "(input pipeline)" (launched
-                       by the loader's or GPU decode stage's threads) and "(unattributed)":
-                       phases.gpu_time_by_phase().
+                       device time (kernels, copies, memsets, graphs recorded whole, each clipped to
+                       the window, summed) by the main thread's step-level phase (a default-domain
+                       range directly inside a captured torch_step: data_load with its batch_wait,
+                       h2d_submit and normalize, forward, zero_grad, backward, optimizer_step,
+                       loss_item; graph_replay with --cuda-graph) in which the activity's runtime
+                       call started, on any thread; then "(outside phases)", "(input pipeline)"
+                       (launched by the loader's or GPU decode stage's threads) and
+                       "(unattributed)": phases.gpu_time_by_phase().
       gpu_time_by_phase_per_step_ms
                        phase -> [ms per captured step] (null where the step has no such range).
       gpu_time_by_phase_main_thread_ms
-                       phase -> the part launched from the main thread itself (what a projection of the
-                       main thread's ranges onto the device, as nsys's nvtx_gpu_proj_sum, can see).
+                       phase -> the part launched from the main thread itself (what a projection of
+                       the main thread's ranges onto the device, as nsys's nvtx_gpu_proj_sum, can
+                       see).
       gpu_activities_by_phase, gpu_time_total_ms
-                       activities per bucket; the sum of all buckets (>= device_busy_ms: streams overlap).
-      host_stalls      host-caused gaps >= 1 ms in the step's device work, each with its start and length,
-                       the host's quiet interval, its usual length there, the stall (their difference),
-                       the captured step and the phase (eval or checkpoint where one of those ranges
-                       holds most of it): idle_gaps.host_stalls().
-      epoch_boundary   only when the window holds an eval or checkpoint range (train_resnet50 --epochs
-                       with the capture across an epoch's end): each one's start, duration, GPU busy %,
-                       eval's eval_step ranges and eval_reduce, against the median torch_step, with the
-                       run report's host timing of them: epochs.epoch_boundary(). Device work launched
-                       in them counts under gpu_time_by_phase_ms's "eval" and "checkpoint", and host
-                       gaps begun in them under idle_gaps' host_by_range "eval" and "checkpoint".
+                       activities per bucket; the sum of all buckets (>= device_busy_ms: streams
+                       overlap).
+      host_stalls      host-caused gaps >= 1 ms in the step's device work, each with its start and
+                       length, the host's quiet interval, its usual length there, the stall (their
+                       difference), the captured step and the phase (eval or checkpoint where one of
+                       those ranges holds most of it): idle_gaps.host_stalls().
+      epoch_boundary   only when the window holds an eval or checkpoint range (train_resnet50
+                       --epochs with the capture across an epoch's end): each one's start, duration,
+                       GPU busy %, eval's eval_step ranges and eval_reduce, against the median
+                       torch_step, with the run report's host timing of them:
+                       epochs.epoch_boundary(). Device work launched in them counts under
+                       gpu_time_by_phase_ms's "eval" and "checkpoint", and host gaps begun in them
+                       under idle_gaps' host_by_range "eval" and "checkpoint".
       batch_wait_ms, h2d_submit_ms, data_load_ms, step_ms
                        per step, the summed duration of those ranges nested in it (same thread);
                        null for a step without such a range.
-      phase_totals_ms  per default-domain range name, the total duration of its ranges in the window;
-                       a training name nested in an eval (checkpoint) range counts as eval/NAME
-                       (checkpoint/NAME; eval/forward, eval/batch_wait: epochs.table_name()), not under
-                       the training phase's.
+      phase_totals_ms  per default-domain range name, the total duration of its ranges in the
+                       window; a training name nested in an eval (checkpoint) range counts as
+                       eval/NAME (checkpoint/NAME; eval/forward, eval/batch_wait:
+                       epochs.table_name()), not under the training phase's.
       sync_calls_in_steps
-                       SYNC_CALLS calls starting inside a torch_step's time span, on any thread, except
-                       calls enclosed by a range of the loader's domain (LOADER_DOMAIN) on their thread:
-                       the data_pipeline fences block only the loader; and calls inside an
-                       `inject_stall` range (STALL_DOMAIN), the drain a known-answer stall makes on
-                       purpose. Ranges of other named domains (the ddp ranges on the main thread,
-                       NCCL's) excuse nothing.
-      cuda_graph       true when the run replayed a CUDA graph each step (the run report's config.cuda_graph,
-                       else a cudaGraphLaunch inside a graph_replay range of a step).
+                       SYNC_CALLS calls starting inside a torch_step's time span, on any thread,
+                       except calls enclosed by a range of the loader's domain (LOADER_DOMAIN) on
+                       their thread: the data_pipeline fences block only the loader; and calls
+                       inside an `inject_stall` range (STALL_DOMAIN), the drain a known-answer stall
+                       makes on purpose. Ranges of other named domains (the ddp ranges on the main
+                       thread, NCCL's) excuse nothing.
+      cuda_graph       true when the run replayed a CUDA graph each step (the run report's
+                       config.cuda_graph, else a cudaGraphLaunch inside a graph_replay range of a
+                       step).
       graph_launches_per_step
-                       per captured step, the cudaGraphLaunch calls inside its graph_replay range on its
-                       thread (null without a runtime table).
-      graph_kernels    kernels of the window launched by a cudaGraphLaunch: the graphs' nodes, which nsys
-                       records one by one only with --cuda-graph-trace=node.
-      graph_executions graph executions of the window (device start inside it) that nsys recorded whole,
-                       without their nodes (CUPTI_ACTIVITY_KIND_GRAPH_TRACE: a capture without
-                       --cuda-graph-trace=node); each counts as device activity from its first node's
-                       start to its last node's end. Null without device data.
+                       per captured step, the cudaGraphLaunch calls inside its graph_replay range on
+                       its thread (null without a runtime table).
+      graph_kernels    kernels of the window launched by a cudaGraphLaunch: the graphs' nodes, which
+                       nsys records one by one only with --cuda-graph-trace=node.
+      graph_executions graph executions of the window (device start inside it) that nsys recorded
+                       whole, without their nodes (CUPTI_ACTIVITY_KIND_GRAPH_TRACE: a capture
+                       without --cuda-graph-trace=node); each counts as device activity from its
+                       first node's start to its last node's end. Null without device data.
       kernels_outside_graphs_in_steps
-                       kernels launched inside a torch_step's time span by another call than cudaGraphLaunch,
-                       from any thread but the input pipeline's (eager work beside the graph).
+                       kernels launched inside a torch_step's time span by another call than
+                       cudaGraphLaunch, from any thread but the input pipeline's (eager work beside
+                       the graph).
       layout_conversion_kernels
-                       kernels matching is_layout_conversion() launched (runtime call start; the kernel's
-                       own start when uncorrelated) inside a torch_step's time span.
-      capture_cost     what the capture itself cost: traced vs untraced throughput, host time per phase,
-                       runtime calls per thread and step, the profiler's own overhead, how much of the
-                       idle time the tracer explains (cost.capture_cost()); its check capture_cost only
-                       when untraced reports are given, failing when traced / untraced images/s
-                       < 1 - max_slowdown.
+                       kernels matching is_layout_conversion() launched (runtime call start; the
+                       kernel's own start when uncorrelated) inside a torch_step's time span.
+      capture_cost     what the capture itself cost: traced vs untraced throughput, host time per
+                       phase, runtime calls per thread and step, the profiler's own overhead, how
+                       much of the idle time the tracer explains (cost.capture_cost()); its check
+                       capture_cost only when untraced reports are given, failing when
+                       traced / untraced images/s < 1 - max_slowdown.
       checks, check_details
                        checks.capture_checks().
     """
@@ -216,7 +223,8 @@ def _add_step_timing(s, ex, steps):
 
 def _add_phases(s, ex, window):
     """Totals per default-domain range name inside the window (a training name nested in the epoch
-    boundary's eval as eval/NAME, in checkpoint as checkpoint/NAME), and per range of the other domains.
+    boundary's eval as eval/NAME, in checkpoint as checkpoint/NAME), and per range of the other
+    domains.
     """
     index = BoundaryIndex(window.boundary)
     phases = group_stats((table_name(r, index), r.duration) for r in ex.ranges if window.holds(r))
@@ -241,7 +249,8 @@ def _add_phases(s, ex, window):
 
 
 def _add_device_activity(s, ex, window, step_index):
-    """Device busy time and idle gaps in the window, copies, launches, the drain, layout conversions."""
+    """Device busy time and idle gaps in the window, copies, launches, the drain, layout
+    conversions."""
     if not ex.device_data:
         for key in (
             "device_busy_ms",
@@ -270,7 +279,8 @@ def _add_device_activity(s, ex, window, step_index):
     s["last_device_end_after_last_step_ms"] = (
         ms(last_dev - steps[-1].end) if steps and last_dev is not None else None
     )
-    layout_names, layout_in_steps = OrderedDict(), 0
+    layout_names: OrderedDict[str, int] = OrderedDict()
+    layout_in_steps = 0
     for k in ex.kernels:
         if is_layout_conversion(k.name):
             layout_names[k.name] = layout_names.get(k.name, 0) + 1
@@ -281,7 +291,8 @@ def _add_device_activity(s, ex, window, step_index):
 
 
 def _add_gpu_phases(s, ex, window):
-    """Device time per step-level phase of the main thread (gpu_time_by_phase_*), and the host stalls."""
+    """Device time per step-level phase of the main thread (gpu_time_by_phase_*), and the host
+    stalls."""
     keys = (
         "gpu_time_by_phase_ms",
         "gpu_time_by_phase_per_step_ms",
@@ -317,8 +328,8 @@ def _add_gpu_phases(s, ex, window):
     )
 
 
-# LOADER_DOMAIN (records.py): the C++ loader's ranges sit on worker threads, where a wait on the device
-# (the slot's reuse fence) delays only the loader. GPU_STAGE_RANGES: the GPU decode stage's.
+# LOADER_DOMAIN (records.py): the C++ loader's ranges sit on worker threads, where a wait on the
+# device (the slot's reuse fence) delays only the loader. GPU_STAGE_RANGES: the GPU decode stage's.
 
 
 def _add_decode_mode(s, ex, window, report):
@@ -347,7 +358,8 @@ def _add_decode_mode(s, ex, window, report):
 
 def _window_htod(ex, window):
     """The host-to-device copies of the window (device start inside it), but those the main thread
-    enqueued inside an epoch-boundary range (epochs.launched_in_boundary()): the training steps' copies.
+    enqueued inside an epoch-boundary range (epochs.launched_in_boundary()): the training steps'
+    copies.
     """
     lo, hi = window.lo, window.hi
     index = BoundaryIndex(window.boundary)
@@ -362,7 +374,8 @@ def _window_htod(ex, window):
 
 
 def _add_graph_mode(s, ex, window, step_index, report):
-    """--cuda-graph: whether the run replayed a graph, and how the steps' device work was launched."""
+    """--cuda-graph: whether the run replayed a graph, and how the steps' device work was
+    launched."""
     config = (report or {}).get("config") if isinstance(report, dict) else None
     main_tids = {r.tid for r in window.steps}
     by_tid = defaultdict(list)  # thread -> its graph_replay ranges, which do not overlap
@@ -417,7 +430,8 @@ def _add_sync_calls(s, ex, step_index):
     for r in ex.other_ranges:
         if r.domain in (LOADER_DOMAIN, STALL_DOMAIN):
             fences[r.tid].append((r.start, r.end))
-    counted, excused = OrderedDict(), 0
+    counted: OrderedDict[str, int] = OrderedDict()
+    excused = 0
     for call in ex.api_calls:
         if call.name not in SYNC_CALLS or step_index.index_of(call.start) is None:
             continue

@@ -1,5 +1,6 @@
-"""argparse types the scripts share: each returns the value or raises argparse.ArgumentTypeError saying what
-was expected, which argparse turns into a usage error (exit_status.USAGE) naming the flag."""
+"""argparse types the scripts share: each returns the value or raises argparse.ArgumentTypeError
+saying what was expected, which argparse turns into a usage error (exit_status.USAGE) naming the
+flag."""
 
 import argparse
 

@@ -10,9 +10,10 @@ OK = 0
 """Done: every output written (analyze.py: checks reported; sweep.py: every run aggregated)."""
 
 FAILURE = 1
-"""Bad data or a failed run: a run that failed or failed a check (sweep.py, benchmarks.py), a tool or
-program missing (benchmarks.py; bench_batchnorm.py: PyTorch, torchvision or a CUDA device), an
-unreadable result file, an output that could not be written, or matplotlib missing for the figures."""
+"""Bad data or a failed run: a run that failed or failed a check (sweep.py, benchmarks.py), a tool
+or program missing (benchmarks.py; bench_batchnorm.py: PyTorch, torchvision or a CUDA device), an
+unreadable result file, an output that could not be written, or matplotlib missing for the
+figures."""
 
 USAGE = 2
 """A bad command line or input named by it: a flag's value, a missing, unreadable or unusable input
@@ -25,7 +26,8 @@ DEADLINE = 4
 """sweep.py --deadline: the time ran out before every run; rerun with --resume to finish."""
 
 INTERRUPTED = 130
-"""128 + SIGINT (the README's "128 + N" row): stopped by Ctrl-C; one line says so, not a traceback."""
+"""128 + SIGINT (the README's "128 + N" row): stopped by Ctrl-C; one line says so, not a
+traceback."""
 
 # Every status above by name, for tests and tables.
 ALL = {
@@ -39,8 +41,8 @@ ALL = {
 
 
 def exit_with(main, prog):
-    """sys.exit(main()); on Ctrl-C (KeyboardInterrupt, after whatever cleanup it unwound through) one line,
-    "PROG: interrupted", and INTERRUPTED."""
+    """sys.exit(main()); on Ctrl-C (KeyboardInterrupt, after whatever cleanup it unwound through)
+    one line, "PROG: interrupted", and INTERRUPTED."""
     import sys
 
     try:

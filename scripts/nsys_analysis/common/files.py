@@ -1,15 +1,16 @@
-"""The files the scripts read and write: checks of the paths a command line names, made before any work
-(each message naming the flag and the path), and writes that never replace what is not a regular file.
+"""The files the scripts read and write: checks of the paths a command line names, made before any
+work (each message naming the flag and the path), and writes that never replace what is not a
+regular file.
 
 An output path is followed through its symlinks to the target, which may be
-  absent or a regular file: written atomically: a staging file beside the target (not beside the link,
-      so that the rename stays on one file system), fsynced, then renamed over it;
+  absent or a regular file: written atomically: a staging file beside the target (not beside the
+      link, so that the rename stays on one file system), fsynced, then renamed over it;
   a character device (/dev/null, a terminal): written in place, never replaced;
-and nothing else: a directory, a FIFO, a socket or a block device is refused and left as it is (a FIFO
-with no reader would also hang the writer). Staging files are created exclusively under a hidden unique
-name, .NAME.XXXXXXXX.tmp beside the target, so no file or directory already there is in their way or is
-ever written through. The rules are lib/core/output_file.h's, so that the programs and the scripts treat
-an output path alike.
+and nothing else: a directory, a FIFO, a socket or a block device is refused and left as it is (a
+FIFO with no reader would also hang the writer). Staging files are created exclusively under a
+hidden unique name, .NAME.XXXXXXXX.tmp beside the target, so no file or directory already there is
+in their way or is ever written through. The rules are lib/core/output_file.h's, so that the
+programs and the scripts treat an output path alike.
 
 A log written while a command runs (open_stream()) is written in place, not atomically: what a run
 printed before it was killed must stay.
@@ -23,13 +24,13 @@ import tempfile
 
 
 class UsageError(Exception):
-    """A path given on the command line that cannot be used; the message names the flag and the path.
-    The scripts print it on one line and exit with exit_status.USAGE."""
+    """A path given on the command line that cannot be used; the message names the flag and the
+    path. The scripts print it on one line and exit with exit_status.USAGE."""
 
 
 class OutputError(Exception):
-    """An output that could not be written when its turn came (the message names it); the scripts print
-    it on one line and exit with exit_status.FAILURE."""
+    """An output that could not be written when its turn came (the message names it); the scripts
+    print it on one line and exit with exit_status.FAILURE."""
 
 
 class _Refused(Exception):
@@ -80,7 +81,8 @@ def _first_non_directory(path):
 
 
 def _nearest_existing(path):
-    """(ancestor, its stat): the nearest leading directory of path that exists (path itself included)."""
+    """(ancestor, its stat): the nearest leading directory of path that exists (path itself
+    included)."""
     current = os.path.abspath(path)
     while True:
         try:
@@ -124,9 +126,9 @@ def _resolve(path, create_dirs=False):
 
 
 def check_output_file(flag, path, create_dirs=False):
-    """Before any work: raises UsageError ("FLAG PATH: why") unless an output can be written at path as
-    write_text() and atomic_output() write it. create_dirs: its missing directories will be made first
-    (the nearest one that exists must then be writable)."""
+    """Before any work: raises UsageError ("FLAG PATH: why") unless an output can be written at path
+    as write_text() and atomic_output() write it. create_dirs: its missing directories will be made
+    first (the nearest one that exists must then be writable)."""
     try:
         _resolve(path, create_dirs)
     except _Refused as e:
@@ -178,9 +180,9 @@ def check_output_dir(flag, path):
 
 
 def check_input_file(flag, path, expected, streams=False):
-    """Before any work: raises UsageError ("FLAG PATH: why, expected EXPECTED") unless path is a file this
-    user can read: a regular file, or with streams also a FIFO or character device (read once, as
-    `<(command)` gives). flag may be a name such as "export" for a positional argument."""
+    """Before any work: raises UsageError ("FLAG PATH: why, expected EXPECTED") unless path is a
+    file this user can read: a regular file, or with streams also a FIFO or character device (read
+    once, as `<(command)` gives). flag may be a name such as "export" for a positional argument."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -204,7 +206,8 @@ def check_input_file(flag, path, expected, streams=False):
 
 
 def make_dirs(path):
-    """os.makedirs(path, exist_ok=True), or OutputError naming path (a file in the way, no permission)."""
+    """os.makedirs(path, exist_ok=True), or OutputError naming path (a file in the way, no
+    permission)."""
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as e:
@@ -212,9 +215,10 @@ def make_dirs(path):
 
 
 def remove_stale(path):
-    """Removes the regular file at path, or at its symlink's target (the link stays), so that an output a
-    run fails to write shows as missing instead of as an earlier run's; leaves anything else (a device,
-    a FIFO) as it is. Raises OutputError naming path when the file cannot be removed."""
+    """Removes the regular file at path, or at its symlink's target (the link stays), so that an
+    output a run fails to write shows as missing instead of as an earlier run's; leaves anything
+    else (a device, a FIFO) as it is. Raises OutputError naming path when the file cannot be
+    removed."""
     try:
         st = os.stat(path)
     except OSError:
@@ -239,8 +243,8 @@ def _new_file_mode(st):
 
 @contextlib.contextmanager
 def atomic_output(path, mode="w", **open_args):
-    """with atomic_output(path) as f: write the output's contents to f; when the block ends without an
-    exception they are put in place as the module docstring says (the staging file is removed
+    """with atomic_output(path) as f: write the output's contents to f; when the block ends without
+    an exception they are put in place as the module docstring says (the staging file is removed
     otherwise). mode is "w" or "wb"; open_args go to open() (encoding, newline). Raises OutputError
     naming path when the path is refused or a write fails."""
     try:
@@ -279,7 +283,8 @@ def atomic_output(path, mode="w", **open_args):
 
 
 def _sync_directory(directory):
-    """fsync a directory, so that a rename in it survives a crash; where that is not possible, nothing."""
+    """fsync a directory, so that a rename in it survives a crash; where that is not possible,
+    nothing."""
     with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
         try:
@@ -289,7 +294,8 @@ def _sync_directory(directory):
 
 
 def write_text(path, text):
-    """Writes text (UTF-8) to the output at path, atomically where it is a regular file or absent."""
+    """Writes text (UTF-8) to the output at path, atomically where it is a regular file or
+    absent."""
     with atomic_output(path, "w", encoding="utf-8") as f:
         f.write(text)
 

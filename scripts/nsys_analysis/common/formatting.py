@@ -1,5 +1,5 @@
-"""The one number formatter behind every table the scripts write (summary.md, sweep.md, benchmarks.py,
-kernel_families.py), and the Markdown table they are laid out in."""
+"""The one number formatter behind every table the scripts write (summary.md, sweep.md,
+benchmarks.py, kernel_families.py), and the Markdown table they are laid out in."""
 
 
 def fmt(value, digits=3, missing="n/a", ints_exact=True):

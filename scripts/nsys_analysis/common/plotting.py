@@ -1,6 +1,6 @@
-"""What every figure shares: matplotlib with the Agg backend and the figures' style, the colours, and
-saving a figure as an output file (common.files' rules: a symlink followed, /dev/null written in place,
-a regular file replaced atomically)."""
+"""What every figure shares: matplotlib with the Agg backend and the figures' style, the colours,
+and saving a figure as an output file (common.files' rules: a symlink followed, /dev/null written in
+place, a regular file replaced atomically)."""
 
 import os
 import sys
@@ -20,8 +20,8 @@ SEED_COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
 
 
 def require_matplotlib():
-    """Import matplotlib with the Agg backend and return pyplot, or exit (exit_status.FAILURE) with a
-    one-line hint."""
+    """Import matplotlib with the Agg backend and return pyplot, or exit (exit_status.FAILURE) with
+    a one-line hint."""
     try:
         import matplotlib
     except ImportError:
@@ -48,8 +48,8 @@ def require_matplotlib():
 
 
 def save_figure(fig, path):
-    """Saves fig at path (its format from the extension, PNG without one) and closes it; returns path.
-    Raises files.OutputError naming path when it cannot be written."""
+    """Saves fig at path (its format from the extension, PNG without one) and closes it; returns
+    path. Raises files.OutputError naming path when it cannot be written."""
     fmt = os.path.splitext(path)[1][1:].lower() or "png"
     try:
         with atomic_output(path, "wb") as f:

@@ -1,5 +1,6 @@
-"""Runs a command with a time limit that holds: its output streamed to a log, and on timeout its whole
-process group (the command and everything it started: profile.sh -> nsys -> train_resnet50) stopped.
+"""Runs a command with a time limit that holds: its output streamed to a log, and on timeout its
+whole process group (the command and everything it started: profile.sh -> nsys -> train_resnet50)
+stopped.
 
 Used by sweep.py and benchmarks.py for every run. POSIX only.
 """
@@ -15,10 +16,11 @@ from .files import open_stream
 
 OK, FAILED, TIMEOUT = "ok", "failed", "timeout"
 
-# Seconds a process group gets after SIGTERM before SIGKILL (nsys may take a moment to stop its target).
+# Seconds a process group gets after SIGTERM before SIGKILL (nsys may take a moment to stop its
+# target).
 TERM_GRACE_S = 5.0
-# How often the group is polled while it stops, and the longest wait for output between checks of the
-# time limit and of the command's exit.
+# How often the group is polled while it stops, and the longest wait for output between checks of
+# the time limit and of the command's exit.
 _POLL_S = 0.05
 # How long output is still read after the command exits, when something it left holds the pipe.
 _DRAIN_S = 1.0
@@ -41,12 +43,12 @@ def run(cmd, log_path, timeout=None, env=None, on_line=None):
     seconds pass (None: no limit).
 
     The command starts a session of its own, so that on timeout SIGTERM, then SIGKILL after
-    TERM_GRACE_S, reach every process it started; the command is reaped before run() returns. on_line,
-    when given, is called in the calling thread with each line of output (str, without its line end)
-    as soon as it is read, for timing. A command that cannot start is reported in the log and in
-    RunResult.error, not raised. KeyboardInterrupt (or any exception from on_line) stops the group too,
-    then propagates. The log is written in place (files.open_stream()): files.OutputError when it cannot
-    be, before the command starts.
+    TERM_GRACE_S, reach every process it started; the command is reaped before run() returns.
+    on_line, when given, is called in the calling thread with each line of output (str, without its
+    line end) as soon as it is read, for timing. A command that cannot start is reported in the log
+    and in RunResult.error, not raised. KeyboardInterrupt (or any exception from on_line) stops the
+    group too, then propagates. The log is written in place (files.open_stream()): files.OutputError
+    when it cannot be, before the command starts.
     """
     started = time.monotonic()
     deadline = None if timeout is None else started + timeout
@@ -65,6 +67,7 @@ def run(cmd, log_path, timeout=None, env=None, on_line=None):
         except OSError as e:
             log.write(("cannot start: %s\n" % e).encode())
             return RunResult(FAILED, None, time.monotonic() - started, str(e))
+        assert proc.stdout is not None  # stdout=PIPE: never None; narrows the type for mypy
         try:
             finished = _pump(proc, log, deadline, on_line)
         except BaseException:
@@ -80,9 +83,9 @@ def run(cmd, log_path, timeout=None, env=None, on_line=None):
 
 
 def _pump(proc, log, deadline, on_line):
-    """Copies proc's output to log (and lines to on_line) until proc has exited (True) or the deadline
-    passes (False). After the exit, what is in the pipe is read for at most _DRAIN_S more: a process the
-    command left behind that still holds the pipe is not waited for."""
+    """Copies proc's output to log (and lines to on_line) until proc has exited (True) or the
+    deadline passes (False). After the exit, what is in the pipe is read for at most _DRAIN_S more:
+    a process the command left behind that still holds the pipe is not waited for."""
     fd = proc.stdout.fileno()
     os.set_blocking(fd, False)
     sel = selectors.DefaultSelector()

@@ -1,12 +1,13 @@
-"""The sweep's figures: 4 (throughput and no-activity share per configuration) and 5 (batch_wait per step
-of chosen runs) (matplotlib, Agg backend)."""
+"""The sweep's figures: 4 (throughput and no-activity share per configuration) and 5 (batch_wait per
+step of chosen runs) (matplotlib, Agg backend)."""
 
 from ..common.plotting import HOST_COLOR, SEED_COLORS, require_matplotlib, save_figure
 
 
 def plot_sweep(rows, path, has_capture=True):
-    """Figure 4: throughput and no-activity share per configuration; bars are means, dots single runs.
-    rows: [{"config": str, "runs": [{"seed": int, "images_per_s": x, "no_activity_pct": y}, ...]}].
+    """Figure 4: throughput and no-activity share per configuration; bars are means, dots single
+    runs. rows: [{"config": str, "runs": [{"seed": int, "images_per_s": x, "no_activity_pct": y},
+    ...]}].
     """
     plt = require_matplotlib()
     seeds = sorted({r["seed"] for row in rows for r in row["runs"]})
@@ -76,9 +77,9 @@ def plot_sweep(rows, path, has_capture=True):
 
 def plot_sweep_batch_wait(left, right, path, titles=("Reset vs reused iterator", "Baseline runs")):
     """Figure 5 for a sweep: batch_wait per step. left / right: [(label, [ms per step])] with labels
-    "<config> seed <n>"; the left panel compares short captures (reset vs reuse), the right shows the
-    long baseline runs. One colour per configuration (per run when a panel holds one configuration),
-    one line style per seed."""
+    "<config> seed <n>"; the left panel compares short captures (reset vs reuse), the right shows
+    the long baseline runs. One colour per configuration (per run when a panel holds one
+    configuration), one line style per seed."""
     plt = require_matplotlib()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     styles = ["-", "--", ":", "-."]
@@ -89,7 +90,7 @@ def plot_sweep_batch_wait(left, right, path, titles=("Reset vs reused iterator",
         for label, _ in series:
             if label.split(" ")[0] not in configs:
                 configs.append(label.split(" ")[0])
-        seen = {}
+        seen: dict[str, int] = {}
         for k, (label, waits) in enumerate(series):
             cfg = label.split(" ")[0]
             si = seen.get(cfg, 0)

@@ -28,8 +28,8 @@ def variant(**changes):
     return cfg
 
 
-# The article's eight configurations: two short captures (reset vs reused iterator), the baseline, and
-# one-change variants of the baseline.
+# The article's eight configurations: two short captures (reset vs reused iterator), the baseline,
+# and one-change variants of the baseline.
 DEFAULT_CONFIGS = OrderedDict(
     [
         ("reset_8", variant(steps=8, reuse_iterator=False)),
@@ -58,8 +58,9 @@ class PlannedRun(NamedTuple):
 
 
 def load_configs(path):
-    """Read a configuration file: {"name": {flag: value}} or [{"name": ..., flag: value}, ...]. Returns
-    {name: flags} in the file's order, each configuration completed with the baseline's flags."""
+    """Read a configuration file: {"name": {flag: value}} or [{"name": ..., flag: value}, ...].
+    Returns {name: flags} in the file's order, each configuration completed with the baseline's
+    flags."""
     try:
         with open(path) as f:
             doc = json.load(f, object_pairs_hook=OrderedDict)

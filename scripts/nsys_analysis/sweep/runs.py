@@ -1,12 +1,13 @@
 """The sweep's runs: each (configuration, seed) run with a time limit and one retry, its report and
 capture checked, its numbers collected; the whole plan with --resume and --deadline.
 
-Every run lives in OUT/runs/<config>_<seed>/: attempt<N>.log, the run report (run.json, or capture.json
-beside the capture with nsys), the capture and its analysis/, and result.json (RunOutcome.to_json()). With
-nsys, each captured run is followed by its untraced run, the same command without nsys (unless
-SweepSettings.untraced is False): untraced_attempt<N>.log and untraced.json beside the capture; the
-analysis compares the two (summary capture_cost), and a tracer-bound capture is reported
-(metrics tracer_bound), not excluded: its untraced images/s are the figure to read.
+Every run lives in OUT/runs/<config>_<seed>/: attempt<N>.log, the run report (run.json, or
+capture.json beside the capture with nsys), the capture and its analysis/, and result.json
+(RunOutcome.to_json()). With nsys, each captured run is followed by its untraced run, the same
+command without nsys (unless SweepSettings.untraced is False): untraced_attempt<N>.log and
+untraced.json beside the capture; the analysis compares the two (summary capture_cost), and a
+tracer-bound capture is reported (metrics tracer_bound), not excluded: its untraced images/s are the
+figure to read.
 """
 
 import json
@@ -35,8 +36,8 @@ from .plan import DEFAULT_SEEDS, expected_steps, run_args
 
 @dataclass
 class SweepSettings:
-    """How every run of a sweep is made and reported (sweep.py's flags). timeout: seconds per attempt;
-    deadline: seconds after which no new run starts (0: none)."""
+    """How every run of a sweep is made and reported (sweep.py's flags). timeout: seconds per
+    attempt; deadline: seconds after which no new run starts (0: none)."""
 
     out: str
     binary: str
@@ -56,8 +57,8 @@ class SweepSettings:
 
 
 class Attempt(NamedTuple):
-    """One attempt of a run: status is runner's ok / failed / timeout; exit_code None after a timeout
-    or when the command could not start; seconds rounded to 0.01."""
+    """One attempt of a run: status is runner's ok / failed / timeout; exit_code None after a
+    timeout or when the command could not start; seconds rounded to 0.01."""
 
     attempt: int
     status: str
@@ -68,13 +69,14 @@ class Attempt(NamedTuple):
 
 @dataclass
 class RunOutcome:
-    """What one (configuration, seed) run gave. status: "ok" (the last attempt exited 0, and so did its
-    untraced run's), "failed" or "timeout" (both attempts, of the run or of its untraced run); aggregated:
-    ok and every check passed; reason: why it is not aggregated. metrics: the run's numbers keyed as
-    sweep.csv's columns (images_per_s, no_activity_pct, batch_wait_ms, batch_wait_total_ms,
-    h2d_submit_total_ms, longest_wait_ms, longest_wait_step, source, untraced_images_per_s,
-    traced_over_untraced, tracer_bound), empty when the run gave none. untraced: its untraced run
-    (command, report, attempts, status, kept: taken from an earlier sweep by --resume), empty without one.
+    """What one (configuration, seed) run gave. status: "ok" (the last attempt exited 0, and so did
+    its untraced run's), "failed" or "timeout" (both attempts, of the run or of its untraced run);
+    aggregated: ok and every check passed; reason: why it is not aggregated. metrics: the run's
+    numbers keyed as sweep.csv's columns (images_per_s, no_activity_pct, batch_wait_ms,
+    batch_wait_total_ms, h2d_submit_total_ms, longest_wait_ms, longest_wait_step, source,
+    untraced_images_per_s, traced_over_untraced, tracer_bound), empty when the run gave none.
+    untraced: its untraced run (command, report, attempts, status, kept: taken from an earlier sweep
+    by --resume), empty without one.
     """
 
     config: str
@@ -131,7 +133,8 @@ class RunOutcome:
 
 
 class DeadlineReached(Exception):
-    """--deadline passed before every run of the plan ran; sweep.py exits 4 (exit_status.DEADLINE)."""
+    """--deadline passed before every run of the plan ran; sweep.py exits 4
+    (exit_status.DEADLINE)."""
 
 
 def run_folder(settings, name, seed):
@@ -145,14 +148,15 @@ UNTRACED_LOG = "untraced_attempt%d.log"
 
 
 def has_untraced(settings):
-    """Whether each run gets an untraced run: with nsys only (--no-nsys runs are all untraced), unless
-    --no-untraced."""
+    """Whether each run gets an untraced run: with nsys only (--no-nsys runs are all untraced),
+    unless --no-untraced."""
     return settings.untraced and not settings.no_nsys
 
 
 def check_run_outputs(plan, settings):
-    """Before any run: raises files.UsageError naming --out unless every run's folder, its logs, report,
-    result.json and (with nsys) analysis/ can be written. profile.sh checks the capture's own files.
+    """Before any run: raises files.UsageError naming --out unless every run's folder, its logs,
+    report, result.json and (with nsys) analysis/ can be written. profile.sh checks the capture's
+    own files.
     """
     for name, seed in plan:
         d = run_folder(settings, name, seed)
@@ -191,8 +195,8 @@ def report_checks(metrics, steps):
 
 
 def execute_run(planned, cfg, order, settings):
-    """Run one PlannedRun of configuration cfg: attempts (a timeout is retried once), its untraced run,
-    report, capture analysis, checks. Blocks until done; returns a RunOutcome."""
+    """Run one PlannedRun of configuration cfg: attempts (a timeout is retried once), its untraced
+    run, report, capture analysis, checks. Blocks until done; returns a RunOutcome."""
     name, seed = planned
     folder = run_folder(settings, name, seed)
     make_dirs(folder)
@@ -245,8 +249,8 @@ def execute_run(planned, cfg, order, settings):
 
 
 def _finished(r, last, timeout, what):
-    """True when the last Attempt exited 0; else sets r.status and r.reason (what: "" for the run itself,
-    "untraced run: " for its untraced run) and returns False."""
+    """True when the last Attempt exited 0; else sets r.status and r.reason (what: "" for the run
+    itself, "untraced run: " for its untraced run) and returns False."""
     if last.status == runner.TIMEOUT:
         r.status = "timeout"
         r.reason = "%stimed out after %d s on both attempts" % (what, timeout)
@@ -259,8 +263,8 @@ def _finished(r, last, timeout, what):
 
 
 def _attempts(cmd, report_path, folder, log_name, timeout, config, seed):
-    """Runs cmd up to twice: a second time only after a timeout. Returns the Attempts; log_name names each
-    attempt's log in folder ("attempt%d.log")."""
+    """Runs cmd up to twice: a second time only after a timeout. Returns the Attempts; log_name
+    names each attempt's log in folder ("attempt%d.log")."""
     attempts = []
     for attempt in (1, 2):
         remove_stale(report_path)
@@ -299,9 +303,9 @@ def _usable_untraced(path, steps):
 
 
 def _untraced_run(r, args, settings):
-    """The untraced run of r's command (the binary itself, the same flags and seed), or with --resume the
-    one an earlier sweep finished; records it in r.untraced. Returns its report's path, or None after a
-    failure (r.status and r.reason then say what failed)."""
+    """The untraced run of r's command (the binary itself, the same flags and seed), or with
+    --resume the one an earlier sweep finished; records it in r.untraced. Returns its report's path,
+    or None after a failure (r.status and r.reason then say what failed)."""
     path = os.path.join(r.run_dir, UNTRACED_REPORT)
     cmd = [settings.binary] + args + ["--report", path]
     r.untraced = OrderedDict(
@@ -389,8 +393,8 @@ def _measure(r, report_path, export_path, figures, untraced_path=None):
 
 
 def _kept(saved, order, plan, name, seed):
-    """The RunOutcome of an earlier sweep's result.json at saved when it says "ok" (--resume), else None;
-    one that cannot be read is reported on stderr and the run made again."""
+    """The RunOutcome of an earlier sweep's result.json at saved when it says "ok" (--resume), else
+    None; one that cannot be read is reported on stderr and the run made again."""
     if not os.path.exists(saved):
         return None
     try:

@@ -39,9 +39,9 @@ def _mean(values):
 
 def aggregate(configs, seeds, results):
     """One row per configuration that ran, in configs' order: sweep.csv's columns (config, changes,
-    steps, runs_aggregated, runs_excluded, retried, <metric>_<seed> and <metric>_mean, tracer_bound_<seed>,
-    tracer_bound_runs (the aggregated runs whose capture was tracer-bound), notes). results: RunOutcomes;
-    only aggregated runs give values."""
+    steps, runs_aggregated, runs_excluded, retried, <metric>_<seed> and <metric>_mean,
+    tracer_bound_<seed>, tracer_bound_runs (the aggregated runs whose capture was tracer-bound),
+    notes). results: RunOutcomes; only aggregated runs give values."""
     rows = []
     for name, cfg in configs.items():
         runs = [r for r in results if r.config == name]
@@ -146,9 +146,9 @@ def render_markdown(rows, results, settings):
     untraced = settings.untraced and not settings.no_nsys
     if untraced:
         out += [
-            "Each capture is followed by an untraced run of the same command (no nsys): its images/s are "
-            "the throughput to compare; tracer-bound: the capture ran below %.2fx of it (the tracing, not "
-            "the input pipeline, set its pace)." % (1 - DEFAULT_MAX_SLOWDOWN),
+            "Each capture is followed by an untraced run of the same command (no nsys): its "
+            "images/s are the throughput to compare; tracer-bound: the capture ran below %.2fx of "
+            "it (the tracing, not the input pipeline, set its pace)." % (1 - DEFAULT_MAX_SLOWDOWN),
             "",
         ]
     cells = []
@@ -216,8 +216,8 @@ def render_markdown(rows, results, settings):
 
 
 def write_csv(path, rows):
-    """rows (dicts sharing their keys) as CSV: None as an empty cell, floats rounded to 6 decimals. No
-    rows: an empty file."""
+    """rows (dicts sharing their keys) as CSV: None as an empty cell, floats rounded to 6 decimals.
+    No rows: an empty file."""
     if not rows:
         write_text(path, "")
         return
@@ -319,8 +319,8 @@ def draw_figures(rows, results, settings):
 
 
 def check_outputs(settings, figures=True):
-    """Before any run: raises files.UsageError naming --out unless settings.out can be made and each file
-    write_outputs() writes there can be written."""
+    """Before any run: raises files.UsageError naming --out unless settings.out can be made and each
+    file write_outputs() writes there can be written."""
     check_output_dir("--out", settings.out)
     for name in OUTPUT_FILES + (FIGURE_FILES if figures else ()):
         check_output_file("--out", os.path.join(settings.out, name), create_dirs=True)

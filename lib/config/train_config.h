@@ -145,7 +145,7 @@ struct TrainConfig {
   bool cudnn_benchmark = false;
   int intra_op_threads = 1;
   /// The peak learning rate; nullopt (--lr not given): the linear scaling rule's, 0.1 x global
-  /// batch / 256 (lib/model/lr_schedule.h, resolve_lr_schedule).
+  /// batch / 256 (lib/model/lr_schedule.h, plan_lr).
   std::optional<double> lr;
   LrScheduleKind lr_schedule = LrScheduleKind::kCosine;
   /// Optimizer steps of linear warm-up to the peak; nullopt: the schedule's rule

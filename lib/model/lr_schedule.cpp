@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "lib/config/cli.h"
+#include "lib/core/usage_error.h"
 
 namespace workload {
 
@@ -109,22 +110,30 @@ std::vector<std::int64_t> default_lr_milestones(std::int64_t warmup_steps,
   return out;
 }
 
-RunLrSchedule resolve_lr_schedule(const TrainConfig& config, std::int64_t global_batch,
-                                  std::int64_t total_steps) {
-  RunLrSchedule run;
-  run.global_batch = global_batch;
-  run.scaled = !config.lr.has_value();
-  LrScheduleOptions& o = run.options;
+std::int64_t run_optimizer_steps(const TrainConfig& config, std::int64_t steps_per_epoch) {
+  if (config.epochs > 0) return static_cast<std::int64_t>(config.epochs) * steps_per_epoch;
+  return static_cast<std::int64_t>(config.warmup) + config.steps;
+}
+
+LrPlan plan_lr(const TrainConfig& config, int world_size, std::int64_t steps_per_epoch) {
+  LrPlan plan;
+  plan.global_batch = static_cast<std::int64_t>(config.loader.batch_size) * world_size;
+  plan.scaled = !config.lr.has_value();
+  LrScheduleOptions& o = plan.options;
   o.kind = config.lr_schedule;
-  o.peak_lr = config.lr ? *config.lr : scaled_lr(global_batch);
-  o.total_steps = total_steps;
+  o.peak_lr = config.lr ? *config.lr : scaled_lr(plan.global_batch);
+  o.total_steps = run_optimizer_steps(config, steps_per_epoch);
   o.warmup_steps = config.lr_warmup_steps ? *config.lr_warmup_steps
-                                          : default_lr_warmup_steps(o.kind, total_steps);
+                                          : default_lr_warmup_steps(o.kind, o.total_steps);
   if (o.kind == LrScheduleKind::kStep) {
-    o.milestones = default_lr_milestones(o.warmup_steps, total_steps);
+    o.milestones = default_lr_milestones(o.warmup_steps, o.total_steps);
   }
-  (void)LrSchedule{o};  // the checks, naming the flags
-  return run;
+  try {
+    (void)LrSchedule{o};  // the checks, naming the flags
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  return plan;
 }
 
 }  // namespace workload

@@ -80,7 +80,7 @@ std::vector<std::int64_t> default_lr_milestones(std::int64_t warmup_steps,
                                                 std::int64_t total_steps);
 
 /// A run's schedule and where its peak came from, for the report.
-struct RunLrSchedule {
+struct LrPlan {
   LrScheduleOptions options;
   bool scaled = false;            ///< The peak is the scaling rule's (no --lr was given).
   std::int64_t global_batch = 0;  ///< Images per optimizer step over every rank.
@@ -89,13 +89,16 @@ struct RunLrSchedule {
   bool lr_on_device = false;
 };
 
-/// The schedule of `config`'s run of `total_steps` optimizer steps (the caller counts them: the
-/// Trainer's are --warmup + --steps) at `global_batch` images a step (--batch-size x the ranks):
-/// --lr-schedule; the peak --lr, or scaled_lr(global_batch) without it; --lr-warmup-steps, or
-/// default_lr_warmup_steps(); the cosine's floor 0; step decay's default_lr_milestones() and
-/// kStepDecayFactor.
-/// \throws std::invalid_argument naming the flag when the schedule is invalid (LrSchedule's).
-RunLrSchedule resolve_lr_schedule(const TrainConfig& config, std::int64_t global_batch,
-                                  std::int64_t total_steps);
+/// The optimizer steps of `config`'s run, the span of its learning-rate schedule: every warm-up
+/// and captured step (--warmup + --steps), or with --epochs every epoch's `steps_per_epoch`.
+std::int64_t run_optimizer_steps(const TrainConfig& config, std::int64_t steps_per_epoch = 0);
+
+/// The learning-rate schedule of `config`'s run at `world_size` ranks, the one place its numbers
+/// are decided: --lr-schedule; the peak --lr, or scaled_lr() of the global batch (--batch-size x
+/// world_size) without it; --lr-warmup-steps, or default_lr_warmup_steps(); the cosine's floor 0;
+/// step decay's default_lr_milestones() and kStepDecayFactor; over run_optimizer_steps() (an
+/// --epochs run's needs its `steps_per_epoch`, known once its split is read).
+/// \throws UsageError naming the flag when the schedule is invalid (LrSchedule's checks).
+LrPlan plan_lr(const TrainConfig& config, int world_size, std::int64_t steps_per_epoch = 0);
 
 }  // namespace workload

@@ -14,15 +14,9 @@
 namespace workload {
 
 EnvironmentFacts collect_environment(bool cuda) {
-  const DeviceDescription d = describe_device(cuda);
   EnvironmentFacts e;
   e.libtorch = TORCH_VERSION;
-  e.cuda_runtime = d.cuda_runtime;
-  e.cuda_driver = d.cuda_driver;
-  e.cudnn = d.cudnn;
-  e.device_name = d.device_name;
-  e.multiprocessors = d.multiprocessors;
-  e.device_memory_gib = d.memory_gib;
+  e.device = describe_device(cuda);
   e.hardware_threads = std::thread::hardware_concurrency();
   e.cuda_connections = current_cuda_connections();
   // As found in the environment: the GPU machines set NCCL_NVLS_ENABLE=0, and nothing here

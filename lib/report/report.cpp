@@ -71,12 +71,12 @@ Json step_json(const StepRecord& r) {
 Json environment_json(const EnvironmentFacts& e) {
   Json env;
   env["libtorch"] = e.libtorch;
-  env["cuda_runtime"] = e.cuda_runtime;
-  env["cuda_driver"] = e.cuda_driver;
-  env["cudnn"] = e.cudnn;
-  env["device_name"] = e.device_name;
-  env["multiprocessors"] = e.multiprocessors;
-  env["device_memory_gib"] = e.device_memory_gib;
+  env["cuda_runtime"] = e.device.cuda_runtime;
+  env["cuda_driver"] = e.device.cuda_driver;
+  env["cudnn"] = e.device.cudnn;
+  env["device_name"] = e.device.device_name;
+  env["multiprocessors"] = e.device.multiprocessors;
+  env["device_memory_gib"] = e.device.memory_gib;
   env["hardware_threads"] = e.hardware_threads;
   env["cuda_device_max_connections"] = or_null(e.cuda_connections.value);
   // "program": set by train_resnet50 itself for --decode gpu; "environment": the user's.
@@ -129,7 +129,7 @@ Json gpu_decode_json(const GpuDecodeSummary& gpu) {
 }
 
 // The learning rate the run used: config's lr and lr_warmup_steps are null when the rules chose.
-Json lr_schedule_json(const RunLrSchedule& s) {
+Json lr_schedule_json(const LrPlan& s) {
   const LrScheduleOptions& o = s.options;
   Json j;
   j["kind"] = to_string(o.kind);

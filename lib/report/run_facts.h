@@ -8,6 +8,7 @@
 
 #include "lib/config/train_config.h"
 #include "lib/device/cuda_connections.h"
+#include "lib/device/cuda_device.h"
 #include "lib/dist/dist_env.h"
 #include "lib/input/input_source.h"
 #include "lib/model/lr_schedule.h"
@@ -17,13 +18,9 @@ namespace workload {
 
 /// The machine and libraries a run ran on (collect_environment, lib/report/environment.h).
 struct EnvironmentFacts {
-  std::string libtorch;      ///< e.g. "2.11.0"
-  std::string cuda_runtime;  ///< e.g. "13.0"; empty without CUDA
-  std::string cuda_driver;
-  std::string cudnn;        ///< e.g. "9.19.0"; empty when unknown
-  std::string device_name;  ///< e.g. "NVIDIA H200"; "cpu" for CPU runs
-  int multiprocessors = 0;
-  double device_memory_gib = 0;
+  std::string libtorch;  ///< e.g. "2.11.0"
+  /// The CUDA runtime, driver and cuDNN versions and the device (lib/device/cuda_device.h).
+  DeviceDescription device;
   unsigned hardware_threads = 0;
   /// How many hardware work queues the process's streams share, and who set it: it decides which
   /// streams can wait behind each other's work, so runs are compared with it known.
@@ -72,7 +69,7 @@ struct RunFacts {
   std::optional<ModelFacts> model;
   std::optional<LoaderFacts> loader;
   std::optional<GpuDecodeSummary> gpu_decode;
-  std::optional<RunLrSchedule> lr_schedule;  ///< train mode: the schedule the optimizer follows
+  std::optional<LrPlan> lr_schedule;  ///< train mode: the schedule the optimizer follows
   RunResult result;
   std::optional<DistFacts> dist;
   std::optional<PartialFacts> partial;

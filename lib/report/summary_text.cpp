@@ -85,7 +85,7 @@ std::string shape_text(const RunFacts& f) {
 // the label smoothing when there is one; "" without a schedule (--mode forward).
 std::string lr_line(const RunFacts& f) {
   if (!f.lr_schedule) return {};
-  const RunLrSchedule& s = *f.lr_schedule;
+  const LrPlan& s = *f.lr_schedule;
   const LrScheduleOptions& o = s.options;
   std::string out =
       std::string("sgd: lr ") + to_string(o.kind) + ", peak " + printed("%g", o.peak_lr);

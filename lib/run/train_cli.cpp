@@ -47,25 +47,9 @@ void validate_run(const TrainConfig& config) {
   check_stalls(config);
   // Whether it is valid does not depend on the ranks; an --epochs run's length is known once its
   // split is read (the Trainer checks it then).
-  if (config.epochs == 0) run_lr_schedule(config, 1);
+  if (config.epochs == 0) plan_lr(config, 1);
   // Checked, not created: --print-config and profile.sh's --dry-run leave no directory behind.
   if (!config.checkpoint_dir.empty()) check_checkpoint_dir(config.checkpoint_dir);
-}
-
-std::int64_t run_optimizer_steps(const TrainConfig& config, std::int64_t steps_per_epoch) {
-  if (config.epochs > 0) return static_cast<std::int64_t>(config.epochs) * steps_per_epoch;
-  return static_cast<std::int64_t>(config.warmup) + config.steps;
-}
-
-RunLrSchedule run_lr_schedule(const TrainConfig& config, int world_size,
-                              std::int64_t steps_per_epoch) {
-  try {
-    return resolve_lr_schedule(config,
-                               static_cast<std::int64_t>(config.loader.batch_size) * world_size,
-                               run_optimizer_steps(config, steps_per_epoch));
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
 }
 
 ParsedArgs parse_train_args(int argc, const char* const* argv) {

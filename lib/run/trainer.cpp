@@ -12,26 +12,25 @@
 #include <utility>
 
 #include "data_pipeline/data_error.h"
+#include "lib/core/elapsed.h"
 #include "lib/core/output_file.h"
 #include "lib/device/nvtx.h"
-#include "lib/device/torch_trace.h"
 #include "lib/dist/data_parallel.h"
 #include "lib/dist/distributed.h"
 #include "lib/model/norm_activation.h"
 #include "lib/report/environment.h"
 #include "lib/report/report.h"
+#include "lib/run/capture_window.h"
+#include "lib/run/checkpoint_state.h"
+#include "lib/run/error_context.h"
 #include "lib/run/train_cli.h"
 
 namespace workload {
 
 namespace dp = data_pipeline;
-using Clock = std::chrono::steady_clock;
+using Clock = SteadyClock;
 
 namespace {
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
-
 // A rank's own path of `flag`'s output, checked as the flag's path was.
 std::string rank_output(const std::string& flag, const std::string& path,
                         const std::optional<DistEnv>& dist) {
@@ -161,24 +160,44 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
   outputs_ = run_outputs(config_, dist);
   // A rank of a distributed run uses GPU LOCAL_RANK (of those CUDA_VISIBLE_DEVICES shows).
   const int gpu = dist ? dist->local_rank : 0;
-  if (config_.device == Device::kCuda) device_ = torch::Device(torch::kCUDA, gpu);
+  configure_process(gpu);
+  index_splits();
+  open_device(gpu);
+  join_ranks(dist);
+  plan_run();
+  build_model();
+  build_optimizer();
+  build_step();
+  collect_notices();
+}
+
+void Trainer::configure_process(int gpu) {
+  if (config_.device == Device::kCuda) {
+    device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(gpu));
+  }
   nvtx::set_enabled(config_.nvtx);  // before the source's threads start: they obey it too
   at::set_num_threads(config_.intra_op_threads);
   torch::manual_seed(config_.loader.seed);
-  if (!config_.synthetic) {
-    index_ = std::make_shared<const dp::Food101Index>(
-        dp::Food101Index::load(config_.data, to_string(config_.split)));
-    num_classes_ = index_->num_classes();
-    if (config_.epochs > 0 && config_.eval_every > 0) {
-      eval_index_ = std::make_shared<const dp::Food101Index>(
-          dp::Food101Index::load(config_.data, to_string(config_.eval_split)));
-    }
+}
+
+void Trainer::index_splits() {
+  if (config_.synthetic) return;
+  index_ = std::make_shared<const dp::Food101Index>(
+      dp::Food101Index::load(config_.data, to_string(config_.split)));
+  num_classes_ = index_->num_classes();
+  if (config_.epochs > 0 && config_.eval_every > 0) {
+    eval_index_ = std::make_shared<const dp::Food101Index>(
+        dp::Food101Index::load(config_.data, to_string(config_.eval_split)));
   }
-  if (device_.is_cuda()) {
-    use_cuda_device(gpu, config_.cudnn_benchmark);
-    step_stream_.emplace(input_wants_priority_stream(config_) ||
-                         executor_wants_own_stream(config_));
-  }
+}
+
+void Trainer::open_device(int gpu) {
+  if (!device_.is_cuda()) return;
+  use_cuda_device(gpu, config_.cudnn_benchmark);
+  step_stream_.emplace(input_wants_priority_stream(config_) || executor_wants_own_stream(config_));
+}
+
+void Trainer::join_ranks(const std::optional<DistEnv>& dist) {
   if (dist) {
     // The rendezvous, once the device is set (NCCL binds to it) and before the dataset's shard
     // and the model's broadcast need it.
@@ -187,6 +206,9 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
         DistLiveness{std::chrono::seconds(config_.dist_peer_timeout_s), stop_request_});
   }
   stop_ = std::make_unique<StopControl>(dist_.get(), stop_request_);
+}
+
+void Trainer::plan_run() {
   // Every warm-up and captured step is an optimizer step, over the global batch of every rank;
   // before the last resort, whose report records it too.
   const int world = dist_ ? dist_->world_size() : 1;
@@ -202,14 +224,18 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
                           std::to_string(config_.loader.batch_size) + ": no epoch to train");
     }
   }
-  const RunLrSchedule lr_plan = run_lr_schedule(config_, world, steps_per_epoch_);
+  const LrPlan lr_plan = plan_lr(config_, world, steps_per_epoch_);
   if (config_.mode == RunMode::kTrain) lr_plan_ = lr_plan;
   lr_schedule_.emplace(lr_plan.options);
   if (dist_) install_last_resort();
-  if (config_.epochs > 0) fingerprint_ = fingerprint(lr_plan);
+  if (config_.epochs > 0) {
+    fingerprint_ = run_fingerprint(config_, lr_plan, num_classes_, index_.get(), world);
+  }
   if (!config_.checkpoint_dir.empty()) open_checkpoints();
   if (config_.epochs > 0 && config_.capture_at) check_capture_window();
+}
 
+void Trainer::build_model() {
   model_ = ResNet50(num_classes_);
   model_->to(device_);
   if (config_.loader.transform.layout != dp::ImageLayout::kNchw) to_channels_last(*model_);
@@ -218,7 +244,8 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
     model_->set_cast_weights_together(resolve_weight_cast(config_.weight_cast, dist_ != nullptr) ==
                                       WeightCast::kTogether);
   }
-  if (resume_) restore_model(*resume_);  // before DDP's broadcast of rank 0's, the same values
+  // Before DDP's broadcast of rank 0's weights: the same values.
+  if (resume_) restore_model(*resume_, resume_path_, *model_);
   if (dist_) {
     // After the device and the memory format (the buckets' views follow the gradients' layout).
     // Collectives already: a peer lost here ends the setup with the watchdog's verdict.
@@ -239,6 +266,9 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
   } else {
     model_->train();
   }
+}
+
+void Trainer::build_optimizer() {
   // A replayed graph reads the LR on the device; eager steps keep the article's kernels unless
   // --lr-on-device.
   optimizer_ = std::make_unique<ForeachSgd>(
@@ -246,7 +276,10 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
       config_.cuda_graph || config_.lr_on_device ? ForeachSgd::LrSource::kDevice
                                                  : ForeachSgd::LrSource::kHost);
   if (lr_plan_) lr_plan_->lr_on_device = optimizer_->lr_on_device();
-  if (resume_) restore_optimizer(*resume_);
+  if (resume_) restore_optimizer(*resume_, resume_path_, *model_, *optimizer_);
+}
+
+void Trainer::build_step() {
   input_ =
       make_input_source({config_, index_, device_, num_classes_, dist_ ? dist_->world_size() : 1,
                          dist_ ? dist_->rank() : 0, notices_});
@@ -270,6 +303,9 @@ Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_pt
   }
   stalls_ = std::make_unique<StallInjector>(config_.inject_stall, *stop_);
   tracker_.on_enter = [this](const char* phase) { stalls_->at(phase); };
+}
+
+void Trainer::collect_notices() {
   // The evaluation's source adds the training source's notices again.
   std::vector<std::string> unique;
   for (const std::string& n : notices_) {
@@ -423,57 +459,29 @@ bool Trainer::guarded_step(int i, bool warmup, std::vector<StepRecord>& into,
     stop_->step_done();
   } catch (const dp::Cancelled&) {
     return false;
-  } catch (const dp::DataError&) {
-    throw;  // already names the file
-  } catch (const c10::Error& e) {
-    throw std::runtime_error(std::string(tracker_.current) + " of " + where + ": " +
-                             e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    throw std::runtime_error(std::string(tracker_.current) + " of " + where + ": " + e.what());
+  } catch (...) {
+    // A DataError already names the file.
+    rethrow_in_context(tracker_.current, where, DataErrorContext::kKeep);
   }
   if (progress) progress(into.back());
   return true;
 }
 
 void Trainer::capture_window(RunResult& result, const Progress& progress) {
-  ProfilerCapture capture(device_.is_cuda());
-  std::unique_ptr<TorchTrace> trace;
-  if (!outputs_.torch_trace.empty()) {
-    trace = std::make_unique<TorchTrace>(outputs_.torch_trace, device_.is_cuda());
-  }
+  CaptureWindow window(result, device_.is_cuda(), outputs_.torch_trace,
+                       config_.loader.batch_size);
   if (stop_->at_boundary()) return;
-  capture.start();
-  result.capture_started = capture.started();
-  if (trace) trace->start();
-  const auto t_window = Clock::now();
-  {
-    Phase window(nvtx::kCaptureWindow);
-    if (!config_.reuse_iterator) {
-      const auto t = Clock::now();
-      Phase r(nvtx::kIteratorReset);
-      input_->reset();
-      result.iterator_reset_ms = ms_since(t);
-    }
-    for (int i = 0; i < config_.steps && !stop_->at_boundary(); ++i) {
-      if (!guarded_step(i, false, result.steps, progress)) break;
-    }
+  window.open();
+  if (!config_.reuse_iterator) {
     const auto t = Clock::now();
-    Phase r(nvtx::kCaptureDrain);
-    device_synchronize();
-    result.capture_drain_ms = ms_since(t);
+    Phase r(nvtx::kIteratorReset);
+    input_->reset();
+    result.iterator_reset_ms = ms_since(t);
   }
-  result.elapsed_s = ms_since(t_window) / 1000.0;
-  if (trace) {
-    trace->stop_and_save();
-    result.torch_trace = trace->path();
+  for (int i = 0; i < config_.steps && !stop_->at_boundary(); ++i) {
+    if (!guarded_step(i, false, result.steps, progress)) break;
   }
-  const auto t_stop = Clock::now();
-  capture.stop();
-  result.profiler_stop_ms = capture.started() ? ms_since(t_stop) : 0.0;
-  if (result.elapsed_s > 0) {
-    result.images_per_s = static_cast<double>(result.steps.size()) *
-                          static_cast<double>(config_.loader.batch_size) / result.elapsed_s;
-  }
+  window.close();
 }
 
 void Trainer::run_steps(RunResult& result, const Progress& progress) {

@@ -28,6 +28,7 @@
 
 namespace workload {
 
+class CaptureWindow;
 class Distributed;
 class DataParallel;
 
@@ -133,6 +134,27 @@ class Trainer {
   const std::vector<std::string>& notices() const { return notices_; }
 
  private:
+  // The constructor's stages, in order.
+  /// The process's settings for the run: device, NVTX on or off, intra-op threads, the seed.
+  void configure_process(int gpu);
+  /// The training split's index (and the evaluation's, with --epochs); none in synthetic mode.
+  void index_splits();
+  /// The GPU and the step's stream, on a CUDA run.
+  void open_device(int gpu);
+  /// A distributed run's rendezvous, then the stop control (the ranks' agreement on a stop).
+  void join_ranks(const std::optional<DistEnv>& dist);
+  /// The run's length and schedule, the watchdog's last resort, the checkpoint directory (and the
+  /// checkpoint resumed from), and --capture-at's window checked against the length.
+  void plan_run();
+  /// The model on its device in its layout, the checkpoint's weights, DDP, train or eval mode.
+  void build_model();
+  /// The optimizer over the model's parameters, and the checkpoint's momentum and step count.
+  void build_optimizer();
+  /// The input source, the step executor, the evaluation, the stall injector and their hooks.
+  void build_step();
+  /// Each notice once, and those the run's settings call for.
+  void collect_notices();
+
   StepRecord step(int index, bool warmup);
   /// A step with its failures put in context ("forward of warm-up step 0: ..."); false when a stop
   /// request cut it short (the source was cancelled while the step waited for its batch).
@@ -146,9 +168,20 @@ class Trainer {
   /// --epochs: every epoch's steps, then its evaluation and checkpoint; the capture window where
   /// --capture-at puts it.
   void run_epochs(RunResult& result, const Progress& progress);
-  /// What a checkpoint must share with the run resuming from it.
-  nlohmann::ordered_json fingerprint(const RunLrSchedule& plan) const;
-  /// --resume: the checkpoint's parameters, buffers and optimizer state put in place.
+  /// --resume: the checkpoint's epochs into `result` (the best and the target among them); returns
+  /// the run's time before this session.
+  double take_resumed_epochs(RunResult& result);
+  /// One epoch's steps from the run's step `step` (advanced past them), opening and closing
+  /// `window` where --capture-at puts it; each step's loss into `losses`. Returns the steps done:
+  /// fewer than steps_per_epoch() when a stop cut the epoch short.
+  std::int64_t train_epoch(std::int64_t& step, CaptureWindow& window, RunResult& result,
+                           const Progress& progress, const torch::Tensor& losses);
+  /// The evaluation after `rec`'s epoch, when --eval-every (or the last epoch) calls for one, into
+  /// rec.eval. Returns true when a stop cut it short (rec.eval_cut; the run stops after the
+  /// checkpoint). Its failures are named as the evaluation's.
+  bool evaluate_epoch(EpochRecord& rec);
+  /// The checkpoint directory: locked (rank 0), refused when it holds checkpoints of a run this
+  /// one does not continue, and with --resume its newest read and checked.
   void open_checkpoints();
   void check_resumed_fingerprint(const std::string& path);
   void check_capture_window() const;
@@ -157,9 +190,9 @@ class Trainer {
   // must stop for it (no --allow-nonfinite-loss). Synchronizes with the device.
   bool note_nonfinite(RunResult& result, const torch::Tensor& losses, std::int64_t first_step,
                       std::int64_t epoch) const;
+  // The same for `rec`'s evaluation loss.
+  bool note_nonfinite_eval(RunResult& result, const EpochRecord& rec) const;
   void note_nonfinite_steps(RunResult& result) const;
-  void restore_model(const Checkpoint& checkpoint);
-  void restore_optimizer(const Checkpoint& checkpoint);
   /// Inside `checkpoint`: the state after `epochs_done` epochs with the epochs' records (rank 0
   /// writes; the others only time the range).
   CheckpointRecord write_checkpoint(std::int64_t epochs_done, const std::vector<EpochRecord>& done,
@@ -179,7 +212,7 @@ class Trainer {
   std::unique_ptr<Distributed> dist_;      // declared before ddp_ and stop_: outlives them
   std::unique_ptr<StopControl> stop_;
   ResNet50 model_{nullptr};
-  std::optional<RunLrSchedule> lr_plan_;  // train mode: the schedule and its origin, for the report
+  std::optional<LrPlan> lr_plan_;  // train mode: the schedule and its origin, for the report
   std::optional<LrSchedule> lr_schedule_;
   std::unique_ptr<ForeachSgd> optimizer_;
   std::unique_ptr<DataParallel> ddp_;

@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "lib/core/usage_error.h"
+
 namespace workload {
 namespace {
 
@@ -146,8 +148,8 @@ TEST(LrScheduleTest, TheRulesScaleThePeakAndChooseTheWarmUpAndMilestones) {
   EXPECT_EQ(default_lr_milestones(1, 11), (std::vector<std::int64_t>{4, 7, 9}));
   EXPECT_TRUE(default_lr_milestones(5, 5).empty());
 
-  TrainConfig c;  // no --lr, --lr-warmup-steps: the rules
-  const RunLrSchedule scaled = resolve_lr_schedule(c, 128, 11);
+  TrainConfig c;  // no --lr, --lr-warmup-steps: the rules; batch 128, 3 + 8 steps
+  const LrPlan scaled = plan_lr(c, 1);
   EXPECT_TRUE(scaled.scaled);
   EXPECT_EQ(scaled.global_batch, 128);
   EXPECT_EQ(scaled.options.kind, LrScheduleKind::kCosine);
@@ -158,19 +160,22 @@ TEST(LrScheduleTest, TheRulesScaleThePeakAndChooseTheWarmUpAndMilestones) {
   EXPECT_TRUE(scaled.options.milestones.empty());
   c.lr = 0.1;
   c.lr_schedule = LrScheduleKind::kConstant;
-  const RunLrSchedule article = resolve_lr_schedule(c, 128, 11);
+  const LrPlan article = plan_lr(c, 1);
   EXPECT_FALSE(article.scaled);
   EXPECT_EQ(article.options.peak_lr, 0.1);
   EXPECT_EQ(article.options.warmup_steps, 0);
   EXPECT_TRUE(LrSchedule(article.options).constant());
   c.lr_schedule = LrScheduleKind::kStep;
   c.lr_warmup_steps = 10;
-  const RunLrSchedule step = resolve_lr_schedule(c, 512, 100);
+  c.warmup = 0;
+  c.steps = 100;
+  const LrPlan step = plan_lr(c, 4);  // batch 128 x 4 ranks
+  EXPECT_EQ(step.global_batch, 512);
   EXPECT_EQ(step.options.warmup_steps, 10);
   EXPECT_EQ(step.options.milestones, (std::vector<std::int64_t>{40, 70, 90}));
   EXPECT_EQ(step.options.decay_factor, kStepDecayFactor);
   c.lr_warmup_steps = 101;
-  EXPECT_THROW(resolve_lr_schedule(c, 512, 100), std::invalid_argument);
+  EXPECT_THROW(plan_lr(c, 4), UsageError);
 }
 
 }  // namespace

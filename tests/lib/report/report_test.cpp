@@ -24,7 +24,7 @@ RunFacts finished_run() {
   f.config.data = "/data/food";
   f.config.steps = 2;
   f.environment.libtorch = "9.9.9";
-  f.environment.device_name = "cpu";
+  f.environment.device.device_name = "cpu";
   f.environment.cuda_connections = {std::string("32"), "program"};
   f.environment.nccl_nvls_enable = "0";
   f.model = ModelFacts{101, 23715493, false, std::nullopt};
@@ -96,7 +96,7 @@ TEST(ReportTest, TheLearningRateScheduleSectionSaysWhatRan) {
   o.warmup_steps = 1;
   o.total_steps = 3;
   o.milestones = {2};
-  f.lr_schedule = RunLrSchedule{o, true, 128, true};
+  f.lr_schedule = LrPlan{o, true, 128, true};
   f.result.steps[1].lr = 0.005;
   const nlohmann::ordered_json j = report_json(f);
   EXPECT_EQ(keys(j),
@@ -114,7 +114,7 @@ TEST(ReportTest, TheLearningRateScheduleSectionSaysWhatRan) {
   EXPECT_FALSE(j["steps"][0].contains("lr"));
   o.kind = LrScheduleKind::kConstant;
   o.warmup_steps = 0;
-  f.lr_schedule = RunLrSchedule{o, false, 128};
+  f.lr_schedule = LrPlan{o, false, 128};
   const nlohmann::ordered_json constant = report_json(f)["lr_schedule"];
   EXPECT_EQ(constant["lr_on_device"], false);
   EXPECT_FALSE(constant.contains("milestones"));

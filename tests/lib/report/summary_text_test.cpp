@@ -59,7 +59,7 @@ TEST(SummaryTextTest, TheBannerSaysTheLearningRateSchedule) {
   o.peak_lr = 0.05;
   o.warmup_steps = 1;
   o.total_steps = 11;
-  f.lr_schedule = RunLrSchedule{o, true, 128};
+  f.lr_schedule = LrPlan{o, true, 128};
   EXPECT_NE(format_banner(f, {}, "").find("\nsgd: lr cosine, peak 0.05 (scaled: 0.1 x global batch "
                                           "128 / 256), warm-up 1 of 11 steps\n"),
             std::string::npos)
@@ -67,7 +67,7 @@ TEST(SummaryTextTest, TheBannerSaysTheLearningRateSchedule) {
   o.kind = LrScheduleKind::kConstant;
   o.peak_lr = 0.1;
   o.warmup_steps = 0;
-  f.lr_schedule = RunLrSchedule{o, false, 128};
+  f.lr_schedule = LrPlan{o, false, 128};
   f.config.label_smoothing = 0.1;
   EXPECT_NE(format_banner(f, {}, "[rank 0] ")
                 .find("[rank 0] sgd: lr constant, peak 0.1, warm-up 0 of 11 steps, label "

@@ -76,14 +76,14 @@ TEST(TrainCliTest, TheLearningRateDefaultsToAScaledPeakWarmUpAndCosine) {
   EXPECT_EQ(c.lr_schedule, LrScheduleKind::kCosine);
   EXPECT_FALSE(c.lr_warmup_steps.has_value());
   EXPECT_EQ(c.label_smoothing, 0);
-  const RunLrSchedule run = run_lr_schedule(c, 1);
+  const LrPlan run = plan_lr(c, 1);
   EXPECT_TRUE(run.scaled);
   EXPECT_DOUBLE_EQ(run.options.peak_lr, 0.1 * 128 / 256);
   EXPECT_EQ(run.options.total_steps, 11);  // 3 warm-up + 8 captured steps, each an optimizer step
   EXPECT_EQ(run_optimizer_steps(c), 11);
   EXPECT_EQ(run.options.warmup_steps, 3);              // 25% of 11, rounded
-  EXPECT_EQ(run_lr_schedule(c, 4).global_batch, 512);  // --batch-size x the ranks
-  EXPECT_DOUBLE_EQ(run_lr_schedule(c, 4).options.peak_lr, 0.2);
+  EXPECT_EQ(plan_lr(c, 4).global_batch, 512);  // --batch-size x the ranks
+  EXPECT_DOUBLE_EQ(plan_lr(c, 4).options.peak_lr, 0.2);
 }
 
 TEST(TrainCliTest, LearningRateFlags) {
@@ -91,7 +91,7 @@ TEST(TrainCliTest, LearningRateFlags) {
       parse({"--data=/x", "--device=cpu", "--lr-schedule=constant", "--lr=0.1"}).config;
   EXPECT_EQ(article.lr_schedule, LrScheduleKind::kConstant);
   EXPECT_EQ(article.lr, 0.1);
-  const RunLrSchedule run = run_lr_schedule(article, 8);
+  const LrPlan run = plan_lr(article, 8);
   EXPECT_FALSE(run.scaled);
   EXPECT_EQ(run.options.peak_lr, 0.1);  // a given --lr is the peak, whatever the ranks
   EXPECT_EQ(run.options.warmup_steps, 0);
@@ -103,7 +103,7 @@ TEST(TrainCliTest, LearningRateFlags) {
   EXPECT_EQ(c.lr_schedule, LrScheduleKind::kStep);
   EXPECT_EQ(c.lr_warmup_steps, 4);
   EXPECT_DOUBLE_EQ(c.label_smoothing, 0.1);
-  const RunLrSchedule step = run_lr_schedule(c, 1);
+  const LrPlan step = plan_lr(c, 1);
   EXPECT_DOUBLE_EQ(step.options.peak_lr, 0.025);
   EXPECT_EQ(step.options.total_steps, 23);
   EXPECT_EQ(step.options.milestones, (std::vector<std::int64_t>{10, 16, 20}));

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "lib/core/unique_fd.h"
 #include "lib/core/usage_error.h"
 
 namespace workload {
@@ -90,11 +91,8 @@ std::string create_staging(const std::string& dir, const std::string& target, mo
     const std::string name = (fs::path(dir) / ("." + base + ".tmp." + std::to_string(::getpid()) +
                                                "." + std::to_string(counter++)))
                                  .string();
-    const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-    if (fd >= 0) {
-      ::close(fd);
-      return name;
-    }
+    const UniqueFd fd(::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+    if (fd) return name;
     if (errno != EEXIST) {
       throw std::runtime_error("cannot create " + name + ": " + std::strerror(errno));
     }
@@ -104,12 +102,12 @@ std::string create_staging(const std::string& dir, const std::string& target, mo
 
 // Copies the file `from` into the open descriptor `to`. Returns errno, 0 on success.
 int copy_into(const std::string& from, int to) {
-  const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) return errno;
+  const UniqueFd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in) return errno;
   char buf[1 << 16];
   int error = 0;
   for (;;) {
-    const ssize_t n = ::read(in, buf, sizeof(buf));
+    const ssize_t n = ::read(in.get(), buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       if (n < 0) error = errno;
@@ -126,7 +124,6 @@ int copy_into(const std::string& from, int to) {
     }
     if (error) break;
   }
-  ::close(in);
   return error;
 }
 
@@ -173,21 +170,19 @@ void OutputFile::fail(const std::string& what) const {
 
 void OutputFile::commit() {
   if (device_) {
-    const int fd = ::open(target_.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) fail(std::string("cannot open for writing: ") + std::strerror(errno));
-    const int error = copy_into(staging_, fd);
-    ::close(fd);
+    UniqueFd fd(::open(target_.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC));
+    if (!fd) fail(std::string("cannot open for writing: ") + std::strerror(errno));
+    const int error = copy_into(staging_, fd.get());
+    fd.close();
     if (error) fail(std::string("write failed: ") + std::strerror(error));
     committed_ = true;
     return;
   }
-  const int fd = ::open(staging_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    const int error = errno;
-    if (fd >= 0) ::close(fd);
-    fail(std::string("cannot flush ") + staging_ + ": " + std::strerror(error));
+  UniqueFd fd(::open(staging_.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd || ::fsync(fd.get()) != 0) {
+    fail(std::string("cannot flush ") + staging_ + ": " + std::strerror(errno));
   }
-  ::close(fd);
+  fd.close();
   if (std::rename(staging_.c_str(), target_.c_str()) != 0) {
     fail(std::string("cannot move the file into place: ") + std::strerror(errno));
   }

@@ -318,11 +318,9 @@ CheckpointDir::CheckpointDir(std::string dir) : dir_(std::move(dir)) {
   fs::create_directories(dir_, ec);
   if (ec) throw UsageError("--checkpoint-dir " + dir_ + ": cannot create it: " + ec.message());
   const std::string probe = (fs::path(dir_) / ".write-probe").string();
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
+  if (!UniqueFd(::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644))) {
     throw UsageError("--checkpoint-dir " + dir_ + ": cannot write in it: " + system_error(errno));
   }
-  ::close(fd);
   ::unlink(probe.c_str());
   for (const auto& entry : fs::directory_iterator(dir_, ec)) {
     if (epoch_of(entry.path().filename().string()) >= 0 && !entry.is_regular_file(ec)) {

@@ -162,7 +162,7 @@ build_checked_trees() {
   echo "test.sh: the sanitizer and fuzzer trees built in $((SECONDS - start)) s (nice 19)"
 }
 
-configure_and_build "$BUILD_DIR"
+configure_and_build "$BUILD_DIR" -DWORKLOAD_WERROR=ON
 if [ "${QUICK:-0}" != 1 ]; then
   if ! command -v clang++ >/dev/null; then
     echo "test.sh: clang++ not found: the fuzzer build cannot run (apt install clang libclang-rt-dev)" >&2

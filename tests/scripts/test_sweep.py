@@ -21,8 +21,9 @@ import unittest
 
 from scripts.support.testutil import ANSWER_PRINT_CONFIG, FIXTURE_DIR, REPO, ScratchCase
 
-SCRIPT = os.path.join(REPO, "scripts", "sweep.py")
 from nsys_analysis.sweep.plan import DEFAULT_CONFIGS, load_configs, make_plan
+
+SCRIPT = os.path.join(REPO, "scripts", "sweep.py")
 
 HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
 

@@ -40,8 +40,8 @@ void CaptureWindow::close() {
   capture_.stop();
   result_.profiler_stop_ms = capture_.started() ? ms_since(t_stop) : 0.0;
   if (result_.elapsed_s > 0) {
-    result_.images_per_s = static_cast<double>(result_.steps.size()) *
-                           static_cast<double>(batch_) / result_.elapsed_s;
+    result_.images_per_s =
+        static_cast<double>(result_.steps.size()) * static_cast<double>(batch_) / result_.elapsed_s;
   }
 }
 

@@ -39,8 +39,7 @@ Checkpoint make_checkpoint(const nlohmann::ordered_json& fingerprint, std::int64
 /// Copies `checkpoint`'s parameters and buffers into `model`'s own tensors (their layout, e.g.
 /// channels_last, and their identity stay). \throws CheckpointError naming `path` and a tensor
 /// that is missing or of another shape or type.
-void restore_model(const Checkpoint& checkpoint, const std::string& path,
-                   torch::nn::Module& model);
+void restore_model(const Checkpoint& checkpoint, const std::string& path, torch::nn::Module& model);
 
 /// Puts `optimizer` back where `checkpoint` left it: each parameter's momentum (absent: none yet)
 /// and the step count, so that the schedule continues at its next step.

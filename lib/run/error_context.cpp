@@ -9,8 +9,7 @@
 
 namespace workload {
 
-void rethrow_in_context(const std::string& phase, const std::string& where,
-                        DataErrorContext data) {
+void rethrow_in_context(const std::string& phase, const std::string& where, DataErrorContext data) {
   try {
     throw;
   } catch (const data_pipeline::DataError& e) {

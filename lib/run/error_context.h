@@ -8,8 +8,8 @@ namespace workload {
 
 /// How a data_pipeline::DataError (bad data, whose message names its file) is rethrown.
 enum class DataErrorContext {
-  kKeep,       ///< as it is: the file it names is context enough
-  kPrefixWhere ///< as a DataError whose message starts with "<where>: "
+  kKeep,        ///< as it is: the file it names is context enough
+  kPrefixWhere  ///< as a DataError whose message starts with "<where>: "
 };
 
 /// Called inside a catch block: rethrows the exception being handled with its context. A

@@ -468,8 +468,7 @@ bool Trainer::guarded_step(int i, bool warmup, std::vector<StepRecord>& into,
 }
 
 void Trainer::capture_window(RunResult& result, const Progress& progress) {
-  CaptureWindow window(result, device_.is_cuda(), outputs_.torch_trace,
-                       config_.loader.batch_size);
+  CaptureWindow window(result, device_.is_cuda(), outputs_.torch_trace, config_.loader.batch_size);
   if (stop_->at_boundary()) return;
   window.open();
   if (!config_.reuse_iterator) {

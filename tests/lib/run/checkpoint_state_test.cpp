@@ -1,5 +1,6 @@
 // Tests for what a checkpoint holds, without a Trainer: the tensors' names, a model and an
-// optimizer put back exactly, every mismatch named, the fingerprint's fields and the epochs' records.
+// optimizer put back exactly, every mismatch named, the fingerprint's fields and the epochs'
+// records.
 #include "lib/run/checkpoint_state.h"
 
 #include <gtest/gtest.h>
@@ -76,8 +77,7 @@ TEST(CheckpointStateTest, AModelAndItsOptimizerArePutBackExactly) {
   std::vector<EpochRecord> epochs(1);
   epochs[0].epoch = 0;
   epochs[0].train_loss = 1.5;
-  const Checkpoint c =
-      make_checkpoint({{"seed", 7}}, 1, epochs, 12.5, trained, sgd.state());
+  const Checkpoint c = make_checkpoint({{"seed", 7}}, 1, epochs, 12.5, trained, sgd.state());
   EXPECT_EQ(c.meta["epochs_done"], 1);
   EXPECT_EQ(c.meta["optimizer_steps_done"], 2);
   EXPECT_EQ(c.meta["elapsed_s"], 12.5);
@@ -116,8 +116,9 @@ TEST(CheckpointStateTest, AMissingOrMismatchedTensorIsNamedWithTheFile) {
   };
   Checkpoint missing = c;
   missing.tensors.erase(named(missing, "param/conv.weight"));
-  EXPECT_NE(checkpoint_error([&] { restore_model(missing, "dir/e1.ckpt", model); })
-                .find("checkpoint dir/e1.ckpt: no tensor param/conv.weight"),
+  EXPECT_NE(checkpoint_error([&] {
+              restore_model(missing, "dir/e1.ckpt", model);
+            }).find("checkpoint dir/e1.ckpt: no tensor param/conv.weight"),
             std::string::npos);
   Checkpoint other = c;
   named(other, "param/conv.weight")->second = torch::zeros({1});
@@ -127,8 +128,9 @@ TEST(CheckpointStateTest, AMissingOrMismatchedTensorIsNamedWithTheFile) {
   // Momentum is optional (none before the first step), its shape is not.
   Checkpoint bad_momentum = c;
   bad_momentum.tensors.emplace_back("momentum/fc.weight", torch::zeros({3}));
-  EXPECT_NE(checkpoint_error([&] { restore_optimizer(bad_momentum, "e1", model, sgd); })
-                .find("tensor momentum/fc.weight"),
+  EXPECT_NE(checkpoint_error([&] {
+              restore_optimizer(bad_momentum, "e1", model, sgd);
+            }).find("tensor momentum/fc.weight"),
             std::string::npos);
   EXPECT_NO_THROW(restore_optimizer(c, "e1", model, sgd));
 }

@@ -81,7 +81,7 @@ TEST(TrainCliTest, TheLearningRateDefaultsToAScaledPeakWarmUpAndCosine) {
   EXPECT_DOUBLE_EQ(run.options.peak_lr, 0.1 * 128 / 256);
   EXPECT_EQ(run.options.total_steps, 11);  // 3 warm-up + 8 captured steps, each an optimizer step
   EXPECT_EQ(run_optimizer_steps(c), 11);
-  EXPECT_EQ(run.options.warmup_steps, 3);              // 25% of 11, rounded
+  EXPECT_EQ(run.options.warmup_steps, 3);      // 25% of 11, rounded
   EXPECT_EQ(plan_lr(c, 4).global_batch, 512);  // --batch-size x the ranks
   EXPECT_DOUBLE_EQ(plan_lr(c, 4).options.peak_lr, 0.2);
 }

@@ -1,6 +1,6 @@
 """The Python tests of scripts/, laid out as scripts/ is: test_<script>.py for each command line of
-scripts/, nsys_analysis/<sub-package>/test_<module>.py for each module of scripts/nsys_analysis/, and
-test_layout.py for the package's import layers; support/ holds the helpers they share (testutil:
+scripts/, nsys_analysis/<sub-package>/test_<module>.py for each module of scripts/nsys_analysis/,
+and test_layout.py for the package's import layers; support/ holds the helpers they share (testutil:
 stand-in programs, scratch directories, the repository's paths; nsys_exports: synthetic nsys exports
 and the checked-in ones in tests/fixtures/nsys/).
 

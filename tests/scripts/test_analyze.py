@@ -1,10 +1,12 @@
-"""Tests for scripts/analyze.py, the command line: exit codes and one-line errors for unusable inputs
-(checked before any work: exports and reports missing, directories or unreadable; an --out or --rank-out
-that cannot be written; reports and exports of the wrong form), outputs written through symlinks and never
-replacing a FIFO or /dev/null, --check, and its outputs on the real nsys 2025.3 export in
-tests/fixtures/nsys/; with one export per rank, the per-rank folders and the cross-rank ranks.json / ranks.md.
+"""Tests for scripts/analyze.py, the command line: exit codes and one-line errors for unusable
+inputs (checked before any work: exports and reports missing, directories or unreadable; an --out or
+--rank-out that cannot be written; reports and exports of the wrong form), outputs written through
+symlinks and never replacing a FIFO or /dev/null, --check, and its outputs on the real nsys 2025.3
+export in tests/fixtures/nsys/; with one export per rank, the per-rank folders and the cross-rank
+ranks.json / ranks.md.
 
-Run: /usr/bin/python3 -m pytest -q tests/scripts/test_analyze.py   (all tests: scripts/python_tests.sh)
+Run: /usr/bin/python3 -m pytest -q tests/scripts/test_analyze.py
+(all tests: scripts/python_tests.sh)
 """
 
 import importlib.util
@@ -121,8 +123,8 @@ class CliTest(TempDirCase):
 
 
 class BadPathsCliTest(TempDirCase):
-    """Inputs and outputs that cannot be used: one line naming the argument and the path, exit 2, before
-    any analysis work, and nothing written or replaced."""
+    """Inputs and outputs that cannot be used: one line naming the argument and the path, exit 2,
+    before any analysis work, and nothing written or replaced."""
 
     def setUp(self):
         super().setUp()
@@ -255,13 +257,13 @@ class BadPathsCliTest(TempDirCase):
             ((self.export, "--report", missing), "--report %s: no such file" % missing),
             (
                 (self.tmp,),
-                "export %s: is a directory, expected an nsys SQLite export file (nsys export "
-                "--type=sqlite)" % self.tmp,
+                "export %s: is a directory, expected an nsys SQLite export file "
+                "(nsys export --type=sqlite)" % self.tmp,
             ),
             (
                 (self.export, self.tmp, "--report", report, "--report", report),
-                "export %s: is a directory, expected an nsys SQLite export file (nsys export --type=sqlite)"
-                % self.tmp,
+                "export %s: is a directory, expected an nsys SQLite export file "
+                "(nsys export --type=sqlite)" % self.tmp,
             ),
             (
                 (self.export, self.export, "--report", report, "--report", self.tmp),
@@ -276,8 +278,8 @@ class BadPathsCliTest(TempDirCase):
         self.assertFalse(os.path.exists(self.out))
 
     def test_reports_of_the_wrong_shape(self):
-        # JSON that is a report in form but not in its sections' types: no traceback, the numbers it lacks
-        # are missing.
+        # JSON that is a report in form but not in its sections' types: no traceback, the numbers it
+        # lacks are missing.
         for doc in (
             {"capture": 5, "steps": [1]},
             {"capture": {"steps": 2}, "summary": [1]},
@@ -318,8 +320,8 @@ class BadPathsCliTest(TempDirCase):
                 path = self.build(basic_export(), table + ".sqlite")
                 conn = sqlite3.connect(path)
                 conn.execute(
-                    'UPDATE "%s" SET %s WHERE rowid = (SELECT min(rowid) FROM "%s" WHERE "end" IS NOT NULL)'
-                    % (table, row, table)
+                    'UPDATE "%s" SET %s WHERE rowid = '
+                    '(SELECT min(rowid) FROM "%s" WHERE "end" IS NOT NULL)' % (table, row, table)
                 )
                 conn.commit()
                 conn.close()
@@ -334,8 +336,8 @@ class BadPathsCliTest(TempDirCase):
 
 class InjectedStallCliTest(TempDirCase):
     def test_check_mode_with_injected_stalls(self):
-        # A train_resnet50 report whose config injected a stall: --check passes when the capture shows
-        # it (and nothing else), exits 3 naming injected_stalls when it does not.
+        # A train_resnet50 report whose config injected a stall: --check passes when the capture
+        # shows it (and nothing else), exits 3 naming injected_stalls when it does not.
         path = self.build(simulated_run(stalls={("backward", 2): 20.0}))
         out = os.path.join(self.tmp, "out")
 
@@ -424,8 +426,8 @@ class RanksCliTest(TempDirCase):
         r = self.run_cli(*args)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn(
-            "ranks 0, 1: NCCL 14.000 / 9.000 ms, exposed 13.33 / 5.00% of the window; a straggler in "
-            "1 of 3 steps",
+            "ranks 0, 1: NCCL 14.000 / 9.000 ms, exposed 13.33 / 5.00% of the window; a straggler "
+            "in 1 of 3 steps",
             r.stdout,
         )
         ranks = self.read("ranks.json")
@@ -466,7 +468,8 @@ class RanksCliTest(TempDirCase):
         )
         self.assertEqual(r.returncode, 3)
         self.assertIn(
-            "check same_step_count FAILED: torch_step ranges in each rank's window: rank 0: 3, rank 1: 2",
+            "check same_step_count FAILED: torch_step ranges in each rank's window: rank 0: 3, "
+            "rank 1: 2",
             r.stderr,
         )
         self.assertIn("rank1.step_count", r.stderr.splitlines()[-1])
@@ -571,7 +574,8 @@ class RanksCliTest(TempDirCase):
 
 
 class CaptureCostCliTest(TempDirCase):
-    """--untraced and --max-tracer-slowdown: the check capture_cost decides --check only when given."""
+    """--untraced and --max-tracer-slowdown: the check capture_cost decides --check only when
+    given."""
 
     def setUp(self):
         super().setUp()
@@ -614,8 +618,8 @@ class CaptureCostCliTest(TempDirCase):
             "capture cost: traced 400.0 images/s, untraced 500.0 (0.800 x): TRACER-BOUND", r.stdout
         )
         self.assertIn(
-            "check capture_cost FAILED: traced 400.0 images/s, 0.800x the untraced 500.0 (median of 2 "
-            "runs)",
+            "check capture_cost FAILED: traced 400.0 images/s, 0.800x the untraced 500.0 (median "
+            "of 2 runs)",
             r.stderr,
         )
         with open(os.path.join(self.out, "summary.json")) as f:
@@ -675,7 +679,8 @@ class CaptureCostCliTest(TempDirCase):
 
 
 class RepeatsCliTest(TempDirCase):
-    """--repeats: three captures of one configuration, each with its report, every untraced run for each."""
+    """--repeats: three captures of one configuration, each with its report, every untraced run for
+    each."""
 
     def setUp(self):
         super().setUp()
@@ -745,8 +750,8 @@ class RepeatsCliTest(TempDirCase):
         self.assertIn("| traced images/s | 250.0 | 300.0 | 320.0 | 320.0 / 250.0 / 300.0 |", md)
         self.assertIn("| capture_cost | 0 of 3 | FAIL / FAIL / FAIL |", md)
         self.assertIn(
-            "The median capture (by the run reports' traced images/s, the lower middle capture of an even "
-            "count) is capture 3",
+            "The median capture (by the run reports' traced images/s, the lower middle capture of "
+            "an even count) is capture 3",
             md,
         )
         r = self.run_cli(*(args + ["--check"]))
@@ -827,8 +832,9 @@ class RealFixtureCliTest(RealFixtureCase):
         report = os.path.join(self.tmp, "py_reuse8.json")
         with open(report, "w") as f:
             f.write(
-                '{"workers": 8, "prefetch": 2, "pin": true, "steps": 8, "reuse": true, "seed": 2026, '
-                '"images_per_s": 2864.1, "batch_wait_s": 0.0014, "max_wait_ms": 0.35, "h2d_submit_s": 0.0058}\n'
+                '{"workers": 8, "prefetch": 2, "pin": true, "steps": 8, "reuse": true, '
+                '"seed": 2026, "images_per_s": 2864.1, "batch_wait_s": 0.0014, '
+                '"max_wait_ms": 0.35, "h2d_submit_s": 0.0058}\n'
             )
         out = os.path.join(self.tmp, "cli")
         args = [sys.executable, SCRIPT, self.export, "--report", report, "--out", out, "--check"]
@@ -860,8 +866,8 @@ class RealFixtureCliTest(RealFixtureCase):
 
 
 class RealGraphFixtureCliTest(TempDirCase):
-    """tests/fixtures/nsys/cpp_graph8.*: train_resnet50 --synthetic --cuda-graph, 3 + 8 steps, captured by
-    scripts/profile.sh (so with --cuda-graph-trace=node) on an H200."""
+    """tests/fixtures/nsys/cpp_graph8.*: train_resnet50 --synthetic --cuda-graph, 3 + 8 steps,
+    captured by scripts/profile.sh (so with --cuda-graph-trace=node) on an H200."""
 
     def setUp(self):
         super().setUp()
@@ -909,8 +915,8 @@ class RealGraphFixtureCliTest(TempDirCase):
         self.assertEqual(s["kernels_outside_graphs_in_steps"], 0)
         self.assertIs(s["checks"]["graph_replay"], True)
         self.assertTrue(s["all_checks_pass"], s["check_details"])
-        # The device time is charged to graph_replay, where the replay was launched; synthetic batches copy
-        # nothing.
+        # The device time is charged to graph_replay, where the replay was launched; synthetic
+        # batches copy nothing.
         phases = s["gpu_time_by_phase_ms"]
         self.assertGreater(phases["graph_replay"], 0.95 * s["gpu_time_total_ms"])
         self.assertEqual(s["h2d_copies"], 0)
@@ -919,9 +925,10 @@ class RealGraphFixtureCliTest(TempDirCase):
         self.assertTrue(s["stats_crosscheck"]["cuda_gpu_kern_sum"]["match"])
 
     def record_graphs_whole(self):
-        """Rewrites the export as nsys's default --cuda-graph-trace=graph records the same run: each replay
-        one CUPTI_ACTIVITY_KIND_GRAPH_TRACE row (nsys 2025.3's columns: nsys_exports.LAZY_SCHEMA) from its
-        first node's start to its last node's end, correlated with its cudaGraphLaunch, and no node rows.
+        """Rewrites the export as nsys's default --cuda-graph-trace=graph records the same run: each
+        replay one CUPTI_ACTIVITY_KIND_GRAPH_TRACE row (nsys 2025.3's columns:
+        nsys_exports.LAZY_SCHEMA) from its first node's start to its last node's end, correlated
+        with its cudaGraphLaunch, and no node rows.
         """
         conn = sqlite3.connect(self.export)
         table = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
@@ -934,10 +941,10 @@ class RealGraphFixtureCliTest(TempDirCase):
             for kind in ("KERNEL", "MEMCPY", "MEMSET")
         )
         conn.execute(
-            'INSERT INTO "%s" (start, "end", deviceId, contextId, streamId, correlationId, globalPid, '
-            'graphId, graphExecId) SELECT min(start), max("end"), min(deviceId), min(contextId), '
-            "min(streamId), correlationId, min(globalPid), 1, 2 FROM (%s) GROUP BY correlationId"
-            % (table, nodes)
+            'INSERT INTO "%s" (start, "end", deviceId, contextId, streamId, correlationId, '
+            'globalPid, graphId, graphExecId) SELECT min(start), max("end"), min(deviceId), '
+            "min(contextId), min(streamId), correlationId, min(globalPid), 1, 2 FROM (%s) "
+            "GROUP BY correlationId" % (table, nodes)
         )
         for kind in ("KERNEL", "MEMCPY", "MEMSET"):
             conn.execute("DELETE FROM CUPTI_ACTIVITY_KIND_%s WHERE graphNodeId IS NOT NULL" % kind)
@@ -964,8 +971,9 @@ class RealGraphFixtureCliTest(TempDirCase):
         )
         self.assertIn("--cuda-graph-trace=node", s["check_details"]["graph_replay"])
         self.assertIsNone(s["checks"]["no_layout_conversions"])
-        # The device is busy, not idle: 0.07 % of the window without activity, not ~100 %. The node-traced
-        # capture's 1.9 % is more: a graph recorded whole also covers the gaps between its nodes.
+        # The device is busy, not idle: 0.07 % of the window without activity, not ~100 %. The
+        # node-traced capture's 1.9 % is more: a graph recorded whole also covers the gaps between
+        # its nodes.
         self.assertLess(s["no_activity_pct"], traced["no_activity_pct"])
         self.assertGreater(s["no_activity_pct"], 0)
         self.assertGreaterEqual(

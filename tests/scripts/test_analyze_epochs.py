@@ -1,9 +1,10 @@
-"""Tests for the analysis of a capture window across an epoch's end (train_resnet50 --epochs E --capture-at N):
-its eval and checkpoint ranges, between torch_step ranges, are no training steps and their nested batch_wait,
-h2d_submit and forward no training phases (the steps, the phase tables, the GPU time and idle gaps by phase,
-copy_count, capture_cost); summary.json's epoch_boundary and summary.md's "Epoch boundary" hold what each
-cost against a training step (nsys_analysis.capture.epochs), beside the run report's training.epochs; a
-capture without them is analysed as before. The known answers are those of nsys_exports.epoch_export().
+"""Tests for the analysis of a capture window across an epoch's end (train_resnet50 --epochs E
+--capture-at N): its eval and checkpoint ranges, between torch_step ranges, are no training steps
+and their nested batch_wait, h2d_submit and forward no training phases (the steps, the phase tables,
+the GPU time and idle gaps by phase, copy_count, capture_cost); summary.json's epoch_boundary and
+summary.md's "Epoch boundary" hold what each cost against a training step
+(nsys_analysis.capture.epochs), beside the run report's training.epochs; a capture without them is
+analysed as before. The known answers are those of nsys_exports.epoch_export().
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_analyze_epochs.py
 """
@@ -63,7 +64,8 @@ CHECKPOINT_ROW = {
 
 
 def plain(value):
-    """value with its OrderedDicts as dicts (JSON's round trip), for comparisons that show a readable diff."""
+    """value with its OrderedDicts as dicts (JSON's round trip), for comparisons that show a
+    readable diff."""
     return json.loads(json.dumps(value))
 
 
@@ -125,7 +127,8 @@ class EpochBoundaryTest(TempDirCase):
         self.assertIn("| forward | 4 | 4.000 | 1.000 | 1.000 | 1.000 |", md)
         self.assertIn("| eval/forward | 3 | 6.500 | 2.167 | 1.500 | 3.000 |", md)
         self.assertIn("listed as eval/NAME", md)
-        # The host-time rows of capture_cost: the training phases only, as the report's phase_ms has them.
+        # The host-time rows of capture_cost: the training phases only, as the report's phase_ms has
+        # them.
         self.assertEqual(
             [r["phase"] for r in s["capture_cost"]["phases"]["rows"]],
             [
@@ -237,8 +240,8 @@ class EpochBoundaryTest(TempDirCase):
         )
         # 22.4 ms of the window without device activity, 12.4 of them in eval and checkpoint.
         self.assertEqual(s["no_activity_pct"], 56.0)
-        # The untraced run's 800 images/s count its own eval (12.4 ms) and checkpoint (8.3 ms) too: its 4 x 8
-        # images take 40 - 20.7 = 19.3 ms, the traced window without its boundary 20 ms.
+        # The untraced run's 800 images/s count its own eval (12.4 ms) and checkpoint (8.3 ms) too:
+        # its 4 x 8 images take 40 - 20.7 = 19.3 ms, the traced window without its boundary 20 ms.
         self.assertEqual(
             (
                 idle["no_activity_ms"],
@@ -270,7 +273,8 @@ class EpochBoundaryTest(TempDirCase):
         self.assertEqual(
             (idle["untraced_epoch_boundary_ms"], idle["untraced_window_ms"]), (20.5, 19.5)
         )
-        # No untraced report gives them: the untraced window, and what the tracer explains, are unknown.
+        # No untraced report gives them: the untraced window, and what the tracer explains, are
+        # unknown.
         s = self.summarize(epoch_export(), epoch_report(), untraced=runs[2:], name="unknown.sqlite")
         idle = s["capture_cost"]["idle_explained"]
         self.assertIn(
@@ -281,14 +285,15 @@ class EpochBoundaryTest(TempDirCase):
             (idle["untraced_epoch_boundary_ms"], idle["untraced_window_ms"], idle["explained_ms"]),
             (None, None, None),
         )
-        # The main thread's runtime calls a step: 4 a step and the drain's sync, none of the evaluation's 12
-        # or the checkpoint's 2.
+        # The main thread's runtime calls a step: 4 a step and the drain's sync, none of the
+        # evaluation's 12 or the checkpoint's 2.
         main = next(t for t in s["capture_cost"]["api_calls"]["threads"] if t["main"])
         self.assertEqual((main["tid"], main["calls"], main["calls_per_step"]), (MAIN, 17, 4.25))
 
     def test_calls_per_unit_of_work_leave_the_boundary_out(self):
-        # The decode stage: a gpu_decode range with 3 calls before each training step, and two with 5 calls
-        # each inside eval (the evaluation's batches): neither those calls nor those ranges count.
+        # The decode stage: a gpu_decode range with 3 calls before each training step, and two with
+        # 5 calls each inside eval (the evaluation's batches): neither those calls nor those ranges
+        # count.
         b = epoch_export()
         b.thread_name(STAGE, "loader/gpu")
         b.domain(1, "data_pipeline", tid=STAGE)
@@ -321,8 +326,8 @@ class EpochBoundaryTest(TempDirCase):
         self.assertTrue(ok, detail)
         self.assertIn("no other host stall >= 1 ms", detail)
         self.assertIn(
-            "host stalls of the epoch boundary (not injected): eval 2.049 ms at 8.900 ms; eval 1.740 ms at "
-            "19.850 ms; checkpoint 7.849 ms at 22.800 ms",
+            "host stalls of the epoch boundary (not injected): eval 2.049 ms at 8.900 ms; eval "
+            "1.740 ms at 19.850 ms; checkpoint 7.849 ms at 22.800 ms",
             detail,
         )
 
@@ -334,10 +339,11 @@ class EpochBoundaryTest(TempDirCase):
         self.assertLess(md.index(heading), md.index("## Largest kernel groups"))
         section = md[md.index(heading) : md.index("## Largest kernel groups")]
         self.assertIn(
-            "its median torch_step took 4.000 ms. The evaluation pass after captured step 1 (3 eval_step "
-            "ranges, median 3.000 ms; eval_reduce, its device sync, 1.500 ms) took 12.000 ms, 3.00x the "
-            "median training step, with the GPU busy 55.0% of it. The checkpoint after captured step 1 "
-            "took 8.000 ms, 2.00x the median training step, with the GPU busy 12.5% of it.",
+            "its median torch_step took 4.000 ms. The evaluation pass after captured step 1 (3 "
+            "eval_step ranges, median 3.000 ms; eval_reduce, its device sync, 1.500 ms) took "
+            "12.000 ms, 3.00x the median training step, with the GPU busy 55.0% of it. The "
+            "checkpoint after captured step 1 took 8.000 ms, 2.00x the median training step, with "
+            "the GPU busy 12.5% of it.",
             section,
         )
         self.assertIn(
@@ -353,8 +359,8 @@ class EpochBoundaryTest(TempDirCase):
             "| checkpoint | 0 | 21.500 | 8.000 | 2.00x |  |  |  | 12.5 | 8.300 | 2.08x |", section
         )
         self.assertIn(
-            "epoch 0's evaluation: 96 images in 3 steps, top-1 0.2500; epoch 0's checkpoint: 100.0 MB to "
-            "`ckpt/epoch0.pt`.",
+            "epoch 0's evaluation: 96 images in 3 steps, top-1 0.2500; epoch 0's checkpoint: "
+            "100.0 MB to `ckpt/epoch0.pt`.",
             section,
         )
         # The host stalls' table names the boundary range as the phase.
@@ -364,8 +370,9 @@ class EpochBoundaryTest(TempDirCase):
         self.assertNotIn("report ms", alone)
 
     def test_eval_before_the_first_step_without_device_data(self):
-        # The window opens with the evaluation (an epoch's end just before the capture's first step); the
-        # report's steps are epoch 1's, so the evaluation is epoch 0's. No CUDA tables: no busy figures.
+        # The window opens with the evaluation (an epoch's end just before the capture's first
+        # step); the report's steps are epoch 1's, so the evaluation is epoch 0's. No CUDA tables:
+        # no busy figures.
         b = ExportBuilder()
         b.omit.update(n for n in SCHEMA if n.startswith("CUPTI_"))
         b.range("capture_window", 0.0, 20.0)
@@ -426,7 +433,8 @@ class WithoutEpochBoundaryTest(TempDirCase):
                 self.assertNotIn("eval/NAME", md)
 
     def test_ranges_outside_the_window_change_nothing(self):
-        # An earlier epoch's evaluation and a checkpoint after the window: the summary is the capture's alone.
+        # An earlier epoch's evaluation and a checkpoint after the window: the summary is the
+        # capture's alone.
         plain_builder, with_edges = basic_export(), basic_export()
         with_edges.range("eval", -5.0, -3.0)
         with_edges.range("eval_step", -4.5, -3.5)

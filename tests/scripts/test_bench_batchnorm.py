@@ -1,7 +1,9 @@
-"""Tests for scripts/bench_batchnorm.py without a GPU: its flags, and the clear error (exit 1) when PyTorch,
-torchvision or a CUDA device is missing, each played by a stand-in package first on PYTHONPATH.
+"""Tests for scripts/bench_batchnorm.py without a GPU: its flags, and the clear error (exit 1) when
+PyTorch, torchvision or a CUDA device is missing, each played by a stand-in package first on
+PYTHONPATH.
 
-Run: /usr/bin/python3 -m pytest -q tests/scripts/test_bench_batchnorm.py   (all tests: scripts/python_tests.sh)
+Run: /usr/bin/python3 -m pytest -q tests/scripts/test_bench_batchnorm.py
+(all tests: scripts/python_tests.sh)
 """
 
 import os

@@ -1,11 +1,12 @@
-"""Tests for scripts/get_food101.sh, offline: a small archive in the Food-101 layout, fetched through
-file:// URLs (curl takes them). Covers the fresh fetch and its marker, the second run that does nothing
-(also in a read-only directory), a wrong MD5, a resumed download, a download that cannot be written, a
-truncated archive, an archive without meta/, a tree left without its marker, an archive and tree behind
-symlinks, what is never replaced (a FIFO or directory at the archive's path, a FIFO tree or lock, a .part
-that is /dev/null), missing tools and usage errors.
+"""Tests for scripts/get_food101.sh, offline: a small archive in the Food-101 layout, fetched
+through file:// URLs (curl takes them). Covers the fresh fetch and its marker, the second run that
+does nothing (also in a read-only directory), a wrong MD5, a resumed download, a download that
+cannot be written, a truncated archive, an archive without meta/, a tree left without its marker, an
+archive and tree behind symlinks, what is never replaced (a FIFO or directory at the archive's path,
+a FIFO tree or lock, a .part that is /dev/null), missing tools and usage errors.
 
-Run: /usr/bin/python3 -m pytest -q tests/scripts/test_get_food101.py   (all tests: scripts/python_tests.sh)
+Run: /usr/bin/python3 -m pytest -q tests/scripts/test_get_food101.py
+(all tests: scripts/python_tests.sh)
 """
 
 import glob
@@ -26,13 +27,15 @@ SCRIPT = os.path.join(REPO, "scripts", "get_food101.sh")
 BASH = shutil.which("bash") or "/bin/bash"
 CLASSES = ("apple_pie", "baby_back_ribs", "ramen")
 HAVE_TOOLS = all(shutil.which(t) for t in ("curl", "md5sum", "tar", "gzip"))
-# Root writes into a read-only directory: as root, the script runs as nobody (testutil.AS_UNPRIVILEGED).
+# Root writes into a read-only directory: as root, the script runs as nobody
+# (testutil.AS_UNPRIVILEGED).
 
 
 def make_archive(path, with_meta=True, per_class=6):
-    """Writes a gzipped tar in the Food-101 layout (food-101/images/<class>/<n>.jpg, food-101/meta/*.txt,
-    without meta/ when with_meta is false) to path. The images are random bytes, so that the archive
-    does not compress to a few bytes and a cut lands inside the gzip stream. Returns its MD5."""
+    """Writes a gzipped tar in the Food-101 layout (food-101/images/<class>/<n>.jpg,
+    food-101/meta/*.txt, without meta/ when with_meta is false) to path. The images are random
+    bytes, so that the archive does not compress to a few bytes and a cut lands inside the gzip
+    stream. Returns its MD5."""
     rng = random.Random(101)
     train, test = [], []
 
@@ -201,8 +204,8 @@ class GetFood101Test(ScratchCase):
                 r = self.fetch()
                 self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
                 self.assertIn(
-                    "get_food101.sh: error: cannot write %s (curl exit 23: a full disk, a read-only %s"
-                    % (part, self.out),
+                    "get_food101.sh: error: cannot write %s (curl exit 23: a full disk, a "
+                    "read-only %s" % (part, self.out),
                     r.stderr,
                 )
                 self.assertIn("nothing was downloaded; fix that and run again", r.stderr)
@@ -362,7 +365,8 @@ class GetFood101Test(ScratchCase):
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
         self.assertIn("%s is a FIFO" % self.tree, r.stderr)
         os.remove(self.tree)
-        # A .part that is /dev/null takes the download without an error, but never becomes the archive.
+        # A .part that is /dev/null takes the download without an error, but never becomes the
+        # archive.
         part = archive + ".part"
         os.symlink(os.devnull, part)
         r = self.fetch()

@@ -1,7 +1,9 @@
 """Tests for scripts/kernel_families.py: two summaries side by side, from a real analysis and from
-hand-written families, the inputs it refuses, and --out (a symlink followed, a FIFO refused, /dev/null kept).
+hand-written families, the inputs it refuses, and --out (a symlink followed, a FIFO refused,
+/dev/null kept).
 
-Run: /usr/bin/python3 -m pytest -q tests/scripts/test_kernel_families.py   (all tests: scripts/python_tests.sh)
+Run: /usr/bin/python3 -m pytest -q tests/scripts/test_kernel_families.py
+(all tests: scripts/python_tests.sh)
 """
 
 import contextlib
@@ -80,7 +82,8 @@ class KernelFamiliesTest(TempDirCase):
         rc, out, _ = self.run_main(a, b, "--names", "a", "b")
         self.assertEqual(rc, 0)
         self.assertIn(
-            "\n\nLargest in other, a: NLL loss fwd 0.75 ms/step (15.0%); mean 0.25 ms/step (5.0%)\n",
+            "\n\nLargest in other, a: NLL loss fwd 0.75 ms/step (15.0%); mean 0.25 ms/step "
+            "(5.0%)\n",
             out,
         )
         self.assertNotIn("Largest in other, b", out)

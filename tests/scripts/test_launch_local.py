@@ -1,12 +1,13 @@
-"""Tests for scripts/launch_local.sh's command line, with small shell programs as ranks: N read in base 10
-(leading zeros included) and used the same way everywhere, the environment each rank gets, the usage
-errors (a flag without its value, an N out of range or too long for shell arithmetic, a program that
-cannot be run, a rank log that is a FIFO or a directory) that must exit 2 before anything is launched,
-the rank logs written through a symlink, and the ranks still running --grace seconds
-after one failed (SIGTERM, then SIGKILL). The ranks of a real training run are tested by
+"""Tests for scripts/launch_local.sh's command line, with small shell programs as ranks: N read in
+base 10 (leading zeros included) and used the same way everywhere, the environment each rank gets,
+the usage errors (a flag without its value, an N out of range or too long for shell arithmetic, a
+program that cannot be run, a rank log that is a FIFO or a directory) that must exit 2 before
+anything is launched, the rank logs written through a symlink, and the ranks still running --grace
+seconds after one failed (SIGTERM, then SIGKILL). The ranks of a real training run are tested by
 tests/lib/dist/distributed_test.cpp and tests/e2e/dist_liveness_test.cpp.
 
-Run: /usr/bin/python3 -m pytest -q tests/scripts/test_launch_local.py   (all tests: scripts/python_tests.sh)
+Run: /usr/bin/python3 -m pytest -q tests/scripts/test_launch_local.py
+(all tests: scripts/python_tests.sh)
 """
 
 import os
@@ -40,7 +41,8 @@ class LaunchLocalTest(ScratchCase):
         )
 
     def ranks(self, r):
-        """The ranks' lines (PRINT_ENV), sorted by rank: [(rank, local_rank, world, local_world, port)]."""
+        """The ranks' lines (PRINT_ENV), sorted by rank:
+        [(rank, local_rank, world, local_world, port)]."""
         return sorted(tuple(int(v) for v in line.split()) for line in r.stdout.splitlines())
 
     def assert_usage_error(self, r, message):

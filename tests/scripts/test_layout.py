@@ -1,9 +1,11 @@
-"""Tests of scripts/nsys_analysis/'s layout: each sub-package imports only from those below it (common,
-then capture, then sweep and bench, which never import each other), no two modules import each other
-in a circle, every package says in its docstring what it holds, the package docstring lists every
-module, and the imports of nsys_analysis that scripts/*.sh and scripts/*.py make resolve.
+"""Tests of scripts/nsys_analysis/'s layout: each sub-package imports only from those below it
+(common, then capture, then sweep and bench, which never import each other), no two modules import
+each other in a circle, every package says in its docstring what it holds, the package docstring
+lists every module, and the imports of nsys_analysis that scripts/*.sh and scripts/*.py make
+resolve.
 
-Run: /usr/bin/python3 -m pytest -q tests/scripts/test_layout.py   (all tests: scripts/python_tests.sh)
+Run: /usr/bin/python3 -m pytest -q tests/scripts/test_layout.py
+(all tests: scripts/python_tests.sh)
 """
 
 import ast

@@ -1,7 +1,8 @@
-"""Tests for scripts/learning_curve.py: the tables and the figure of one and of two --epochs reports, a
-resumed run's epochs marked, and the inputs it refuses.
+"""Tests for scripts/learning_curve.py: the tables and the figure of one and of two --epochs
+reports, a resumed run's epochs marked, and the inputs it refuses.
 
-Run: /usr/bin/python3 -m pytest -q tests/scripts/test_learning_curve.py   (all tests: scripts/python_tests.sh)
+Run: /usr/bin/python3 -m pytest -q tests/scripts/test_learning_curve.py
+(all tests: scripts/python_tests.sh)
 """
 
 import contextlib

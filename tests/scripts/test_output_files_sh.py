@@ -1,7 +1,8 @@
-"""Tests for scripts/output_files.sh, the shell scripts' output rules (those of nsys_analysis/common/files.py):
-write_file follows a symlink (the target written, its staging file beside the target, the link kept),
-writes /dev/null in place, refuses a FIFO or a directory and leaves it, keeps a replaced file's mode;
-output_problem says why a path cannot be written; remove_stale removes a link's regular target only.
+"""Tests for scripts/output_files.sh, the shell scripts' output rules (those of
+nsys_analysis/common/files.py): write_file follows a symlink (the target written, its staging file
+beside the target, the link kept), writes /dev/null in place, refuses a FIFO or a directory and
+leaves it, keeps a replaced file's mode; output_problem says why a path cannot be written;
+remove_stale removes a link's regular target only.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_output_files_sh.py
 """

@@ -1,6 +1,6 @@
-"""Tests for scripts/paired_throughput.sh without a GPU or a build: the usage errors that must exit 2 before
-anything is built or run (a flag without its value, which once looped forever; a bad --old-tree, --rounds or
---steps; an --out whose logs cannot be written), and the help text.
+"""Tests for scripts/paired_throughput.sh without a GPU or a build: the usage errors that must
+exit 2 before anything is built or run (a flag without its value, which once looped forever; a bad
+--old-tree, --rounds or --steps; an --out whose logs cannot be written), and the help text.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_paired_throughput.py
 """

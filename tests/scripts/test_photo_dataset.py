@@ -1,7 +1,8 @@
-"""Tests for scripts/photo_dataset.py: the Food-101 layout it writes from photos, determinism, train and test
-drawn apart, and the inputs it refuses.
+"""Tests for scripts/photo_dataset.py: the Food-101 layout it writes from photos, determinism, train
+and test drawn apart, and the inputs it refuses.
 
-Run: /usr/bin/python3 -m pytest -q tests/scripts/test_photo_dataset.py   (all tests: scripts/python_tests.sh)
+Run: /usr/bin/python3 -m pytest -q tests/scripts/test_photo_dataset.py
+(all tests: scripts/python_tests.sh)
 """
 
 import contextlib

@@ -1,11 +1,13 @@
-"""Tests for scripts/profile.sh without Nsight Systems: argument handling, the error when nsys is not on
-PATH, and the exact nsys commands, recorded by a fake `nsys` placed first on PATH; the run's configuration
-asked of the (fake) train_resnet50 with --print-config (graph tracing, a given --report, refused flags);
-with --nproc, the launcher (a fake `torchrun`, or the real scripts/launch_local.sh) and every rank's outputs;
-a --binary that cannot run (dry runs too) and outputs that cannot be written stop it before nsys; outputs
-are written through symlinks, /dev/null kept.
+"""Tests for scripts/profile.sh without Nsight Systems: argument handling, the error when nsys is
+not on PATH, and the exact nsys commands, recorded by a fake `nsys` placed first on PATH; the run's
+configuration asked of the (fake) train_resnet50 with --print-config (graph tracing, a given
+--report, refused flags); with --nproc, the launcher (a fake `torchrun`, or the real
+scripts/launch_local.sh) and every rank's outputs; a --binary that cannot run (dry runs too) and
+outputs that cannot be written stop it before nsys; outputs are written through symlinks, /dev/null
+kept.
 
-Run: /usr/bin/python3 -m pytest -q tests/scripts/test_profile_sh.py   (all tests: scripts/python_tests.sh)
+Run: /usr/bin/python3 -m pytest -q tests/scripts/test_profile_sh.py
+(all tests: scripts/python_tests.sh)
 """
 
 import importlib.util
@@ -54,11 +56,12 @@ RANK_ENV = (
 
 # Records each call's argv (one JSON line in $FAKE_NSYS_LOG; ["nsys", subcommand, --output] in
 # $FAKE_ORDER_LOG when set) and leaves the files real nsys would:
-# `profile` runs the wrapped command (with FAKE_UNDER_NSYS=1 in its environment) and writes its --output
-# (with %q{VAR} expanded from the environment, as nsys does) + .nsys-rep (not when $FAKE_NSYS_NO_REP is set,
-# or $FAKE_NSYS_NO_REP_RANK is this $RANK, as when the program never calls cudaProfilerStart) and returns the
-# command's status. `export` copies, when $FAKE_NSYS_SQLITE_DIR is set, its rank<r>.sqlite for an output
-# named *.rank<r>.sqlite, its capture<k>.sqlite for *.<k>.sqlite (profile.sh --repeat).
+# `profile` runs the wrapped command (with FAKE_UNDER_NSYS=1 in its environment) and writes its
+# --output (with %q{VAR} expanded from the environment, as nsys does) + .nsys-rep (not when
+# $FAKE_NSYS_NO_REP is set, or $FAKE_NSYS_NO_REP_RANK is this $RANK, as when the program never calls
+# cudaProfilerStart) and returns the command's status. `export` copies, when $FAKE_NSYS_SQLITE_DIR
+# is set, its rank<r>.sqlite for an output named *.rank<r>.sqlite, its capture<k>.sqlite for
+# *.<k>.sqlite (profile.sh --repeat).
 FAKE_NSYS = r"""
 import json, os, re, shutil, subprocess, sys
 args = sys.argv[1:]
@@ -83,9 +86,11 @@ if args[0] == "export":
     m = re.search(r"\.rank(\d+)\.sqlite$", opt("--output"))
     k = re.search(r"\.(\d+)\.sqlite$", opt("--output"))
     if os.environ.get("FAKE_NSYS_SQLITE_DIR") and m:
-        shutil.copy(os.path.join(os.environ["FAKE_NSYS_SQLITE_DIR"], "rank%s.sqlite" % m.group(1)), opt("--output"))
+        shutil.copy(os.path.join(os.environ["FAKE_NSYS_SQLITE_DIR"], "rank%s.sqlite" % m.group(1)),
+                    opt("--output"))
     elif os.environ.get("FAKE_NSYS_SQLITE_DIR") and k:
-        shutil.copy(os.path.join(os.environ["FAKE_NSYS_SQLITE_DIR"], "capture%s.sqlite" % k.group(1)), opt("--output"))
+        shutil.copy(os.path.join(os.environ["FAKE_NSYS_SQLITE_DIR"],
+                                 "capture%s.sqlite" % k.group(1)), opt("--output"))
     else:
         open(opt("--output"), "w").write("sqlite")
 if args[0] == "stats":
@@ -93,8 +98,9 @@ if args[0] == "stats":
         open("%s_%s.csv" % (opt("--output"), report), "w").write("csv")
 """
 
-# torchrun --standalone --nproc-per-node N --no-python CMD...: records its argv in $FAKE_TORCHRUN_LOG, runs N
-# copies of CMD at once with torchrun's variables, exits 1 when any fails (torchrun's ChildFailedError).
+# torchrun --standalone --nproc-per-node N --no-python CMD...: records its argv in
+# $FAKE_TORCHRUN_LOG, runs N copies of CMD at once with torchrun's variables, exits 1 when any fails
+# (torchrun's ChildFailedError).
 FAKE_TORCHRUN = r"""
 import json, os, subprocess, sys
 args = sys.argv[1:]
@@ -102,17 +108,18 @@ with open(os.environ["FAKE_TORCHRUN_LOG"], "a") as f:
     f.write(json.dumps(args) + "\n")
 assert args[:2] == ["--standalone", "--nproc-per-node"] and args[3] == "--no-python", args
 n = int(args[2])
-procs = [subprocess.Popen(args[4:], env=dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(n),
-                                              LOCAL_WORLD_SIZE=str(n), MASTER_ADDR="localhost", MASTER_PORT="29500"))
+procs = [subprocess.Popen(args[4:], env=dict(os.environ, RANK=str(r), LOCAL_RANK=str(r),
+                                              WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n),
+                                              MASTER_ADDR="localhost", MASTER_PORT="29500"))
          for r in range(n)]
 sys.exit(1 if [p.wait() for p in procs] != [0] * n else 0)
 """
 
-# A stand-in for train_resnet50 (answers --print-config: testutil.ANSWER_PRINT_CONFIG; writes its --report;
-# as rank $RANK, REPORT.rank<r>.json with a dist section) and for the Python reference (prints a JSON line).
-# Each run is ["train", its report, under nsys] in $FAKE_ORDER_LOG when set; its images/s are 123, or the
-# next of $FAKE_IPS (comma-separated, one per run in order; the count in $FAKE_IPS_STATE). --fail exits 3,
-# --fail-untraced 4 when not under nsys.
+# A stand-in for train_resnet50 (answers --print-config: testutil.ANSWER_PRINT_CONFIG; writes its
+# --report; as rank $RANK, REPORT.rank<r>.json with a dist section) and for the Python reference
+# (prints a JSON line). Each run is ["train", its report, under nsys] in $FAKE_ORDER_LOG when set;
+# its images/s are 123, or the next of $FAKE_IPS (comma-separated, one per run in order; the count
+# in $FAKE_IPS_STATE). --fail exits 3, --fail-untraced 4 when not under nsys.
 FAKE_TRAIN = (
     ANSWER_PRINT_CONFIG
     + r"""
@@ -151,13 +158,15 @@ FAKE_PY = r"""
 import json, os, sys
 traced = bool(os.environ.get("FAKE_UNDER_NSYS"))
 print("loading...")
-print(json.dumps({"workers": 8, "steps": 8, "images_per_s": 4236.5 if traced else 5000.0, "argv": sys.argv[1:]}))
+print(json.dumps({"workers": 8, "steps": 8, "images_per_s": 4236.5 if traced else 5000.0,
+                  "argv": sys.argv[1:]}))
 print("done")
 """
 
 
 class ProfileShCase(ScratchCase):
-    """A temporary directory with the fake nsys first on PATH, the fake programs, and profile.sh's runner."""
+    """A temporary directory with the fake nsys first on PATH, the fake programs, and profile.sh's
+    runner."""
 
     tmp_prefix = "profile_sh_test_"
 
@@ -351,7 +360,8 @@ class ProfileShTest(ProfileShCase):
                 + " --output=out/x %s --steps 8 --report out/x.json" % self.train,
                 "%s --steps 8 --report out/x.untraced.json"
                 % self.train,  # the untraced run, by default
-                "nsys export --type=sqlite --force-overwrite=true --output=out/x.sqlite out/x.nsys-rep",
+                "nsys export --type=sqlite --force-overwrite=true --output=out/x.sqlite "
+                "out/x.nsys-rep",
                 "nsys stats "
                 + STATS
                 + " --format=csv --force-overwrite=true --output=out/x out/x.sqlite",
@@ -361,8 +371,8 @@ class ProfileShTest(ProfileShCase):
         self.assertEqual(self.calls(self.config_log), [["--steps", "8", "--print-config"]])
 
     def test_lean_drops_the_os_runtime_trace_and_nsys_opt_adds_options(self):
-        """--lean captures with --trace=cuda,nvtx and the article's other options; --nsys-opt adds each
-        option as given, after them; a value that is no option is a usage error."""
+        """--lean captures with --trace=cuda,nvtx and the article's other options; --nsys-opt adds
+        each option as given, after them; a value that is no option is a usage error."""
         r = self.run_sh(
             "--prefix",
             "out/x",
@@ -398,8 +408,8 @@ class ProfileShTest(ProfileShCase):
         self.assertIn("expected a value after --nsys-opt", r.stderr)
 
     def test_the_configuration_comes_from_the_binary(self):
-        """profile.sh asks train_resnet50 --print-config, once, with exactly the run's flags, and the run
-        itself does not get --print-config."""
+        """profile.sh asks train_resnet50 --print-config, once, with exactly the run's flags, and
+        the run itself does not get --print-config."""
         r = self.run_sh(
             "--prefix",
             self.prefix,
@@ -435,8 +445,9 @@ class ProfileShTest(ProfileShCase):
         )
 
     def test_cuda_graph_runs_trace_graph_nodes(self):
-        """A run whose configuration has cuda_graph (--cuda-graph, the last one given winning) adds nsys
-        --cuda-graph-trace=node, for one process and for every rank's nsys; nothing else does."""
+        """A run whose configuration has cuda_graph (--cuda-graph, the last one given winning) adds
+        nsys --cuda-graph-trace=node, for one process and for every rank's nsys; nothing else
+        does."""
         node = "--cuda-graph-trace=node"
         cases = (
             (("--cuda-graph",), True),
@@ -563,8 +574,8 @@ class ProfileShTest(ProfileShCase):
                 )
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn(
-                    "profile.sh: error: expected %s --print-config to print the run's configuration as "
-                    "one JSON object, %s" % (self.train, why),
+                    "profile.sh: error: expected %s --print-config to print the run's "
+                    "configuration as one JSON object, %s" % (self.train, why),
                     r.stderr,
                 )
                 self.assertIn(answer, r.stderr)
@@ -674,7 +685,8 @@ class ProfileShTest(ProfileShCase):
 
 
 class ProfileShUntracedTest(ProfileShCase):
-    """The untraced run after each capture: the same command without nsys, with a report of its own."""
+    """The untraced run after each capture: the same command without nsys, with a report of its
+    own."""
 
     def setUp(self):
         super().setUp()
@@ -827,8 +839,8 @@ class ProfileShRepeatTest(ProfileShCase):
             r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--repeat", value)
             self.assertEqual(r.returncode, 2, value)
             self.assertIn(
-                "expected --repeat to be a positive integer (captures, each with its untraced run), got "
-                "'%s'" % value,
+                "expected --repeat to be a positive integer (captures, each with its untraced "
+                "run), got '%s'" % value,
                 r.stderr,
             )
         r = self.run_sh(
@@ -844,7 +856,8 @@ class ProfileShRepeatTest(ProfileShCase):
         )
         self.assertEqual(r.returncode, 2)
         self.assertIn(
-            "--repeat 2 conflicts with --nproc 2: repeated captures of several ranks are not supported",
+            "--repeat 2 conflicts with --nproc 2: repeated captures of several ranks are not "
+            "supported",
             r.stderr,
         )
         r = self.run_sh(
@@ -924,11 +937,13 @@ class ProfileShRepeatTest(ProfileShCase):
                 "%s --steps 8 --report out/x.1.untraced.json" % self.train,
                 nsys + " --output=out/x.2 %s --steps 8 --report out/x.2.json" % self.train,
                 "%s --steps 8 --report out/x.2.untraced.json" % self.train,
-                "nsys export --type=sqlite --force-overwrite=true --output=out/x.1.sqlite out/x.1.nsys-rep",
+                "nsys export --type=sqlite --force-overwrite=true --output=out/x.1.sqlite "
+                "out/x.1.nsys-rep",
                 "nsys stats "
                 + STATS
                 + " --format=csv --force-overwrite=true --output=out/x.1 out/x.1.sqlite",
-                "nsys export --type=sqlite --force-overwrite=true --output=out/x.2.sqlite out/x.2.nsys-rep",
+                "nsys export --type=sqlite --force-overwrite=true --output=out/x.2.sqlite "
+                "out/x.2.nsys-rep",
                 "nsys stats "
                 + STATS
                 + " --format=csv --force-overwrite=true --output=out/x.2 out/x.2.sqlite",
@@ -939,17 +954,18 @@ class ProfileShRepeatTest(ProfileShCase):
         self.assertEqual(
             analysis,
             "%s out/x.1.sqlite out/x.2.sqlite --repeats --report out/x.1.json "
-            "--report out/x.2.json --untraced out/x.1.untraced.json --untraced out/x.2.untraced.json "
-            "--repeat-out out/x.1_analysis --repeat-out out/x.2_analysis --out out/x_analysis "
-            "--repeats-json out/x_repeats.json --repeats-md out/x_repeats.md"
-            % os.path.join(REPO, "scripts", "analyze.py"),
+            "--report out/x.2.json --untraced out/x.1.untraced.json "
+            "--untraced out/x.2.untraced.json --repeat-out out/x.1_analysis "
+            "--repeat-out out/x.2_analysis --out out/x_analysis --repeats-json out/x_repeats.json "
+            "--repeats-md out/x_repeats.md" % os.path.join(REPO, "scripts", "analyze.py"),
         )
         self.assertEqual(len(lines), 9)
         # One capture with --analyze: the analysis gets its untraced report.
         r = self.run_sh("--prefix", "out/x", "--dry-run", "--analyze", "--binary", self.train)
         self.assertTrue(
             r.stdout.splitlines()[-1].endswith(
-                "analyze.py out/x.sqlite --report out/x.json --untraced out/x.untraced.json --out out/x_analysis"
+                "analyze.py out/x.sqlite --report out/x.json --untraced out/x.untraced.json "
+                "--out out/x_analysis"
             ),
             r.stdout,
         )
@@ -985,7 +1001,8 @@ class ProfileShRepeatTest(ProfileShCase):
         os.mkdir(exports)
         for k in (1, 2, 3):
             tracer_cost_export().write(os.path.join(exports, "capture%d.sqlite" % k))
-        # Runs in order: capture 1, untraced 1, capture 2, ...: traced 320, 250, 300; untraced 480, 500, 520.
+        # Runs in order: capture 1, untraced 1, capture 2, ...: traced 320, 250, 300;
+        # untraced 480, 500, 520.
         r = self.run_sh(
             "--prefix",
             self.prefix,
@@ -1037,8 +1054,8 @@ class ProfileShRanksTest(ProfileShCase):
 
     def path_without_torchrun(self):
         """PATH with the fake nsys first and no torchrun: a directory that holds one (Debian's
-        python3-torch puts it in /usr/bin, beside dirname and the rest) is replaced by a directory of
-        links to everything else in it."""
+        python3-torch puts it in /usr/bin, beside dirname and the rest) is replaced by a directory
+        of links to everything else in it."""
         dirs = []
         for i, d in enumerate(d for d in os.environ["PATH"].split(os.pathsep) if d):
             if os.access(os.path.join(d, "torchrun"), os.X_OK):
@@ -1140,7 +1157,8 @@ class ProfileShRanksTest(ProfileShCase):
         self.assertFalse(os.path.exists(self.log))
 
     def check_ranks_run(self, r, launcher_calls):
-        """The outputs and nsys calls of a two-rank run of the fake train_resnet50 with --steps 3."""
+        """The outputs and nsys calls of a two-rank run of the fake train_resnet50 with
+        --steps 3."""
         self.assertEqual(r.returncode, 0, r.stderr)
         p = self.prefix
         profile = (

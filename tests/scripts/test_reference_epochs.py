@@ -1,8 +1,9 @@
-"""Tests for scripts/reference_epochs.py without a GPU: its flags, its schedule against train_resnet50's
-formula, and the clear error (exit 1) when PyTorch or a CUDA device is missing, played by stand-in packages
-first on PYTHONPATH.
+"""Tests for scripts/reference_epochs.py without a GPU: its flags, its schedule against
+train_resnet50's formula, and the clear error (exit 1) when PyTorch or a CUDA device is missing,
+played by stand-in packages first on PYTHONPATH.
 
-Run: /usr/bin/python3 -m pytest -q tests/scripts/test_reference_epochs.py   (all tests: scripts/python_tests.sh)
+Run: /usr/bin/python3 -m pytest -q tests/scripts/test_reference_epochs.py
+(all tests: scripts/python_tests.sh)
 """
 
 import math

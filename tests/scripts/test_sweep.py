@@ -1,11 +1,13 @@
 """Tests for scripts/sweep.py, the command line, without a GPU: a fake train_resnet50 (written here)
 produces run reports, so planning, aggregation, the refusal of runs whose checks fail, and the time
-limit with one retry are checked exactly; one run also goes through scripts/profile.sh with a fake nsys
-whose "capture" is the real export in tests/fixtures/nsys; flags and outputs that cannot be used stop it
-before any run, and --resume runs again a result.json it cannot read. The package's sweep modules have
-their own tests (nsys_analysis/sweep/: test_plan.py, test_runs.py, test_tables.py, test_figures.py).
+limit with one retry are checked exactly; one run also goes through scripts/profile.sh with a fake
+nsys whose "capture" is the real export in tests/fixtures/nsys; flags and outputs that cannot be
+used stop it before any run, and --resume runs again a result.json it cannot read. The package's
+sweep modules have their own tests (nsys_analysis/sweep/: test_plan.py, test_runs.py,
+test_tables.py, test_figures.py).
 
-Run: /usr/bin/python3 -m pytest -q tests/scripts/test_sweep.py   (all tests: scripts/python_tests.sh)
+Run: /usr/bin/python3 -m pytest -q tests/scripts/test_sweep.py
+(all tests: scripts/python_tests.sh)
 """
 
 import csv
@@ -27,16 +29,18 @@ SCRIPT = os.path.join(REPO, "scripts", "sweep.py")
 
 HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
 
-# A stand-in for train_resnet50: answers --print-config (testutil.ANSWER_PRINT_CONFIG, for profile.sh), parses
-# its flags, writes a report in the C++ program's schema.
-#   images/s = 1000 + 10 * workers + (seed - 2026); batch_wait of step i = workers / 10 + i (+ 5 at step 1
-#   for seed 2027); h2d_submit 0.25 ms per step (2.0 with --pin-memory=false).
+# A stand-in for train_resnet50: answers --print-config (testutil.ANSWER_PRINT_CONFIG, for
+# profile.sh), parses its flags, writes a report in the C++ program's schema.
+#   images/s = 1000 + 10 * workers + (seed - 2026); batch_wait of step i = workers / 10 + i (+ 5 at
+#   step 1 for seed 2027); h2d_submit 0.25 ms per step (2.0 with --pin-memory=false).
 # Misbehaviours, chosen by flags:
-#   --workers 4   sleeps past any time limit on its first call per seed (state in $FAKE_STATE), then works
+#   --workers 4   sleeps past any time limit on its first call per seed (state in $FAKE_STATE), then
+#                 works
 #   --workers 3   always sleeps past the limit
 #   --workers 13  exits 1
 #   --prefetch-factor 7  reports one step fewer than asked (a failing report check)
-# Under the fake nsys (FAKE_UNDER_NSYS set) the images/s are multiplied by $FAKE_TRACED_FACTOR when set.
+# Under the fake nsys (FAKE_UNDER_NSYS set) the images/s are multiplied by $FAKE_TRACED_FACTOR when
+# set.
 FAKE_BINARY = (
     ANSWER_PRINT_CONFIG
     + r"""
@@ -448,8 +452,9 @@ class NoNsysSweepTest(SweepCase):
         self.assertIn("expected an executable --binary", r.stderr)
 
 
-# A fake nsys for the capture path: `profile` runs the program (FAKE_UNDER_NSYS=1 in its environment) and
-# leaves PREFIX.nsys-rep, `export` writes the real fixture export, `stats` copies the fixture CSVs.
+# A fake nsys for the capture path: `profile` runs the program (FAKE_UNDER_NSYS=1 in its
+# environment) and leaves PREFIX.nsys-rep, `export` writes the real fixture export, `stats` copies
+# the fixture CSVs.
 FAKE_NSYS = r"""
 import os, shutil, subprocess, sys
 args = sys.argv[1:]
@@ -517,7 +522,8 @@ class CaptureSweepTest(SweepCase):
             return {r["config"]: r for r in json.load(f)["runs"]}
 
     def calls(self, workers, seed=2026):
-        """How often the fake binary ran (not counting --print-config) with these workers and seed."""
+        """How often the fake binary ran (not counting --print-config) with these workers and
+        seed."""
         path = os.path.join(self.state, "calls_%d_%d" % (workers, seed))
         with open(path) as f:
             return int(f.read())
@@ -550,7 +556,8 @@ class CaptureSweepTest(SweepCase):
             },
         )
         m = run["metrics"]
-        # Throughput from the fake's report; input timing and no-activity from the fixture's capture.
+        # Throughput from the fake's report; input timing and no-activity from the fixture's
+        # capture.
         self.assertEqual(m["images_per_s"], 1080.0)
         self.assertEqual(m["no_activity_pct"], 3.708488)
         self.assertEqual(m["batch_wait_total_ms"], 1.372762)
@@ -607,8 +614,8 @@ class CaptureSweepTest(SweepCase):
         with open(os.path.join(self.out, "sweep.md")) as f:
             md = f.read()
         self.assertIn(
-            "| 1080.0 (mean 1080.0) | 0.500 (mean 0.500) | yes (1 of 1) | seed 2026: tracer-bound (traced "
-            "0.50x untraced), read the untraced images/s |",
+            "| 1080.0 (mean 1080.0) | 0.500 (mean 0.500) | yes (1 of 1) | seed 2026: tracer-bound "
+            "(traced 0.50x untraced), read the untraced images/s |",
             md,
         )
 
@@ -641,7 +648,8 @@ class CaptureSweepTest(SweepCase):
         self.assertEqual(second.returncode, 0, second.stderr)
         self.assertEqual(self.calls(workers), 2)  # the kept run: neither run again
         self.assertEqual(self.calls(11 - workers), 2)
-        # A run whose result was lost after its untraced run finished: captured again, its untraced run kept.
+        # A run whose result was lost after its untraced run finished: captured again, its untraced
+        # run kept.
         os.remove(os.path.join(self.out, "runs", done[0], "result.json"))
         third = self.sweep(configs, "--resume")
         self.assertEqual(third.returncode, 0, third.stderr)

@@ -1,6 +1,6 @@
 """Test helpers for the nsys_analysis tests: tiny SQLite exports with the real nsys table and column
-names (ExportBuilder, basic_export, rank_export for the ranks of a data-parallel run, epoch_export for a
-window across an epoch's end), and the real nsys
+names (ExportBuilder, basic_export, rank_export for the ranks of a data-parallel run, epoch_export
+for a window across an epoch's end), and the real nsys
 2025.3 export of the Python reference in tests/fixtures/nsys/ (RealFixtureCase)."""
 
 import glob
@@ -20,13 +20,13 @@ from .testutil import FIXTURE_DIR, ScratchCase
 
 
 # A real data-parallel capture, one export per rank, as scripts/profile.sh --nproc N names it:
-# tests/fixtures/nsys/<RANKS_FIXTURE>.rank<r>.sqlite.xz, with <RANKS_FIXTURE>.rank<r>.json (the rank's run
-# report) and <RANKS_FIXTURE>.rank<r>_<report>.csv (nsys stats) beside it. RealRanksFixtureCase skips its
-# tests until these are committed.
+# tests/fixtures/nsys/<RANKS_FIXTURE>.rank<r>.sqlite.xz, with <RANKS_FIXTURE>.rank<r>.json (the
+# rank's run report) and <RANKS_FIXTURE>.rank<r>_<report>.csv (nsys stats) beside it.
+# RealRanksFixtureCase skips its tests until these are committed.
 RANKS_FIXTURE = "ddp2"
 
-# Column sets of the nsys 2025.3 export (tests/fixtures/nsys/py_reuse8.sqlite); test_builder_schema_matches
-# keeps them honest against the fixture.
+# Column sets of the nsys 2025.3 export (tests/fixtures/nsys/py_reuse8.sqlite);
+# test_builder_schema_matches keeps them honest against the fixture.
 SCHEMA = {
     "StringIds": ["id", "value"],
     "ENUM_NSYS_EVENT_TYPE": ["id", "name", "label"],
@@ -134,9 +134,10 @@ SCHEMA = {
     "PROFILER_OVERHEAD": ["start", "end", "globalTid", "nameId", "returnValue"],
 }
 # Tables the fixture lacks, as nsys 2025.3 writes them. CUPTI_ACTIVITY_KIND_GRAPH_TRACE: one row per
-# graph execution recorded whole (without --cuda-graph-trace=node), from a real nsys 2025.3.2 export of
-# a CUDA graph replayed on the H200 (its correlationId is the cudaGraphLaunch call's; the export then
-# has no kernel row for the graph's nodes). Like nsys, ExportBuilder creates them only when they have rows.
+# graph execution recorded whole (without --cuda-graph-trace=node), from a real nsys 2025.3.2 export
+# of a CUDA graph replayed on the H200 (its correlationId is the cudaGraphLaunch call's; the export
+# then has no kernel row for the graph's nodes). Like nsys, ExportBuilder creates them only when
+# they have rows.
 LAZY_SCHEMA = {
     "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": [
         "start",
@@ -267,7 +268,8 @@ class ExportBuilder:
         )
 
     def overhead(self, name, start_ms, end_ms, tid):
-        """A PROFILER_OVERHEAD row: time nsys itself took on thread tid ("CUPTI Buffer flush", ...)."""
+        """A PROFILER_OVERHEAD row: time nsys itself took on thread tid
+        ("CUPTI Buffer flush", ...)."""
         self.tables["PROFILER_OVERHEAD"].append(
             {
                 "start": round(start_ms * MS),
@@ -304,11 +306,12 @@ class ExportBuilder:
         )
 
     def graph_launch(self, launch_ms, nodes, tid=MAIN, stream=7, node_trace=True, graph_id=1):
-        """One cudaGraphLaunch at launch_ms and its graph's kernels, nodes [(start_ms, end_ms[, name[,
-        stream]])], as nsys --cuda-graph-trace=node records them: each node a kernel row with the launch's
-        correlation id (default name a batch-norm kernel, default stream `stream`).
-        node_trace False: as nsys's default --cuda-graph-trace=graph records them, one graph-trace row
-        from the first node's start to the last node's end, with the launch's correlation id."""
+        """One cudaGraphLaunch at launch_ms and its graph's kernels, nodes
+        [(start_ms, end_ms[, name[, stream]])], as nsys --cuda-graph-trace=node records them: each
+        node a kernel row with the launch's correlation id (default name a batch-norm kernel,
+        default stream `stream`). node_trace False: as nsys's default --cuda-graph-trace=graph
+        records them, one graph-trace row from the first node's start to the last node's end, with
+        the launch's correlation id."""
         self.corr += 1
         self.api("cudaGraphLaunch_v10000", launch_ms, launch_ms + 0.005, tid, self.corr)
         if not node_trace:
@@ -405,11 +408,12 @@ class ExportBuilder:
 
 
 def graph_run(steps=3, launches=None, node_trace=True):
-    """A --cuda-graph capture: each step [3k + 1, 3k + 3.5] ms holds data_load [+0, +0.5] with its two H2D
-    copies and a device-to-device copy into the graph's inputs, then graph_replay [+0.5, +0.6] launching the
-    graph, whose three nodes run back to back. launches: {step: n} cudaGraphLaunch calls in that step's
-    graph_replay (default 1). node_trace False records each replay whole instead of its nodes, [+0.6, +2.4],
-    as nsys's default --cuda-graph-trace=graph does."""
+    """A --cuda-graph capture: each step [3k + 1, 3k + 3.5] ms holds data_load [+0, +0.5] with its
+    two H2D copies and a device-to-device copy into the graph's inputs, then graph_replay
+    [+0.5, +0.6] launching the graph, whose three nodes run back to back. launches: {step: n}
+    cudaGraphLaunch calls in that step's graph_replay (default 1). node_trace False records each
+    replay whole instead of its nodes, [+0.6, +2.4], as nsys's default --cuda-graph-trace=graph
+    does."""
     b = ExportBuilder()
     b.range("capture_window", 0.5, 3.0 * steps + 1.5)
     for k in range(steps):
@@ -473,7 +477,8 @@ def basic_export(**kw):
     b.kernel(
         6.6,
         8.0,
-        "void cudnn::engines_precompiled::convertTensor_kernel<float, float, float, (cudnnKernelDataType_t)2>()",
+        "void cudnn::engines_precompiled::convertTensor_kernel<float, float, float, "
+        "(cudnnKernelDataType_t)2>()",
         launch_ms=6.55,
     )
     b.memcpy(8.1, 8.2, kind=8)
@@ -487,34 +492,37 @@ def basic_export(**kw):
 
 
 def phase_export():
-    """Two captured steps whose device work is launched from the main thread, autograd's thread and the
-    GPU decode stage, for gpu_time_by_phase(). Window [0, 20] ms; step 0 [1, 10], step 1 [10, 18.5].
+    """Two captured steps whose device work is launched from the main thread, autograd's thread and
+    the GPU decode stage, for gpu_time_by_phase(). Window [0, 20] ms; step 0 [1, 10], step 1
+    [10, 18.5].
 
       step 0  data_load [1, 3] (batch_wait [1, 2], h2d_submit [2, 3]), forward [3, 5] (a layer range
-              conv1 [3.05, 3.5] inside), zero_grad [5, 5.2], backward [5.2, 8], optimizer_step [8, 9.5];
-              nothing from 9.5 to 10
+              conv1 [3.05, 3.5] inside), zero_grad [5, 5.2], backward [5.2, 8], optimizer_step
+              [8, 9.5]; nothing from 9.5 to 10
       step 1  data_load [10, 11], forward [11, 13], backward [13, 16], optimizer_step [16, 18]: no
               zero_grad (a step may lack a phase), nothing from 18 to 18.5
       capture_drain [18.5, 19.9]
 
     Device activity (device ms) and where it goes:
-      data_load        H2D [2.6, 2.9] (MAIN at 2.5, in h2d_submit)                                 0.3
-                       H2D [10.6, 10.7] (MAIN at 10.5)                                             0.1
-      forward          kernel [3.2, 4.0] (MAIN at 3.1, inside conv1)                               0.8
-                       kernel [11.2, 12.0] (MAIN at 11.1)                                          0.8
-      backward         kernel [5.6, 7.0] (AUTOGRAD at 5.5) + memset [7.0, 7.1] (AUTOGRAD at 6.0)   1.5
-                       kernel [7.1, 7.2] (MAIN at 5.3: loss gradient seed)                         0.1
-                       kernel [13.5, 15.5] (AUTOGRAD at 13.4)                                      2.0
-      optimizer_step   kernel [8.2, 9.0] (MAIN at 8.1)                                             0.8
-                       kernel [16.2, 17.0] (MAIN at 16.1)                                          0.8
-      outside phases   kernel [9.8, 9.9] (MAIN at 9.7, in step 0 after optimizer_step)            0.1
-                       kernel [19.5, 20.5] (MAIN at 18.7, capture_drain) clipped to [19.5, 20]    0.5
-                       kernel [0.5, 1.5] (MAIN at 0.2, before step 0)                             1.0
-      input pipeline   kernel [3.3, 3.6] (STAGE at 3.2, during forward) + H2D [12.0, 12.5] (STAGE) 0.8
-      unattributed     memset [4.5, 4.6] (no runtime call)                                         0.1
-      not counted      kernel [21, 22] (after the window)
-    Per phase: data_load 0.4, forward 1.6, zero_grad 0, backward 3.6, optimizer_step 1.6, outside 1.6,
-    input pipeline 0.8, unattributed 0.1: total 9.7 ms; main-thread share: backward 0.1, the rest all.
+      data_load       H2D [2.6, 2.9] (MAIN at 2.5, in h2d_submit)                                0.3
+                      H2D [10.6, 10.7] (MAIN at 10.5)                                            0.1
+      forward         kernel [3.2, 4.0] (MAIN at 3.1, inside conv1)                              0.8
+                      kernel [11.2, 12.0] (MAIN at 11.1)                                         0.8
+      backward        kernel [5.6, 7.0] (AUTOGRAD at 5.5) + memset [7.0, 7.1] (AUTOGRAD at 6.0)  1.5
+                      kernel [7.1, 7.2] (MAIN at 5.3: loss gradient seed)                        0.1
+                      kernel [13.5, 15.5] (AUTOGRAD at 13.4)                                     2.0
+      optimizer_step  kernel [8.2, 9.0] (MAIN at 8.1)                                            0.8
+                      kernel [16.2, 17.0] (MAIN at 16.1)                                         0.8
+      outside phases  kernel [9.8, 9.9] (MAIN at 9.7, in step 0 after optimizer_step)            0.1
+                      kernel [19.5, 20.5] (MAIN at 18.7, capture_drain) clipped to [19.5, 20]    0.5
+                      kernel [0.5, 1.5] (MAIN at 0.2, before step 0)                             1.0
+      input pipeline  kernel [3.3, 3.6] (STAGE at 3.2, during forward)
+                      + H2D [12.0, 12.5] (STAGE)                                                 0.8
+      unattributed    memset [4.5, 4.6] (no runtime call)                                        0.1
+      not counted     kernel [21, 22] (after the window)
+    Per phase: data_load 0.4, forward 1.6, zero_grad 0, backward 3.6, optimizer_step 1.6, outside
+    1.6, input pipeline 0.8, unattributed 0.1: total 9.7 ms; main-thread share: backward 0.1, the
+    rest all.
     """
     b = ExportBuilder()
     b.domain(1, "data_pipeline", tid=STAGE)
@@ -571,22 +579,22 @@ def simulated_run(steps=4, stalls=None, decode_stage=False):
     """A capture of `steps` training steps whose device work queues behind the host as on a real
     stream: every activity starts at max(its launch + SIM_LATENCY_MS, the end of the one before), so
     the device lags the host by the work still queued. stalls: {(phase, step): ms}, a host sleep of
-    that length at the start of that phase (or of batch_wait or h2d_submit, nested in data_load) of that
-    captured step (the range, those around it and the window last that much longer, everything after
-    starts that much later), as train_resnet50 --inject-stall does. Returns the builder.
+    that length at the start of that phase (or of batch_wait or h2d_submit, nested in data_load) of
+    that captured step (the range, those around it and the window last that much longer, everything
+    after starts that much later), as train_resnet50 --inject-stall does. Returns the builder.
 
     Step 0 starts 0.2 ms into the window, each next one 0.2 ms after the previous ends; a step
     (SIM_PHASES) is data_load 1 ms (batch_wait [0, 0.3], h2d_submit [0.3, 1.0] with two 0.1 ms H2D
-    copies launched 0.35 and 0.6 ms in), forward 3 ms (12 kernels of 0.3 ms from MAIN, one every 0.25
-    ms from 0.05 ms in: the device falls behind), zero_grad 0.2 ms (nothing), backward 3.8 ms (15 such
-    kernels from AUTOGRAD), optimizer_step 0.8 ms (3 kernels of 0.2 ms from MAIN). The host needs 9.0
-    ms a step, the device 8.9: without stalls the device catches up in each data_load, and the host
-    gaps there, like the window's first (0.56 ms), stay below 1 ms. Known answers: a stall of S ms at
-    the start of backward leaves the device idle S - 0.4 ms (it first drains the 0.41 ms of forward
-    still queued) while the step's threads make no runtime call for S + 0.449 ms (from forward's last
-    launch call, 2.801 ms into it, through zero_grad to backward's first launch, 0.05 ms in).
-    decode_stage: a GPU decode stage thread (data_pipeline ranges) launches a 0.2 ms kernel every 2 ms
-    on its own stream throughout: it neither ends nor splits the step's gaps."""
+    copies launched 0.35 and 0.6 ms in), forward 3 ms (12 kernels of 0.3 ms from MAIN, one every
+    0.25 ms from 0.05 ms in: the device falls behind), zero_grad 0.2 ms (nothing), backward 3.8 ms
+    (15 such kernels from AUTOGRAD), optimizer_step 0.8 ms (3 kernels of 0.2 ms from MAIN). The host
+    needs 9.0 ms a step, the device 8.9: without stalls the device catches up in each data_load, and
+    the host gaps there, like the window's first (0.56 ms), stay below 1 ms. Known answers: a stall
+    of S ms at the start of backward leaves the device idle S - 0.4 ms (it first drains the 0.41 ms
+    of forward still queued) while the step's threads make no runtime call for S + 0.449 ms (from
+    forward's last launch call, 2.801 ms into it, through zero_grad to backward's first launch,
+    0.05 ms in). decode_stage: a GPU decode stage thread (data_pipeline ranges) launches a 0.2 ms
+    kernel every 2 ms on its own stream throughout: it neither ends nor splits the step's gaps."""
     b = ExportBuilder()
     stalls = stalls or {}
     t = 0.2
@@ -636,14 +644,15 @@ def simulated_run(steps=4, stalls=None, decode_stage=False):
     return b
 
 
-# epoch_export(): where its training steps start (ms), the evaluation's eval_step ranges (start, ms).
+# epoch_export(): where its training steps start (ms), the evaluation's eval_step ranges
+# (start, ms).
 EPOCH_STEP_STARTS = (1.0, 5.0, 29.5, 33.5)
 EPOCH_EVAL_STEPS = ((10.0, 2.5), (12.5, 3.0), (15.5, 4.0))
 
 
 def _epoch_input(b, t):
-    """batch_wait [t, t+0.5] and h2d_submit [t+0.5, t+1] with its two H2D copies, launched at t+0.6 and t+0.7
-    and run [t+0.8, t+0.9] and [t+0.9, t+1.0], on MAIN."""
+    """batch_wait [t, t+0.5] and h2d_submit [t+0.5, t+1] with its two H2D copies, launched at t+0.6
+    and t+0.7 and run [t+0.8, t+0.9] and [t+0.9, t+1.0], on MAIN."""
     b.range("batch_wait", t, t + 0.5)
     b.range("h2d_submit", t + 0.5, t + 1.0)
     b.memcpy(t + 0.8, t + 0.9, launch_ms=t + 0.6)
@@ -651,33 +660,36 @@ def _epoch_input(b, t):
 
 
 def epoch_export(boundary=True):
-    """A capture window across an epoch's end (train_resnet50 --epochs E --capture-at N): two training
-    steps, the evaluation pass and the checkpoint, two more steps. Window [0, 40] ms, everything on MAIN
-    but backward's kernels (AUTOGRAD).
+    """A capture window across an epoch's end (train_resnet50 --epochs E --capture-at N): two
+    training steps, the evaluation pass and the checkpoint, two more steps. Window [0, 40] ms,
+    everything on MAIN but backward's kernels (AUTOGRAD).
 
       torch_step     4 ms each, at s = 1, 5, 29.5, 33.5 (EPOCH_STEP_STARTS): data_load [s, s+1]
-                     (_epoch_input()'s batch_wait, h2d_submit and 2 H2D copies), forward [s+1, s+2] (kernel
-                     launched s+1.05, run [s+1.1, s+1.9]), zero_grad [s+2, s+2.1], backward [s+2.1, s+3.5]
-                     (kernel AUTOGRAD s+2.15, [s+2.2, s+3.4]), optimizer_step [s+3.5, s+4] (kernel s+3.55,
-                     [s+3.6, s+3.9]); device 2.5 ms a step
-      eval           [9.5, 21.5], 12 ms: eval_step [e, e+d] for (e, d) in EPOCH_EVAL_STEPS (2.5, 3, 4 ms:
-                     median 3), each batch_wait, h2d_submit with 2 H2D copies as a step's, forward [e+1, e+d]
-                     with a kernel launched e+1.05, run [e+1.1, e+d-0.1]; eval_reduce [19.5, 21] (1.5 ms):
-                     a kernel [19.6, 19.65] launched 19.55, a D2H copy [19.8, 19.85] launched 19.75, a
-                     cudaStreamSynchronize [19.76, 19.86]. Device busy 6.6 ms: 55 %
-      checkpoint     [21.5, 29.5], 8 ms: two D2H copies [21.7, 22.2] and [22.3, 22.8] launched 21.6 and
-                     22.25, then the file written with no device work: busy 1 ms (12.5 %), idle 7 ms
+                     (_epoch_input()'s batch_wait, h2d_submit and 2 H2D copies), forward [s+1, s+2]
+                     (kernel launched s+1.05, run [s+1.1, s+1.9]), zero_grad [s+2, s+2.1], backward
+                     [s+2.1, s+3.5] (kernel AUTOGRAD s+2.15, [s+2.2, s+3.4]), optimizer_step
+                     [s+3.5, s+4] (kernel s+3.55, [s+3.6, s+3.9]); device 2.5 ms a step
+      eval           [9.5, 21.5], 12 ms: eval_step [e, e+d] for (e, d) in EPOCH_EVAL_STEPS
+                     (2.5, 3, 4 ms: median 3), each batch_wait, h2d_submit with 2 H2D copies as a
+                     step's, forward [e+1, e+d] with a kernel launched e+1.05, run [e+1.1, e+d-0.1];
+                     eval_reduce [19.5, 21] (1.5 ms): a kernel [19.6, 19.65] launched 19.55, a D2H
+                     copy [19.8, 19.85] launched 19.75, a cudaStreamSynchronize [19.76, 19.86].
+                     Device busy 6.6 ms: 55 %
+      checkpoint     [21.5, 29.5], 8 ms: two D2H copies [21.7, 22.2] and [22.3, 22.8] launched 21.6
+                     and 22.25, then the file written with no device work: busy 1 ms (12.5 %), idle
+                     7 ms
       capture_drain  [37.5, 39.5], a cudaDeviceSynchronize [37.6, 39.4] in it
       PROFILER_OVERHEAD  one CUPTI Buffer flush on MAIN [25, 25.5], inside checkpoint
 
     Known answers: 4 steps (median 4 ms), 8 training H2D copies (the evaluation's 6 not among them);
     eval 3x, checkpoint 2x the median step. Host gaps by the range they began in: forward 8 (1.6 ms:
-    0.1 + 0.3 a step), backward 4 (0.8), optimizer_step 3 (3.7: 0.9, the 1.9 before eval, 0.9), eval 8
-    (4.3, 1.85 of it from eval_reduce to the checkpoint's first copy), checkpoint 2 (7.6: 0.1 between its
-    copies, 7.5 to step 2's first copy), (no range) 1 (1.8, the window's first). GPU time: data_load 0.8,
-    forward 3.2, backward 4.8, optimizer_step 1.2, eval 6.6, checkpoint 1.0 ms.
-    boundary False: the same capture without the eval, eval_step, eval_reduce and checkpoint ranges (their
-    nested ranges and device work stay), as the analysis would see it if it ignored those names."""
+    0.1 + 0.3 a step), backward 4 (0.8), optimizer_step 3 (3.7: 0.9, the 1.9 before eval, 0.9),
+    eval 8 (4.3, 1.85 of it from eval_reduce to the checkpoint's first copy), checkpoint 2 (7.6: 0.1
+    between its copies, 7.5 to step 2's first copy), (no range) 1 (1.8, the window's first). GPU
+    time: data_load 0.8, forward 3.2, backward 4.8, optimizer_step 1.2, eval 6.6, checkpoint 1.0 ms.
+    boundary False: the same capture without the eval, eval_step, eval_reduce and checkpoint ranges
+    (their nested ranges and device work stay), as the analysis would see it if it ignored those
+    names."""
     b = ExportBuilder()
     b.range("capture_window", 0.0, 40.0)
     for s in EPOCH_STEP_STARTS:
@@ -734,9 +746,10 @@ def epoch_export(boundary=True):
 
 
 def epoch_report(eval_ms=12.4, checkpoint_ms=8.3):
-    """A train_resnet50 --epochs 2 run report for epoch_export(): its 4 captured steps (epochs 0, 0, 1, 1;
-    run-wide steps 10-13), batch size 8, and training.epochs with epoch 0's evaluation (96 images in 3
-    steps, top-1 0.25, eval_ms) and checkpoint (100 MB, checkpoint_ms); epoch 1 neither."""
+    """A train_resnet50 --epochs 2 run report for epoch_export(): its 4 captured steps
+    (epochs 0, 0, 1, 1; run-wide steps 10-13), batch size 8, and training.epochs with epoch 0's
+    evaluation (96 images in 3 steps, top-1 0.25, eval_ms) and checkpoint (100 MB, checkpoint_ms);
+    epoch 1 neither."""
     steps = [
         {
             "index": i,
@@ -799,12 +812,13 @@ def epoch_report(eval_ms=12.4, checkpoint_ms=8.3):
 
 def inject_stall(path, at_ns, stall_ns, latency_ns=1000):
     """Rewrite a real export (in place) as if the host had slept stall_ns from at_ns, as
-    train_resnet50 --inject-stall would: every NVTX range and runtime call starting at or after at_ns
-    starts stall_ns later (one enclosing at_ns ends that much later). On each stream, in order, a
-    device activity those calls launched moves by the least delay that starts it no earlier than its
-    new launch + latency_ns and no less than the activity before it moved (keeping the spacing of
-    queued work); the work launched before at_ns keeps its times, so the device drains its queue before
-    it idles. Cross-stream waits are ignored. Returns the largest delay of a device activity, ns."""
+    train_resnet50 --inject-stall would: every NVTX range and runtime call starting at or after
+    at_ns starts stall_ns later (one enclosing at_ns ends that much later). On each stream, in
+    order, a device activity those calls launched moves by the least delay that starts it no earlier
+    than its new launch + latency_ns and no less than the activity before it moved (keeping the
+    spacing of queued work); the work launched before at_ns keeps its times, so the device drains
+    its queue before it idles. Cross-stream waits are ignored. Returns the largest delay of a device
+    activity, ns."""
     conn = sqlite3.connect(path)
     launched = dict(
         conn.execute(
@@ -853,32 +867,33 @@ def tracer_cost_export(steps=3):
     data_load [s, s+2] (batch_wait [s, s+1], h2d_submit [s+1, s+2]), forward [s+2, s+5], backward
     [s+5, s+8], optimizer_step [s+8, s+9], all on MAIN; between the steps [s+9, s+11].
 
-    Threads (ThreadNames): MAIN train_resnet50, AUTOGRAD pt_autograd_0, STAGE loader/gpu, CUPTI "CUPTI
-    worker thread"; LOADER has no name (reads as "tid 200").
+    Threads (ThreadNames): MAIN train_resnet50, AUTOGRAD pt_autograd_0, STAGE loader/gpu, CUPTI
+    "CUPTI worker thread"; LOADER has no name (reads as "tid 200").
     Runtime calls per step, inside the window:
-      loader/gpu   inside its gpu_decode range [s, s+0.9] (data_pipeline domain, so its syncs block only
-                   it): 5 cudaLaunchKernel at s+0.1 .. s+0.5 and 4 cudaEventSynchronize at s+0.55 ..
-                   s+0.7, each 0.01 ms, with no device work of their own; 2 cudaMemcpyAsync (0.001 ms) at
-                   s+0.8 and s+0.85 launching the step's H2D copies [s+1.2, s+1.4] and [s+1.5, s+1.7]
-                   -> 11 calls, 0.092 ms a step
+      loader/gpu   inside its gpu_decode range [s, s+0.9] (data_pipeline domain, so its syncs block
+                   only it): 5 cudaLaunchKernel at s+0.1 .. s+0.5 and 4 cudaEventSynchronize at
+                   s+0.55 .. s+0.7, each 0.01 ms, with no device work of their own; 2
+                   cudaMemcpyAsync (0.001 ms) at s+0.8 and s+0.85 launching the step's H2D copies
+                   [s+1.2, s+1.4] and [s+1.5, s+1.7] -> 11 calls, 0.092 ms a step
       main         cudaLaunchKernel at s+2.05 (forward kernel [s+2.1, s+5.0]) and s+8.05 (optimizer
                    kernel [s+8.1, s+9.0]), 0.001 ms each -> 2 calls, 0.002 ms a step
       autograd     cudaLaunchKernel at s+5.05 (backward kernel [s+5.1, s+8.0]) -> 1 call
       tid 200      one cudaEventQuery at 15 ms in all -> 1/3 a step
-    and outside the window, loader/gpu's cudaLaunchKernel at -2 ms and at 10 x steps + 1 ms (not counted).
-    Device busy 7.1 ms a step: with 3 steps 21.3 of the 30 ms window, 8.7 ms (29 %) without activity; the
-    host-caused gaps that began in backward are [s+5.0, s+5.1] (3 x 0.1 ms), in h2d_submit [s+1.7,
-    s+2.1] (3 x 0.4 ms).
+    and outside the window, loader/gpu's cudaLaunchKernel at -2 ms and at 10 x steps + 1 ms (not
+    counted). Device busy 7.1 ms a step: with 3 steps 21.3 of the 30 ms window, 8.7 ms (29 %)
+    without activity; the host-caused gaps that began in backward are [s+5.0, s+5.1] (3 x 0.1 ms),
+    in h2d_submit [s+1.7, s+2.1] (3 x 0.4 ms).
     PROFILER_OVERHEAD (3 steps):
-      TLS allocation        loader/gpu [9.5, 11.5]: optimizer_step 0.5, between steps 1.0, data_load 0.5
+      TLS allocation        loader/gpu [9.5, 11.5]: optimizer_step 0.5, between steps 1.0,
+                            data_load 0.5
       CUPTI Buffer flush    CUPTI [12.0, 12.5]: data_load 0.5
       Unknown               CUPTI [15.0, 15.0] (zero length): forward, 0 ms
       CUPTI Buffer flush    MAIN [25.9, 26.3]: forward 0.1, backward 0.3
       TLS allocation        AUTOGRAD [-0.5, 0.5]: clipped to [0, 0.5], between steps 0.5
       CUDA profiling data flush on cudaProfilerStop   MAIN [30.5, 40.5]: outside the window, 10 ms
-    -> inside the window 5 rows, 3.4 ms: by name TLS allocation 2 rows 2.5 ms, CUPTI Buffer flush 2 rows
-    0.9 ms, Unknown 1 row 0 ms; by phase (a row counted for its largest share) between steps 1.5 ms (2
-    rows), data_load 1.0 (1), optimizer_step 0.5 (0), backward 0.3 (1), forward 0.1 (1).
+    -> inside the window 5 rows, 3.4 ms: by name TLS allocation 2 rows 2.5 ms, CUPTI Buffer flush 2
+    rows 0.9 ms, Unknown 1 row 0 ms; by phase (a row counted for its largest share) between steps
+    1.5 ms (2 rows), data_load 1.0 (1), optimizer_step 0.5 (0), backward 0.3 (1), forward 0.1 (1).
     tracer_cost_report() gives the matching run reports."""
     b = ExportBuilder()
     for tid, name in (
@@ -942,11 +957,11 @@ def tracer_cost_report(
     steps=3,
     phase_ms=True,
 ):
-    """A train_resnet50 run report for tracer_cost_export() (batch size 4): every captured step with those
-    host times (data_load 2, batch_wait 1, h2d_submit 1 ms); phase_ms False: without the per-step phase_ms
-    objects, as binaries before them wrote. The traced run: tracer_cost_report(400.0) (3 x 4 images in the
-    30 ms window); untraced runs of it: e.g. tracer_cost_report(480.0, 8.0, 2.4, 2.95) and
-    tracer_cost_report(520.0, 8.2, 2.6, 2.95)."""
+    """A train_resnet50 run report for tracer_cost_export() (batch size 4): every captured step with
+    those host times (data_load 2, batch_wait 1, h2d_submit 1 ms); phase_ms False: without the
+    per-step phase_ms objects, as binaries before them wrote. The traced run:
+    tracer_cost_report(400.0) (3 x 4 images in the 30 ms window); untraced runs of it: e.g.
+    tracer_cost_report(480.0, 8.0, 2.4, 2.95) and tracer_cost_report(520.0, 8.2, 2.6, 2.95)."""
     step = {"batch_wait_ms": 1.0, "h2d_submit_ms": 1.0, "step_ms": step_ms}
     if phase_ms:
         step["phase_ms"] = {
@@ -984,10 +999,10 @@ def rank_clock_ms(rank):
 
 
 def rank_export(rank, steps=3, late_rank=1, late_step=2, late_ms=5.0, graph=False, node_trace=True):
-    """One rank of a data-parallel run, as train_resnet50 under torchrun records it: the default-domain
-    step tree on MAIN, `ddp` ranges (domain 3) on MAIN, compute kernels on stream 7, NCCL all-reduce
-    kernels on stream 20 launched from AUTOGRAD during backward (with NCCL's own `NCCL` domain range,
-    domain 2), one NCCL kernel before the window (the capture barrier's).
+    """One rank of a data-parallel run, as train_resnet50 under torchrun records it: the
+    default-domain step tree on MAIN, `ddp` ranges (domain 3) on MAIN, compute kernels on stream 7,
+    NCCL all-reduce kernels on stream 20 launched from AUTOGRAD during backward (with NCCL's own
+    `NCCL` domain range, domain 2), one NCCL kernel before the window (the capture barrier's).
 
     Times below are ms from the window start [0, 60] on this rank's clock (rank_clock_ms()). Step k
     starts at s = 1 + 20 k and lasts 12 ms. On late_rank in late_step, everything after the batch
@@ -997,18 +1012,19 @@ def rank_export(rank, steps=3, late_rank=1, late_step=2, late_ms=5.0, graph=Fals
       (kernel [s+5.6+d, s+9+d]; NCCL kernel [s+7+d, s+10+d+w], alone from s+9+d),
       optimizer_step [s+10+d, s+11+d] (kernel after the NCCL one: [s+10+d+w, s+11+d+w]).
     Known answers with the defaults (3 steps, rank 1 late by 5 ms in step 2):
-      data_load end - step start    rank 0: 2, 2, 2      rank 1: 2, 2, 7       -> step 2's straggler: 1
-      NCCL ms per step (1 kernel)   rank 0: 3, 3, 8      rank 1: 3, 3, 3       -> rank 0 waited 5 ms
+      data_load end - step start    rank 0: 2, 2, 2      rank 1: 2, 2, 7    -> step 2's straggler: 1
+      NCCL ms per step (1 kernel)   rank 0: 3, 3, 8      rank 1: 3, 3, 3    -> rank 0 waited 5 ms
       exposed communication         rank 0: 1+1+6 = 8 ms (13.333333 %)   rank 1: 3 x 1 = 3 ms (5 %)
       outside the steps             1 NCCL kernel of 0.3 ms (before the window)
     Every capture check passes (2 H2D copies a step, no sync inside a step, one capture_window).
 
-    graph True: the same run with --cuda-graph, the same device work at the same times replayed from one
-    graph per step: after data_load the step has graph_replay [s+2+d, s+2.2+d], whose one cudaGraphLaunch
-    at s+2.05+d launched every kernel of the step (nsys --cuda-graph-trace=node gives them the launch's
-    correlation id), and NCCL's NVTX ranges are not replayed; the capture barrier's all-reduce stays an
-    eager launch. Same known answers. node_trace False: each replay recorded whole, as nsys's default
-    --cuda-graph-trace=graph does (no kernel of a replay in the export).
+    graph True: the same run with --cuda-graph, the same device work at the same times replayed from
+    one graph per step: after data_load the step has graph_replay [s+2+d, s+2.2+d], whose one
+    cudaGraphLaunch at s+2.05+d launched every kernel of the step (nsys --cuda-graph-trace=node
+    gives them the launch's correlation id), and NCCL's NVTX ranges are not replayed; the capture
+    barrier's all-reduce stays an eager launch. Same known answers. node_trace False: each replay
+    recorded whole, as nsys's default --cuda-graph-trace=graph does (no kernel of a replay in the
+    export).
     """
     b = ExportBuilder()
     if not graph:
@@ -1143,7 +1159,8 @@ class TempDirCase(ScratchCase):
         return builder.write(os.path.join(self.tmp, name))
 
     def summarize(self, builder, report=None, expected_steps=None, name="export.sqlite", **kw):
-        """compute_summary() of the builder's export; kw: its other arguments (untraced, max_slowdown)."""
+        """compute_summary() of the builder's export; kw: its other arguments (untraced,
+        max_slowdown)."""
         return compute_summary(load_export(self.build(builder, name)), report, expected_steps, **kw)
 
 
@@ -1172,10 +1189,10 @@ class RealFixtureCase(unittest.TestCase):
 
 
 class RealRanksFixtureCase(unittest.TestCase):
-    """A real data-parallel capture (RANKS_FIXTURE), its exports decompressed once per class into tmp with
-    the CSVs and run reports beside them: exports and reports (paths in rank order; a report None where
-    the fixture has none). Every test of the class is skipped while tests/fixtures/nsys/ has no such
-    exports."""
+    """A real data-parallel capture (RANKS_FIXTURE), its exports decompressed once per class into
+    tmp with the CSVs and run reports beside them: exports and reports (paths in rank order; a
+    report None where the fixture has none). Every test of the class is skipped while
+    tests/fixtures/nsys/ has no such exports."""
 
     @classmethod
     def setUpClass(cls):

@@ -1,5 +1,6 @@
-"""Tests for scripts/nsys_analysis/bench/commands.py: the commands that need no GPU program to be tested
-(loader_bench and ncu output, with stand-ins for both); the GPU runs themselves are measured, not tested.
+"""Tests for scripts/nsys_analysis/bench/commands.py: the commands that need no GPU program to be
+tested (loader_bench and ncu output, with stand-ins for both); the GPU runs themselves are measured,
+not tested.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/bench/test_commands.py
 """
@@ -27,7 +28,8 @@ if workers == 2:
 print("loader_bench: warming up", flush=True)
 print("note: on stderr", file=sys.stderr, flush=True)
 print(json.dumps({"threads": workers, "fused_images_per_s_per_thread": 1000.0,
-                  "full_images_per_s_per_thread": 500.0, "decode_only_images_per_s_per_thread": 700.0}))
+                  "full_images_per_s_per_thread": 500.0,
+                  "decode_only_images_per_s_per_thread": 700.0}))
 """
 FAKE_NCU = r"""
 import os, sys

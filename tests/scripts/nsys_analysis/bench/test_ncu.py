@@ -1,7 +1,8 @@
-"""Tests for scripts/nsys_analysis/bench/ncu.py: reading `ncu --csv --page raw` output as it comes on stdout,
-and grouping its kernels by kind with time-weighted percentages.
+"""Tests for scripts/nsys_analysis/bench/ncu.py: reading `ncu --csv --page raw` output as it comes
+on stdout, and grouping its kernels by kind with time-weighted percentages.
 
-Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/bench/test_ncu.py   (all tests: scripts/python_tests.sh)
+Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/bench/test_ncu.py
+(all tests: scripts/python_tests.sh)
 """
 
 import unittest
@@ -10,17 +11,33 @@ from nsys_analysis.bench.ncu import NCU_METRICS, group_ncu, parse_ncu_csv
 
 # Three records of a real `ncu --csv --page raw --print-units base --print-kernel-base demangled`
 # run on the H200 (Nsight Compute 2025.3.1; columns trimmed), between the program's own output and
-# ncu's notes, as they come on stdout.
-NCU_OUTPUT = """==WARNING== Note: Running with unmodified GPU clocks. If not controlled otherwise, profiling results may be inconsistent.
+# ncu's notes, as they come on stdout (a backslash at a line's end continues that line: the string
+# holds each line unbroken).
+NCU_OUTPUT = """==WARNING== Note: Running with unmodified GPU clocks. If not controlled otherwise, \
+profiling results may be inconsistent.
 ==PROF== Connected to process 772 (/work/main/build-gpu/bin/train_resnet50)
-train_resnet50 0.1.0: cuda, batch 128, 224 px, 1 warm-up + 2 captured steps, synthetic batches (no loader)
+train_resnet50 0.1.0: cuda, batch 128, 224 px, 1 warm-up + 2 captured steps, \
+synthetic batches (no loader)
 summary (2 captured steps of batch 128, after 1 warm-up)
 ==PROF== Disconnected from process 772
-"ID","Process ID","Kernel Name","Block Size","gpu__time_duration.sum","dram__bytes.sum","gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed","sm__throughput.avg.pct_of_peak_sustained_elapsed","dram__throughput.avg.pct_of_peak_sustained_elapsed"
+"ID","Process ID","Kernel Name","Block Size","gpu__time_duration.sum","dram__bytes.sum",\
+"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",\
+"sm__throughput.avg.pct_of_peak_sustained_elapsed",\
+"dram__throughput.avg.pct_of_peak_sustained_elapsed"
 "","","","","ns","byte","%","%","%"
-"0","772","void cudnn::batchnorm_fwtr_nhwc_semiPersist<float, float, float, 512, 16, 2, 4, 1, 1, 0, 0, 1, 2>(cudnn::NhwcBatchNormFwdParams<T1, T2>)","(512, 1, 1)","30,752","28,397,824","28.48","22.15","19.21"
-"1","772","void at::vectorized_elementwise_kernel<4, at::<unnamed>::launch_clamp_scalar(at::TensorIteratorBase &, c10::Scalar, c10::Scalar, detail::ClampLimits)::[lambda() (instance 1)]::operator ()() const::[lambda() (instance 7)]::operator ()() const::[lambda(float) (instance 1)], std::array<char *, 2>>(int, T2, T3)","(128, 1, 1)","13,184","29,985,280","47.34","19.48","47.34"
-"93","772","void at::elementwise_kernel<128, 2, void at::gpu_kernel_impl_nocast<at::BinaryFunctor<float, float, float, void at::<unnamed>::threshold_kernel_impl<float>(at::TensorIteratorBase &, T1, T1)::[lambda(float, float) (instance 1)]>>(at::TensorIteratorBase &, const T1 &)::[lambda(int) (instance 1)]>(int, T3)","(128, 1, 1)","95,488","144,306,432","95.29","28.98","31.42"
+"0","772",\
+"void cudnn::batchnorm_fwtr_nhwc_semiPersist<float, float, float, 512, 16, 2, 4, 1, 1, 0, 0, 1, 2>\
+(cudnn::NhwcBatchNormFwdParams<T1, T2>)","(512, 1, 1)","30,752","28,397,824","28.48","22.15","19.21"
+"1","772",\
+"void at::vectorized_elementwise_kernel<4, at::<unnamed>::launch_clamp_scalar(\
+at::TensorIteratorBase &, c10::Scalar, c10::Scalar, detail::ClampLimits)::[lambda() (instance 1)]\
+::operator ()() const::[lambda() (instance 7)]::operator ()() const::[lambda(float) (instance 1)], \
+std::array<char *, 2>>(int, T2, T3)","(128, 1, 1)","13,184","29,985,280","47.34","19.48","47.34"
+"93","772",\
+"void at::elementwise_kernel<128, 2, void at::gpu_kernel_impl_nocast<at::BinaryFunctor<float, \
+float, float, void at::<unnamed>::threshold_kernel_impl<float>(at::TensorIteratorBase &, T1, T1)\
+::[lambda(float, float) (instance 1)]>>(at::TensorIteratorBase &, const T1 &)\
+::[lambda(int) (instance 1)]>(int, T3)","(128, 1, 1)","95,488","144,306,432","95.29","28.98","31.42"
 """
 
 

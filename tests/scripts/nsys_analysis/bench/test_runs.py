@@ -1,8 +1,9 @@
-"""Tests for scripts/nsys_analysis/bench/runs.py: how benchmarks.py runs the GPU programs (time limits, the
-report line, a capture through profile.sh), with stand-ins for nsys and train_resnet50; the GPU runs
-themselves are measured, not tested.
+"""Tests for scripts/nsys_analysis/bench/runs.py: how benchmarks.py runs the GPU programs (time
+limits, the report line, a capture through profile.sh), with stand-ins for nsys and train_resnet50;
+the GPU runs themselves are measured, not tested.
 
-Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/bench/test_runs.py   (all tests: scripts/python_tests.sh)
+Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/bench/test_runs.py
+(all tests: scripts/python_tests.sh)
 """
 
 import os
@@ -14,8 +15,8 @@ from scripts.support.testutil import ANSWER_PRINT_CONFIG, ScratchCase, alive
 
 from nsys_analysis.bench.runs import KILLED, BenchmarkError, profile, run_direct, train_binary
 
-# Stand-ins for nsys (runs the program, records its own pid) and train_resnet50 (answers --print-config for
-# profile.sh, then, run, records its pid and outlives any time limit).
+# Stand-ins for nsys (runs the program, records its own pid) and train_resnet50 (answers
+# --print-config for profile.sh, then, run, records its pid and outlives any time limit).
 FAKE_NSYS = r"""
 import os, subprocess, sys
 open(os.path.join(os.environ["FAKE_PIDS"], "nsys"), "w").write(str(os.getpid()))
@@ -39,7 +40,8 @@ class RunTest(ScratchCase):
     tmp_prefix = "benchmarks_run_test_"
 
     def read_pids(self, *names):
-        """The pids the stand-ins wrote into tmp/NAME, killed at the end of the test if still running."""
+        """The pids the stand-ins wrote into tmp/NAME, killed at the end of the test if still
+        running."""
         pids = []
         for name in names:
             with open(os.path.join(self.tmp, name)) as f:

@@ -1,5 +1,5 @@
-"""Tests for scripts/nsys_analysis/bench/tables.py: benchmarks.py's tables from hand-made JSON files and
-from the checked-in results in docs/benchmarks/.
+"""Tests for scripts/nsys_analysis/bench/tables.py: benchmarks.py's tables from hand-made JSON files
+and from the checked-in results in docs/benchmarks/.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/bench/test_tables.py
 """
@@ -110,8 +110,8 @@ class ExperimentsTableTest(ScratchCase):
             "CUDA graph over eager, bf16 ceiling (paired runs): +5.00%; median +5.00%", text
         )
         self.assertIn(
-            "CUDA graph with its memset nodes over eager, fp32 ceiling (paired runs): +0.50%, +1.00%; "
-            "median +0.75%",
+            "CUDA graph with its memset nodes over eager, fp32 ceiling (paired runs): +0.50%, "
+            "+1.00%; median +0.75%",
             text,
         )
 

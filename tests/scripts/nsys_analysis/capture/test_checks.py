@@ -1,6 +1,7 @@
-"""Tests for scripts/nsys_analysis/capture/checks.py: each capture check failing for its reason, the injected_stalls
-check of runs with known stalls (found, missing, in another phase or step, of another length, an extra
-one), and the cross-check with the nsys stats CSVs of the real export in tests/fixtures/nsys/.
+"""Tests for scripts/nsys_analysis/capture/checks.py: each capture check failing for its reason, the
+injected_stalls check of runs with known stalls (found, missing, in another phase or step, of
+another length, an extra one), and the cross-check with the nsys stats CSVs of the real export in
+tests/fixtures/nsys/.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_checks.py
 """
@@ -70,7 +71,8 @@ class FailingChecksTest(TempDirCase):
         self.assertIn("expected 2 x 2 steps = 4", s["check_details"]["copy_count"])
 
     def gpu_decode_export(self, main_copy=False):
-        """basic_export's steps fed by a GPU decode stage: its ranges and copies on its own thread."""
+        """basic_export's steps fed by a GPU decode stage: its ranges and copies on its own
+        thread."""
         b = ExportBuilder()
         b.domain(1, "data_pipeline")
         b.range("capture_window", 1.0, 11.0)
@@ -176,9 +178,9 @@ class FailingChecksTest(TempDirCase):
 
     def test_a_graph_recorded_whole_is_device_activity(self):
         """Without --cuda-graph-trace=node, nsys records each replay as one graph execution
-        (CUPTI_ACTIVITY_KIND_GRAPH_TRACE) and none of its kernels: busy time, idle gaps, host stalls and
-        GPU time by phase count it as the node-traced capture counts its nodes (back to back here), and the
-        checks that need the kernels say so."""
+        (CUPTI_ACTIVITY_KIND_GRAPH_TRACE) and none of its kernels: busy time, idle gaps, host stalls
+        and GPU time by phase count it as the node-traced capture counts its nodes (back to back
+        here), and the checks that need the kernels say so."""
         report = {
             "capture": {"steps": 3},
             "steps": [],
@@ -319,7 +321,10 @@ class FailingChecksTest(TempDirCase):
 
     def test_layout_conversion(self):
         b = basic_export()
-        name = "void cudnn::ops::nchwToNhwcKernel<float, float, float, (bool)1, (bool)0, (cudnnKernelDataType_t)0>(cudnn::ops::nchw2nhwc_params_t<T3>, const T1 *, T2 *)"
+        name = (
+            "void cudnn::ops::nchwToNhwcKernel<float, float, float, (bool)1, (bool)0, "
+            "(cudnnKernelDataType_t)0>(cudnn::ops::nchw2nhwc_params_t<T3>, const T1 *, T2 *)"
+        )
         b.kernel(4.3, 4.4, name, launch_ms=4.2)  # launched in step 0
         b.kernel(9.5, 9.6, name, launch_ms=9.4)  # launched during the drain: not per step
         b.kernel(
@@ -338,8 +343,8 @@ class FailingChecksTest(TempDirCase):
 
 
 def stall_report(*specs, steps=4):
-    """A train_resnet50 run report of simulated_run()'s capture that injected specs ("PHASE@STEP:MS"), with
-    host step times (step 2 ~20 ms longer)."""
+    """A train_resnet50 run report of simulated_run()'s capture that injected specs
+    ("PHASE@STEP:MS"), with host step times (step 2 ~20 ms longer)."""
     return {
         "config": {"inject_stall": list(specs)},
         "capture": {"steps": steps},
@@ -348,7 +353,8 @@ def stall_report(*specs, steps=4):
 
 
 class CaptureCostCheckTest(TempDirCase):
-    """The check capture_cost: absent without untraced reports, passing at exactly 1 - max_slowdown."""
+    """The check capture_cost: absent without untraced reports, passing at exactly
+    1 - max_slowdown."""
 
     def check(self, traced_ips, untraced_ips, name, **kw):
         untraced = [("u%d.json" % i, tracer_cost_report(v)) for i, v in enumerate(untraced_ips)]
@@ -432,7 +438,8 @@ class InjectedStallsTest(TempDirCase):
             stalls,
             stall_report("forward@2:20", "zero_grad@3:3", "optimizer_step@1:10", "data_load@0:20"),
         )
-        # data_load@0 measures 20.55 ms (+2.75 %): from the window's start, no usual length to subtract.
+        # data_load@0 measures 20.55 ms (+2.75 %): from the window's start, no usual length to
+        # subtract.
         self.assertIs(ok, True, detail)
         self.assertIn("4 injected, 4 found within 5%", detail)
         self.assertIn("data_load@0:20: 20.550 ms (+2.8%", detail)

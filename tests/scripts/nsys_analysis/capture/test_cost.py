@@ -1,7 +1,8 @@
-"""Tests for scripts/nsys_analysis/capture/cost.py: summary.json's capture_cost on tracer_cost_export(), whose
-known answers its docstring gives: throughput traced vs untraced, host time per phase with and without the
-reports' phase_ms, runtime calls per named thread and step, the profiler's overhead by name, thread and
-phase, and the idle time the tracer explains, computed by hand.
+"""Tests for scripts/nsys_analysis/capture/cost.py: summary.json's capture_cost on
+tracer_cost_export(), whose known answers its docstring gives: throughput traced vs untraced, host
+time per phase with and without the reports' phase_ms, runtime calls per named thread and step, the
+profiler's overhead by name, thread and phase, and the idle time the tracer explains, computed by
+hand.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_cost.py
 """
@@ -89,10 +90,10 @@ class CaptureCostTest(TempDirCase):
         self.assertEqual(
             [units[t] for t in ("train_resnet50", "pt_autograd_0", "tid 200")], [None, None, None]
         )
-        # A stage one batch ahead: a fourth gpu_decode inside the window with the same 11 calls, one nested
-        # range, an empty range, and a range across the window's end that holds a call. Per step 45 / 3;
-        # inside the units still 11 a unit (the range across the end is not counted, its call is still the
-        # thread's: 45 / 4 per unit in all).
+        # A stage one batch ahead: a fourth gpu_decode inside the window with the same 11 calls, one
+        # nested range, an empty range, and a range across the window's end that holds a call. Per
+        # step 45 / 3; inside the units still 11 a unit (the range across the end is not counted,
+        # its call is still the thread's: 45 / 4 per unit in all).
         b = tracer_cost_export()
         b.range("gpu_decode", 10.0, 10.9, tid=STAGE, domain=1)
         b.range("resize_normalize", 10.5, 10.85, tid=STAGE, domain=1)
@@ -153,8 +154,8 @@ class CaptureCostTest(TempDirCase):
         s, c = self.cost()
         self.assertEqual(s["no_activity_pct"], 29.0)  # 21.3 ms busy of 30
         idle = c["idle_explained"]
-        # W = 30 ms, S = 3, B = 4, U = 500 images/s: W_u = 12 / 500 s = 24 ms; the tracer added 6 ms of
-        # the 8.7 ms without device activity.
+        # W = 30 ms, S = 3, B = 4, U = 500 images/s: W_u = 12 / 500 s = 24 ms; the tracer added 6 ms
+        # of the 8.7 ms without device activity.
         self.assertEqual(
             (idle["window_ms"], idle["steps"], idle["batch_size"], idle["untraced_images_per_s"]),
             (30.0, 3, 4, 500.0),
@@ -170,7 +171,8 @@ class CaptureCostTest(TempDirCase):
             (24.0, 6.0, 8.7, 6.0, 0.689655),
         )
         rows = {r["host_range"]: r for r in idle["by_host_range"]}
-        # backward's gaps: 3 x 0.1 ms; its host time grew 3.0 - 2.95 = 0.05 ms a step, 0.15 ms in 3 steps.
+        # backward's gaps: 3 x 0.1 ms; its host time grew 3.0 - 2.95 = 0.05 ms a step, 0.15 ms in 3
+        # steps.
         self.assertEqual((rows["backward"]["gaps"], rows["backward"]["host_idle_ms"]), (3, 0.3))
         self.assertEqual(
             (
@@ -290,7 +292,8 @@ class CaptureCostTest(TempDirCase):
             ),
             (8.0, 1.0, 1.0, None),
         )
-        # seed_workload.py's line has no per-step records at all: every phase unknown, the throughput kept.
+        # seed_workload.py's line has no per-step records at all: every phase unknown, the
+        # throughput kept.
         line = {"steps": 3, "images_per_s": 300.0, "batch_wait_s": 0.1}
         _, c = self.cost(report=line, untraced=[("u.json", {"steps": 3, "images_per_s": 500.0})])
         self.assertEqual(

@@ -1,5 +1,5 @@
-"""Tests for scripts/nsys_analysis/capture/export.py: what an nsys SQLite export yields when enum tables, range
-kinds or device tables vary, and that the test builder's schema is the real export's.
+"""Tests for scripts/nsys_analysis/capture/export.py: what an nsys SQLite export yields when enum
+tables, range kinds or device tables vary, and that the test builder's schema is the real export's.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_export.py
 """

@@ -1,5 +1,6 @@
-"""Tests for scripts/nsys_analysis/capture/figures.py: the sweep's figures, a capture's figures without CUDA data,
-figure 6 (GPU time per phase) with and without steps, and the ranks figure with and without steps to compare.
+"""Tests for scripts/nsys_analysis/capture/figures.py: the sweep's figures, a capture's figures
+without CUDA data, figure 6 (GPU time per phase) with and without steps, and the ranks figure with
+and without steps to compare.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_figures.py
 """
@@ -48,7 +49,8 @@ class FigureTest(TempDirCase):
         )
 
     def test_figures_of_graphs_recorded_whole(self):
-        # Replays recorded whole draw in the kernels' lane (figure 3) and in graph_replay (figure 6).
+        # Replays recorded whole draw in the kernels' lane (figure 3) and in graph_replay
+        # (figure 6).
         ex = load_export(graph_run(node_trace=False).write(os.path.join(self.tmp, "whole.sqlite")))
         paths = write_outputs(compute_summary(ex), ex, os.path.join(self.tmp, "out"))
         for p in paths:

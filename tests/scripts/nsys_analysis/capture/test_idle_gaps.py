@@ -1,6 +1,6 @@
-"""Tests for scripts/nsys_analysis/capture/idle_gaps.py: the device's idle gaps by cause, length and host range, and
-the host stalls (host-caused gaps >= 1 ms in the step's work, attributed to a step and phase) of simulated
-runs with known stalls and of the real export with a stall written into it.
+"""Tests for scripts/nsys_analysis/capture/idle_gaps.py: the device's idle gaps by cause, length and
+host range, and the host stalls (host-caused gaps >= 1 ms in the step's work, attributed to a step
+and phase) of simulated runs with known stalls and of the real export with a stall written into it.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_idle_gaps.py
 """
@@ -28,8 +28,9 @@ class IdleGapTest(TempDirCase):
         s = self.summarize(basic_export())
         g = s["idle_gaps"]
         # Gaps: [1.5, 2.6] and [4.2, 6.2] end at uncorrelated copies; [6.45, 6.6] ends at a kernel
-        # launched at 6.55 (inside h2d_submit); [8.0, 8.1] at a D2D copy; [8.2, 10.5] at a kernel the
-        # autograd thread launched at 8.5 (that thread has no ranges: backward, from any thread).
+        # launched at 6.55 (inside h2d_submit); [8.0, 8.1] at a D2D copy; [8.2, 10.5] at a kernel
+        # the autograd thread launched at 8.5 (that thread has no ranges: backward, from any
+        # thread).
         self.assertEqual(g["count"], 5)
         self.assertAlmostEqual(g["total_ms"], 10.0 - s["device_busy_ms"], places=6)
         self.assertEqual(
@@ -119,7 +120,8 @@ def stall_rows(s):
 
 class HostStallTest(TempDirCase):
     def test_no_stall(self):
-        # The device catches up with the host (host gaps, the window's first 0.56 ms), by less than 1 ms.
+        # The device catches up with the host (host gaps, the window's first 0.56 ms), by less than
+        # 1 ms.
         s = self.summarize(simulated_run())
         self.assertEqual(s["host_stalls"], [])
         self.assertEqual(s["idle_gaps"]["largest"][1]["gap_ms"], 0.56)
@@ -130,8 +132,8 @@ class HostStallTest(TempDirCase):
 
     def test_stall_in_backward(self):
         # simulated_run()'s known answers for 20 ms at the start of backward in step 2: the device
-        # drains 0.4 ms of forward first (gap 19.6 ms); the host's threads make no call for 20.449 ms,
-        # 0.449 ms of which they spend without calls at that place in every step.
+        # drains 0.4 ms of forward first (gap 19.6 ms); the host's threads make no call for
+        # 20.449 ms, 0.449 ms of which they spend without calls at that place in every step.
         s = self.summarize(simulated_run(stalls={("backward", 2): 20.0}))
         self.assertEqual(
             stall_rows(s), [(22.86, 19.6, 20.449, 0.449, 20.0, 20.459, 2, "backward", "backward")]
@@ -141,13 +143,15 @@ class HostStallTest(TempDirCase):
         md = render_markdown(s)
         self.assertIn("## Host stalls", md)
         self.assertIn(
-            "| 22.860 | 19.600 | 20.449 | 0.449 | 20.000 | 20.459 | 2 | backward | backward | elementwise |",
+            "| 22.860 | 19.600 | 20.449 | 0.449 | 20.000 | 20.459 | 2 | backward | backward | "
+            "elementwise |",
             md,
         )
 
     def test_decode_stage_work_does_not_split_a_stall(self):
-        # The GPU decode stage's kernels run during the stall: the device is not idle for 19.6 ms at once
-        # (idle_gaps sees 1.8 ms pieces), but the step's work still waited 19.6 ms for the host.
+        # The GPU decode stage's kernels run during the stall: the device is not idle for 19.6 ms at
+        # once (idle_gaps sees 1.8 ms pieces), but the step's work still waited 19.6 ms for the
+        # host.
         s = self.summarize(simulated_run(stalls={("backward", 2): 20.0}, decode_stage=True))
         self.assertEqual(
             stall_rows(s), [(22.86, 19.6, 20.449, 0.449, 20.0, 20.459, 2, "backward", "backward")]
@@ -167,13 +171,14 @@ class HostStallTest(TempDirCase):
             )
         )
         rows = stall_rows(s)
-        # Step 0: the window's first gap; its quiet interval starts with the window (no call before it),
-        # so no usual length is subtracted: 0.2 ms before the step and 0.35 ms to the first copy count.
+        # Step 0: the window's first gap; its quiet interval starts with the window (no call before
+        # it), so no usual length is subtracted: 0.2 ms before the step and 0.35 ms to the first
+        # copy count.
         self.assertEqual(rows[0], (0.0, 20.56, 20.55, None, 20.55, 20.56, 0, "data_load", None))
         self.assertEqual(rows[1][6:8], (1, "optimizer_step"))
         self.assertAlmostEqual(rows[1][4], 10.0, places=6)
-        # The device had drained before forward began: the gap starts in h2d_submit, the host's stall
-        # (and so the phase) is forward's.
+        # The device had drained before forward began: the gap starts in h2d_submit, the host's
+        # stall (and so the phase) is forward's.
         self.assertEqual(rows[2][6:], (2, "forward", "h2d_submit"))
         self.assertAlmostEqual(rows[2][4], 20.0, places=6)
         self.assertEqual(rows[3][6:8], (3, "zero_grad"))
@@ -230,9 +235,10 @@ class RealFixtureStallTest(RealFixtureCase):
         )
 
     def test_a_stall_written_into_the_real_export(self):
-        # 20 ms of host sleep 1 us into backward of step 5 (autograd's thread launches backward): the
-        # device first drains ~12 ms of queued work, the host's quiet interval holds the sleep plus the
-        # ~0.9 ms it usually spends there without runtime calls (zero_grad, the hand-off to autograd).
+        # 20 ms of host sleep 1 us into backward of step 5 (autograd's thread launches backward):
+        # the device first drains ~12 ms of queued work, the host's quiet interval holds the sleep
+        # plus the ~0.9 ms it usually spends there without runtime calls (zero_grad, the hand-off to
+        # autograd).
         path = os.path.join(self.tmp, "stalled.sqlite")
         shutil.copy(self.export, path)
         inject_stall(path, first_phase(self.ex, "backward", 5).start + 1000, 20 * 1000000)

@@ -1,4 +1,5 @@
-"""Tests for scripts/nsys_analysis/capture/kernels.py: which kernel names are layout conversions, and short labels.
+"""Tests for scripts/nsys_analysis/capture/kernels.py: which kernel names are layout conversions,
+and short labels.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_kernels.py
 """
@@ -29,7 +30,8 @@ class LayoutPatternTest(unittest.TestCase):
             "void transpose_nchw_nhwc<float>()",
         ]
         no = [
-            "void cudnn::engines_precompiled::convertTensor_kernel<float, float, float, (cudnnKernelDataType_t)2>()",
+            "void cudnn::engines_precompiled::convertTensor_kernel<float, float, float, "
+            "(cudnnKernelDataType_t)2>()",
             "void nhwcAddPaddingKernel<float, float, float, (bool)1, (cudnnKernelDataType_t)2>()",
             "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x32",
             "void cudnn::batchnorm_fwtr_nhwc_semiPersist<float>()",
@@ -43,7 +45,8 @@ class LayoutPatternTest(unittest.TestCase):
     def test_labels(self):
         names = [
             "void cudnn::batchnorm_bwtr_nhwc_semiPersist<float, (int)0>()",
-            "void at::native::vectorized_elementwise_kernel<(int)4, at::native::CUDAFunctor_add<float>>()",
+            "void at::native::vectorized_elementwise_kernel<(int)4, "
+            "at::native::CUDAFunctor_add<float>>()",
             "void cudnn::batchnorm_bwtr_nhwc_semiPersist<float, (int)1>()",
             "sm90_xmma_dgrad_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc",
             "void at::native::<unnamed>::multi_tensor_apply_kernel<TensorListMetadata<3>>()",
@@ -88,21 +91,24 @@ BN_ADD_RELU_BWD = (
     + "(bool)1, (int)2>(cudnn::NhwcBatchNormBwdParams<T1, T2>)"
 )
 RELU_BWD = (
-    "void at::native::vectorized_elementwise_kernel<(int)4, at::native::BinaryFunctor<float, float, float, "
-    "void at::native::threshold_kernel_impl<float>(at::TensorIteratorBase &, T1, T1)::[lambda(float, float) "
-    "(instance 1)]>, std::array<char *, (unsigned long)3>>(int, T2, T3)"
+    "void at::native::vectorized_elementwise_kernel<(int)4, "
+    "at::native::BinaryFunctor<float, float, float, "
+    "void at::native::threshold_kernel_impl<float>(at::TensorIteratorBase &, T1, T1)"
+    "::[lambda(float, float) (instance 1)]>, std::array<char *, (unsigned long)3>>(int, T2, T3)"
 )
 ADD = (
-    "void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add<c10::BFloat16>, "
-    "std::array<char *, (unsigned long)3>>(int, T2, T3)"
+    "void at::native::vectorized_elementwise_kernel<(int)8, "
+    "at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char *, (unsigned long)3>>(int, T2, T3)"
 )
 MAXPOOL_BWD = (
-    "void at::native::<unnamed>::max_pool_backward_nhwc<c10::BFloat16, float>(const T1 *, const long *, "
+    "void at::native::<unnamed>::max_pool_backward_nhwc<c10::BFloat16, float>("
+    "const T1 *, const long *, "
     "int, long, long, int, int, int, int, int, int, int, int, int, int, int, int, int, int, T1 *)"
 )
 CAST = (
-    "void at::native::vectorized_elementwise_kernel<(int)4, at::native::<unnamed>::direct_copy_kernel_cuda("
-    "at::TensorIteratorBase &)::[lambda() (instance 3)]::operator ()() const::[lambda() (instance 12)]::operator ()"
+    "void at::native::vectorized_elementwise_kernel<(int)4, "
+    "at::native::<unnamed>::direct_copy_kernel_cuda(at::TensorIteratorBase &)"
+    "::[lambda() (instance 3)]::operator ()() const::[lambda() (instance 12)]::operator ()"
     "() const::[lambda(float) (instance 1)], std::array<char *, (unsigned long)2>>(int, T2, T3)"
 )
 NVJET = "nvjet_sm90_tst_256x128_64x4_"
@@ -168,24 +174,28 @@ class FusedBatchNormKernelTest(unittest.TestCase):
 
     def test_other_convolution_algorithms_and_gemv(self):
         names = {
-            "void cudnn::winograd_nonfused::winogradForwardData4x4<float, float>(cudnn::winograd_nonfused::"
-            "WinogradDataParams<float, float>)": ("conv winograd", "convolution"),
-            "void fft2d_r2c_32x32<float, false, 1u, false>(float2 *, const float *, int, int, int, int, int, int, "
-            "int, int, int, cudnn::reduced_divisor, bool, int2, int, int)": (
+            "void cudnn::winograd_nonfused::winogradForwardData4x4<float, float>"
+            "(cudnn::winograd_nonfused::WinogradDataParams<float, float>)": (
+                "conv winograd",
+                "convolution",
+            ),
+            "void fft2d_r2c_32x32<float, false, 1u, false>(float2 *, const float *, "
+            "int, int, int, int, int, int, int, int, int, "
+            "cudnn::reduced_divisor, bool, int2, int, int)": (
                 "conv FFT",
                 "convolution",
             ),
-            "void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, false, "
-            "cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<const float>, "
-            "cublasGemvTensorStridedBatched<const float>, cublasGemvTensorStridedBatched<float>, float>>"
-            "(T13, T6, T6)": ("GEMM", "GEMM"),
+            "void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, "
+            "false, false, cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<const float>, "
+            "cublasGemvTensorStridedBatched<const float>, cublasGemvTensorStridedBatched<float>, "
+            "float>>(T13, T6, T6)": ("GEMM", "GEMM"),
         }
         for name, (label, family) in names.items():
             self.assertEqual((short_kernel_label(name), kernel_family(name)), (label, family), name)
 
     def test_cublas_nvjet_kernels_are_gemms(self):
-        # The bf16 step on the H200 (cuDNN 9.19) launches cuBLAS nvJet GEMMs named so at the start (the
-        # rest of the name was cut by the short label that capture was read with).
+        # The bf16 step on the H200 (cuDNN 9.19) launches cuBLAS nvJet GEMMs named so at the start
+        # (the rest of the name was cut by the short label that capture was read with).
         self.assertEqual(short_kernel_label(NVJET), "GEMM")
         self.assertEqual(kernel_family(NVJET), "GEMM")
 

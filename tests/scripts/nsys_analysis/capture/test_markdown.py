@@ -1,6 +1,6 @@
-"""Tests for scripts/nsys_analysis/capture/markdown.py's capture-cost parts: summary.md opens with the
-tracer-bound paragraph only when the capture is tracer-bound, and always has its "Capture cost" section;
-repeats.md of several captures.
+"""Tests for scripts/nsys_analysis/capture/markdown.py's capture-cost parts: summary.md opens with
+the tracer-bound paragraph only when the capture is tracer-bound, and always has its "Capture cost"
+section; repeats.md of several captures.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_markdown.py
 """
@@ -15,12 +15,13 @@ UNTRACED = [
     ("u2.json", tracer_cost_report(520.0, 8.2, 2.6, 2.95)),
 ]
 PARAGRAPH = (
-    "**The capture is tracer-bound:** traced 400 images/s, 0.80x the untraced 500 images/s (median of 2 untraced "
-    "runs; the allowed slowdown is 10%). Nsight Systems' CUDA tracing, not the input pipeline, set this run's pace: "
-    "trust the untraced figures for throughput and the capture for order and overlap. The tracer explains about "
-    "6.0 ms (69%) of the window's 8.7 ms without device activity. In the window, thread loader/gpu made 11 CUDA "
-    "runtime calls a step (0.092 ms inside them, traced), the main thread (train_resnet50) 2 (0.002 ms), thread "
-    "pt_autograd_0 1 (0.001 ms). The profiler's own overhead inside the window: 3.4 ms in 5 rows."
+    "**The capture is tracer-bound:** traced 400 images/s, 0.80x the untraced 500 images/s (median "
+    "of 2 untraced runs; the allowed slowdown is 10%). Nsight Systems' CUDA tracing, not the input "
+    "pipeline, set this run's pace: trust the untraced figures for throughput and the capture for "
+    "order and overlap. The tracer explains about 6.0 ms (69%) of the window's 8.7 ms without "
+    "device activity. In the window, thread loader/gpu made 11 CUDA runtime calls a step (0.092 ms "
+    "inside them, traced), the main thread (train_resnet50) 2 (0.002 ms), thread pt_autograd_0 1 "
+    "(0.001 ms). The profiler's own overhead inside the window: 3.4 ms in 5 rows."
 )
 
 

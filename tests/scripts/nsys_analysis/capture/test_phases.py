@@ -1,6 +1,7 @@
-"""Tests for scripts/nsys_analysis/capture/phases.py: the step-level phases of the main thread, and the device time
-of the work launched in each (from the main thread, autograd's thread, the GPU decode stage) on a tiny
-export with known intervals and on the real nsys 2025.3 export in tests/fixtures/nsys/.
+"""Tests for scripts/nsys_analysis/capture/phases.py: the step-level phases of the main thread, and
+the device time of the work launched in each (from the main thread, autograd's thread, the GPU
+decode stage) on a tiny export with known intervals and on the real nsys 2025.3 export in
+tests/fixtures/nsys/.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_phases.py
 """
@@ -27,8 +28,8 @@ class StepPhasesTest(TempDirCase):
         ex = load_export(self.build(phase_export()))
         window = find_window(ex.ranges)
         phases = step_phases(ex.ranges, window.steps)
-        # batch_wait and h2d_submit (in data_load) and the layer range conv1 (in forward) are not phases;
-        # step 1 has no zero_grad; capture_drain lies outside every step.
+        # batch_wait and h2d_submit (in data_load) and the layer range conv1 (in forward) are not
+        # phases; step 1 has no zero_grad; capture_drain lies outside every step.
         self.assertEqual(
             [(p.step, p.name, p.start / 1e6, p.end / 1e6) for p in phases],
             [
@@ -132,11 +133,11 @@ class GpuTimeByPhaseTest(TempDirCase):
         self.assertEqual(s["device_busy_ms"], 9.4)
 
     def test_basic_export(self):
-        # basic_export(): copies and a memset without launch records (0.4 + 0.2 + 0.3 + 0.2 + 0.15 + 0.1
-        # ms), forward's kernels (1.0 + 0.3 in step 0; 1.4 in step 1, launched at 6.55 ms, just after
-        # data_load), the autograd thread's kernel in step 1's backward (clipped to the window's end:
-        # 0.5), a kernel launched before the steps (clipped to the window's start: 0.5); the one after
-        # the window does not count.
+        # basic_export(): copies and a memset without launch records (0.4 + 0.2 + 0.3 + 0.2 + 0.15 +
+        # 0.1 ms), forward's kernels (1.0 + 0.3 in step 0; 1.4 in step 1, launched at 6.55 ms, just
+        # after data_load), the autograd thread's kernel in step 1's backward (clipped to the
+        # window's end: 0.5), a kernel launched before the steps (clipped to the window's start:
+        # 0.5); the one after the window does not count.
         s = self.summarize(basic_export())
         self.assertEqual(
             dict(s["gpu_time_by_phase_ms"]),

@@ -1,6 +1,7 @@
-"""Tests for scripts/nsys_analysis/capture/ranks.py: NCCL kernels per step, exposed communication, stragglers and
-the cross-rank checks, on synthetic per-rank exports with known answers (nsys_exports.rank_export), and
-invariants of the real data-parallel capture once it is in tests/fixtures/nsys/.
+"""Tests for scripts/nsys_analysis/capture/ranks.py: NCCL kernels per step, exposed communication,
+stragglers and the cross-rank checks, on synthetic per-rank exports with known answers
+(nsys_exports.rank_export), and invariants of the real data-parallel capture once it is in
+tests/fixtures/nsys/.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_ranks.py
 """
@@ -36,8 +37,8 @@ class RanksCase(TempDirCase):
         return ex, rank_comm(rank, ex)
 
     def two_ranks(self, **kw):
-        """RankComms, summaries and reports of rank_export(0) and rank_export(1) (defaults: rank 1 late by
-        5 ms in step 2)."""
+        """RankComms, summaries and reports of rank_export(0) and rank_export(1) (defaults: rank 1
+        late by 5 ms in step 2)."""
         comms, summaries, reports = [], [], []
         for rank in (0, 1):
             ex, comm = self.load(rank_export(rank, **kw), rank)
@@ -226,7 +227,8 @@ class ComputeRanksTest(RanksCase):
 
 
 class GraphRanksTest(RanksCase):
-    """--cuda-graph under torchrun: every kernel of a step, NCCL's included, replayed from one graph."""
+    """--cuda-graph under torchrun: every kernel of a step, NCCL's included, replayed from one
+    graph."""
 
     def graph_ranks(self, node_trace=True):
         comms, summaries = [], []
@@ -263,11 +265,12 @@ class GraphRanksTest(RanksCase):
         self.assertTrue(r["all_checks_pass"])
 
     def test_nccl_kernels_of_a_replay_count_in_the_step_that_launched_it(self):
-        # The device runs a replay after its step's host span has ended: attribution follows the launch.
+        # The device runs a replay after its step's host span has ended: attribution follows the
+        # launch.
         b = rank_export(0, late_ms=0.0, graph=True)
         t = rank_clock_ms(0)
-        # A second replay launched in step 1's graph_replay [23, 23.2], its all-reduce run after the step's
-        # host span [21, 33] and before step 2's [41, 53].
+        # A second replay launched in step 1's graph_replay [23, 23.2], its all-reduce run after the
+        # step's host span [21, 33] and before step 2's [41, 53].
         b.graph_launch(t + 23.1, [(t + 35.0, t + 36.0, NCCL_KERNEL, NCCL_STREAM)])
         _, comm = self.load(b, 0, "late.rank0.sqlite")
         self.assertEqual(comm.nccl_count, [1, 2, 1])
@@ -307,7 +310,8 @@ class RankLabelTest(unittest.TestCase):
 
 
 class RealRanksFixtureTest(RealRanksFixtureCase):
-    """Invariants any healthy data-parallel capture keeps (the exact numbers are the fixture's own)."""
+    """Invariants any healthy data-parallel capture keeps (the exact numbers are the fixture's
+    own)."""
 
     def test_invariants(self):
         comms, summaries, reports = [], [], []

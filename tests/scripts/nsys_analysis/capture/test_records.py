@@ -1,8 +1,8 @@
-"""Tests for scripts/nsys_analysis/capture/records.py: its NVTX range names and domains are the ones the C++
-program emits. The C++ side's names are read from its headers, the `kName = "text"` string constants of
-lib/device/nvtx.h (the training step's tree, the ddp and inject_stall domains; lib/nvtx.h in trees from
-before lib/ had sub-folders) and data_pipeline/nvtx_domain.h (the loader's domain and its ranges, the GPU
-decode stage's). Renaming a range on one side only fails here.
+"""Tests for scripts/nsys_analysis/capture/records.py: its NVTX range names and domains are the ones
+the C++ program emits. The C++ side's names are read from its headers, the `kName = "text"` string
+constants of lib/device/nvtx.h (the training step's tree, the ddp and inject_stall domains;
+lib/nvtx.h in trees from before lib/ had sub-folders) and data_pipeline/nvtx_domain.h (the loader's
+domain and its ranges, the GPU decode stage's). Renaming a range on one side only fails here.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_records.py
 """
@@ -33,20 +33,24 @@ NOT_RANGES = {
 }
 # Ranges the C++ side emits that the analysis does not look up by name, and why.
 NOT_NEEDED = {
-    "capture_drain": "the drain after the last step: the analysis measures it from the last step's end to the "
-    "device's last activity, and charges launches in it to OUTSIDE (phases.OTHER_BUCKETS)",
-    "graph_capture": "the one --cuda-graph capture, after warm-up and before capture_window: never inside the "
-    "window the analysis reads",
-    "load_batch": "a loader worker's range: listed by (domain, name) in summary.md's other-domains table",
+    "capture_drain": "the drain after the last step: the analysis measures it from the last step's "
+    "end to the device's last activity, and charges launches in it to OUTSIDE "
+    "(phases.OTHER_BUCKETS)",
+    "graph_capture": "the one --cuda-graph capture, after warm-up and before capture_window: never "
+    "inside the window the analysis reads",
+    "load_batch": "a loader worker's range: listed by (domain, name) in summary.md's "
+    "other-domains table",
     "load_sample": "a loader worker's range: listed by (domain, name) like load_batch",
     "reuse_fence": "a loader worker's wait for a slot: listed by (domain, name) like load_batch",
-    "broadcast_buffers": "a ddp-domain range inside forward: listed by (domain, name); ranks.py reads NCCL "
-    "kernels, not these ranges",
+    "broadcast_buffers": "a ddp-domain range inside forward: listed by (domain, name); ranks.py "
+    "reads NCCL kernels, not these ranges",
     "rebuild_buckets": "a ddp-domain range inside forward: listed by (domain, name)",
     "stop_agreement": "a ddp-domain range at a step boundary: listed by (domain, name)",
     "capture_barrier": "a ddp-domain range before the capture starts: outside the window",
-    "ddp": "the ddp domain: its ranges are listed by (domain, name), never counted as steps or phases",
-    "inject_stall": "the --inject-stall range: found by its domain (records.STALL_DOMAIN), whose name it shares",
+    "ddp": "the ddp domain: its ranges are listed by (domain, name), never counted as steps or "
+    "phases",
+    "inject_stall": "the --inject-stall range: found by its domain (records.STALL_DOMAIN), whose "
+    "name it shares",
 }
 # The training step's tree and the GPU stage's ranges: each must be a name of the C++ side, and in
 # records.py or NOT_NEEDED.
@@ -73,7 +77,8 @@ STEP_TREE = (
 
 
 def header_constants():
-    """{constant: text} of the C++ headers' string constants; fails naming the headers when one is absent."""
+    """{constant: text} of the C++ headers' string constants; fails naming the headers when one is
+    absent."""
     step = next((h for h in STEP_HEADERS if os.path.isfile(os.path.join(REPO, h))), None)
     if step is None:
         raise AssertionError(
@@ -94,7 +99,8 @@ def header_constants():
 
 
 def records_names():
-    """{NAME: text} of records.py's NVTX names: its upper-case str constants, and each text of its tuples."""
+    """{NAME: text} of records.py's NVTX names: its upper-case str constants, and each text of its
+    tuples."""
     out = {}
     for name, value in vars(records).items():
         if not name.isupper() or name in NOT_NVTX:
@@ -146,8 +152,8 @@ class RangeNamesTest(unittest.TestCase):
             with self.subTest(cpp=text):
                 self.assertTrue(
                     text in known or text in NOT_NEEDED,
-                    "the C++ side emits %r: name it in records.py, or list it in this test's NOT_NEEDED "
-                    "with the reason the analysis does not need it" % text,
+                    "the C++ side emits %r: name it in records.py, or list it in this test's "
+                    "NOT_NEEDED with the reason the analysis does not need it" % text,
                 )
 
     def test_the_step_tree(self):

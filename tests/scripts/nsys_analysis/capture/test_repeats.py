@@ -1,5 +1,5 @@
-"""Tests for scripts/nsys_analysis/capture/repeats.py: the median capture (the lower middle one of an even
-count), the spread of a figure, and repeats.json's figures and check counts over captures of
+"""Tests for scripts/nsys_analysis/capture/repeats.py: the median capture (the lower middle one of
+an even count), the spread of a figure, and repeats.json's figures and check counts over captures of
 tracer_cost_export() with their reports.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_repeats.py

@@ -1,5 +1,5 @@
-"""Tests for scripts/nsys_analysis/capture/report.py: train_resnet50's report, seed_workload.py's line in a log,
-and a file with neither.
+"""Tests for scripts/nsys_analysis/capture/report.py: train_resnet50's report, seed_workload.py's
+line in a log, and a file with neither.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_report.py
 """

@@ -1,5 +1,5 @@
-"""Tests for scripts/nsys_analysis/capture/summary.py: every summary.json number of a tiny export built with known
-intervals, and known values of the real nsys 2025.3 export in tests/fixtures/nsys/.
+"""Tests for scripts/nsys_analysis/capture/summary.py: every summary.json number of a tiny export
+built with known intervals, and known values of the real nsys 2025.3 export in tests/fixtures/nsys/.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_summary.py
 """
@@ -143,7 +143,8 @@ class RealFixtureTest(RealFixtureCase):
         self.assertEqual(s["phase_totals_ms"]["batch_wait"], 1.372762)
         self.assertEqual(s["batch_wait_total_ms"], 1.372762)
         self.assertEqual(s["h2d_submit_total_ms"], 5.794361)
-        # cuda_gpu_kern_sum.csv's first row; cuda_api_sum.csv's one cudaDeviceSynchronize (the drain).
+        # cuda_gpu_kern_sum.csv's first row; cuda_api_sum.csv's one cudaDeviceSynchronize (the
+        # drain).
         self.assertEqual(
             (s["top_kernels"][0]["launches"], s["top_kernels"][0]["total_ms"]), (200, 44.112756)
         )

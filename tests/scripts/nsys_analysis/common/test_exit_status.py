@@ -1,7 +1,7 @@
 """Tests for scripts/nsys_analysis/common/exit_status.py against the project's one table of exit
 statuses: the README's "Exit statuses" (which tests/lib/core/exit_status_test.cpp checks against
-lib/core/exit_status.cpp, row for row). Each constant the scripts return is a status of that table, for
-the scripts that return it."""
+lib/core/exit_status.cpp, row for row). Each constant the scripts return is a status of that table,
+for the scripts that return it."""
 
 import contextlib
 import io

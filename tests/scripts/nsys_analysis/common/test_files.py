@@ -1,8 +1,8 @@
-"""Tests for scripts/nsys_analysis/common/files.py: an output's symlink is followed (the target written, the
-staging file beside the target, the link kept), a FIFO is refused and left as it is, /dev/null is written
-in place and stays a character device, a regular file is replaced atomically with its mode kept, nothing
-is left behind by a failed write, a directory named like a staging file is no obstacle; and the up-front
-checks of inputs and outputs name the flag and the path.
+"""Tests for scripts/nsys_analysis/common/files.py: an output's symlink is followed (the target
+written, the staging file beside the target, the link kept), a FIFO is refused and left as it is,
+/dev/null is written in place and stays a character device, a regular file is replaced atomically
+with its mode kept, nothing is left behind by a failed write, a directory named like a staging file
+is no obstacle; and the up-front checks of inputs and outputs name the flag and the path.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/common/test_files.py
 """

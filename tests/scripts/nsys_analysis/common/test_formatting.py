@@ -1,5 +1,5 @@
-"""Tests for scripts/nsys_analysis/common/formatting.py: the one number formatter of summary.md, sweep.md and
-benchmarks.py's tables, in each of their conventions."""
+"""Tests for scripts/nsys_analysis/common/formatting.py: the one number formatter of summary.md,
+sweep.md and benchmarks.py's tables, in each of their conventions."""
 
 import unittest
 
@@ -17,7 +17,8 @@ class FmtTest(unittest.TestCase):
         self.assertEqual(fmt("span of torch_step ranges"), "span of torch_step ranges")
 
     def test_table_convention(self):
-        # sweep.md and benchmarks.py: integers written like floats, their own text for a missing value.
+        # sweep.md and benchmarks.py: integers written like floats, their own text for a missing
+        # value.
         self.assertEqual(fmt(2864, 1, "–", ints_exact=False), "2864.0")
         self.assertEqual(fmt(2864.06, 1, "–", ints_exact=False), "2864.1")
         self.assertEqual(fmt(None, 1, "–", ints_exact=False), "–")

@@ -1,6 +1,6 @@
-"""Tests for scripts/nsys_analysis/common/runner.py: the time limit holds (also while output streams), a timeout
-stops every process the command started, output lines arrive as they are written, and a command that
-cannot start is reported, not raised.
+"""Tests for scripts/nsys_analysis/common/runner.py: the time limit holds (also while output
+streams), a timeout stops every process the command started, output lines arrive as they are
+written, and a command that cannot start is reported, not raised.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/common/test_runner.py
 """
@@ -24,7 +24,8 @@ class RunnerCase(ScratchCase):
         self.log = os.path.join(self.tmp, "run.log")
 
     def pids(self, *names):
-        """The pids the command wrote into tmp/NAME files, killed at the end of the test whatever happens."""
+        """The pids the command wrote into tmp/NAME files, killed at the end of the test whatever
+        happens."""
         out = []
         for name in names:
             with open(os.path.join(self.tmp, name)) as f:
@@ -110,7 +111,8 @@ class TimeoutTest(RunnerCase):
         grace = runner.TERM_GRACE_S
         runner.TERM_GRACE_S = 0.5
         self.addCleanup(setattr, runner, "TERM_GRACE_S", grace)
-        # An ignored signal stays ignored across fork and exec: neither sh nor its sleep stops on SIGTERM.
+        # An ignored signal stays ignored across fork and exec: neither sh nor its sleep stops on
+        # SIGTERM.
         cmd = self.sh("trap '' TERM; echo $$ > leader; sleep 30 & echo $! > child; wait")
         r = runner.run(cmd, self.log, timeout=1)
         self.assertEqual(r.status, runner.TIMEOUT)

@@ -1,7 +1,8 @@
 """Tests for scripts/nsys_analysis/sweep/plan.py: the article's configurations, configuration files,
 one run's train_resnet50 arguments and the shuffled plan.
 
-Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/sweep/test_plan.py   (all tests: scripts/python_tests.sh)
+Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/sweep/test_plan.py
+(all tests: scripts/python_tests.sh)
 """
 
 import json

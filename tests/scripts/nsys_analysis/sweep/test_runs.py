@@ -1,7 +1,8 @@
-"""Tests for scripts/nsys_analysis/sweep/runs.py: the report checks, one run's outcome (with a stand-in
-for train_resnet50) and the result.json form that --resume reads back.
+"""Tests for scripts/nsys_analysis/sweep/runs.py: the report checks, one run's outcome (with a
+stand-in for train_resnet50) and the result.json form that --resume reads back.
 
-Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/sweep/test_runs.py   (all tests: scripts/python_tests.sh)
+Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/sweep/test_runs.py
+(all tests: scripts/python_tests.sh)
 """
 
 import json
@@ -23,7 +24,8 @@ steps, workers = int(opt("--steps")), int(opt("--workers"))
 if workers != 9:
     n = steps - 1 if workers == 7 else steps
     json.dump({"capture": {"steps": n, "images_per_s": 500.0},
-               "steps": [{"index": i, "batch_wait_ms": 1.0 + i, "h2d_submit_ms": 0.5} for i in range(n)]},
+               "steps": [{"index": i, "batch_wait_ms": 1.0 + i, "h2d_submit_ms": 0.5}
+                         for i in range(n)]},
               open(opt("--report"), "w"))
 """
 

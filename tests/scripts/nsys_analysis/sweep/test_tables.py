@@ -1,5 +1,6 @@
-"""Tests for scripts/nsys_analysis/sweep/tables.py: the per-configuration rows (per-seed values, means
-of the aggregated runs, notes), sweep.md, runs.csv and the CSV form, on hand-made run outcomes.
+"""Tests for scripts/nsys_analysis/sweep/tables.py: the per-configuration rows (per-seed values,
+means of the aggregated runs, notes), sweep.md, runs.csv and the CSV form, on hand-made run
+outcomes.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/sweep/test_tables.py
 """
@@ -97,7 +98,8 @@ class SweepTablesTest(unittest.TestCase):
             md,
         )
         self.assertIn(
-            "Arguments added to every run (they override the configurations' flags): `--device cpu`.",
+            "Arguments added to every run (they override the configurations' flags): "
+            "`--device cpu`.",
             md,
         )
         self.assertIn(
@@ -151,7 +153,8 @@ class SweepTablesTest(unittest.TestCase):
             [(r["untraced_images_per_s"], r["tracer_bound"]) for r in run_rows(results)],
             [(1000.0, True), (950.0, False)],
         )
-        # --no-nsys: every run is untraced already, and --no-untraced has none: no such columns' values.
+        # --no-nsys: every run is untraced already, and --no-untraced has none: no such columns'
+        # values.
         for other in (
             SweepSettings(out="out", binary="train", no_nsys=True),
             SweepSettings(out="out", binary="train", untraced=False),

@@ -8,7 +8,7 @@
 #include "lib/core/output_file.h"
 #include "lib/core/stop_request.h"
 #include "lib/core/version.h"
-#include "lib/dist/data_parallel.h"
+#include "lib/distributed/data_parallel.h"
 #include "lib/report/step_summary.h"
 
 namespace workload {

@@ -19,8 +19,8 @@
 
 #include "data_pipeline/data_error.h"
 #include "lib/core/build_features.h"
-#include "lib/dist/data_parallel.h"
-#include "lib/dist/distributed.h"
+#include "lib/distributed/data_parallel.h"
+#include "lib/distributed/distributed.h"
 #include "lib/input/synthetic_input.h"
 #include "lib/report/report.h"
 #include "tests/support/test_util.h"

@@ -1,6 +1,6 @@
 // One rank's rendezvous: the store reached (or served), every rank joined, the process group
 // created, each stage bounded by --dist-timeout-s and its failure the user's error. Internal to
-// lib/dist (c10d).
+// lib/distributed (c10d).
 #pragma once
 
 #include <chrono>
@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "lib/config/train_config.h"
-#include "lib/dist/detail/c10d_store.h"
-#include "lib/dist/detail/group_abort.h"
-#include "lib/dist/dist_env.h"
-#include "lib/dist/dist_watchdog.h"
+#include "lib/distributed/detail/c10d_store.h"
+#include "lib/distributed/detail/group_abort.h"
+#include "lib/distributed/launch_env.h"
+#include "lib/distributed/watchdog.h"
 
 namespace workload::detail {
 

@@ -4,7 +4,7 @@
 // trees, and every failure ends every rank with a message, never a hang. On GPUs (NCCL): what a
 // data-parallel CUDA graph captures of c10d (one rank), and two ranks replaying the graph of the
 // DDP step in sync and training as eager DDP (two GPUs; skipped with fewer).
-#include "lib/dist/distributed.h"
+#include "lib/distributed/distributed.h"
 
 #include <gtest/gtest.h>
 
@@ -23,8 +23,8 @@
 
 #include "lib/core/build_features.h"
 #include "lib/device/cuda_device.h"
-#include "lib/dist/data_parallel.h"
-#include "tests/lib/dist/dist_model.h"
+#include "lib/distributed/data_parallel.h"
+#include "tests/lib/distributed/distributed_model.h"
 #include "tests/support/test_util.h"
 
 #if defined(WORKLOAD_TORCH_CUDA) && TORCH_VERSION_MAJOR >= 2

@@ -1,5 +1,6 @@
-// torchrun's environment, read and checked, and the per-rank output naming (lib/dist/dist_env.h).
-#include "lib/dist/dist_env.h"
+// torchrun's environment, read and checked, and the per-rank output naming
+// (lib/distributed/launch_env.h).
+#include "lib/distributed/launch_env.h"
 
 #include <cerrno>
 #include <climits>

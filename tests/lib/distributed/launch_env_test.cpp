@@ -1,6 +1,6 @@
 // Tests for reading torchrun's environment (every bad value names its variable) and the per-rank
 // report names.
-#include "lib/dist/dist_env.h"
+#include "lib/distributed/launch_env.h"
 
 #include <gtest/gtest.h>
 

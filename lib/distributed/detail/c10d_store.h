@@ -1,6 +1,7 @@
-// The c10d side of lib/dist shared by its units: the run's store (its prefix and options in one
-// place), the heartbeat's operations on it, a rank's process group, and the bytes and messages of
-// c10d's API. Included only by lib/dist's own sources built with c10d (WORKLOAD_HAVE_C10D).
+// The c10d side of lib/distributed shared by its units: the run's store (its prefix and options in
+// one place), the heartbeat's operations on it, a rank's process group, and the bytes and messages
+// of c10d's API. Included only by lib/distributed's own sources built with c10d
+// (WORKLOAD_HAVE_C10D).
 #pragma once
 
 #include <torch/types.h>
@@ -14,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "lib/dist/dist_env.h"
-#include "lib/dist/dist_watchdog.h"
+#include "lib/distributed/launch_env.h"
+#include "lib/distributed/watchdog.h"
 
 namespace workload::detail {
 
@@ -26,7 +27,7 @@ namespace workload::detail {
 c10::intrusive_ptr<c10d::Store> connect_run_store(const DistEnv& env,
                                                   std::chrono::milliseconds timeout, bool serve);
 
-/// The heartbeat's store operations, on a connection of its own (lib/dist/dist_watchdog.h).
+/// The heartbeat's store operations, on a connection of its own (lib/distributed/watchdog.h).
 class C10dHeartbeatStore final : public HeartbeatStore {
  public:
   explicit C10dHeartbeatStore(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}

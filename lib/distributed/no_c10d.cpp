@@ -1,8 +1,8 @@
 // Data parallelism in a build without c10d (no Gloo headers, no NCCL; CMake compiles this file in
 // place of distributed.cpp and data_parallel.cpp): a distributed environment is a usage error.
 #include "lib/core/usage_error.h"
-#include "lib/dist/data_parallel.h"
-#include "lib/dist/distributed.h"
+#include "lib/distributed/data_parallel.h"
+#include "lib/distributed/distributed.h"
 
 namespace workload {
 

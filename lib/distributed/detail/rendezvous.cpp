@@ -1,5 +1,5 @@
-// One rank's rendezvous (lib/dist/detail/rendezvous.h).
-#include "lib/dist/detail/rendezvous.h"
+// One rank's rendezvous (lib/distributed/detail/rendezvous.h).
+#include "lib/distributed/detail/rendezvous.h"
 
 #include <cstdlib>
 #include <stdexcept>
@@ -14,7 +14,7 @@
 #include <torch/version.h>
 
 #include "lib/core/usage_error.h"
-#include "lib/dist/detail/sockets.h"
+#include "lib/distributed/detail/sockets.h"
 
 namespace workload::detail {
 

@@ -1,5 +1,5 @@
-// The c10d side of lib/dist (lib/dist/detail/c10d_store.h).
-#include "lib/dist/detail/c10d_store.h"
+// The c10d side of lib/distributed (lib/distributed/detail/c10d_store.h).
+#include "lib/distributed/detail/c10d_store.h"
 
 namespace workload::detail {
 

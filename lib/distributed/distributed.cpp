@@ -45,7 +45,7 @@ void check_backend(DistBackend backend, const torch::Device& device) {
   }
 }
 
-std::vector<std::string> resolved_store(const DistEnv& env) {
+std::vector<std::string> resolved_store(const LaunchEnv& env) {
   std::vector<std::string> addresses = detail::resolve(env.master_addr);
   if (addresses.empty()) {
     throw UsageError("MASTER_ADDR: '" + env.master_addr +
@@ -55,7 +55,7 @@ std::vector<std::string> resolved_store(const DistEnv& env) {
   return addresses;
 }
 
-WatchdogOptions watchdog_options(const DistEnv& env, std::chrono::milliseconds peer_timeout) {
+WatchdogOptions watchdog_options(const LaunchEnv& env, std::chrono::milliseconds peer_timeout) {
   WatchdogOptions o;
   o.rank = env.rank;
   o.world_size = env.world_size;
@@ -68,7 +68,7 @@ WatchdogOptions watchdog_options(const DistEnv& env, std::chrono::milliseconds p
 
 }  // namespace
 
-Distributed::Distributed(const DistEnv& env, DistBackend backend, const torch::Device& device,
+Distributed::Distributed(const LaunchEnv& env, DistBackend backend, const torch::Device& device,
                          std::chrono::milliseconds timeout, DistLiveness liveness)
     : env_(env),
       backend_(backend),

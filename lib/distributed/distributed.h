@@ -75,14 +75,14 @@ class Distributed {
   ///         MASTER_ADDR when it does not resolve, and naming MASTER_ADDR:MASTER_PORT when the
   ///         store cannot be reached or served, does not answer, or a rank does not join within
   ///         `timeout` (the ranks missing named).
-  Distributed(const DistEnv& env, DistBackend backend, const torch::Device& device,
+  Distributed(const LaunchEnv& env, DistBackend backend, const torch::Device& device,
               std::chrono::milliseconds timeout, DistLiveness liveness = {});
   /// Stops the watchdog, shuts the group down (PyTorch 2.x, unless aborted) and leaves the store.
   ~Distributed();
   Distributed(const Distributed&) = delete;
   Distributed& operator=(const Distributed&) = delete;
 
-  const DistEnv& env() const { return env_; }
+  const LaunchEnv& env() const { return env_; }
   int rank() const { return env_.rank; }
   int world_size() const { return env_.world_size; }
   DistBackend backend() const { return backend_; }
@@ -133,7 +133,7 @@ class Distributed {
   const detail::Group& group() const { return *group_; }
 
  private:
-  DistEnv env_;
+  LaunchEnv env_;
   DistBackend backend_;
   std::chrono::milliseconds timeout_;
   std::chrono::milliseconds peer_timeout_;

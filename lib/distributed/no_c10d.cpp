@@ -13,7 +13,7 @@ class GroupAbort {};
 class RendezvousProgress {};
 }  // namespace detail
 
-Distributed::Distributed(const DistEnv& env, DistBackend backend, const torch::Device&,
+Distributed::Distributed(const LaunchEnv& env, DistBackend backend, const torch::Device&,
                          std::chrono::milliseconds timeout, DistLiveness liveness)
     : env_(env), backend_(backend), timeout_(timeout), peer_timeout_(liveness.peer_timeout) {
   throw UsageError(std::string("--dist-backend ") + to_string(backend) +

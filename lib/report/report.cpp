@@ -206,7 +206,7 @@ Json skipped_images_json(const RunResult& result) {
 }
 
 Json dist_json(const DistFacts& dist, const RunFacts& facts) {
-  const DistEnv& env = dist.env;
+  const LaunchEnv& env = dist.env;
   const TrainConfig& c = facts.config;
   const RunResult& result = facts.result;
   Json d;

@@ -48,7 +48,7 @@ struct LoaderFacts {
 
 /// A rank's membership of a data-parallel run.
 struct DistFacts {
-  DistEnv env;
+  LaunchEnv env;
   DistBackend backend = DistBackend::kNccl;
   std::string nccl_version;  ///< empty without NCCL
 };

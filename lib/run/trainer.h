@@ -40,7 +40,7 @@ struct RunOutputs {
 };
 /// The outputs of `config` for `dist` (nullopt: a single process), each checked as the flag's own
 /// path is (lib/core/output_file.h). \throws UsageError naming the flag and the rank's path.
-RunOutputs run_outputs(const TrainConfig& config, const std::optional<DistEnv>& dist);
+RunOutputs run_outputs(const TrainConfig& config, const std::optional<LaunchEnv>& dist);
 
 /// Builds the dataset index, model, optimizer, the run's input source (lib/input/input_source.h)
 /// and step executor (lib/step/step_executor.h) for `config`, then runs warm-up and the captured
@@ -72,7 +72,7 @@ class Trainer {
   ///         data_pipeline::DataError for dataset problems; PeerLost when a peer is lost before
   ///         the first step. A stop requested during the rendezvous ends the process
   ///         (lib/distributed/distributed.h).
-  explicit Trainer(TrainConfig config, std::optional<DistEnv> dist = std::nullopt,
+  explicit Trainer(TrainConfig config, std::optional<LaunchEnv> dist = std::nullopt,
                    std::shared_ptr<StopRequest> stop = nullptr);
   /// Stands the watchdog down first (its last resort reads this trainer's stop counter), then stops
   /// the source.
@@ -143,7 +143,7 @@ class Trainer {
   /// The GPU and the step's stream, on a CUDA run.
   void open_device(int gpu);
   /// A distributed run's rendezvous, then the stop control (the ranks' agreement on a stop).
-  void join_ranks(const std::optional<DistEnv>& dist);
+  void join_ranks(const std::optional<LaunchEnv>& dist);
   /// The run's length and schedule, the watchdog's last resort, the checkpoint directory (and the
   /// checkpoint resumed from), and --capture-at's window checked against the length.
   void plan_run();

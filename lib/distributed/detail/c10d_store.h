@@ -24,7 +24,7 @@ namespace workload::detail {
 /// PyTorch's init_process_group keys it: one prefix per torchrun attempt), serving the store when
 /// `serve`. Waits for no other rank. Every operation honours `timeout`.
 /// \throws what c10d's TCPStore throws when the store cannot be served or reached.
-c10::intrusive_ptr<c10d::Store> connect_run_store(const DistEnv& env,
+c10::intrusive_ptr<c10d::Store> connect_run_store(const LaunchEnv& env,
                                                   std::chrono::milliseconds timeout, bool serve);
 
 /// The heartbeat's store operations, on a connection of its own (lib/distributed/watchdog.h).
@@ -50,7 +50,7 @@ struct Group {
 /// The first line of an exception's message (LibTorch's carry a C++ backtrace after it).
 std::string what_of(const std::exception& e);
 /// "MASTER_ADDR:MASTER_PORT" of `env`.
-std::string endpoint(const DistEnv& env);
+std::string endpoint(const LaunchEnv& env);
 std::string text_of(const std::vector<std::uint8_t>& bytes);
 std::vector<std::uint8_t> bytes_of(const std::string& text);
 

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   const std::string out = argv[2];
   try {
-    const auto env = workload::read_dist_env();
+    const auto env = workload::read_launch_env();
     if (!env) throw std::runtime_error("no distributed environment");
     workload::Distributed dist(*env, workload::DistBackend::kGloo, torch::kCPU,
                                std::chrono::seconds(60));

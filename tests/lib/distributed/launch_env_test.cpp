@@ -14,8 +14,8 @@
 namespace workload {
 namespace {
 
-std::optional<DistEnv> read(const std::map<std::string, std::string>& vars) {
-  return read_dist_env([&](const char* name) -> const char* {
+std::optional<LaunchEnv> read(const std::map<std::string, std::string>& vars) {
+  return read_launch_env([&](const char* name) -> const char* {
     const auto it = vars.find(name);
     return it == vars.end() ? nullptr : it->second.c_str();
   });

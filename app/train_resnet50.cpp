@@ -95,7 +95,7 @@ int train(int argc, char** argv) {
     std::cout << answer(args) << std::endl;
     return kExitOk;
   }
-  const std::optional<DistEnv> dist = read_dist_env();  // a rank, under torchrun
+  const std::optional<LaunchEnv> dist = read_launch_env();  // a rank, under torchrun
   const std::string prefix = dist ? "[rank " + std::to_string(dist->rank) + "] " : "";
   const auto stop = std::make_shared<StopRequest>();
   const SignalWatcher signals(stop);

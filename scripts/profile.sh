@@ -399,8 +399,9 @@ analysis_python() {
   fi
 }
 
-# rank_path PATH R: PATH with .rank<R> before its extension, as train_resnet50 names each rank's report
-# (lib/dist/dist_env.cpp, rank_output_path: out/run.json -> out/run.rank0.json, out/run -> out/run.rank0).
+# rank_path PATH R: PATH with .rank<R> before its extension, as train_resnet50 names each rank's
+# report (lib/distributed/launch_env.cpp, rank_output_path: out/run.json -> out/run.rank0.json,
+# out/run -> out/run.rank0).
 rank_path() {
   local dir="" base=$1 stem
   if [[ $1 == */* ]]; then dir=${1%/*}/; base=${1##*/}; fi

@@ -96,7 +96,7 @@ inline constexpr EnumName<LrScheduleKind> kLrScheduleKindNames[] = {
     {LrScheduleKind::kStep, "step"}};
 constexpr const auto& enum_names(LrScheduleKind) { return kLrScheduleKindNames; }
 
-/// The collective backends of c10d a data-parallel run can use (lib/dist/).
+/// The collective backends of c10d a data-parallel run can use (lib/distributed/).
 enum class DistBackend {
   kNccl,  ///< GPUs (ProcessGroupNCCL).
   kGloo,  ///< CPUs (ProcessGroupGloo).

@@ -14,7 +14,7 @@ namespace workload {
 std::string signal_name(int signal);
 
 /// The stop request of a process, shared by the thread that takes its signals, the trainer and the
-/// distributed watchdog (lib/dist/dist_watchdog.h), which must see a request before the trainer
+/// distributed watchdog (lib/distributed/watchdog.h), which must see a request before the trainer
 /// exists (during the rendezvous) and while the trainer's thread is blocked (in a collective). It
 /// also carries the watchdog's interruption: a lost peer ends the run without any signal.
 ///

@@ -8,7 +8,7 @@
 #include "lib/core/output_file.h"
 #include "lib/core/stop_request.h"
 #include "lib/core/version.h"
-#include "lib/dist/data_parallel.h"
+#include "lib/distributed/data_parallel.h"
 #include "lib/report/step_summary.h"
 
 namespace workload {
@@ -206,7 +206,7 @@ Json skipped_images_json(const RunResult& result) {
 }
 
 Json dist_json(const DistFacts& dist, const RunFacts& facts) {
-  const DistEnv& env = dist.env;
+  const LaunchEnv& env = dist.env;
   const TrainConfig& c = facts.config;
   const RunResult& result = facts.result;
   Json d;

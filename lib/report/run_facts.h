@@ -9,7 +9,7 @@
 #include "lib/config/train_config.h"
 #include "lib/device/cuda_connections.h"
 #include "lib/device/cuda_device.h"
-#include "lib/dist/dist_env.h"
+#include "lib/distributed/launch_env.h"
 #include "lib/input/input_source.h"
 #include "lib/model/lr_schedule.h"
 #include "lib/report/run_result.h"
@@ -48,7 +48,7 @@ struct LoaderFacts {
 
 /// A rank's membership of a data-parallel run.
 struct DistFacts {
-  DistEnv env;
+  LaunchEnv env;
   DistBackend backend = DistBackend::kNccl;
   std::string nccl_version;  ///< empty without NCCL
 };

@@ -121,7 +121,7 @@ std::string format_banner(const RunFacts& f, const std::vector<std::string>& not
   out += experiment_line(f);
   if (const std::string lr = lr_line(f); !lr.empty()) out += prefix + lr;
   if (f.dist) {
-    const DistEnv& e = f.dist->env;
+    const LaunchEnv& e = f.dist->env;
     out += prefix + "distributed: rank " + std::to_string(e.rank) + " of " +
            std::to_string(e.world_size) + ", local rank " + std::to_string(e.local_rank) + ", " +
            to_string(f.dist->backend) + ", store " + e.master_addr + ":" +

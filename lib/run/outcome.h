@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "lib/dist/distributed.h"
+#include "lib/distributed/distributed.h"
 #include "lib/report/run_result.h"
 
 namespace workload {
@@ -23,7 +23,7 @@ Outcome run_outcome(const RunResult& result, int stop_requested, int stop_signal
                     const std::string& who, const std::string& report);
 
 /// A setup that a lost peer ended before the first step: "<who>: error: <why>; the run stopped
-/// before its first step", and the verdict's status (lib/dist/dist_watchdog.h, exit_status_of).
+/// before its first step", and the verdict's status (lib/distributed/watchdog.h, exit_status_of).
 Outcome setup_outcome(const PeerLost& lost, int stop_requested, const std::string& who);
 
 }  // namespace workload

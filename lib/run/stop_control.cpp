@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "lib/device/nvtx.h"
-#include "lib/dist/distributed.h"
+#include "lib/distributed/distributed.h"
 
 namespace workload {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "lib/core/stop_request.h"
-#include "lib/dist/stop_agreement.h"
+#include "lib/distributed/stop_agreement.h"
 
 namespace workload {
 

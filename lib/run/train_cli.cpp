@@ -9,7 +9,7 @@
 #include "lib/config/cli.h"
 #include "lib/config/train_flags.h"
 #include "lib/device/cuda_device.h"
-#include "lib/dist/data_parallel.h"
+#include "lib/distributed/data_parallel.h"
 #include "lib/run/checkpoint.h"
 #include "lib/run/stall_injector.h"
 
@@ -75,7 +75,7 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
   FlagReader(result).reject_unmatched();
   ReadFlags reader(result);
   visit_train_flags(out.config, reader);
-  // A graph's warm-up is long enough for a data-parallel capture (lib/dist/data_parallel.h),
+  // A graph's warm-up is long enough for a data-parallel capture (lib/distributed/data_parallel.h),
   // whatever the launcher: the same command then runs with one process or under torchrun.
   if (out.config.cuda_graph && !reader.given().count("warmup")) {
     out.config.warmup = kDdpGraphWarmup;

@@ -15,8 +15,8 @@
 #include "lib/core/elapsed.h"
 #include "lib/core/output_file.h"
 #include "lib/device/nvtx.h"
-#include "lib/dist/data_parallel.h"
-#include "lib/dist/distributed.h"
+#include "lib/distributed/data_parallel.h"
+#include "lib/distributed/distributed.h"
 #include "lib/model/norm_activation.h"
 #include "lib/report/environment.h"
 #include "lib/report/report.h"
@@ -33,7 +33,7 @@ using Clock = SteadyClock;
 namespace {
 // A rank's own path of `flag`'s output, checked as the flag's path was.
 std::string rank_output(const std::string& flag, const std::string& path,
-                        const std::optional<DistEnv>& dist) {
+                        const std::optional<LaunchEnv>& dist) {
   if (path.empty() || !dist) return path;
   const std::string mine = rank_output_path(path, dist->rank);
   check_output_file(flag + " (rank " + std::to_string(dist->rank) + ")", mine);
@@ -145,14 +145,14 @@ void Trainer::check_capture_window() const {
   }
 }
 
-RunOutputs run_outputs(const TrainConfig& config, const std::optional<DistEnv>& dist) {
+RunOutputs run_outputs(const TrainConfig& config, const std::optional<LaunchEnv>& dist) {
   RunOutputs out;
   out.report = rank_output("--report", config.report, dist);
   out.torch_trace = rank_output("--torch-profiler-trace", config.torch_profiler_trace, dist);
   return out;
 }
 
-Trainer::Trainer(TrainConfig config, std::optional<DistEnv> dist, std::shared_ptr<StopRequest> stop)
+Trainer::Trainer(TrainConfig config, std::optional<LaunchEnv> dist, std::shared_ptr<StopRequest> stop)
     : config_(std::move(config)),
       stop_request_(stop ? std::move(stop) : std::make_shared<StopRequest>()) {
   validate_run(config_);
@@ -197,7 +197,7 @@ void Trainer::open_device(int gpu) {
   step_stream_.emplace(input_wants_priority_stream(config_) || executor_wants_own_stream(config_));
 }
 
-void Trainer::join_ranks(const std::optional<DistEnv>& dist) {
+void Trainer::join_ranks(const std::optional<LaunchEnv>& dist) {
   if (dist) {
     // The rendezvous, once the device is set (NCCL binds to it) and before the dataset's shard
     // and the model's broadcast need it.

@@ -14,7 +14,7 @@
 #include "lib/config/train_config.h"
 #include "lib/device/cuda_device.h"
 #include "lib/device/phase.h"
-#include "lib/dist/dist_env.h"
+#include "lib/distributed/launch_env.h"
 #include "lib/input/input_source.h"
 #include "lib/model/foreach_sgd.h"
 #include "lib/model/lr_schedule.h"
@@ -40,7 +40,7 @@ struct RunOutputs {
 };
 /// The outputs of `config` for `dist` (nullopt: a single process), each checked as the flag's own
 /// path is (lib/core/output_file.h). \throws UsageError naming the flag and the rank's path.
-RunOutputs run_outputs(const TrainConfig& config, const std::optional<DistEnv>& dist);
+RunOutputs run_outputs(const TrainConfig& config, const std::optional<LaunchEnv>& dist);
 
 /// Builds the dataset index, model, optimizer, the run's input source (lib/input/input_source.h)
 /// and step executor (lib/step/step_executor.h) for `config`, then runs warm-up and the captured
@@ -61,17 +61,18 @@ RunOutputs run_outputs(const TrainConfig& config, const std::optional<DistEnv>& 
 /// cudaProfilerStop. Nothing inside the window waits for the device before capture_drain.
 class Trainer {
  public:
-  /// With `dist` (a launcher's environment, lib/dist/dist_env.h) the trainer is one rank of a
-  /// data-parallel run: it rendezvouses with the others, runs on GPU LOCAL_RANK, reads its shard of
-  /// the data, and averages gradients as DDP does (lib/dist/distributed.h), while a watchdog
-  /// watches the other ranks (lib/dist/dist_watchdog.h). `stop`: the process's stop request, shared
-  /// with the thread that takes signals so that one ends the rendezvous too (a new one when null).
+  /// With `dist` (a launcher's environment, lib/distributed/launch_env.h) the trainer is one rank
+  /// of a data-parallel run: it rendezvouses with the others, runs on GPU LOCAL_RANK, reads its
+  /// shard of the data, and averages gradients as DDP does (lib/distributed/distributed.h), while a
+  /// watchdog watches the other ranks (lib/distributed/watchdog.h). `stop`: the process's stop
+  /// request, shared with the thread that takes signals so that one ends the rendezvous too (a new
+  /// one when null).
   /// \throws UsageError for configurations validate_run() rejects (e.g. --device cuda without a
   ///         GPU), for a rank's output path that cannot be written, and when the rendezvous fails;
   ///         data_pipeline::DataError for dataset problems; PeerLost when a peer is lost before
   ///         the first step. A stop requested during the rendezvous ends the process
-  ///         (lib/dist/distributed.h).
-  explicit Trainer(TrainConfig config, std::optional<DistEnv> dist = std::nullopt,
+  ///         (lib/distributed/distributed.h).
+  explicit Trainer(TrainConfig config, std::optional<LaunchEnv> dist = std::nullopt,
                    std::shared_ptr<StopRequest> stop = nullptr);
   /// Stands the watchdog down first (its last resort reads this trainer's stop counter), then stops
   /// the source.
@@ -142,7 +143,7 @@ class Trainer {
   /// The GPU and the step's stream, on a CUDA run.
   void open_device(int gpu);
   /// A distributed run's rendezvous, then the stop control (the ranks' agreement on a stop).
-  void join_ranks(const std::optional<DistEnv>& dist);
+  void join_ranks(const std::optional<LaunchEnv>& dist);
   /// The run's length and schedule, the watchdog's last resort, the checkpoint directory (and the
   /// checkpoint resumed from), and --capture-at's window checked against the length.
   void plan_run();

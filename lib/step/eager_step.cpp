@@ -8,7 +8,7 @@
 
 #include "lib/device/autocast_guard.h"
 #include "lib/device/nvtx.h"
-#include "lib/dist/data_parallel.h"
+#include "lib/distributed/data_parallel.h"
 
 namespace workload {
 

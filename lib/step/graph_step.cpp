@@ -14,7 +14,7 @@
 #include "lib/device/autocast_guard.h"
 #include "lib/device/cuda_device.h"
 #include "lib/device/nvtx.h"
-#include "lib/dist/data_parallel.h"
+#include "lib/distributed/data_parallel.h"
 
 #if defined(WORKLOAD_TORCH_CUDA)
 #include <ATen/cuda/CUDAGraph.h>

@@ -30,7 +30,7 @@ namespace workload {
 /// (the warm-up is the same length everywhere) after DataParallel::before_capture, and replays it
 /// in lockstep: a replay is a collective of the ranks that captured it. Collectives replayed from
 /// a graph are not watched by PyTorch's NCCL watchdog; this project's liveness
-/// (lib/dist/dist_watchdog.h) does not depend on it.
+/// (lib/distributed/watchdog.h) does not depend on it.
 class GraphStep final : public StepExecutor {
  public:
   /// `eager`: the step to capture, run eagerly until then. Adds a notice to `ctx.notices` where

@@ -2,7 +2,7 @@
 #include "lib/step/step_executor.h"
 
 #include "lib/core/usage_error.h"
-#include "lib/dist/data_parallel.h"
+#include "lib/distributed/data_parallel.h"
 #include "lib/step/eager_step.h"
 #include "lib/step/graph_step.h"
 

@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "lib/core/build_features.h"
-#include "lib/dist/dist_env.h"
+#include "lib/distributed/launch_env.h"
 #include "tests/support/test_util.h"
 
 namespace {

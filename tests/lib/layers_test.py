@@ -2,9 +2,9 @@
 """The layer rule of lib/: each folder includes only the folders listed before it.
 
 The order is the one lib/CMakeLists.txt adds the folders in (its `foreach(layer ...)` line), so the
-build and this test read one list. A folder's sub-folders (model/cudnn_bn, step/graph, dist/detail)
-belong to it. data_pipeline/ sits below every folder of lib/ and includes none of them. Each folder
-of lib/ (and each sub-folder with a CMakeLists.txt) builds exactly one target.
+build and this test read one list. A folder's sub-folders (model/cudnn_bn, step/graph,
+distributed/detail) belong to it. data_pipeline/ sits below every folder of lib/ and includes none
+of them. Each folder of lib/ (and each sub-folder with a CMakeLists.txt) builds exactly one target.
 
 Run from the repository root: python3 tests/lib/layers_test.py (CTest: lib_layers_test).
 """

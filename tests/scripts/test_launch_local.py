@@ -4,7 +4,7 @@ the usage errors (a flag without its value, an N out of range or too long for sh
 program that cannot be run, a rank log that is a FIFO or a directory) that must exit 2 before
 anything is launched, the rank logs written through a symlink, and the ranks still running --grace
 seconds after one failed (SIGTERM, then SIGKILL). The ranks of a real training run are tested by
-tests/lib/dist/distributed_test.cpp and tests/e2e/dist_liveness_test.cpp.
+tests/lib/distributed/distributed_test.cpp and tests/e2e/dist_liveness_test.cpp.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_launch_local.py
 (all tests: scripts/python_tests.sh)

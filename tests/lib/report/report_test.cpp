@@ -38,7 +38,7 @@ RunFacts finished_run() {
   f.result.steps[1].phase_ms = {{"data_load", 2.0}, {"batch_wait", 1.5}, {"forward", 7.0}};
   f.result.loss_after_drain = 4.25;
   f.result.parameter_digest = 0x1234;
-  f.dist = DistFacts{DistEnv{1, 2, 1, 2, "127.0.0.1", 29500, false, 0}, DistBackend::kGloo, ""};
+  f.dist = DistFacts{LaunchEnv{1, 2, 1, 2, "127.0.0.1", 29500, false, 0}, DistBackend::kGloo, ""};
   return f;
 }
 

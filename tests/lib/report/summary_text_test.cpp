@@ -32,7 +32,7 @@ TEST(SummaryTextTest, TheBannerNamesExperimentsTheRankAndEachNotice) {
   f.config.cuda_graph = true;
   f.config.precision = Precision::kBf16;
   f.model->on_cuda = false;
-  f.dist = DistFacts{DistEnv{1, 2, 1, 2, "10.0.0.1", 29500, false, 0}, DistBackend::kNccl, ""};
+  f.dist = DistFacts{LaunchEnv{1, 2, 1, 2, "10.0.0.1", 29500, false, 0}, DistBackend::kNccl, ""};
   const std::string b = format_banner(f, {"first", "second"}, "[rank 1] ");
   EXPECT_NE(b.find("[rank 1] train_resnet50 "), std::string::npos) << b;
   EXPECT_NE(b.find(": cpu, batch 128"), std::string::npos) << b;

@@ -8,7 +8,7 @@
 
 #include "lib/config/cli.h"
 #include "lib/device/cuda_device.h"
-#include "lib/dist/data_parallel.h"
+#include "lib/distributed/data_parallel.h"
 #include "lib/report/report.h"
 #include "tests/support/test_util.h"
 

@@ -19,8 +19,8 @@
 
 #include "data_pipeline/data_error.h"
 #include "lib/core/build_features.h"
-#include "lib/dist/data_parallel.h"
-#include "lib/dist/distributed.h"
+#include "lib/distributed/data_parallel.h"
+#include "lib/distributed/distributed.h"
 #include "lib/input/synthetic_input.h"
 #include "lib/report/report.h"
 #include "tests/support/test_util.h"
@@ -602,7 +602,7 @@ TEST_F(TrainerTest, ADataParallelGraphOnGlooIsRefusedBeforeTheRendezvous) {
   c.cuda_graph = true;
   c.warmup = kDdpGraphWarmup;
   c.dist_backend = DistBackend::kGloo;
-  DistEnv env;  // nobody serves this store: a rendezvous would fail, not refuse
+  LaunchEnv env;  // nobody serves this store: a rendezvous would fail, not refuse
   env.world_size = 2;
   env.master_addr = "127.0.0.1";
   env.master_port = 1;
@@ -635,7 +635,7 @@ TEST_F(TrainerTest, ACudaGraphOfTheDataParallelStepTrainsAsEagerDdp) {
     c.lr_on_device = true;     // the eager run reads the schedule's LR as the graph does
     auto run = [&](bool graph) {
       c.cuda_graph = graph;
-      DistEnv env;
+      LaunchEnv env;
       env.master_addr = "127.0.0.1";
       env.master_port = port++;
       return Trainer(c, env).run();

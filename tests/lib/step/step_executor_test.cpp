@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "lib/core/usage_error.h"
-#include "lib/dist/data_parallel.h"
+#include "lib/distributed/data_parallel.h"
 
 namespace workload {
 namespace {

@@ -1,5 +1,6 @@
 // How a rank's waits in c10d end on the watchdog's verdict: the process group aborted and this
-// process's connections of the group and of the store shut down. Internal to lib/dist (c10d).
+// process's connections of the group and of the store shut down. Internal to lib/distributed
+// (c10d).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -10,12 +11,12 @@
 #include <vector>
 
 #include "lib/core/stop_request.h"
-#include "lib/dist/detail/sockets.h"
+#include "lib/distributed/detail/sockets.h"
 
 namespace workload::detail {
 
 /// Ends every wait of a rank's process group and store at once. c10d's TCPStore and Gloo have no
-/// abort of their own (LibTorch 1.13), so their connections are shut down (lib/dist/detail/
+/// abort of their own (LibTorch 1.13), so their connections are shut down (lib/distributed/detail/
 /// sockets.h): the group's own, found when it was created, and every connection to the store; on
 /// PyTorch 2.x the group's abort() aborts NCCL's communicators, ending kernels and host waits on a
 /// lost peer. The process's stop request is interrupted too, so a sleep of the run ends.
@@ -24,8 +25,8 @@ namespace workload::detail {
 /// creating the group (adopt()); every member is safe from any thread.
 class GroupAbort {
  public:
-  /// `store_addresses`: MASTER_ADDR resolved (lib/dist/detail/sockets.h, resolve()); `stop`: the
-  /// process's stop request, or null.
+  /// `store_addresses`: MASTER_ADDR resolved (lib/distributed/detail/sockets.h, resolve()); `stop`:
+  /// the process's stop request, or null.
   GroupAbort(std::vector<std::string> store_addresses, int store_port,
              std::shared_ptr<StopRequest> stop)
       : store_addresses_(std::move(store_addresses)),

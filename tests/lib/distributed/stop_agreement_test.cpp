@@ -1,7 +1,7 @@
 // Tests for the ranks' stop agreement's record: one encoder and one decoder (the signal travels as
 // a number, never parsed back out of a message), values that are not one refused, and the words
 // the report and summary use.
-#include "lib/dist/stop_agreement.h"
+#include "lib/distributed/stop_agreement.h"
 
 #include <gtest/gtest.h>
 

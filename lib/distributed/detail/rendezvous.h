@@ -1,6 +1,6 @@
 // One rank's rendezvous: the store reached (or served), every rank joined, the process group
 // created, each stage bounded by --dist-timeout-s and its failure the user's error. Internal to
-// lib/dist (c10d).
+// lib/distributed (c10d).
 #pragma once
 
 #include <chrono>
@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "lib/config/train_config.h"
-#include "lib/dist/detail/c10d_store.h"
-#include "lib/dist/detail/group_abort.h"
-#include "lib/dist/dist_env.h"
-#include "lib/dist/dist_watchdog.h"
+#include "lib/distributed/detail/c10d_store.h"
+#include "lib/distributed/detail/group_abort.h"
+#include "lib/distributed/launch_env.h"
+#include "lib/distributed/watchdog.h"
 
 namespace workload::detail {
 
@@ -31,7 +31,7 @@ class RendezvousProgress {
   std::vector<int> missing() const;
   /// What the rank waits for now, for a notice: "the store at 127.0.0.1:29500 (served by rank 0)",
   /// "ranks 2, 3 to join", "the nccl process group to be created".
-  std::string waiting_for(const DistEnv& env, DistBackend backend) const;
+  std::string waiting_for(const LaunchEnv& env, DistBackend backend) const;
 
  private:
   mutable std::mutex mu_;
@@ -47,7 +47,7 @@ class RendezvousProgress {
 /// \throws UsageError "MASTER_ADDR:MASTER_PORT: rank r of w, store A:P: <what failed>" naming
 ///         the stage: the store unreachable, not served or silent, the ranks that did not join, or
 ///         the group that could not be created.
-Group rendezvous(const DistEnv& env, DistBackend backend, const torch::Device& device,
+Group rendezvous(const LaunchEnv& env, DistBackend backend, const torch::Device& device,
                  std::chrono::milliseconds timeout, GroupAbort& abort, RendezvousProgress& progress,
                  const DistWatchdog& watchdog);
 

@@ -4,7 +4,7 @@
 // trees, and every failure ends every rank with a message, never a hang. On GPUs (NCCL): what a
 // data-parallel CUDA graph captures of c10d (one rank), and two ranks replaying the graph of the
 // DDP step in sync and training as eager DDP (two GPUs; skipped with fewer).
-#include "lib/dist/distributed.h"
+#include "lib/distributed/distributed.h"
 
 #include <gtest/gtest.h>
 
@@ -23,8 +23,8 @@
 
 #include "lib/core/build_features.h"
 #include "lib/device/cuda_device.h"
-#include "lib/dist/data_parallel.h"
-#include "tests/lib/dist/dist_model.h"
+#include "lib/distributed/data_parallel.h"
+#include "tests/lib/distributed/distributed_model.h"
 #include "tests/support/test_util.h"
 
 #if defined(WORKLOAD_TORCH_CUDA) && TORCH_VERSION_MAJOR >= 2
@@ -233,7 +233,7 @@ TEST_F(DistributedTest, EpochRanksSumTheirEvaluationsAndShareOneCheckpoint) {
 TEST_F(DistributedTest, WithBucketViewsTheGradientsAreTheirBuckets) {
   std::vector<std::vector<torch::Tensor>> grads(2);
   for (bool view : {false, true}) {
-    DistEnv env;
+    LaunchEnv env;
     env.master_addr = "127.0.0.1";
     env.master_port = free_port();
     Distributed dist(env, DistBackend::kGloo, torch::kCPU, std::chrono::seconds(30));
@@ -464,7 +464,7 @@ TEST_F(NcclRankTest, TheBroadcastFromRankZeroIsCapturedIntoAGraph) {
 #if defined(WORKLOAD_TORCH_CUDA) && TORCH_VERSION_MAJOR >= 2
   use_cuda_device(0, false);
   StepStream stream(true);  // captured on a stream other than the legacy default one
-  DistEnv env;
+  LaunchEnv env;
   env.master_addr = "127.0.0.1";
   env.master_port = 29900 + static_cast<int>(::getpid() % 90);
   Distributed dist(env, DistBackend::kNccl, torch::Device(torch::kCUDA, 0),

@@ -1,5 +1,5 @@
 // DistributedDataParallel's gradient synchronisation on c10d's Reducer, over a rank's process group
-// (lib/dist/distributed.h), and the digest that shows the replicas in sync.
+// (lib/distributed/distributed.h), and the digest that shows the replicas in sync.
 #pragma once
 
 #include <torch/nn/module.h>

@@ -1,6 +1,6 @@
 // This process's TCP connections, found and shut down from outside their owners
-// (lib/dist/detail/sockets.h).
-#include "lib/dist/detail/sockets.h"
+// (lib/distributed/detail/sockets.h).
+#include "lib/distributed/detail/sockets.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>

@@ -1,6 +1,6 @@
 // One rank's membership of a data-parallel run on PyTorch's c10d: the rendezvous, the process
 // group, the collectives the trainer calls, the stop agreement and the watchdog. c10d's headers
-// stay inside lib/dist's sources.
+// stay inside lib/distributed's sources.
 #pragma once
 
 #include <torch/types.h>
@@ -16,9 +16,9 @@
 
 #include "lib/config/train_config.h"
 #include "lib/core/stop_request.h"
-#include "lib/dist/dist_env.h"
-#include "lib/dist/dist_watchdog.h"
-#include "lib/dist/stop_agreement.h"
+#include "lib/distributed/launch_env.h"
+#include "lib/distributed/stop_agreement.h"
+#include "lib/distributed/watchdog.h"
 
 namespace workload {
 
@@ -28,7 +28,7 @@ class GroupAbort;
 class RendezvousProgress;
 }  // namespace detail
 
-/// How a rank watches the others while it is in a run (lib/dist/dist_watchdog.h).
+/// How a rank watches the others while it is in a run (lib/distributed/watchdog.h).
 struct DistLiveness {
   /// A peer whose heartbeat (one a second) has not moved for this long, or a store that has not
   /// answered for this long, is missing (--dist-peer-timeout-s).
@@ -54,9 +54,9 @@ class PeerLost : public std::runtime_error {
 /// MASTER_ADDR:MASTER_PORT, served by torchrun's agent or by rank 0, under the prefixes PyTorch's
 /// own init_process_group uses) and the process group of one backend, bound to `device` (the GPU
 /// LOCAL_RANK for NCCL). Every collective and store wait honours `timeout`. Its parts, each in its
-/// own unit: the rendezvous (lib/dist/detail/rendezvous.h), the abort that ends every wait
-/// (lib/dist/detail/group_abort.h), the stop agreement's record (lib/dist/stop_agreement.h) and
-/// the watchdog (lib/dist/dist_watchdog.h).
+/// own unit: the rendezvous (lib/distributed/detail/rendezvous.h), the abort that ends every wait
+/// (lib/distributed/detail/group_abort.h), the stop agreement's record
+/// (lib/distributed/stop_agreement.h) and the watchdog (lib/distributed/watchdog.h).
 ///
 /// Liveness: the watchdog bounds the rendezvous by `timeout` (saying what it waits for after a few
 /// seconds, on stdout) and then watches the peers' heartbeats. Its verdict (a peer or the store
@@ -75,14 +75,14 @@ class Distributed {
   ///         MASTER_ADDR when it does not resolve, and naming MASTER_ADDR:MASTER_PORT when the
   ///         store cannot be reached or served, does not answer, or a rank does not join within
   ///         `timeout` (the ranks missing named).
-  Distributed(const DistEnv& env, DistBackend backend, const torch::Device& device,
+  Distributed(const LaunchEnv& env, DistBackend backend, const torch::Device& device,
               std::chrono::milliseconds timeout, DistLiveness liveness = {});
   /// Stops the watchdog, shuts the group down (PyTorch 2.x, unless aborted) and leaves the store.
   ~Distributed();
   Distributed(const Distributed&) = delete;
   Distributed& operator=(const Distributed&) = delete;
 
-  const DistEnv& env() const { return env_; }
+  const LaunchEnv& env() const { return env_; }
   int rank() const { return env_.rank; }
   int world_size() const { return env_.world_size; }
   DistBackend backend() const { return backend_; }
@@ -101,7 +101,7 @@ class Distributed {
 
   /// The stop agreement, through the store rather than the device, at step boundaries: this rank,
   /// asked to stop for `signal` (0: without one), proposes to stop before step
-  /// `next_step + kStopMargin` (lib/dist/stop_agreement.h); the first proposal wins.
+  /// `next_step + kStopMargin` (lib/distributed/stop_agreement.h); the first proposal wins.
   void propose_stop(std::int64_t next_step, int signal);
   /// The agreement, read without waiting (nullopt while nobody proposed); once read it stands.
   std::optional<StopProposal> agreed_stop();
@@ -128,12 +128,12 @@ class Distributed {
   /// default end_process_on_verdict(): one line on stderr and the exit). Must end the process.
   void set_give_up(std::function<void(const DistVerdict&)> give_up);
 
-  /// The rank's store and process group, for lib/dist's own units that run collectives
-  /// (DataParallel); defined in lib/dist/detail/c10d_store.h.
+  /// The rank's store and process group, for lib/distributed's own units that run collectives
+  /// (DataParallel); defined in lib/distributed/detail/c10d_store.h.
   const detail::Group& group() const { return *group_; }
 
  private:
-  DistEnv env_;
+  LaunchEnv env_;
   DistBackend backend_;
   std::chrono::milliseconds timeout_;
   std::chrono::milliseconds peer_timeout_;

@@ -1,8 +1,8 @@
 // Data parallelism in a build without c10d (no Gloo headers, no NCCL; CMake compiles this file in
 // place of distributed.cpp and data_parallel.cpp): a distributed environment is a usage error.
 #include "lib/core/usage_error.h"
-#include "lib/dist/data_parallel.h"
-#include "lib/dist/distributed.h"
+#include "lib/distributed/data_parallel.h"
+#include "lib/distributed/distributed.h"
 
 namespace workload {
 
@@ -13,7 +13,7 @@ class GroupAbort {};
 class RendezvousProgress {};
 }  // namespace detail
 
-Distributed::Distributed(const DistEnv& env, DistBackend backend, const torch::Device&,
+Distributed::Distributed(const LaunchEnv& env, DistBackend backend, const torch::Device&,
                          std::chrono::milliseconds timeout, DistLiveness liveness)
     : env_(env), backend_(backend), timeout_(timeout), peer_timeout_(liveness.peer_timeout) {
   throw UsageError(std::string("--dist-backend ") + to_string(backend) +

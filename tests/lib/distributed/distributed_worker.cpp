@@ -1,35 +1,37 @@
 // A rank for distributed_test: launched N times by scripts/launch_local.sh, it runs a small model
 // through workload::Distributed and DataParallel on the CPU (Gloo) and saves what the test checks.
 //
-//   dist_worker grad OUT   one forward/backward of a small convolutional model on this rank's own
-//                          inputs, each rank starting from its own random weights (so that the
-//                          broadcast from rank 0 shows); saves the weights after the broadcast and
-//                          the gradients to OUT/grad.rank<r>.pt
-//   dist_worker train OUT  K SGD steps of the same model (no BatchNorm) on rank r's share of a
-//                          fixed global batch per step; saves the final weights to
-//                          OUT/train.rank<r>.pt
-// The model and the data come from distributed_test's header (tests/dist_model.h), so the test can
-// compute the single-process answers itself.
+//   distributed_worker grad OUT   one forward/backward of a small convolutional model on this
+//                                 rank's own inputs, each rank starting from its own random
+//                                 weights (so that the broadcast from rank 0 shows); saves the
+//                                 weights after the broadcast and the gradients to
+//                                 OUT/grad.rank<r>.pt
+//   distributed_worker train OUT  K SGD steps of the same model (no BatchNorm) on rank r's share
+//                                 of a fixed global batch per step; saves the final weights to
+//                                 OUT/train.rank<r>.pt
+// The model and the data come from distributed_test's header
+// (tests/lib/distributed/distributed_model.h), so the test can compute the single-process answers
+// itself.
 #include <torch/serialize.h>
 
 #include <chrono>
 #include <cstdio>
 #include <string>
 
-#include "lib/dist/data_parallel.h"
-#include "lib/dist/dist_env.h"
-#include "lib/dist/distributed.h"
-#include "tests/lib/dist/dist_model.h"
+#include "lib/distributed/data_parallel.h"
+#include "lib/distributed/distributed.h"
+#include "lib/distributed/launch_env.h"
+#include "tests/lib/distributed/distributed_model.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: dist_worker grad|train OUT_DIR\n");
+    std::fprintf(stderr, "usage: distributed_worker grad|train OUT_DIR\n");
     return 2;
   }
   const std::string mode = argv[1];
   const std::string out = argv[2];
   try {
-    const auto env = workload::read_dist_env();
+    const auto env = workload::read_launch_env();
     if (!env) throw std::runtime_error("no distributed environment");
     workload::Distributed dist(*env, workload::DistBackend::kGloo, torch::kCPU,
                                std::chrono::seconds(60));
@@ -71,7 +73,7 @@ int main(int argc, char** argv) {
     }
     dist.barrier();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "dist_worker: %s\n", e.what());
+    std::fprintf(stderr, "distributed_worker: %s\n", e.what());
     return 1;
   }
   return 0;

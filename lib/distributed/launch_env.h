@@ -9,7 +9,7 @@ namespace workload {
 
 /// Where a rank is and how it finds the others, from the variables torchrun sets (and
 /// scripts/launch_local.sh sets the same way).
-struct DistEnv {
+struct LaunchEnv {
   int rank = 0;              ///< RANK: 0 .. world_size - 1.
   int world_size = 1;        ///< WORLD_SIZE.
   int local_rank = 0;        ///< LOCAL_RANK: the rank on this node, and so its GPU.
@@ -26,7 +26,7 @@ struct DistEnv {
 /// when none of RANK, WORLD_SIZE and LOCAL_RANK is set: a single process, as today.
 /// \throws UsageError naming the variable when the set is incomplete or a value is out of range
 ///         (WORLD_SIZE without RANK, a rank >= WORLD_SIZE, a port outside 1..65535, ...).
-std::optional<DistEnv> read_dist_env(
+std::optional<LaunchEnv> read_launch_env(
     const std::function<const char*(const char*)>& getenv = nullptr);
 
 /// The output path of `rank` in a run of several: "run.json" -> "run.rank1.json" (".rank<r>" before

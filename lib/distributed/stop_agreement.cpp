@@ -1,5 +1,5 @@
-// The ranks' stop agreement (lib/dist/stop_agreement.h).
-#include "lib/dist/stop_agreement.h"
+// The ranks' stop agreement (lib/distributed/stop_agreement.h).
+#include "lib/distributed/stop_agreement.h"
 
 #include <cerrno>
 #include <cstdlib>

@@ -1,6 +1,6 @@
-// DDP's gradient synchronisation on c10d's Reducer (lib/dist/data_parallel.h), for builds with
-// c10d.
-#include "lib/dist/data_parallel.h"
+// DDP's gradient synchronisation on c10d's Reducer (lib/distributed/data_parallel.h), for builds
+// with c10d.
+#include "lib/distributed/data_parallel.h"
 
 #include <torch/version.h>
 #include <torch/csrc/distributed/c10d/comm.hpp>
@@ -13,8 +13,8 @@
 #include <unordered_map>
 
 #include "lib/device/nvtx.h"
-#include "lib/dist/detail/c10d_store.h"
-#include "lib/dist/distributed.h"
+#include "lib/distributed/detail/c10d_store.h"
+#include "lib/distributed/distributed.h"
 
 namespace workload {
 

@@ -17,9 +17,9 @@
 namespace workload {
 
 /// The store operations the heartbeat needs, on a connection of its own (a c10d::TCPStore client
-/// under the run's prefix, lib/dist/detail/c10d_store.h; an in-memory fake in tests). Used by the
-/// heartbeat thread only. An operation may block for as long as the store does not answer (the
-/// watchdog notices) and throws when the store is gone.
+/// under the run's prefix, lib/distributed/detail/c10d_store.h; an in-memory fake in tests). Used
+/// by the heartbeat thread only. An operation may block for as long as the store does not answer
+/// (the watchdog notices) and throws when the store is gone.
 class HeartbeatStore {
  public:
   virtual ~HeartbeatStore() = default;
@@ -74,7 +74,8 @@ struct Announcement {
 std::string encode(const Announcement& announcement);
 std::optional<Announcement> decode_announcement(const std::string& text);
 
-/// The settings of the watchdog and heartbeat (lib/dist/distributed.cpp fills them from the flags).
+/// The settings of the watchdog and heartbeat (lib/distributed/distributed.cpp fills them from the
+/// flags).
 struct WatchdogOptions {
   int rank = 0;
   int world_size = 1;
@@ -192,7 +193,7 @@ class DistWatchdog {
   enum class WatchState { kRendezvous, kWatching, kAborted, kStoodDown, kGaveUp, kStopped };
   WatchState state() const;
 
-  /// Internal: the facts and requests both threads share (lib/dist/dist_watchdog.cpp).
+  /// Internal: the facts and requests both threads share (lib/distributed/watchdog.cpp).
   struct State;
 
  private:

@@ -1,6 +1,7 @@
-// The c10d side of lib/dist shared by its units: the run's store (its prefix and options in one
-// place), the heartbeat's operations on it, a rank's process group, and the bytes and messages of
-// c10d's API. Included only by lib/dist's own sources built with c10d (WORKLOAD_HAVE_C10D).
+// The c10d side of lib/distributed shared by its units: the run's store (its prefix and options in
+// one place), the heartbeat's operations on it, a rank's process group, and the bytes and messages
+// of c10d's API. Included only by lib/distributed's own sources built with c10d
+// (WORKLOAD_HAVE_C10D).
 #pragma once
 
 #include <torch/types.h>
@@ -14,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "lib/dist/dist_env.h"
-#include "lib/dist/dist_watchdog.h"
+#include "lib/distributed/launch_env.h"
+#include "lib/distributed/watchdog.h"
 
 namespace workload::detail {
 
@@ -23,10 +24,10 @@ namespace workload::detail {
 /// PyTorch's init_process_group keys it: one prefix per torchrun attempt), serving the store when
 /// `serve`. Waits for no other rank. Every operation honours `timeout`.
 /// \throws what c10d's TCPStore throws when the store cannot be served or reached.
-c10::intrusive_ptr<c10d::Store> connect_run_store(const DistEnv& env,
+c10::intrusive_ptr<c10d::Store> connect_run_store(const LaunchEnv& env,
                                                   std::chrono::milliseconds timeout, bool serve);
 
-/// The heartbeat's store operations, on a connection of its own (lib/dist/dist_watchdog.h).
+/// The heartbeat's store operations, on a connection of its own (lib/distributed/watchdog.h).
 class C10dHeartbeatStore final : public HeartbeatStore {
  public:
   explicit C10dHeartbeatStore(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
@@ -49,7 +50,7 @@ struct Group {
 /// The first line of an exception's message (LibTorch's carry a C++ backtrace after it).
 std::string what_of(const std::exception& e);
 /// "MASTER_ADDR:MASTER_PORT" of `env`.
-std::string endpoint(const DistEnv& env);
+std::string endpoint(const LaunchEnv& env);
 std::string text_of(const std::vector<std::uint8_t>& bytes);
 std::vector<std::uint8_t> bytes_of(const std::string& text);
 

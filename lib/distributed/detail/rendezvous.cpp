@@ -1,5 +1,5 @@
-// One rank's rendezvous (lib/dist/detail/rendezvous.h).
-#include "lib/dist/detail/rendezvous.h"
+// One rank's rendezvous (lib/distributed/detail/rendezvous.h).
+#include "lib/distributed/detail/rendezvous.h"
 
 #include <cstdlib>
 #include <stdexcept>
@@ -14,7 +14,7 @@
 #include <torch/version.h>
 
 #include "lib/core/usage_error.h"
-#include "lib/dist/detail/sockets.h"
+#include "lib/distributed/detail/sockets.h"
 
 namespace workload::detail {
 
@@ -40,7 +40,7 @@ class JoinDeadline : public std::runtime_error {
   JoinDeadline() : std::runtime_error("ranks missing") {}
 };
 
-bool serves_store(const DistEnv& env) { return !env.agent_store && env.rank == 0; }
+bool serves_store(const LaunchEnv& env) { return !env.agent_store && env.rank == 0; }
 
 std::vector<int> not_joined(c10d::Store& store, const std::vector<std::string>& keys) {
   std::vector<int> missing;
@@ -52,7 +52,7 @@ std::vector<int> not_joined(c10d::Store& store, const std::vector<std::string>& 
 
 // Every rank writes joined/<rank> and waits until all have. A store that never answers holds the
 // check; the watchdog's deadline then shuts the connection down.
-void join(c10d::Store& store, const DistEnv& env, Clock::time_point deadline,
+void join(c10d::Store& store, const LaunchEnv& env, Clock::time_point deadline,
           RendezvousProgress& progress) {
   std::vector<std::string> keys;
   for (int r = 0; r < env.world_size; ++r) keys.push_back("joined/" + std::to_string(r));
@@ -74,7 +74,7 @@ void join(c10d::Store& store, const DistEnv& env, Clock::time_point deadline,
 }
 
 c10::intrusive_ptr<c10d::ProcessGroup> create_group(const c10::intrusive_ptr<c10d::Store>& store,
-                                                    const DistEnv& env, DistBackend backend,
+                                                    const LaunchEnv& env, DistBackend backend,
                                                     const torch::Device& device,
                                                     std::chrono::milliseconds timeout) {
   auto group_store = c10::make_intrusive<c10d::PrefixStore>("default_pg", store);
@@ -115,7 +115,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> create_group(const c10::intrusive_ptr<c10
 }
 
 // What the store's silence or failure at `stage` says.
-std::string store_trouble(const DistEnv& env, const RendezvousProgress& progress,
+std::string store_trouble(const LaunchEnv& env, const RendezvousProgress& progress,
                           const std::string& within, bool late, const std::exception& e) {
   const std::string silent =
       "something other than a c10d store listens there, or the rank serving it is frozen";
@@ -132,7 +132,7 @@ std::string store_trouble(const DistEnv& env, const RendezvousProgress& progress
 }
 
 // The rendezvous's failure as the user's error: what happened, at which stage, in what time.
-[[noreturn]] void throw_failure(const DistEnv& env, DistBackend backend,
+[[noreturn]] void throw_failure(const LaunchEnv& env, DistBackend backend,
                                 std::chrono::milliseconds timeout,
                                 const RendezvousProgress& progress,
                                 const std::optional<DistVerdict>& verdict,
@@ -183,7 +183,7 @@ std::vector<int> RendezvousProgress::missing() const {
   return missing_;
 }
 
-std::string RendezvousProgress::waiting_for(const DistEnv& env, DistBackend backend) const {
+std::string RendezvousProgress::waiting_for(const LaunchEnv& env, DistBackend backend) const {
   std::lock_guard<std::mutex> lock(mu_);
   switch (stage_) {
     case Stage::kConnect:
@@ -203,7 +203,7 @@ std::string RendezvousProgress::waiting_for(const DistEnv& env, DistBackend back
   return "the rendezvous";
 }
 
-Group rendezvous(const DistEnv& env, DistBackend backend, const torch::Device& device,
+Group rendezvous(const LaunchEnv& env, DistBackend backend, const torch::Device& device,
                  std::chrono::milliseconds timeout, GroupAbort& abort, RendezvousProgress& progress,
                  const DistWatchdog& watchdog) {
   const auto deadline = Clock::now() + timeout;

@@ -1,5 +1,6 @@
-// torchrun's environment, read and checked, and the per-rank output naming (lib/dist/dist_env.h).
-#include "lib/dist/dist_env.h"
+// torchrun's environment, read and checked, and the per-rank output naming
+// (lib/distributed/launch_env.h).
+#include "lib/distributed/launch_env.h"
 
 #include <cerrno>
 #include <climits>
@@ -46,11 +47,11 @@ class EnvReader {
 
 }  // namespace
 
-std::optional<DistEnv> read_dist_env(const std::function<const char*(const char*)>& getenv) {
+std::optional<LaunchEnv> read_launch_env(const std::function<const char*(const char*)>& getenv) {
   const EnvReader env(getenv);
   if (!env.has("RANK") && !env.has("WORLD_SIZE") && !env.has("LOCAL_RANK")) return std::nullopt;
   const std::string why = "in a distributed run (RANK, WORLD_SIZE or LOCAL_RANK is set)";
-  DistEnv d;
+  LaunchEnv d;
   d.world_size = static_cast<int>(env.integer("WORLD_SIZE", 1, 1 << 20, why));
   d.rank = static_cast<int>(env.integer("RANK", 0, d.world_size - 1, why));
   d.local_rank = static_cast<int>(env.integer("LOCAL_RANK", 0, d.world_size - 1, why));

@@ -1,7 +1,8 @@
-// One rank's membership of a data-parallel run (lib/dist/distributed.h), for builds with c10d
-// (lib/dist/no_c10d.cpp stands in without it), across the two LibTorch lines this project builds
-// against (1.13: the backend is the group; 2.x: a ProcessGroup dispatching to backends).
-#include "lib/dist/distributed.h"
+// One rank's membership of a data-parallel run (lib/distributed/distributed.h), for builds with
+// c10d (lib/distributed/no_c10d.cpp stands in without it), across the two LibTorch lines this
+// project builds against (1.13: the backend is the group; 2.x: a ProcessGroup dispatching to
+// backends).
+#include "lib/distributed/distributed.h"
 
 #include <torch/version.h>
 #include <torch/csrc/distributed/c10d/comm.hpp>
@@ -11,10 +12,10 @@
 
 #include "lib/core/build_features.h"
 #include "lib/core/usage_error.h"
-#include "lib/dist/detail/c10d_store.h"
-#include "lib/dist/detail/group_abort.h"
-#include "lib/dist/detail/rendezvous.h"
-#include "lib/dist/detail/sockets.h"
+#include "lib/distributed/detail/c10d_store.h"
+#include "lib/distributed/detail/group_abort.h"
+#include "lib/distributed/detail/rendezvous.h"
+#include "lib/distributed/detail/sockets.h"
 
 #if defined(WORKLOAD_HAVE_NCCL)
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -30,7 +31,7 @@ constexpr std::size_t kBroadcastBucketBytes = std::size_t{250} << 20;
 constexpr const char* kStopKey = "stop";
 // The rendezvous's deadline leaves the trainer's own checks (the join's) a second to report first.
 constexpr std::chrono::milliseconds kDeadlineSlack{1000};
-// The heartbeat's period (lib/dist/dist_watchdog.h).
+// The heartbeat's period (lib/distributed/watchdog.h).
 constexpr std::chrono::milliseconds kBeat{1000};
 
 void check_backend(DistBackend backend, const torch::Device& device) {
@@ -44,7 +45,7 @@ void check_backend(DistBackend backend, const torch::Device& device) {
   }
 }
 
-std::vector<std::string> resolved_store(const DistEnv& env) {
+std::vector<std::string> resolved_store(const LaunchEnv& env) {
   std::vector<std::string> addresses = detail::resolve(env.master_addr);
   if (addresses.empty()) {
     throw UsageError("MASTER_ADDR: '" + env.master_addr +
@@ -54,7 +55,7 @@ std::vector<std::string> resolved_store(const DistEnv& env) {
   return addresses;
 }
 
-WatchdogOptions watchdog_options(const DistEnv& env, std::chrono::milliseconds peer_timeout) {
+WatchdogOptions watchdog_options(const LaunchEnv& env, std::chrono::milliseconds peer_timeout) {
   WatchdogOptions o;
   o.rank = env.rank;
   o.world_size = env.world_size;
@@ -67,7 +68,7 @@ WatchdogOptions watchdog_options(const DistEnv& env, std::chrono::milliseconds p
 
 }  // namespace
 
-Distributed::Distributed(const DistEnv& env, DistBackend backend, const torch::Device& device,
+Distributed::Distributed(const LaunchEnv& env, DistBackend backend, const torch::Device& device,
                          std::chrono::milliseconds timeout, DistLiveness liveness)
     : env_(env),
       backend_(backend),

@@ -1,5 +1,5 @@
-// Ending a rank's waits in c10d (lib/dist/detail/group_abort.h).
-#include "lib/dist/detail/group_abort.h"
+// Ending a rank's waits in c10d (lib/distributed/detail/group_abort.h).
+#include "lib/distributed/detail/group_abort.h"
 
 #include <torch/version.h>
 

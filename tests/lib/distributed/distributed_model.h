@@ -1,5 +1,6 @@
-// A small model and fixed data shared by distributed_test and its worker (tests/dist_worker.cpp):
-// what each rank computes, and what a single process computes for the same global batch.
+// A small model and fixed data shared by distributed_test and its worker
+// (tests/lib/distributed/distributed_worker.cpp): what each rank computes, and what a single
+// process computes for the same global batch.
 #pragma once
 
 #include <torch/torch.h>

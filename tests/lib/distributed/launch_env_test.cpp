@@ -1,6 +1,6 @@
 // Tests for reading torchrun's environment (every bad value names its variable) and the per-rank
 // report names.
-#include "lib/dist/dist_env.h"
+#include "lib/distributed/launch_env.h"
 
 #include <gtest/gtest.h>
 
@@ -14,8 +14,8 @@
 namespace workload {
 namespace {
 
-std::optional<DistEnv> read(const std::map<std::string, std::string>& vars) {
-  return read_dist_env([&](const char* name) -> const char* {
+std::optional<LaunchEnv> read(const std::map<std::string, std::string>& vars) {
+  return read_launch_env([&](const char* name) -> const char* {
     const auto it = vars.find(name);
     return it == vars.end() ? nullptr : it->second.c_str();
   });

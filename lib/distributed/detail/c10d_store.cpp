@@ -1,9 +1,9 @@
-// The c10d side of lib/dist (lib/dist/detail/c10d_store.h).
-#include "lib/dist/detail/c10d_store.h"
+// The c10d side of lib/distributed (lib/distributed/detail/c10d_store.h).
+#include "lib/distributed/detail/c10d_store.h"
 
 namespace workload::detail {
 
-c10::intrusive_ptr<c10d::Store> connect_run_store(const DistEnv& env,
+c10::intrusive_ptr<c10d::Store> connect_run_store(const LaunchEnv& env,
                                                   std::chrono::milliseconds timeout, bool serve) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(env.master_port);
@@ -37,7 +37,7 @@ std::string what_of(const std::exception& e) {
   return what.substr(0, what.find('\n'));
 }
 
-std::string endpoint(const DistEnv& env) {
+std::string endpoint(const LaunchEnv& env) {
   return env.master_addr + ":" + std::to_string(env.master_port);
 }
 

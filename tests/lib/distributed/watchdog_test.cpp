@@ -3,7 +3,7 @@
 // once, a stop request aborts only when no step boundary comes, the rendezvous has a deadline, the
 // last resort runs only when the trainer's thread does not come back, and the store's rank waits
 // for the others to finish.
-#include "lib/dist/dist_watchdog.h"
+#include "lib/distributed/watchdog.h"
 
 #include <gtest/gtest.h>
 

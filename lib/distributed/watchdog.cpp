@@ -1,5 +1,5 @@
-// The heartbeat and the watchdog of a data-parallel rank (lib/dist/dist_watchdog.h).
-#include "lib/dist/dist_watchdog.h"
+// The heartbeat and the watchdog of a data-parallel rank (lib/distributed/watchdog.h).
+#include "lib/distributed/watchdog.h"
 
 #include <unistd.h>
 

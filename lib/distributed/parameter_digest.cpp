@@ -1,6 +1,6 @@
-// The replicas' digest (lib/dist/data_parallel.h), in every build.
+// The replicas' digest (lib/distributed/data_parallel.h), in every build.
 #include "data_pipeline/hash64.h"
-#include "lib/dist/data_parallel.h"
+#include "lib/distributed/data_parallel.h"
 
 namespace workload {
 

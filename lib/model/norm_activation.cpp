@@ -13,7 +13,7 @@
 #include "lib/core/build_features.h"
 
 #if defined(WORKLOAD_HAVE_FUSED_BN)
-#include "lib/model/cudnn_bn/fused_norm_activation.h"
+#include "lib/model/cudnn_bn/fused_batch_norm.h"
 #endif
 
 namespace workload {
@@ -83,10 +83,48 @@ std::shared_ptr<const NormActivation> module_norm_activation() {
   return instance;
 }
 
+#if defined(WORKLOAD_HAVE_FUSED_BN)
+namespace {
+
+class FusedNormActivation final : public NormActivation {
+ public:
+  // What cuDNN does not take runs as the modules do.
+  torch::Tensor bn_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) const override {
+    if (!cudnn_bn::fusable(bn, x, cudnn_bn::BnOps::kBnRelu)) return modules_->bn_relu(bn, x);
+    return fused(bn, x, {}, cudnn_bn::BnOps::kBnRelu);
+  }
+  torch::Tensor bn_add_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
+                            c10::function_ref<torch::Tensor()> residual) const override {
+    if (!cudnn_bn::fusable(bn, x, cudnn_bn::BnOps::kBnAddRelu)) {
+      return modules_->bn_add_relu(bn, x, residual);
+    }
+    return fused(bn, x, residual(), cudnn_bn::BnOps::kBnAddRelu);
+  }
+  torch::Tensor bn(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) const override {
+    if (!cudnn_bn::fusable(bn, x, cudnn_bn::BnOps::kBn)) return modules_->bn(bn, x);
+    return fused(bn, x, {}, cudnn_bn::BnOps::kBn);
+  }
+
+ private:
+  static torch::Tensor fused(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
+                             const torch::Tensor& z, cudnn_bn::BnOps ops) {
+    // +1 as BatchNormImplBase::forward in training mode, in one kernel a forward when the model
+    // collects the counts (DeferredBatchCounts).
+    DeferredBatchCounts::count(bn.num_batches_tracked);
+    return cudnn_bn::fused_batch_norm(bn, x, z, ops);
+  }
+
+  const std::shared_ptr<const NormActivation> modules_ = module_norm_activation();
+};
+
+}  // namespace
+#endif
+
 std::shared_ptr<const NormActivation> fused_norm_activation() {
   require_built(Feature::kFusedBn, "--fused-bn", "fused batch norm");
 #if defined(WORKLOAD_HAVE_FUSED_BN)
-  return cudnn_bn::make_fused_norm_activation();
+  static const auto instance = std::make_shared<const FusedNormActivation>();
+  return instance;
 #else
   return nullptr;
 #endif

@@ -152,7 +152,8 @@ RunOutputs run_outputs(const TrainConfig& config, const std::optional<LaunchEnv>
   return out;
 }
 
-Trainer::Trainer(TrainConfig config, std::optional<LaunchEnv> dist, std::shared_ptr<StopRequest> stop)
+Trainer::Trainer(TrainConfig config, std::optional<LaunchEnv> dist,
+                 std::shared_ptr<StopRequest> stop)
     : config_(std::move(config)),
       stop_request_(stop ? std::move(stop) : std::make_shared<StopRequest>()) {
   validate_run(config_);

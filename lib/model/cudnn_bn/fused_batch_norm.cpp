@@ -1,6 +1,6 @@
-// The model's normalisation on cuDNN's fused batch-norm kernels
-// (lib/model/cudnn_bn/fused_norm_activation.h).
-#include "lib/model/cudnn_bn/fused_norm_activation.h"
+// BatchNorm2d modules through cuDNN's fused batch-norm kernels
+// (lib/model/cudnn_bn/fused_batch_norm.h).
+#include "lib/model/cudnn_bn/fused_batch_norm.h"
 
 #include <cudnn.h>
 #include <torch/autograd.h>
@@ -73,27 +73,6 @@ class FusedBnAddReluFunction : public torch::autograd::Function<FusedBnAddReluFu
   }
 };
 
-class FusedNormActivation final : public NormActivation {
- public:
-  // What cuDNN does not take runs as the modules do.
-  torch::Tensor bn_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) const override {
-    if (!fusable(bn, x, BnOps::kBnRelu)) return modules_->bn_relu(bn, x);
-    return fused_batch_norm(bn, x, {}, BnOps::kBnRelu);
-  }
-  torch::Tensor bn_add_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
-                            c10::function_ref<torch::Tensor()> residual) const override {
-    if (!fusable(bn, x, BnOps::kBnAddRelu)) return modules_->bn_add_relu(bn, x, residual);
-    return fused_batch_norm(bn, x, residual(), BnOps::kBnAddRelu);
-  }
-  torch::Tensor bn(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) const override {
-    if (!fusable(bn, x, BnOps::kBn)) return modules_->bn(bn, x);
-    return fused_batch_norm(bn, x, {}, BnOps::kBn);
-  }
-
- private:
-  const std::shared_ptr<const NormActivation> modules_ = module_norm_activation();
-};
-
 }  // namespace
 
 bool fusable(const torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x, BnOps ops) {
@@ -108,9 +87,6 @@ bool fusable(const torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x, BnOps
 
 torch::Tensor fused_batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                                const torch::Tensor& z, BnOps ops) {
-  // +1 as BatchNormImplBase::forward in training mode, in one kernel a forward when the model
-  // collects the counts (DeferredBatchCounts).
-  DeferredBatchCounts::count(bn.num_batches_tracked);
   const auto cl = torch::MemoryFormat::ChannelsLast;
   const double momentum = *bn.options.momentum(), eps = bn.options.eps();
   if (ops == BnOps::kBnAddRelu) {
@@ -120,11 +96,6 @@ torch::Tensor fused_batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tens
   }
   return FusedBnFunction::apply(x.contiguous(cl), bn.weight, bn.bias, bn.running_mean,
                                 bn.running_var, momentum, eps, static_cast<std::int64_t>(ops));
-}
-
-std::shared_ptr<const NormActivation> make_fused_norm_activation() {
-  static const auto instance = std::make_shared<const FusedNormActivation>();
-  return instance;
 }
 
 }  // namespace workload::cudnn_bn

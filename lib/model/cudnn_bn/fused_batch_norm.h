@@ -1,14 +1,12 @@
-// The model's normalisation on cuDNN's fused batch-norm kernels (--fused-bn): BatchNorm modules
-// applied through one autograd function per call, BN+ReLU and BN+add+ReLU fused.
+// BatchNorm2d modules applied through cuDNN's fused batch-norm kernels (--fused-bn), one autograd
+// function per call: BN, BN+ReLU and BN+add+ReLU. lib/model/norm_activation.cpp builds the model's
+// normalisation (NormActivation) on these; this folder does not know that interface.
 #pragma once
 
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/types.h>
 
-#include <memory>
-
 #include "lib/model/cudnn_bn/batch_norm_ex.h"
-#include "lib/model/norm_activation.h"
 
 namespace workload::cudnn_bn {
 
@@ -20,14 +18,11 @@ namespace workload::cudnn_bn {
 bool fusable(const torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x, BnOps ops);
 
 /// `ops` applied with `bn`'s parameters and buffers through cuDNN, differentiable in x, z, weight
-/// and bias: batch_norm_forward in forward, batch_norm_backward in backward. Increments
-/// bn.num_batches_tracked as the module's forward does. `x` and `z` are made
-/// channels_last-contiguous first if they are not; `z` is cast to x's dtype. Precondition:
+/// and bias: batch_norm_forward in forward, batch_norm_backward in backward. Does not touch
+/// bn.num_batches_tracked: the caller counts the call, as the module's forward would. `x` and `z`
+/// are made channels_last-contiguous first if they are not; `z` is cast to x's dtype. Precondition:
 /// fusable(bn, x, ops).
 torch::Tensor fused_batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                                const torch::Tensor& z, BnOps ops);
-
-/// workload::fused_norm_activation()'s implementation.
-std::shared_ptr<const NormActivation> make_fused_norm_activation();
 
 }  // namespace workload::cudnn_bn

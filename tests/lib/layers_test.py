@@ -43,7 +43,13 @@ def violations(root):
     found = []
     lib = os.path.join(root, "lib")
     for entry in sorted(os.listdir(lib)):
-        if os.path.isdir(os.path.join(lib, entry)) and entry not in rank:
+        folder = os.path.join(lib, entry)
+        # A folder with no source and no CMakeLists.txt is no code (what a switch of branches leaves
+        # of a renamed folder: empty, or build and cache files git ignores).
+        holds_code = any(sources(folder)) or any(
+            "CMakeLists.txt" in names for _, _, names in os.walk(folder)
+        )
+        if os.path.isdir(folder) and entry not in rank and holds_code:
             found.append(("lib/" + entry, "", "a folder that is no layer of lib/CMakeLists.txt"))
     for layer in order:
         for path in sources(os.path.join(lib, layer)):
@@ -104,6 +110,9 @@ class LayersTest(unittest.TestCase):
             write("lib/run/b.h", '#include "lib/core/a.h"\n#include "lib/core/sub/c.h"\n')
             write("lib/run/detail/d.cpp", '#include "lib/run/b.h"\n')
             write("lib/extra/e.h", "")
+            # What a switch of branches leaves of a renamed folder is no folder of code.
+            write("lib/renamed/__pycache__/x.pyc", "")
+            os.makedirs(os.path.join(tmp, "lib", "empty"))
             write("data_pipeline/x.h", '#include "lib/core/a.h"\n')
             found = violations(tmp)
             self.assertIn(("lib/core/a.h", "lib/run", "includes a layer above core"), found)

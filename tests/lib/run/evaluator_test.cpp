@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "data_pipeline/augment.h"
 #include "data_pipeline/data_error.h"
 #include "lib/core/build_features.h"
 #include "lib/device/cuda_device.h"
@@ -93,13 +94,16 @@ TEST(Evaluator, EveryPassReadsTheSameImagesOnceAndLeavesTheModelTraining) {
   EXPECT_TRUE(model->is_training());
 }
 
-// --decode gpu evaluates the same images as the CPU loader, resized on the GPU: the logits of one
-// trained model agree within the tolerance measured on the H200 (docs/BENCHMARKS.md, issue 33), and
-// so do the predictions, but for near ties: an image whose two best classes are closer than a
-// tenth of the logits' spread may go either way under the resize's last-bit differences. The
-// training runs cuDNN's deterministic kernels, so that every run tests the same model (cuDNN's
-// default kernels sum some gradients in any order, so each run's model and near ties differ).
-TEST(Evaluator, TheGpuStagesCentreCropsGiveTheCpuLoadersLogits) {
+// --decode gpu evaluates the same images as the CPU loader, resized on the GPU: every image within
+// the tolerance between the two modes (docs/BENCHMARKS.md, issue 33: a mean of at most 6 grey
+// levels an image), and one trained model's predictions the same but for near ties (an image whose
+// two best classes are closer than a tenth of the logits' spread may go either way). The logits'
+// distance is printed, not asserted: it measures the model as much as the images. A model that
+// this training left saturated (spread 307 on the H200 once cuDNN ran deterministically) moved
+// its logits by 10% of the spread for the same 0.7 grey levels that moved a model of spread 30
+// by 1.4%. The training runs cuDNN's deterministic kernels, so that a run tests the same model
+// each time on one machine.
+TEST(Evaluator, TheGpuStagesCentreCropsGiveTheCpuLoadersImagesAndPredictions) {
   if (!cuda_available() || !built(Feature::kGpuDecode)) {
     GTEST_SKIP() << "needs a CUDA device and the GPU decode stage";
   }
@@ -142,7 +146,12 @@ TEST(Evaluator, TheGpuStagesCentreCropsGiveTheCpuLoadersLogits) {
   auto gpu = make_input_source({on_gpu, index, device, 3, 1, 0, notices});
   torch::NoGradGuard no_grad;
   model->eval();
-  double pixel_mean = 0, logit_mean = 0, logit_max = 0, spread = 0;
+  // Normalised units back to grey levels, per channel.
+  const torch::Tensor grey =
+      torch::tensor({dp::kImageNetStd[0], dp::kImageNetStd[1], dp::kImageNetStd[2]}, device)
+          .view({1, 3, 1, 1}) *
+      255.0;
+  double pixel_mean = 0, worst_image = 0, logit_mean = 0, logit_max = 0, spread = 0;
   std::vector<torch::Tensor> cpu_logits, gpu_logits;
   std::int64_t images = 0, right = 0;
   for (int b = 0; b < 3; ++b) {
@@ -150,7 +159,10 @@ TEST(Evaluator, TheGpuStagesCentreCropsGiveTheCpuLoadersLogits) {
     gpu->next();
     ASSERT_EQ(cpu->info().indices(), gpu->info().indices());
     const StepInputs x = cpu->submit(), y = gpu->submit();
-    pixel_mean += (x.images - y.images).abs().mean().item<double>();
+    const torch::Tensor levels =
+        ((x.images.to(torch::kFloat) - y.images.to(torch::kFloat)).abs() * grey).mean({1, 2, 3});
+    pixel_mean += levels.mean().item<double>();
+    worst_image = std::max(worst_image, levels.max().item<double>());
     const torch::Tensor a = model->forward(x.images), g = model->forward(y.images);
     spread += a.std().item<double>();
     logit_mean += (a - g).abs().mean().item<double>();
@@ -169,14 +181,14 @@ TEST(Evaluator, TheGpuStagesCentreCropsGiveTheCpuLoadersLogits) {
   const torch::Tensor decided = margin.gt(0.1 * spread / 3);  // not a near tie
   const auto count = [](const torch::Tensor& t) { return t.sum().item<std::int64_t>(); };
   std::printf(
-      "[ calibrate ] CPU vs GPU evaluation batches: mean |d pixel| %.4f (normalised), logits' "
-      "spread %.3f, mean |d logit| %.4f, max %.4f, same top-1 %lld of %lld (near ties %lld; CPU's "
-      "right: %lld)\n",
-      pixel_mean / 3, spread / 3, logit_mean / 3, logit_max, static_cast<long long>(count(same)),
-      static_cast<long long>(images), static_cast<long long>(images - count(decided)),
-      static_cast<long long>(right));
+      "[ calibrate ] CPU vs GPU evaluation batches: |d pixel| %.3f grey levels on average, worst "
+      "image %.3f; logits' spread %.3f, mean |d logit| %.4f, max %.4f, same top-1 %lld of %lld "
+      "(near ties %lld; CPU's right: %lld)\n",
+      pixel_mean / 3, worst_image, spread / 3, logit_mean / 3, logit_max,
+      static_cast<long long>(count(same)), static_cast<long long>(images),
+      static_cast<long long>(images - count(decided)), static_cast<long long>(right));
   EXPECT_EQ(images, 24);
-  EXPECT_LE(logit_mean / 3, 0.05 * spread / 3) << "logits differ by more than 5% of their spread";
+  EXPECT_LE(worst_image, 6.0) << "an image differs by more than 6 grey levels on average";
   EXPECT_EQ(count(same.logical_or(decided.logical_not())), images)
       << "a prediction changed where the CPU's two best classes are not a near tie";
 }

@@ -5,6 +5,9 @@ The order is the one lib/CMakeLists.txt adds the folders in (its `foreach(layer 
 build and this test read one list. A folder's sub-folders (model/cudnn_bn, step/graph,
 distributed/detail) belong to it. data_pipeline/ sits below every folder of lib/ and includes none
 of them. Each folder of lib/ (and each sub-folder with a CMakeLists.txt) builds exactly one target.
+The targets' links follow the same rule (a target links only targets of its layer or of layers
+before it) and form no cycle, which includes alone cannot show. No folder of the sources has the
+name of a build-output folder (dist/, build/, out/, ...), which tools and .gitignore files skip.
 
 Run from the repository root: python3 tests/lib/layers_test.py (CTest: lib_layers_test).
 """
@@ -87,6 +90,115 @@ def targets_per_folder(root):
     return out
 
 
+LINK = re.compile(r"target_link_libraries\(\s*(\w+)([^)]*)\)", re.S)
+# Folder names that tools, linters and common .gitignore files take for build output and skip.
+BUILD_OUTPUT_NAMES = {"dist", "build", "out", "target", "bin", "obj", "_build", "node_modules"}
+SOURCE_ROOTS = ("app", "lib", "data_pipeline", "scripts", "tests", "docs", "cmake")
+
+
+def cmake_files(folder):
+    for dirpath, _, names in os.walk(folder):
+        if "CMakeLists.txt" in names:
+            yield dirpath, os.path.join(dirpath, "CMakeLists.txt")
+
+
+FULL_INCLUDE = re.compile(r'^\s*#\s*include\s+"(lib/[^"]+)"', re.M)
+
+
+def lib_targets(root):
+    """({target added under lib/: its folder, relative to lib/}, [CMakeLists.txt texts])."""
+    lib = os.path.join(root, "lib")
+    folder_of, texts = {}, []
+    for dirpath, path in cmake_files(lib):
+        with open(path) as f:
+            text = f.read()
+        texts.append(text)
+        rel = os.path.relpath(dirpath, lib)
+        if rel != ".":
+            for name in re.findall(r"add_library\((\w+)", text):
+                folder_of[name] = rel
+    return folder_of, texts
+
+
+def dependencies(root):
+    """{target of lib/: {target it depends on: why}}: what it links, and the targets whose headers
+    its sources include (a header belongs to the target of the nearest folder with one)."""
+    folder_of, texts = lib_targets(root)
+    target_in = {folder: name for name, folder in folder_of.items()}
+    deps = {name: {} for name in folder_of}
+    for text in texts:
+        for name, rest in LINK.findall(text):
+            if name in deps:
+                for other in re.findall(r"[\w:]+", rest):
+                    if other in folder_of:
+                        deps[name][other] = "links it"
+
+    def owner(rel_path):
+        folder = os.path.dirname(rel_path)
+        while folder and folder not in target_in:
+            folder = os.path.dirname(folder)
+        return target_in.get(folder)
+
+    for folder, name in sorted(target_in.items()):
+        for path in sources(os.path.join(root, "lib", folder)):
+            rel = os.path.relpath(path, os.path.join(root, "lib"))
+            if owner(rel) != name:
+                continue  # a sub-folder's file: its own target's
+            with open(path, errors="replace") as f:
+                for included in FULL_INCLUDE.findall(f.read()):
+                    other = owner(os.path.relpath(included, "lib"))
+                    if other is not None and other != name and other not in deps[name]:
+                        deps[name][other] = "includes " + included
+    return folder_of, deps
+
+
+def link_violations(root):
+    """Every dependency that reaches up a layer, and every cycle: (target, what, why)."""
+    rank = {layer: i for i, layer in enumerate(layer_order(root))}
+    folder_of, deps = dependencies(root)
+
+    def layer(name):
+        return rank.get(folder_of[name].split(os.sep)[0], -1)
+
+    found = []
+    for name, needed in sorted(deps.items()):
+        for other, why in sorted(needed.items()):
+            if layer(other) > layer(name):
+                found.append((name, other, "%s, a layer above %s" % (why, folder_of[name])))
+    # Depth-first search; a target met again while it is on the path closes a cycle.
+    state, path = {}, []
+
+    def visit(name):
+        state[name] = "open"
+        path.append(name)
+        for other in sorted(deps[name]):
+            if state.get(other) == "open":
+                cycle = path[path.index(other) :] + [other]
+                whys = ["%s %s" % (a, deps[a][b]) for a, b in zip(cycle, cycle[1:])]
+                found.append((name, " -> ".join(cycle), "a cycle: " + "; ".join(whys)))
+            elif other not in state:
+                visit(other)
+        path.pop()
+        state[name] = "done"
+
+    for name in sorted(deps):
+        if name not in state:
+            visit(name)
+    return found
+
+
+def build_output_folders(root):
+    """Folders under the source roots named like build output."""
+    found = []
+    for top in SOURCE_ROOTS:
+        for dirpath, dirnames, _ in os.walk(os.path.join(root, top)):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            for d in dirnames:
+                if d in BUILD_OUTPUT_NAMES:
+                    found.append(os.path.relpath(os.path.join(dirpath, d), root))
+    return found
+
+
 class LayersTest(unittest.TestCase):
     def test_every_include_goes_down(self):
         found = violations(ROOT)
@@ -95,6 +207,57 @@ class LayersTest(unittest.TestCase):
     def test_every_folder_builds_one_target(self):
         for folder, targets in targets_per_folder(ROOT).items():
             self.assertEqual(len(targets), 1, "%s adds %s" % (folder, targets))
+
+    def test_every_dependency_goes_down_and_none_closes_a_cycle(self):
+        found = link_violations(ROOT)
+        self.assertEqual(found, [], "\n".join("%s -> %s: %s" % v for v in found))
+
+    def test_no_source_folder_is_named_like_build_output(self):
+        self.assertEqual(build_output_folders(ROOT), [])
+
+    def test_a_link_up_and_a_cycle_are_found(self):
+        """The dependency checker itself, on a small tree: a cycle through a link and an include,
+        then a link up a layer."""
+        with tempfile.TemporaryDirectory() as tmp:
+
+            def write(rel, text):
+                os.makedirs(os.path.dirname(os.path.join(tmp, rel)), exist_ok=True)
+                with open(os.path.join(tmp, rel), "w") as f:
+                    f.write(text)
+
+            write("lib/CMakeLists.txt", "foreach(layer core model run)\n")
+            write("lib/core/CMakeLists.txt", "add_library(w_core STATIC a.cpp)\n")
+            write(
+                "lib/model/CMakeLists.txt",
+                "add_library(w_model STATIC m.cpp)\ntarget_link_libraries(w_model PUBLIC w_core\n"
+                "  PRIVATE w_fused)\n",
+            )
+            write("lib/model/m.h", "")
+            write("lib/model/fused/CMakeLists.txt", "add_library(w_fused STATIC f.cpp)\n")
+            write("lib/model/fused/f.cpp", '#include "lib/model/m.h"\n#include "lib/core/a.h"\n')
+            write(
+                "lib/run/CMakeLists.txt",
+                "add_library(w_run STATIC r.cpp)\ntarget_link_libraries(w_run PRIVATE w_model)\n",
+            )
+            self.assertEqual(
+                link_violations(tmp),
+                [
+                    (
+                        "w_model",
+                        "w_fused -> w_model -> w_fused",
+                        "a cycle: w_fused includes lib/model/m.h; w_model links it",
+                    )
+                ],
+            )
+            write("lib/model/fused/f.cpp", '#include "lib/core/a.h"\n')
+            self.assertEqual(link_violations(tmp), [])
+            write(
+                "lib/core/CMakeLists.txt",
+                "add_library(w_core STATIC a.cpp)\ntarget_link_libraries(w_core PRIVATE w_run)\n",
+            )
+            self.assertIn(("w_core", "w_run", "links it, a layer above core"), link_violations(tmp))
+            os.makedirs(os.path.join(tmp, "lib", "model", "dist"))
+            self.assertEqual(build_output_folders(tmp), [os.path.join("lib", "model", "dist")])
 
     def test_a_violation_is_found(self):
         """The checker itself, on a small tree with one include up and one sideways."""

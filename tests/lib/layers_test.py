@@ -187,14 +187,24 @@ def link_violations(root):
     return found
 
 
+def holds_files(folder):
+    """Whether any file is under folder, Python's caches aside (git keeps no empty folder, but a
+    copy of a tree or a switch of branches may leave the empty folders of a rename)."""
+    for dirpath, dirnames, names in os.walk(folder):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        if names:
+            return True
+    return False
+
+
 def build_output_folders(root):
-    """Folders under the source roots named like build output."""
+    """Folders under the source roots named like build output (empty ones aside)."""
     found = []
     for top in SOURCE_ROOTS:
         for dirpath, dirnames, _ in os.walk(os.path.join(root, top)):
             dirnames[:] = [d for d in dirnames if d != "__pycache__"]
             for d in dirnames:
-                if d in BUILD_OUTPUT_NAMES:
+                if d in BUILD_OUTPUT_NAMES and holds_files(os.path.join(dirpath, d)):
                     found.append(os.path.relpath(os.path.join(dirpath, d), root))
     return found
 
@@ -256,7 +266,10 @@ class LayersTest(unittest.TestCase):
                 "add_library(w_core STATIC a.cpp)\ntarget_link_libraries(w_core PRIVATE w_run)\n",
             )
             self.assertIn(("w_core", "w_run", "links it, a layer above core"), link_violations(tmp))
-            os.makedirs(os.path.join(tmp, "lib", "model", "dist"))
+            os.makedirs(os.path.join(tmp, "lib", "model", "dist", "detail"))
+            os.makedirs(os.path.join(tmp, "lib", "out", "__pycache__"))
+            self.assertEqual(build_output_folders(tmp), [])  # empty: a rename's leftovers
+            write("lib/model/dist/detail/x.h", "")
             self.assertEqual(build_output_folders(tmp), [os.path.join("lib", "model", "dist")])
 
     def test_a_violation_is_found(self):

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-namespace data_pipeline::gpu {
+namespace data_pipeline {
 
 /// What the stage found at construction.
 struct GpuDecodeInfo {
@@ -29,4 +29,4 @@ struct GpuDecodeStats {
   std::chrono::nanoseconds consumer_wait{0};             ///< Time next() blocked.
 };
 
-}  // namespace data_pipeline::gpu
+}  // namespace data_pipeline

@@ -8,7 +8,7 @@
 namespace data_pipeline::nvtx {
 
 /// The loader's NVTX domain. Its ranges sit on the worker threads, apart from the training step's
-/// tree in the default domain (lib/device/nvtx.h), which the analysis scripts parse.
+/// tree in the default domain (lib/instrument/nvtx.h), which the analysis scripts parse.
 inline constexpr const char* kDomain = "data_pipeline";
 
 // Range names in kDomain: an interface, like the step vocabulary (scripts and users filter on
@@ -38,10 +38,10 @@ inline std::atomic<bool>& enabled_flag() {
 }  // namespace detail
 
 /// The process-wide NVTX switch, on by default. Off, every range of the program (this domain's and
-/// the step ranges of lib/device/nvtx.h) and every NVTX thread name is skipped, so a run measures
-/// the cost of the instrumentation itself (train_resnet50 --nvtx=false). Read where a range opens
-/// and where a thread is named: set it before starting the threads whose ranges it should govern.
-/// Any thread.
+/// the step ranges of lib/instrument/nvtx.h) and every NVTX thread name is skipped, so a run
+/// measures the cost of the instrumentation itself (train_resnet50 --nvtx=false). Read where a
+/// range opens and where a thread is named: set it before starting the threads whose ranges it
+/// should govern. Any thread.
 inline bool enabled() { return detail::enabled_flag().load(std::memory_order_relaxed); }
 inline void set_enabled(bool on) { detail::enabled_flag().store(on, std::memory_order_relaxed); }
 

@@ -19,8 +19,8 @@
 set -euo pipefail
 
 _deps_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=scripts/find_python.sh
-source "$_deps_dir/find_python.sh"
+# shellcheck source=scripts/lib/find_python.sh
+source "$_deps_dir/lib/find_python.sh"
 
 TORCH_CMAKE_ARGS=()
 LIBTORCH_CHOICE=""

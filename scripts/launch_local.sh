@@ -17,7 +17,7 @@
 # a rank has exited nonzero, those still running S seconds later get SIGTERM and, S seconds after
 # that, SIGKILL, as torchrun's SIGTERM and SIGKILL (a frozen rank takes nothing else).
 # Each rank's log (--log-dir) is written in place by tee, a symlink followed; a directory, FIFO or socket
-# where a log goes is a usage error (scripts/output_files.sh).
+# where a log goes is a usage error (scripts/lib/output_files.sh).
 # Exit status: 0 when every rank exited 0, else the first nonzero status by rank order (a rank
 # killed by a signal counts as 128 + the signal); 2 for usage errors, for a PROGRAM that is not
 # an executable file and for a --log-dir whose logs cannot be written (nothing is launched then).
@@ -27,8 +27,8 @@ set -uo pipefail
 set -m
 
 usage() { sed -n '7,12s/^# \{0,1\}//p' "$0"; }
-# shellcheck source=scripts/output_files.sh
-source "$(dirname "${BASH_SOURCE[0]}")/output_files.sh"
+# shellcheck source=scripts/lib/output_files.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/output_files.sh"
 die_usage() { echo "launch_local.sh: error: $1" >&2; usage >&2; exit 2; }
 
 [ $# -ge 1 ] || die_usage "expected the number of ranks"

@@ -20,8 +20,8 @@ die_usage() { echo "nsys_signal_check.sh: error: $1" >&2; exit 2; }
 (($# == 2)) || usage
 [[ -f ${TRAIN_BIN:-} && -x ${TRAIN_BIN:-} ]] || die_usage "TRAIN_BIN (${TRAIN_BIN:-unset}) is not an executable file"
 command -v nsys >/dev/null || die_usage "nsys is not on PATH"
-# shellcheck source=scripts/output_files.sh
-source "$(dirname "${BASH_SOURCE[0]}")/output_files.sh"
+# shellcheck source=scripts/lib/output_files.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/output_files.sh"
 data=$1; out=$2
 modes=${MODES:-app group}
 for mode in $modes; do

@@ -66,7 +66,7 @@
 # .untraced.log, the CSVs; per rank with --nproc, per capture with --repeat) is checked: a directory, FIFO
 # or socket there stops the run (symlinks are followed, /dev/null is fine). Stale outputs of an earlier run
 # are removed first (a symlink's target, the link kept; never a device or FIFO); PREFIX.json is written
-# atomically (scripts/output_files.sh).
+# atomically (scripts/lib/output_files.sh).
 #
 # Exit status: the program's when it fails, traced or untraced (with --nproc, the launcher's); 2 usage
 # errors, nsys, the launcher, the binary (missing, a directory, not executable) or a Python to read its
@@ -81,10 +81,10 @@ readonly STATS_REPORTS=nvtx_sum,cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,cuda_api
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_root=$(dirname "$script_dir")
-# shellcheck source=scripts/find_python.sh
-source "$script_dir/find_python.sh"
-# shellcheck source=scripts/output_files.sh
-source "$script_dir/output_files.sh"
+# shellcheck source=scripts/lib/find_python.sh
+source "$script_dir/lib/find_python.sh"
+# shellcheck source=scripts/lib/output_files.sh
+source "$script_dir/lib/output_files.sh"
 
 # The logs this invocation has begun (each is truncated by its first run, appended to by the next), and
 # the file holding the last run's output alone (a wrapped command's report line is read from it).

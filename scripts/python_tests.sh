@@ -17,8 +17,8 @@
 set -uo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# shellcheck source=scripts/find_python.sh
-source "$repo_root/scripts/find_python.sh"
+# shellcheck source=scripts/lib/find_python.sh
+source "$repo_root/scripts/lib/find_python.sh"
 cd "$repo_root" || exit 1
 
 install=1

@@ -20,13 +20,13 @@ namespace dp = data_pipeline;
 LoaderRun run_gpu_stage(const std::shared_ptr<const dp::Food101Index>& index,
                         dp::LoaderOptions options, int warmup, int batches, std::string* notice) {
   options.decode = dp::DecodeDevice::kGpu;
-  dp::gpu::GpuDecoder stage(index, options);
+  dp::GpuDecoder stage(index, options);
   *notice = stage.info().notice;
   for (int i = 0; i < warmup; ++i) {
     dp::gpu::DeviceBatch b = stage.next();
     cudaEventSynchronize(b.ready());
   }
-  const dp::gpu::GpuDecodeStats before = stage.stats();
+  const dp::GpuDecodeStats before = stage.stats();
   LoaderRun r = time_batches(batches, [&](bool last) {
     dp::gpu::DeviceBatch b = stage.next();
     if (last && cudaEventSynchronize(b.ready()) != cudaSuccess) {
@@ -34,7 +34,7 @@ LoaderRun run_gpu_stage(const std::shared_ptr<const dp::Food101Index>& index,
     }
     return b.size();
   });
-  const dp::gpu::GpuDecodeStats after = stage.stats();
+  const dp::GpuDecodeStats after = stage.stats();
   r.hardware_images = after.hardware_images - before.hardware_images;
   r.fallback_images = after.fallback_images - before.fallback_images;
   return r;

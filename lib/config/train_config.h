@@ -109,7 +109,7 @@ constexpr const auto& enum_names(DistBackend) { return kDistBackendNames; }
 /// `phase` range of captured step `step`, turning the workload into a known-answer test for
 /// profiling tools.
 struct InjectedStall {
-  std::string phase;  ///< One of the step's ranges (lib/device/nvtx.h), e.g. "forward".
+  std::string phase;  ///< One of the step's ranges (lib/instrument/nvtx.h), e.g. "forward".
   int step = 0;       ///< 0-based captured step.
   double ms = 0;      ///< Milliseconds, > 0.
   friend bool operator==(const InjectedStall& a, const InjectedStall& b) {

@@ -12,9 +12,9 @@
 #include <string>
 #include <unordered_map>
 
-#include "lib/device/nvtx.h"
 #include "lib/distributed/detail/c10d_store.h"
 #include "lib/distributed/distributed.h"
+#include "lib/instrument/nvtx.h"
 
 namespace workload {
 

@@ -24,9 +24,9 @@ class GpuDecodeInput final : public InputSource {
  public:
   GpuDecodeInput(std::shared_ptr<const dp::Food101Index> index, const dp::LoaderOptions& options,
                  torch::Device device) {
-    dp::gpu::GpuDecodeOptions gpu;
+    dp::GpuDecodeOptions gpu;
     gpu.device = device.index();
-    decoder_ = std::make_unique<dp::gpu::GpuDecoder>(std::move(index), options, gpu);
+    decoder_ = std::make_unique<dp::GpuDecoder>(std::move(index), options, gpu);
   }
   ~GpuDecodeInput() override { stop(); }
 
@@ -58,10 +58,10 @@ class GpuDecodeInput final : public InputSource {
   std::optional<GpuDecodeSummary> gpu_decode() const override {
     return GpuDecodeSummary{decoder_->info(), decoder_->stats()};
   }
-  const dp::gpu::GpuDecodeInfo& decoder_info() const { return decoder_->info(); }
+  const dp::GpuDecodeInfo& decoder_info() const { return decoder_->info(); }
 
  private:
-  std::unique_ptr<dp::gpu::GpuDecoder> decoder_;
+  std::unique_ptr<dp::GpuDecoder> decoder_;
   dp::gpu::DeviceBatch held_;  // the step's batch, released once the step's work is queued
 };
 
@@ -72,7 +72,7 @@ std::unique_ptr<InputSource> make_gpu_decode_input(std::shared_ptr<const dp::Foo
                                                    torch::Device device,
                                                    std::vector<std::string>& notices) {
   auto source = std::make_unique<GpuDecodeInput>(std::move(index), options, device);
-  const dp::gpu::GpuDecodeInfo& info = source->decoder_info();
+  const dp::GpuDecodeInfo& info = source->decoder_info();
   if (!info.notice.empty()) notices.push_back(info.notice);
   if (!options.pin_memory) {
     notices.push_back(

@@ -37,8 +37,8 @@ struct HostRingFacts {
 
 /// --decode gpu: what the GPU stage found at construction and has counted since.
 struct GpuDecodeSummary {
-  data_pipeline::gpu::GpuDecodeInfo info;
-  data_pipeline::gpu::GpuDecodeStats stats;
+  data_pipeline::GpuDecodeInfo info;
+  data_pipeline::GpuDecodeStats stats;
 };
 
 /// One way of feeding the step. Per step the Trainer calls, on its own thread:

@@ -20,7 +20,7 @@ struct StepRecord {
   double h2d_submit_ms = 0;  ///< inside h2d_submit: issuing the copies
   double step_ms = 0;        ///< the whole torch_step range
   /// Every range the step opened inside torch_step (data_load, batch_wait, h2d_submit, forward,
-  /// ...), in the order they opened, with its host wall time in ms (lib/device/phase.h).
+  /// ...), in the order they opened, with its host wall time in ms (lib/instrument/phase.h).
   std::vector<std::pair<std::string, double>> phase_ms;
   std::uint64_t digest = 0;  ///< digest of the batch's host label and image bytes
   std::int64_t epoch = 0;

@@ -3,7 +3,7 @@
 
 #include <utility>
 
-#include "lib/device/nvtx.h"
+#include "lib/instrument/nvtx.h"
 
 namespace workload {
 

@@ -10,8 +10,8 @@
 
 #include "lib/core/elapsed.h"
 #include "lib/device/cuda_device.h"
-#include "lib/device/phase.h"
-#include "lib/device/torch_trace.h"
+#include "lib/instrument/phase.h"
+#include "lib/instrument/torch_trace.h"
 #include "lib/report/run_result.h"
 
 namespace workload {

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "lib/device/nvtx.h"
 #include "lib/distributed/distributed.h"
+#include "lib/instrument/nvtx.h"
 
 namespace workload {
 

@@ -11,8 +11,8 @@
 
 #include "data_pipeline/food101_index.h"
 #include "lib/config/train_config.h"
-#include "lib/device/phase.h"
 #include "lib/input/input_source.h"
+#include "lib/instrument/phase.h"
 #include "lib/model/resnet50.h"
 #include "lib/report/run_result.h"
 #include "lib/step/eval_step.h"
@@ -27,8 +27,8 @@ class Distributed;
 TrainConfig eval_input_config(const TrainConfig& config);
 
 /// The pass: eval { eval_step { batch_wait, h2d_submit, [normalize], forward }..., eval_reduce }
-/// (lib/device/nvtx.h), the model in eval mode throughout and back in train mode after. Its input
-/// source runs ahead between passes (its threads decode the next pass's first batches, then
+/// (lib/instrument/nvtx.h), the model in eval mode throughout and back in train mode after. Its
+/// input source runs ahead between passes (its threads decode the next pass's first batches, then
 /// wait): every pass reads the same batches.
 /// Under torchrun each rank evaluates its shard, and eval_reduce sums the counts over the ranks.
 /// Not thread-safe: the trainer's thread; cancel() from any.

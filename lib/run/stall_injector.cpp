@@ -7,7 +7,7 @@
 
 #include "lib/core/usage_error.h"
 #include "lib/device/cuda_device.h"
-#include "lib/device/nvtx.h"
+#include "lib/instrument/nvtx.h"
 #include "lib/step/step_plan.h"
 
 namespace workload {

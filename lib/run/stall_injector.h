@@ -15,7 +15,7 @@ void check_stalls(const TrainConfig& config);
 /// Makes the stalls of --inject-stall: at the start of phase P of captured step S it drains the
 /// device (the host may run steps ahead of it) and sleeps, inside an `inject_stall` range of its
 /// own NVTX domain, so the device idles for the sleep's length. A stop request cuts the sleep
-/// short. Installed as a PhaseTracker's hook (lib/device/phase.h). One thread: the trainer's.
+/// short. Installed as a PhaseTracker's hook (lib/instrument/phase.h). One thread: the trainer's.
 class StallInjector {
  public:
   /// `stop` outlives this.

@@ -4,8 +4,8 @@
 #include <optional>
 #include <stdexcept>
 
-#include "lib/device/nvtx.h"
 #include "lib/distributed/distributed.h"
+#include "lib/instrument/nvtx.h"
 
 namespace workload {
 

@@ -13,9 +13,9 @@
 #include "data_pipeline/food101_index.h"
 #include "lib/config/train_config.h"
 #include "lib/device/cuda_device.h"
-#include "lib/device/phase.h"
 #include "lib/distributed/launch_env.h"
 #include "lib/input/input_source.h"
+#include "lib/instrument/phase.h"
 #include "lib/model/foreach_sgd.h"
 #include "lib/model/lr_schedule.h"
 #include "lib/model/resnet50.h"
@@ -55,7 +55,7 @@ RunOutputs run_outputs(const TrainConfig& config, const std::optional<LaunchEnv>
 /// data_load, then forward, zero_grad, backward, optimizer_step (train mode) for the eager step,
 /// or graph_replay for --cuda-graph's captured steps. loss_item only with --sync-every-step;
 /// per-stage and per-block ranges inside forward with --nvtx-detail layers. In a distributed run
-/// the tree is the same; DDP's own work shows in the `ddp` domain (lib/device/nvtx.h).
+/// the tree is the same; DDP's own work shows in the `ddp` domain (lib/instrument/nvtx.h).
 /// The run is: warm-up steps, device synchronize, the executor's preparation (--cuda-graph's
 /// `graph_capture`), cudaProfilerStart, capture_window { [iterator_reset], steps, capture_drain },
 /// cudaProfilerStop. Nothing inside the window waits for the device before capture_drain.

@@ -6,8 +6,8 @@
 
 #include "data_pipeline/data_error.h"
 #include "lib/core/elapsed.h"
-#include "lib/device/nvtx.h"
 #include "lib/distributed/distributed.h"
+#include "lib/instrument/nvtx.h"
 #include "lib/run/capture_window.h"
 #include "lib/run/checkpoint_state.h"
 #include "lib/run/error_context.h"

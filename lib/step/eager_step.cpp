@@ -7,8 +7,8 @@
 #include <stdexcept>
 
 #include "lib/device/autocast_guard.h"
-#include "lib/device/nvtx.h"
 #include "lib/distributed/data_parallel.h"
+#include "lib/instrument/nvtx.h"
 
 namespace workload {
 

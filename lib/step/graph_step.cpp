@@ -13,8 +13,8 @@
 #include "lib/core/build_features.h"
 #include "lib/device/autocast_guard.h"
 #include "lib/device/cuda_device.h"
-#include "lib/device/nvtx.h"
 #include "lib/distributed/data_parallel.h"
+#include "lib/instrument/nvtx.h"
 
 #if defined(WORKLOAD_TORCH_CUDA)
 #include <ATen/cuda/CUDAGraph.h>

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "lib/device/phase.h"
+#include "lib/instrument/phase.h"
 #include "lib/step/eager_step.h"
 
 namespace workload {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "lib/config/train_config.h"
-#include "lib/device/phase.h"
 #include "lib/input/input_source.h"
+#include "lib/instrument/phase.h"
 #include "lib/model/foreach_sgd.h"
 #include "lib/model/resnet50.h"
 #include "lib/step/step_plan.h"
@@ -54,7 +54,7 @@ class StepExecutor {
   virtual Preparation prepare() { return {}; }
 };
 
-/// Runs `phases` of `executor` on `inputs` in order, each inside its Phase (lib/device/phase.h:
+/// Runs `phases` of `executor` on `inputs` in order, each inside its Phase (lib/instrument/phase.h:
 /// its NVTX range, its profiler scope, `tracker` naming it): the one loop behind every step tree
 /// (Trainer::step's and the graph's capture).
 void run_phases(StepExecutor& executor, const std::vector<StepPhase>& phases, StepInputs& inputs,

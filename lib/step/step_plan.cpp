@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "lib/device/nvtx.h"
+#include "lib/instrument/nvtx.h"
 
 namespace workload {
 

@@ -9,7 +9,7 @@
 namespace workload {
 
 /// A phase of the step that a step executor runs (lib/step/step_executor.h). Its range name is
-/// range_name(phase), from the vocabulary of lib/device/nvtx.h.
+/// range_name(phase), from the vocabulary of lib/instrument/nvtx.h.
 enum class StepPhase {
   kNormalize,      ///< uint8 batches to normalised float32, on the device
   kForward,        ///< forward and loss

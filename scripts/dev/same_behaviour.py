@@ -17,9 +17,9 @@ have:
 - a report with the same keys;
 - the same printed lines, times, rates and paths aside.
 
-Speed is not compared here: scripts/paired_throughput.sh does that. This script says what differs,
-run by run, and exits 0 when nothing does, 1 when something does or a run could not be read, 2 for
-usage errors (a binary that is not executable, a ROOT without images/ and meta/).
+Speed is not compared here: scripts/dev/paired_throughput.sh does that. This script says what
+differs, run by run, and exits 0 when nothing does, 1 when something does or a run could not be
+read, 2 for usage errors (a binary that is not executable, a ROOT without images/ and meta/).
 """
 
 import argparse

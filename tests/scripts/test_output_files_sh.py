@@ -1,4 +1,4 @@
-"""Tests for scripts/output_files.sh, the shell scripts' output rules (those of
+"""Tests for scripts/lib/output_files.sh, the shell scripts' output rules (those of
 nsys_analysis/common/files.py): write_file follows a symlink (the target written, its staging file
 beside the target, the link kept), writes /dev/null in place, refuses a FIFO or a directory and
 leaves it, keeps a replaced file's mode; output_problem says why a path cannot be written;
@@ -15,7 +15,7 @@ import unittest
 
 from scripts.support.testutil import REPO, ScratchCase
 
-HELPER = os.path.join(REPO, "scripts", "output_files.sh")
+HELPER = os.path.join(REPO, "scripts", "lib", "output_files.sh")
 BASH = shutil.which("bash") or "/bin/bash"
 
 

@@ -1,4 +1,4 @@
-"""Tests for scripts/paired_throughput.sh without a GPU or a build: the usage errors that must
+"""Tests for scripts/dev/paired_throughput.sh without a GPU or a build: the usage errors that must
 exit 2 before anything is built or run (a flag without its value, which once looped forever; a bad
 --old-tree, --rounds or --steps; an --out whose logs cannot be written), and the help text.
 
@@ -13,7 +13,7 @@ import unittest
 
 from scripts.support.testutil import REPO, ScratchCase
 
-SCRIPT = os.path.join(REPO, "scripts", "paired_throughput.sh")
+SCRIPT = os.path.join(REPO, "scripts", "dev", "paired_throughput.sh")
 BASH = shutil.which("bash") or "/bin/bash"
 
 
@@ -44,7 +44,7 @@ class PairedThroughputTest(ScratchCase):
         r = self.run_sh("--help")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertTrue(
-            r.stdout.startswith("usage: scripts/paired_throughput.sh --old-tree DIR"), r.stdout
+            r.stdout.startswith("usage: scripts/dev/paired_throughput.sh --old-tree DIR"), r.stdout
         )
 
     def test_usage_errors_exit_2(self):

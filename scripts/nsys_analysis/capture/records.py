@@ -7,9 +7,9 @@ that enqueued a device activity (None when no runtime record correlates with it)
 from dataclasses import dataclass, field
 from typing import Dict, List, NamedTuple, Optional, Sequence, Union, cast
 
-# Range names the workload emits (an interface: lib/device/nvtx.h, data_pipeline/nvtx_domain.h and
-# seed_workload.py use the same vocabulary; tests/scripts/nsys_analysis/capture/test_records.py
-# checks them against the C++ headers).
+# Range names the workload emits (an interface: lib/instrument/nvtx.h,
+# data_pipeline/nvtx_domain.h and seed_workload.py use the same vocabulary;
+# tests/scripts/nsys_analysis/capture/test_records.py checks them against the C++ headers).
 STEP = "torch_step"
 WINDOW = "capture_window"
 # Inside a torch_step, on the main thread: the step-level phases (loss_item with --sync-every-step),

@@ -1,6 +1,6 @@
 """Tests for scripts/nsys_analysis/capture/records.py: its NVTX range names and domains are the ones
 the C++ program emits. The C++ side's names are read from its headers, the `kName = "text"` string
-constants of lib/device/nvtx.h (the training step's tree, the ddp and inject_stall domains;
+constants of lib/instrument/nvtx.h (the training step's tree, the ddp and inject_stall domains;
 lib/nvtx.h in trees from before lib/ had sub-folders) and data_pipeline/nvtx_domain.h (the loader's
 domain and its ranges, the GPU decode stage's). Renaming a range on one side only fails here.
 
@@ -15,7 +15,7 @@ from scripts.support.testutil import REPO
 from nsys_analysis.capture import records
 
 # Where the C++ side defines the names, newest layout first.
-STEP_HEADERS = ("lib/device/nvtx.h", "lib/nvtx.h")
+STEP_HEADERS = ("lib/instrument/nvtx.h", "lib/nvtx.h")
 LOADER_HEADER = "data_pipeline/nvtx_domain.h"
 # `inline constexpr const char* kName = "text";` (or `{"text"}`), as both headers write their names.
 CONSTANT = re.compile(

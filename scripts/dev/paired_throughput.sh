@@ -4,7 +4,7 @@
 # (defaults), alternating which binary goes first each round, without nsys. For refactors that must
 # not change speed: read the new/old ratios, not the absolute figures.
 #
-# usage: scripts/paired_throughput.sh --old-tree DIR [--data DIR] [--rounds N] [--steps N]
+# usage: scripts/dev/paired_throughput.sh --old-tree DIR [--data DIR] [--rounds N] [--steps N]
 #                                     [--out DIR] [-- EXTRA TRAIN_RESNET50 FLAGS]
 #
 #   --old-tree DIR  the other source tree, e.g. made with
@@ -21,11 +21,11 @@
 # usage errors (a flag without its value, a bad --old-tree, --rounds or --steps, an --out that cannot be
 # written, this tree's binary or python3 missing).
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
-# shellcheck source=scripts/find_python.sh
-source scripts/find_python.sh
-# shellcheck source=scripts/output_files.sh
-source scripts/output_files.sh
+cd "$(dirname "$0")/../.." || exit 2
+# shellcheck source=scripts/lib/find_python.sh
+source scripts/lib/find_python.sh
+# shellcheck source=scripts/lib/output_files.sh
+source scripts/lib/output_files.sh
 
 usage() { sed -n '7,17s/^# \{0,1\}//p' "$0"; }
 die_usage() { echo "paired_throughput.sh: error: $1" >&2; exit 2; }

@@ -1,5 +1,5 @@
 // Records a span of the run with LibTorch's profiler and writes a Chrome trace JSON.
-#include "lib/device/torch_trace.h"
+#include "lib/instrument/torch_trace.h"
 
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/version.h>

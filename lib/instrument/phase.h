@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "lib/device/nvtx.h"
+#include "lib/instrument/nvtx.h"
 
 namespace workload {
 
@@ -39,7 +39,7 @@ struct PhaseTracker {
 /// On a normal exit `current` goes back to the enclosing phase. When the scope is left by an
 /// exception it keeps naming the innermost phase the exception went through, so the handler that
 /// catches it outside every phase still learns where it happened. `name` must outlive the scope
-/// (the vocabulary in lib/device/nvtx.h does). Neither copyable nor movable; one thread.
+/// (the vocabulary in lib/instrument/nvtx.h does). Neither copyable nor movable; one thread.
 class Phase {
  public:
   explicit Phase(const char* name, PhaseTracker* tracker = nullptr)

@@ -1,7 +1,7 @@
 // Tests for Phase: it names the running phase while open, hands it back to the enclosing phase on a
 // normal exit, keeps naming the innermost phase an exception left through, and calls its tracker's
 // hook at the start of each phase, and records each phase's host time when asked.
-#include "lib/device/phase.h"
+#include "lib/instrument/phase.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "data_pipeline/synthetic/synthetic_food.h"
-#include "lib/config/cli.h"
+#include "lib/config/flag_table.h"
 #include "lib/core/exit_status.h"
 
 int main(int argc, char** argv) {

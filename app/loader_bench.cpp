@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "lib/bench/loader_bench.h"
-#include "lib/config/cli.h"
+#include "lib/config/flag_table.h"
 #include "lib/core/exit_status.h"
 
 int main(int argc, char** argv) {

@@ -1,5 +1,5 @@
 // The flag tables: every flag of train_resnet50 (and the loader flags loader_bench shares), each
-// bound to the field it sets. One line per flag; the visitors in lib/config/cli.h turn a table into
+// bound to the field it sets. One line per flag; the visitors in lib/config/flag_table.h turn a table into
 // the cxxopts declarations, the parser, the range check of validate() and the report's `config`.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "data_pipeline/loader_options.h"
-#include "lib/config/cli.h"
+#include "lib/config/flag_table.h"
 #include "lib/config/train_config.h"
 
 namespace workload {

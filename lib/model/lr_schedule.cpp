@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "lib/config/cli.h"
+#include "lib/config/flag_table.h"
 #include "lib/core/usage_error.h"
 
 namespace workload {

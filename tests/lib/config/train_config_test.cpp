@@ -6,7 +6,7 @@
 
 #include <sys/stat.h>
 
-#include "lib/config/cli.h"
+#include "lib/config/flag_table.h"
 #include "lib/config/train_flags.h"
 #include "lib/core/build_features.h"
 #include "lib/core/output_file.h"

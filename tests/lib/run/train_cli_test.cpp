@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "lib/config/cli.h"
+#include "lib/config/flag_table.h"
 #include "lib/device/cuda_device.h"
 #include "lib/distributed/data_parallel.h"
 #include "lib/report/report.h"

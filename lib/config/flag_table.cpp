@@ -1,5 +1,5 @@
-// Command-line plumbing shared by the executables (lib/config/cli.h).
-#include "lib/config/cli.h"
+// Command-line plumbing shared by the executables (lib/config/flag_table.h).
+#include "lib/config/flag_table.h"
 
 #include <cerrno>
 #include <climits>

@@ -1,7 +1,7 @@
-// Tests for the flag-table visitors of lib/config/cli.h on a small table: declaration and help,
-// reading only what was given, range and choice errors naming the flag, range checks of values set
-// in code, optional flags, and the JSON form.
-#include "lib/config/cli.h"
+// Tests for the flag-table visitors of lib/config/flag_table.h on a small table: declaration and
+// help, reading only what was given, range and choice errors naming the flag, range checks of
+// values set in code, optional flags, and the JSON form.
+#include "lib/config/flag_table.h"
 
 #include <gtest/gtest.h>
 

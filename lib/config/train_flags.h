@@ -1,6 +1,7 @@
 // The flag tables: every flag of train_resnet50 (and the loader flags loader_bench shares), each
-// bound to the field it sets. One line per flag; the visitors in lib/config/flag_table.h turn a table into
-// the cxxopts declarations, the parser, the range check of validate() and the report's `config`.
+// bound to the field it sets. One line per flag; the visitors in lib/config/flag_table.h turn a
+// table into the cxxopts declarations, the parser, the range check of validate() and the report's
+// `config`.
 #pragma once
 
 #include <cstdint>

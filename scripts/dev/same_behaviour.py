@@ -39,12 +39,16 @@ VOLATILE = re.compile(
 )
 # The same in printed lines.
 PRINTED_VOLATILE = [
-    # A figure with its unit, or several ("p50 / p95  3418.89 / 3500.20 ms").
+    # A figure with its unit, or several ("p50 / p95  3418.89 / 3500.20 ms", "2m13.4 s").
     (
-        re.compile(r"[0-9][0-9.,]*(\s*/\s*[0-9][0-9.,]*)*\s*(ms|s|images/s|img/s|MiB|GiB|%)\b"),
-        "<n \\2>",
+        re.compile(
+            r"([0-9]+m)?[0-9][0-9.,]*(\s*/\s*[0-9][0-9.,]*)*\s*(ms|s|images/s|img/s|MiB|GiB|%)\b"
+        ),
+        "<n \\3>",
     ),
-    (re.compile(r"/\S+"), "<path>"),
+    # The step that waited longest ("batch_wait max  12.3 ms (step 4)").
+    (re.compile(r"(<n ms>) \(step [0-9]+\)"), "\\1 (step <n>)"),
+    (re.compile(r"(?<![<\w])/\S+"), "<path>"),
 ]
 
 

@@ -20,7 +20,7 @@ namespace dp = data_pipeline;
 LoaderRun run_gpu_stage(const std::shared_ptr<const dp::Food101Index>& index,
                         dp::LoaderOptions options, int warmup, int batches, std::string* notice) {
   options.decode = dp::DecodeDevice::kGpu;
-  dp::GpuDecoder stage(index, options);
+  dp::gpu::GpuDecoder stage(index, options);
   *notice = stage.info().notice;
   for (int i = 0; i < warmup; ++i) {
     dp::gpu::DeviceBatch b = stage.next();

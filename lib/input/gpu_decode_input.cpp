@@ -24,9 +24,9 @@ class GpuDecodeInput final : public InputSource {
  public:
   GpuDecodeInput(std::shared_ptr<const dp::Food101Index> index, const dp::LoaderOptions& options,
                  torch::Device device) {
-    dp::GpuDecodeOptions gpu;
+    dp::gpu::GpuDecodeOptions gpu;
     gpu.device = device.index();
-    decoder_ = std::make_unique<dp::GpuDecoder>(std::move(index), options, gpu);
+    decoder_ = std::make_unique<dp::gpu::GpuDecoder>(std::move(index), options, gpu);
   }
   ~GpuDecodeInput() override { stop(); }
 
@@ -61,7 +61,7 @@ class GpuDecodeInput final : public InputSource {
   const dp::GpuDecodeInfo& decoder_info() const { return decoder_->info(); }
 
  private:
-  std::unique_ptr<dp::GpuDecoder> decoder_;
+  std::unique_ptr<dp::gpu::GpuDecoder> decoder_;
   dp::gpu::DeviceBatch held_;  // the step's batch, released once the step's work is queued
 };
 

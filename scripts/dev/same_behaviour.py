@@ -2,7 +2,7 @@
 """Same behaviour before and after a refactor: fixed runs of two train_resnet50 builds, compared.
 
 usage: scripts/dev/same_behaviour.py --old BIN --new BIN --data ROOT [--device cpu|cuda]
-                                     [--out DIR]
+                                     [--out DIR] [--timeout S]
 
 Each build runs the same command lines on the same Food-101 ROOT (scripts/run.sh's, or
 food101_synth's: a few classes are enough on the CPU). On the CPU: 2 + 4 steps step by step; 3
@@ -19,7 +19,8 @@ have:
 
 Speed is not compared here: scripts/dev/paired_throughput.sh does that. This script says what
 differs, run by run, and exits 0 when nothing does, 1 when something does or a run could not be
-read, 2 for usage errors (a binary that is not executable, a ROOT without images/ and meta/).
+read, 2 for usage errors (a binary that is not executable, a ROOT without images/ and meta/, a
+--timeout not above 0). A run still going after --timeout seconds (1800) is killed and named.
 """
 
 import argparse
@@ -74,8 +75,11 @@ def cuda_runs(data: str) -> List[Tuple[str, List[str]]]:
     ]
 
 
-def run_build(binary: str, runs: List[Tuple[str, List[str]]], out: str) -> Dict[str, Any]:
-    """Runs every command line; {run: (status, report or None, printed lines)}."""
+def run_build(
+    binary: str, runs: List[Tuple[str, List[str]]], out: str, timeout: float
+) -> Dict[str, Any]:
+    """Runs every command line; {run: (status, report or None, printed lines)}. A run still
+    going after `timeout` seconds is killed, its status "timed out"."""
     os.makedirs(out, exist_ok=True)
     checkpoints = os.path.join(out, "checkpoints")
     results: Dict[str, Any] = {}
@@ -88,20 +92,30 @@ def run_build(binary: str, runs: List[Tuple[str, List[str]]], out: str) -> Dict[
             if newest:
                 os.remove(os.path.join(checkpoints, newest[-1]))
         report = os.path.join(out, name + ".json")
-        done = subprocess.run(
-            [binary] + args + ["--report", report],
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-        )
+        try:
+            done = subprocess.run(
+                [binary] + args + ["--report", report],
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout,
+            )
+            status: Any = done.returncode
+            output = done.stdout + done.stderr
+        except subprocess.TimeoutExpired as e:
+            status = "timed out after %g s" % timeout
+            output = "".join(
+                x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+                for x in (e.stdout, e.stderr)
+            )
         try:
             with open(report) as f:
                 loaded = json.load(f)
         except (OSError, ValueError):
             loaded = None
         with open(os.path.join(out, name + ".log"), "w") as f:
-            f.write(done.stdout + done.stderr)
-        results[name] = (done.returncode, loaded, (done.stdout + done.stderr).splitlines())
+            f.write(output)
+        results[name] = (status, loaded, output.splitlines())
     return results
 
 
@@ -140,7 +154,7 @@ def compare(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
     for name in old:
         (s_old, r_old, p_old), (s_new, r_new, p_new) = old[name], new[name]
         if s_old != s_new:
-            found.append("%s: exit status %d before, %d after" % (name, s_old, s_new))
+            found.append("%s: exit status %s before, %s after" % (name, s_old, s_new))
         if r_old is None or r_new is None:
             if r_old is not None or r_new is not None:
                 found.append("%s: a report from one build only" % name)
@@ -200,6 +214,9 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--data", required=True, help="a Food-101 root (images/, meta/)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument(
+        "--timeout", type=float, default=1800, help="seconds a run may take (default 1800)"
+    )
+    parser.add_argument(
         "--out",
         help="where the runs' reports and output go: OUT/old, OUT/new (default: a temporary"
         " folder, removed when nothing differs)",
@@ -208,6 +225,8 @@ def main(argv: List[str]) -> int:
     for flag, path in (("--old", args.old), ("--new", args.new)):
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             parser.error("%s: %s is no executable file" % (flag, path))
+    if not args.timeout > 0:
+        parser.error("--timeout: expected a positive number of seconds, got %g" % args.timeout)
     if not all(os.path.isdir(os.path.join(args.data, d)) for d in ("images", "meta")):
         parser.error("--data: %s has no images/ and meta/ (a Food-101 root)" % args.data)
     out = args.out or tempfile.mkdtemp(prefix="same_behaviour_")
@@ -216,11 +235,11 @@ def main(argv: List[str]) -> int:
     for who, binary in (("old", args.old), ("new", args.new)):
         where = os.path.join(out, who)
         shutil.rmtree(where, ignore_errors=True)
-        results[who] = run_build(os.path.abspath(binary), runs, where)
+        results[who] = run_build(os.path.abspath(binary), runs, where, args.timeout)
     found = compare(results["old"], results["new"])
     for name, (status, report, _) in results["new"].items():
         steps = len((report or {}).get("warmup") or []) + len((report or {}).get("steps") or [])
-        print("%-20s exit %d, %d steps compared" % (name, status, steps))
+        print("%-20s exit %s, %d steps compared" % (name, status, steps))
     for line in found:
         print("DIFFERS: " + line)
     print("same behaviour" if not found else "%d difference(s); runs in %s" % (len(found), out))

@@ -1,6 +1,7 @@
 """Tests for scripts/dev/same_behaviour.py, with stand-ins for the two train_resnet50 builds: two
 builds that behave alike pass whatever their times; a changed loss, digest, exit status, report key
-or printed line is named with its run; a bad --old or --data is a usage error (exit 2).
+or printed line is named with its run, and so is a run that hangs; a bad --old or --data is a usage
+error (exit 2).
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_same_behaviour.py
 """
@@ -36,6 +37,8 @@ with open(value("--report"), "w") as f:
     json.dump(report, f)
 print("captured 4 steps in %.1f ms: %.1f images/s (report %s)"
       % (random.random() * 100, random.random() * 1000, value("--report")))
+if CHANGE == "hang" and "--resume" in args:
+    time.sleep(60)
 if CHANGE == "printed":
     print("a line of its own")
 status = 1 if value("--lr") == "1e6" else 0
@@ -91,6 +94,11 @@ class SameBehaviourTest(ScratchCase):
         r = self.compare("printed")
         self.assertEqual(r.returncode, 1, r.stdout)
         self.assertIn("printed line 2 differs: None | 'a line of its own'", r.stdout)
+
+    def test_a_run_that_hangs_is_killed_and_named(self):
+        r = self.compare("hang", "--timeout", "2")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("DIFFERS: resume: exit status 0 before, timed out after 2 s after", r.stdout)
 
     def test_a_bad_binary_or_data_root_is_a_usage_error(self):
         r = subprocess.run(

@@ -52,7 +52,9 @@ int main(int argc, char** argv) {
                 static_cast<long long>(summary.images),
                 static_cast<long long>(summary.train_images),
                 static_cast<long long>(summary.test_images), summary.dataset_dir.c_str(),
-                summary.images ? summary.total_bytes / 1024.0 / summary.images : 0.0);
+                summary.images ? static_cast<double>(summary.total_bytes) / 1024.0 /
+                                     static_cast<double>(summary.images)
+                               : 0.0);
     return 0;
   });
 }

@@ -66,7 +66,7 @@ struct EpochLines {
     constexpr int kWidth = 30;
     const int filled = static_cast<int>(kWidth * done / steps_per_epoch);
     std::printf("\r%s[epoch %lld/%d] [%s%s] %lld/%lld", prefix.c_str(),
-                static_cast<long long>(epoch + 1), config.epochs,
+                static_cast<long long>(epoch) + 1, config.epochs,
                 std::string(static_cast<std::size_t>(filled), '#').c_str(),
                 std::string(static_cast<std::size_t>(kWidth - filled), '.').c_str(),
                 static_cast<long long>(done), static_cast<long long>(steps_per_epoch));

@@ -31,8 +31,8 @@ AugmentParams sample_augment(CounterRng& rng, int width, int height,
     const int w = static_cast<int>(std::nearbyint(std::sqrt(target_area * aspect)));
     const int h = static_cast<int>(std::nearbyint(std::sqrt(target_area / aspect)));
     if (0 < w && w <= width && 0 < h && h <= height) {
-      out.crop.y = static_cast<int>(rng.below(static_cast<std::uint64_t>(height - h + 1)));
-      out.crop.x = static_cast<int>(rng.below(static_cast<std::uint64_t>(width - w + 1)));
+      out.crop.y = static_cast<int>(rng.below(static_cast<std::uint64_t>(height - h) + 1));
+      out.crop.x = static_cast<int>(rng.below(static_cast<std::uint64_t>(width - w) + 1));
       out.crop.width = w;
       out.crop.height = h;
       found = true;

@@ -34,7 +34,7 @@ inline std::uint64_t hash64(const void* data, std::size_t size, std::uint64_t se
     const std::uint64_t position = block * 0xD6E8FEB86659FD93ULL;
     for (int j = 0; j < 8; ++j) {
       std::uint64_t w;
-      std::memcpy(&w, p + i + 8 * j, 8);
+      std::memcpy(&w, p + i + 8 * static_cast<std::size_t>(j), 8);
       const std::uint64_t x = w ^ (key[j] + position);
       acc[j] += (x & 0xFFFFFFFFULL) * (x >> 32);
       acc[j] += w;

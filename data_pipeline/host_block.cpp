@@ -51,7 +51,8 @@ HostBlock::HostBlock(std::size_t bytes, bool page_locked) : size_(bytes) {
     std::snprintf(msg, sizeof(msg),
                   "cannot allocate %.1f GiB of host memory: more than 80%% of this machine's "
                   "%.1f GiB",
-                  bytes / 1073741824.0, ram / 1073741824.0);
+                  static_cast<double>(bytes) / 1073741824.0,
+                  static_cast<double>(ram) / 1073741824.0);
     throw std::runtime_error(msg);
   }
 #if defined(WORKLOAD_TORCH_CUDA)

@@ -78,8 +78,8 @@ inline std::uint8_t mul255(unsigned a, unsigned b) {
 }  // namespace
 
 struct JpegDecoder::State {
-  jpeg_decompress_struct cinfo;
-  ErrorManager err;
+  jpeg_decompress_struct cinfo{};
+  ErrorManager err{};
   std::vector<std::uint8_t> pixels;  // decoded rows (RGB, or CMYK before conversion)
   std::vector<std::uint8_t> rgb;     // CMYK converted to RGB
 

@@ -138,7 +138,7 @@ struct Loader::Shared {
 // Loader
 
 Loader::Loader(std::shared_ptr<const Food101Index> index, LoaderOptions options, FileReader read)
-    : index_(std::move(index)), options_(std::move(options)) {
+    : index_(std::move(index)), options_(options) {
   if (!index_ || index_->size() == 0) throw std::invalid_argument("Loader: empty dataset index");
   validate(options_);
   // The images this loader reads an epoch: the split, or its shard.

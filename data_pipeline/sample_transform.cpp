@@ -131,8 +131,8 @@ std::int64_t lap(Clock::time_point& since) {
 }
 
 struct ChooserContext {
-  CounterRng* rng;
-  const AugmentOptions* options;
+  CounterRng* rng = nullptr;
+  const AugmentOptions* options = nullptr;
   AugmentParams params;
 };
 CropRect choose_crop(void* context, int width, int height) {

@@ -80,7 +80,7 @@ class SampleTransform {
   cv::Mat resized_;
   cv::Mat other_rgb_;
   std::vector<std::uint8_t> file_buffer_;
-  float lut_[3][256];  // (v / 255 - mean[c]) / std[c], bit-identical to ToTensor + Normalize
+  float lut_[3][256] = {};  // (v / 255 - mean[c]) / std[c], bit-identical to ToTensor + Normalize
 };
 
 /// The OpenCV interpolation used to resize a `width` x `height` crop to `size` x `size`:

@@ -27,8 +27,8 @@ struct EncodeErrorManager {
 
 // Owns the compressor and the output buffer that jpeg_mem_dest allocates with malloc.
 struct Compressor {
-  jpeg_compress_struct cinfo;
-  EncodeErrorManager err;
+  jpeg_compress_struct cinfo{};
+  EncodeErrorManager err{};
   unsigned char* out = nullptr;
   unsigned long out_size = 0;
   Compressor() {

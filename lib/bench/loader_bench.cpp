@@ -45,7 +45,9 @@ void append(std::string& out, const char* fmt, ...) {
 double process_cpu_s() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  auto sec = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+  };
   return sec(u.ru_utime) + sec(u.ru_stime);
 }
 
@@ -58,7 +60,7 @@ LoaderRun time_batches(int batches, const std::function<std::int64_t(bool last)>
   for (int i = 0; i < batches; ++i) images += take(i + 1 == batches);
   const double s = std::chrono::duration<double>(Clock::now() - start).count();
   LoaderRun r;
-  r.images_per_s = images / s;
+  r.images_per_s = static_cast<double>(images) / s;
   r.seconds = s;
   r.images = images;
   r.cpu_us_per_image = (process_cpu_s() - cpu0) * 1e6 / static_cast<double>(images);
@@ -181,7 +183,8 @@ Breakdown cpu_breakdown(const dp::Food101Index& index, const dp::TransformOption
     }
   }
   for (std::size_t s = 0; s < kStages.size(); ++s) {
-    b.stage_us[s] = static_cast<double>(best_sum.*kStages[s].ns) * 1e-3 / b.images;
+    b.stage_us[s] =
+        static_cast<double>(best_sum.*kStages[s].ns) * 1e-3 / static_cast<double>(b.images);
     b.stages_us += b.stage_us[s];
   }
   b.timed_pass_us = best_timed * per_image_us;
@@ -361,7 +364,8 @@ std::string format_bench(const BenchResults& r) {
            "GPU stage: %lld of %lld images on the engines (%.1f%% fell back to the CPU path), "
            "host CPU per image %.2fx the CPU path's%s%s\n",
            static_cast<long long>(staged.hardware_images), static_cast<long long>(total),
-           total ? 100.0 * static_cast<double>(staged.fallback_images) / total : 0.0,
+           total ? 100.0 * static_cast<double>(staged.fallback_images) / static_cast<double>(total)
+                 : 0.0,
            staged.cpu_us_per_image / r.fused.cpu_us_per_image, r.gpu_notice.empty() ? "" : "; ",
            r.gpu_notice.c_str());
   }

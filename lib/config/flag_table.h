@@ -104,9 +104,9 @@ using non_deduced_t = typename NonDeduced<T>::type;
 /// One flag: its name without dashes, its --help group, its help text and whether the report's
 /// `config` holds it (as `name` with '-' replaced by '_').
 struct FlagInfo {
-  const char* name;
-  const char* group;
-  const char* help;
+  const char* name = nullptr;
+  const char* group = nullptr;
+  const char* help = nullptr;
   bool reported = true;
 };
 

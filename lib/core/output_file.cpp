@@ -88,9 +88,9 @@ std::string create_staging(const std::string& dir, const std::string& target, mo
   static std::atomic<unsigned> counter{0};
   const std::string base = fs::path(target).filename().string();
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const std::string name = (fs::path(dir) / ("." + base + ".tmp." + std::to_string(::getpid()) +
-                                               "." + std::to_string(counter++)))
-                                 .string();
+    std::string name = (fs::path(dir) / ("." + base + ".tmp." + std::to_string(::getpid()) + "." +
+                                         std::to_string(counter++)))
+                           .string();
     const UniqueFd fd(::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
     if (fd) return name;
     if (errno != EEXIST) {

@@ -204,7 +204,7 @@ using State = DistWatchdog::State;
 
 struct Now {
   Clock::time_point time;
-  int signal;  // the stop request's, -1 for none
+  int signal = -1;  // the stop request's, -1 for none
 };
 
 DistVerdict verdict(DistVerdict::Kind kind, int rank, int signal, std::string reason) {

@@ -350,7 +350,7 @@ std::vector<std::pair<std::int64_t, std::string>> CheckpointDir::list() const {
 
 std::string CheckpointDir::write(std::int64_t epochs_done, const Checkpoint& checkpoint,
                                  std::uint64_t* bytes) const {
-  const std::string path = file_for(epochs_done);
+  std::string path = file_for(epochs_done);
   const std::uint64_t written = write_checkpoint_file(path, checkpoint);
   if (bytes) *bytes = written;
   const auto files = list();

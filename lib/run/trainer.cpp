@@ -35,7 +35,7 @@ namespace {
 std::string rank_output(const std::string& flag, const std::string& path,
                         const std::optional<LaunchEnv>& dist) {
   if (path.empty() || !dist) return path;
-  const std::string mine = rank_output_path(path, dist->rank);
+  std::string mine = rank_output_path(path, dist->rank);
   check_output_file(flag + " (rank " + std::to_string(dist->rank) + ")", mine);
   return mine;
 }

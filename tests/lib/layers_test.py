@@ -209,6 +209,13 @@ def build_output_folders(root):
     return found
 
 
+def write_file(root, rel, text):
+    """Writes text to root/rel, making its folders: the self-tests' small trees."""
+    os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+    with open(os.path.join(root, rel), "w") as f:
+        f.write(text)
+
+
 class LayersTest(unittest.TestCase):
     def test_every_include_goes_down(self):
         found = violations(ROOT)
@@ -231,9 +238,7 @@ class LayersTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
 
             def write(rel, text):
-                os.makedirs(os.path.dirname(os.path.join(tmp, rel)), exist_ok=True)
-                with open(os.path.join(tmp, rel), "w") as f:
-                    f.write(text)
+                write_file(tmp, rel, text)
 
             write("lib/CMakeLists.txt", "foreach(layer core model run)\n")
             write("lib/core/CMakeLists.txt", "add_library(w_core STATIC a.cpp)\n")
@@ -277,9 +282,7 @@ class LayersTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
 
             def write(rel, text):
-                os.makedirs(os.path.dirname(os.path.join(tmp, rel)), exist_ok=True)
-                with open(os.path.join(tmp, rel), "w") as f:
-                    f.write(text)
+                write_file(tmp, rel, text)
 
             write("lib/CMakeLists.txt", "foreach(layer core run)\n")
             write("lib/core/a.h", '#include "lib/run/b.h"\n')

@@ -44,8 +44,7 @@ int main(int argc, char** argv) {
     std::printf("nvjpeg_floor: %.1f images/s (batch %d, %s bitstreams, %s, %s output, %s)\n",
                 bench::run_nvjpeg_floor(o), o.batch, o.pinned ? "pinned" : "pageable",
                 o.crop > 0 ? ("crop " + std::to_string(o.crop)).c_str() : "whole images",
-                data_pipeline::to_string(o.output),
-                o.sync_each ? "synchronised each batch" : "queued");
+                common::to_string(o.output), o.sync_each ? "synchronised each batch" : "queued");
     return kExitOk;
   });
 }

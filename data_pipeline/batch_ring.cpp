@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "data_pipeline/align.h"
+#include "common/align.h"
 #include "data_pipeline/data_error.h"
 #include "data_pipeline/nvtx_domain.h"
 
@@ -28,8 +28,8 @@ BatchRing::BatchRing(const RingShape& shape) : shape_(shape) {
     throw std::invalid_argument("ring: a dataset of " + std::to_string(n) +
                                 " images holds no batch of " + std::to_string(b));
   }
-  const std::size_t image_bytes = align_up(shape_.slot_image_bytes);
-  slot_label_bytes_ = align_up(sizeof(std::int64_t) * static_cast<std::size_t>(b));
+  const std::size_t image_bytes = common::align_up(shape_.slot_image_bytes);
+  slot_label_bytes_ = common::align_up(sizeof(std::int64_t) * static_cast<std::size_t>(b));
   labels_offset_ = shape_.slots * image_bytes;
   block_ = HostBlock(shape_.slots * (image_bytes + slot_label_bytes_), shape_.pin_memory);
   slots_.resize(shape_.slots);
@@ -42,7 +42,8 @@ BatchRing::~BatchRing() {
 }
 
 std::uint8_t* BatchRing::images(std::size_t slot) const {
-  return static_cast<std::uint8_t*>(block_.data()) + slot * align_up(shape_.slot_image_bytes);
+  return static_cast<std::uint8_t*>(block_.data()) +
+         slot * common::align_up(shape_.slot_image_bytes);
 }
 
 std::int64_t* BatchRing::labels(std::size_t slot) const {

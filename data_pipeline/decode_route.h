@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/named_enum.h"
 #include "data_pipeline/jpeg_decoder.h"
-#include "data_pipeline/named_enum.h"
 
 namespace data_pipeline {
 
@@ -15,8 +15,8 @@ enum class DecodeRoute {
   kHardware,  ///< nvJPEG's hardware backend (the GPU's JPEG engines).
   kCpu,       ///< The CPU path (SampleTransform), its pixels copied into the batch.
 };
-inline constexpr EnumName<DecodeRoute> kDecodeRouteNames[] = {{DecodeRoute::kHardware, "hardware"},
-                                                              {DecodeRoute::kCpu, "cpu"}};
+inline constexpr common::EnumName<DecodeRoute> kDecodeRouteNames[] = {
+    {DecodeRoute::kHardware, "hardware"}, {DecodeRoute::kCpu, "cpu"}};
 constexpr const auto& enum_names(DecodeRoute) { return kDecodeRouteNames; }
 
 /// A route and, for the CPU, why ("progressive", "4:1:1 subsampling", ...; empty for the engine).

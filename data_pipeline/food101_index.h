@@ -6,13 +6,14 @@
 #include <string>
 #include <vector>
 
-#include "data_pipeline/named_enum.h"
+#include "common/named_enum.h"
 
 namespace data_pipeline {
 
 /// The splits a Food-101 layout lists (meta/train.txt, meta/test.txt).
 enum class Split { kTrain, kTest };
-inline constexpr EnumName<Split> kSplitNames[] = {{Split::kTrain, "train"}, {Split::kTest, "test"}};
+inline constexpr common::EnumName<Split> kSplitNames[] = {{Split::kTrain, "train"},
+                                                          {Split::kTest, "test"}};
 constexpr const auto& enum_names(Split) { return kSplitNames; }
 
 /// One image of a split.

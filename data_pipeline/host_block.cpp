@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "data_pipeline/cuda_check.h"
+#include "common/cuda_check.h"
 
 namespace data_pipeline {
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <utility>
 
+#include "common/hash64.h"
 #include "data_pipeline/counter_rng.h"
 #include "data_pipeline/data_error.h"
-#include "data_pipeline/hash64.h"
 #include "data_pipeline/nvtx_domain.h"
 
 namespace data_pipeline {
@@ -378,10 +378,10 @@ Batch Loader::next() {
     batch.staged_.resize(static_cast<std::size_t>(n));
     records.staged.resize(static_cast<std::size_t>(options_.batch_size));
   }
-  batch.digest_ = hash64(labels, static_cast<std::size_t>(n) * sizeof(std::int64_t),
-                         static_cast<std::uint64_t>(n));
-  batch.digest_ = hash64(records.digests.data(),
-                         static_cast<std::size_t>(n) * sizeof(std::uint64_t), batch.digest_);
+  batch.digest_ = common::hash64(labels, static_cast<std::size_t>(n) * sizeof(std::int64_t),
+                                 static_cast<std::uint64_t>(n));
+  batch.digest_ = common::hash64(
+      records.digests.data(), static_cast<std::size_t>(n) * sizeof(std::uint64_t), batch.digest_);
   const auto dtype =
       options_.transform.dtype == HostDType::kUInt8 ? torch::kUInt8 : torch::kFloat32;
   const bool nchw = options_.transform.layout == ImageLayout::kNchw;

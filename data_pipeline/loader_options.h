@@ -4,9 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/named_enum.h"
 #include "data_pipeline/augment.h"
 #include "data_pipeline/jpeg_decoder.h"
-#include "data_pipeline/named_enum.h"
 
 namespace data_pipeline {
 
@@ -15,8 +15,8 @@ enum class HostDType {
   kFloat32,  ///< Normalised float32 (ToTensor + Normalize done on the host), the article's path.
   kUInt8,    ///< Raw 0..255 RGB; conversion and normalisation are left to the device.
 };
-inline constexpr EnumName<HostDType> kHostDTypeNames[] = {{HostDType::kFloat32, "float32"},
-                                                          {HostDType::kUInt8, "uint8"}};
+inline constexpr common::EnumName<HostDType> kHostDTypeNames[] = {{HostDType::kFloat32, "float32"},
+                                                                  {HostDType::kUInt8, "uint8"}};
 constexpr const auto& enum_names(HostDType) { return kHostDTypeNames; }
 
 /// Bytes per element of `dtype`.
@@ -27,7 +27,7 @@ enum class ImageLayout {
   kChannelsLast,  ///< N x H x W x C in memory (NHWC), the default: what Hopper's kernels prefer.
   kNchw,          ///< N x C x H x W: PyTorch's default contiguous layout.
 };
-inline constexpr EnumName<ImageLayout> kImageLayoutNames[] = {
+inline constexpr common::EnumName<ImageLayout> kImageLayoutNames[] = {
     {ImageLayout::kNchw, "nchw"}, {ImageLayout::kChannelsLast, "channels_last"}};
 constexpr const auto& enum_names(ImageLayout) { return kImageLayoutNames; }
 
@@ -36,8 +36,8 @@ enum class WorkUnit {
   kBatch,   ///< A worker assembles a whole batch, as PyTorch's DataLoader workers do.
   kSample,  ///< All workers fill the next batch together, one sample at a time.
 };
-inline constexpr EnumName<WorkUnit> kWorkUnitNames[] = {{WorkUnit::kBatch, "batch"},
-                                                        {WorkUnit::kSample, "sample"}};
+inline constexpr common::EnumName<WorkUnit> kWorkUnitNames[] = {{WorkUnit::kBatch, "batch"},
+                                                                {WorkUnit::kSample, "sample"}};
 constexpr const auto& enum_names(WorkUnit) { return kWorkUnitNames; }
 
 /// What to do with an image that cannot be read or decoded.
@@ -45,7 +45,7 @@ enum class BadImagePolicy {
   kError,  ///< The batch fails; `Loader::next` throws a DataError naming the file.
   kSkip,   ///< Replace it with another image of the split, chosen deterministically.
 };
-inline constexpr EnumName<BadImagePolicy> kBadImagePolicyNames[] = {
+inline constexpr common::EnumName<BadImagePolicy> kBadImagePolicyNames[] = {
     {BadImagePolicy::kError, "error"}, {BadImagePolicy::kSkip, "skip"}};
 constexpr const auto& enum_names(BadImagePolicy) { return kBadImagePolicyNames; }
 
@@ -56,8 +56,8 @@ enum class DecodeDevice {
          ///< on the hardware JPEG engines (data_pipeline/gpu/), the CPU path taking what they
          ///< cannot.
 };
-inline constexpr EnumName<DecodeDevice> kDecodeDeviceNames[] = {{DecodeDevice::kCpu, "cpu"},
-                                                                {DecodeDevice::kGpu, "gpu"}};
+inline constexpr common::EnumName<DecodeDevice> kDecodeDeviceNames[] = {
+    {DecodeDevice::kCpu, "cpu"}, {DecodeDevice::kGpu, "gpu"}};
 constexpr const auto& enum_names(DecodeDevice) { return kDecodeDeviceNames; }
 
 /// Smallest output size the transform accepts.

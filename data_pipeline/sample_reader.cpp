@@ -4,9 +4,9 @@
 #include <cstring>
 #include <utility>
 
+#include "common/hash64.h"
 #include "data_pipeline/counter_rng.h"
 #include "data_pipeline/data_error.h"
-#include "data_pipeline/hash64.h"
 
 namespace data_pipeline {
 
@@ -68,7 +68,8 @@ std::uint64_t SampleReader::stage_one(std::int64_t epoch, std::int64_t dataset_i
   const CropRect& c = staged.params.crop;
   const std::int64_t geometry[6] = {
       c.x, c.y, c.width, c.height, staged.params.flip ? 1 : 0, static_cast<std::int64_t>(size)};
-  staged.digest = hash64(geometry, sizeof(geometry), hash64(data, size, 0x6770752d6a706567ULL));
+  staged.digest =
+      common::hash64(geometry, sizeof(geometry), common::hash64(data, size, 0x6770752d6a706567ULL));
   return staged.digest;
 }
 

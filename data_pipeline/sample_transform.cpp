@@ -13,8 +13,8 @@
 #include <opencv2/core/utils/logger.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "common/hash64.h"
 #include "data_pipeline/data_error.h"
-#include "data_pipeline/hash64.h"
 
 #if defined(WORKLOAD_HAVE_IMGCODECS)
 #include <opencv2/imgcodecs.hpp>
@@ -300,7 +300,7 @@ std::uint64_t SampleTransform::write(const RgbView& crop, bool flip, void* dst,
     }
   }
   if (times) times->write_ns = lap(t);
-  const std::uint64_t digest = hash64(dst, sample_bytes());
+  const std::uint64_t digest = common::hash64(dst, sample_bytes());
   if (times) times->digest_ns = lap(t);
   return digest;
 }

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "data_pipeline/align.h"
+#include "common/align.h"
+#include "common/cuda_check.h"
 #include "data_pipeline/augment.h"
-#include "data_pipeline/cuda_check.h"
 #include "data_pipeline/data_error.h"
 #include "data_pipeline/decode_route.h"
 #include "data_pipeline/gpu/nvjpeg_handles.h"
@@ -144,8 +144,8 @@ void BatchDecoder::lay_out_crops(const DeviceBatch& batch, DecodeSet& set) {
     job.height = c.height;
     job.sample = plan_.hardware[i];
     job.flip = st.params.flip ? 1 : 0;
-    decoded_bytes += align_up(static_cast<std::size_t>(c.width) * c.height * 3);
-    scratch_bytes_total += align_up(gpu::scratch_bytes(c.height, resize_out_.size));
+    decoded_bytes += common::align_up(static_cast<std::size_t>(c.width) * c.height * 3);
+    scratch_bytes_total += common::align_up(gpu::scratch_bytes(c.height, resize_out_.size));
   }
   if (plan_.hardware.empty()) return;
   set.decoded.reserve(decoded_bytes);

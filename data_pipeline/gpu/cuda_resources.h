@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "data_pipeline/cuda_check.h"
+#include "common/cuda_check.h"
 
 namespace data_pipeline::gpu {
 

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "data_pipeline/cuda_check.h"
+#include "common/cuda_check.h"
 #include "data_pipeline/data_error.h"
 #include "data_pipeline/gpu/batch_decoder.h"
 #include "data_pipeline/gpu/decode_resources.h"

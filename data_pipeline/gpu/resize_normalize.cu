@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "data_pipeline/cuda_check.h"
+#include "common/cuda_check.h"
 #include "data_pipeline/resize_filter.h"
 
 namespace data_pipeline::gpu {

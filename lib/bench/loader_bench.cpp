@@ -199,7 +199,7 @@ nlohmann::ordered_json to_json(const Breakdown& b, const dp::TransformOptions& o
   j["skipped"] = b.skipped;
   j["passes"] = kBreakdownRounds;
   j["image_size"] = options.image_size;
-  j["dtype"] = dp::to_string(options.dtype);
+  j["dtype"] = common::to_string(options.dtype);
   auto& stages = j["stages"];
   for (std::size_t s = 0; s < kStages.size(); ++s) {
     stages[kStages[s].key] = {{"us_per_image", b.stage_us[s]},
@@ -220,7 +220,7 @@ std::string format(const Breakdown& b, const dp::TransformOptions& options) {
       out,
       "\nCPU transform breakdown: 1 thread, %lld images, %d px %s, fused ROI decode, fastest of %d "
       "passes\n",
-      static_cast<long long>(b.images), options.image_size, dp::to_string(options.dtype),
+      static_cast<long long>(b.images), options.image_size, common::to_string(options.dtype),
       kBreakdownRounds);
   if (b.skipped > 0) {
     append(out, "(%lld undecodable files left out)\n", static_cast<long long>(b.skipped));
@@ -306,7 +306,7 @@ nlohmann::ordered_json bench_json(const BenchResults& r) {
   j["batch_size"] = lo.batch_size;
   j["batches"] = r.options.batches;
   j["image_size"] = lo.transform.image_size;
-  j["work_unit"] = dp::to_string(lo.work_unit);
+  j["work_unit"] = common::to_string(lo.work_unit);
   j["images"] = r.dataset_images;
   j["fused_images_per_s"] = r.fused.images_per_s;
   j["fused_images_per_s_per_thread"] = r.fused.images_per_s / workers;
@@ -343,7 +343,7 @@ std::string format_bench(const BenchResults& r) {
   std::string out;
   append(out, "loader_bench: %d worker threads, batch %lld, %d timed batches, %d px, %s unit\n",
          workers, static_cast<long long>(lo.batch_size), r.options.batches, lo.transform.image_size,
-         dp::to_string(lo.work_unit));
+         common::to_string(lo.work_unit));
   append(out, "%-34s %12s %16s %14s\n", "path", "images/s", "images/s/thread", "CPU us/image");
   if (r.gpu_stage) {
     append(out, "%-34s %12.0f %16.0f %14.1f\n", "GPU stage (nvJPEG engines + kernel)",

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "data_pipeline/cuda_check.h"
+#include "common/cuda_check.h"
 #include "data_pipeline/food101_index.h"
 #include "data_pipeline/gpu/cuda_resources.h"
 #include "data_pipeline/gpu/nvjpeg_handles.h"
@@ -132,7 +132,7 @@ Outputs make_outputs(nvjpegHandle_t h, const Bitstreams& b, int crop, FloorOutpu
 
 double run_nvjpeg_floor(const FloorOptions& o) {
   if (o.crop > 0 && o.output != FloorOutput::kRgbi) {
-    throw UsageError(std::string("--output ") + data_pipeline::to_string(o.output) +
+    throw UsageError(std::string("--output ") + common::to_string(o.output) +
                      ": the planes are sized for whole images; use --crop 0");
   }
   nvjpegHandle_t raw = nullptr;

@@ -5,14 +5,14 @@
 #include <cstdint>
 #include <string>
 
-#include "data_pipeline/named_enum.h"
+#include "common/named_enum.h"
 
 namespace workload::bench {
 
 /// What nvJPEG writes: interleaved RGB (what the GPU decode stage asks for), the JPEG's own planes
 /// as coded (YUV, no colour conversion) or the luma plane alone.
 enum class FloorOutput { kRgbi, kYuv, kY };
-inline constexpr data_pipeline::EnumName<FloorOutput> kFloorOutputNames[] = {
+inline constexpr common::EnumName<FloorOutput> kFloorOutputNames[] = {
     {FloorOutput::kRgbi, "rgbi"}, {FloorOutput::kYuv, "yuv"}, {FloorOutput::kY, "y"}};
 constexpr const auto& enum_names(FloorOutput) { return kFloorOutputNames; }
 

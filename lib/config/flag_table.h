@@ -14,7 +14,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "data_pipeline/named_enum.h"
+#include "common/named_enum.h"
 #include "lib/core/usage_error.h"
 
 namespace workload {
@@ -143,8 +143,8 @@ class DeclareFlags {
   }
   template <typename E>
   void choice(const FlagInfo& f, const E& v) {
-    add(f, data_pipeline::enum_choices<E>() + ": " + f.help,
-        cxxopts::value<std::string>()->default_value(data_pipeline::to_string(v)));
+    add(f, common::enum_choices<E>() + ": " + f.help,
+        cxxopts::value<std::string>()->default_value(common::to_string(v)));
   }
   template <typename T>
   void list(const FlagInfo& f, const std::vector<T>&) {
@@ -201,10 +201,10 @@ class ReadFlags {
   void choice(const FlagInfo& f, E& v) {
     if (!take(f)) return;
     const std::string text = flags_.string(f.name);
-    const auto parsed = data_pipeline::parse_enum<E>(text);
+    const auto parsed = common::parse_enum<E>(text);
     if (!parsed) {
-      throw UsageError("--" + std::string(f.name) + ": expected " +
-                       data_pipeline::enum_choices<E>() + ", got '" + text + "'");
+      throw UsageError("--" + std::string(f.name) + ": expected " + common::enum_choices<E>() +
+                       ", got '" + text + "'");
     }
     v = *parsed;
   }
@@ -288,7 +288,7 @@ class FlagsToJson {
   void boolean(const FlagInfo& f, const bool& v) { put(f, v); }
   template <typename E>
   void choice(const FlagInfo& f, const E& v) {
-    put(f, data_pipeline::to_string(v));
+    put(f, common::to_string(v));
   }
   template <typename T>
   void list(const FlagInfo& f, const std::vector<T>& v) {

@@ -7,17 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "common/named_enum.h"
 #include "data_pipeline/food101_index.h"
 #include "data_pipeline/loader_options.h"
-#include "data_pipeline/named_enum.h"
 #include "lib/core/usage_error.h"
 
 namespace workload {
 
-using data_pipeline::enum_choices;
-using data_pipeline::EnumName;
-using data_pipeline::parse_enum;
-using data_pipeline::to_string;
+using common::enum_choices;
+using common::EnumName;
+using common::parse_enum;
+using common::to_string;
 
 /// Where the model runs.
 enum class Device { kCuda, kCpu };

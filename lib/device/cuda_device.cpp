@@ -13,7 +13,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_profiler_api.h>
 
-#include "data_pipeline/cuda_check.h"
+#include "common/cuda_check.h"
 #endif
 
 namespace workload {

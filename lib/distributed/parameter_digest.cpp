@@ -1,5 +1,5 @@
 // The replicas' digest (lib/distributed/data_parallel.h), in every build.
-#include "data_pipeline/hash64.h"
+#include "common/hash64.h"
 #include "lib/distributed/data_parallel.h"
 
 namespace workload {
@@ -8,7 +8,7 @@ std::uint64_t parameter_digest(const torch::nn::Module& model) {
   std::uint64_t h = 0;
   for (const auto& p : model.parameters()) {
     const torch::Tensor host = p.detach().to(torch::kCPU).contiguous();
-    h = data_pipeline::hash64(host.data_ptr(), static_cast<std::size_t>(host.nbytes()), h);
+    h = common::hash64(host.data_ptr(), static_cast<std::size_t>(host.nbytes()), h);
   }
   return h;
 }

@@ -8,7 +8,7 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include "data_pipeline/cuda_check.h"
+#include "common/cuda_check.h"
 #include "data_pipeline/gpu/gpu_decoder.h"
 #include "lib/input/host_loader_input.h"
 #endif

@@ -1,7 +1,7 @@
 // Synthetic batches as the step's input source (lib/input/synthetic_input.h).
 #include "lib/input/synthetic_input.h"
 
-#include "data_pipeline/hash64.h"
+#include "common/hash64.h"
 
 namespace workload {
 
@@ -19,9 +19,9 @@ SyntheticInput::SyntheticInput(const dp::LoaderOptions& lo, std::int64_t num_cla
     host = host.contiguous();  // the same values, NCHW in memory
   }
   torch::Tensor labels = torch::randint(num_classes, {lo.batch_size}, torch::kInt64);
-  std::uint64_t digest =
-      dp::hash64(labels.data_ptr(), labels.numel() * 8, static_cast<std::uint64_t>(labels.numel()));
-  digest = dp::hash64(host.data_ptr(), host.numel() * host.element_size(), digest);
+  std::uint64_t digest = common::hash64(labels.data_ptr(), labels.numel() * 8,
+                                        static_cast<std::uint64_t>(labels.numel()));
+  digest = common::hash64(host.data_ptr(), host.numel() * host.element_size(), digest);
   info_ = Info(digest, lo.batch_size);
   inputs_.images = host.to(device);  // keeps the strides: channels_last or NCHW
   inputs_.labels = labels.to(device);

@@ -17,7 +17,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "data_pipeline/hash64.h"
+#include "common/hash64.h"
 #include "lib/core/unique_fd.h"
 #include "lib/core/usage_error.h"
 
@@ -49,8 +49,7 @@ std::uint64_t get_le(const std::string& in, std::size_t at, int bytes) {
 }
 
 std::uint64_t digest_of(const std::string& meta, const std::string& payload) {
-  return data_pipeline::hash64(payload.data(), payload.size(),
-                               data_pipeline::hash64(meta.data(), meta.size()));
+  return common::hash64(payload.data(), payload.size(), common::hash64(meta.data(), meta.size()));
 }
 
 // Writes all of `bytes` to `fd`; false with errno set on failure.

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "data_pipeline/hash64.h"
+#include "common/hash64.h"
 #include "lib/report/report.h"
 
 namespace workload {
@@ -58,9 +58,9 @@ std::string split_digest(const dp::Food101Index& index) {
   for (const dp::Sample& s : index.samples()) {
     const std::string rel = s.path.lexically_relative(index.dataset_dir()).generic_string();
     const auto size = static_cast<std::uint64_t>(fs::file_size(s.path, ec));
-    h = dp::hash64(rel.data(), rel.size(), h);
-    h = dp::hash64(&s.label, sizeof(s.label), h);
-    h = dp::hash64(&size, sizeof(size), h);
+    h = common::hash64(rel.data(), rel.size(), h);
+    h = common::hash64(&s.label, sizeof(s.label), h);
+    h = common::hash64(&size, sizeof(size), h);
   }
   char out[17];
   std::snprintf(out, sizeof(out), "%016llx", static_cast<unsigned long long>(h));

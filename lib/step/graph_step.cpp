@@ -21,7 +21,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include "data_pipeline/cuda_check.h"
+#include "common/cuda_check.h"
 #endif
 
 // --cuda-graph-memsets kernels: the graph is rewritten between capture and instantiation, which

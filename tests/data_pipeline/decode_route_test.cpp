@@ -138,7 +138,7 @@ TEST(DecodeRouteTest, TheTableCoversUnusualHeaders) {
   h.subsampling = S::k420;
   h.color_space = JpegColorSpace::kRgb;
   EXPECT_STREQ(hardware_route(h).reason, "RGB stored without colour transform");
-  EXPECT_STREQ(to_string(DecodeRoute::kHardware), "hardware");
+  EXPECT_STREQ(common::to_string(DecodeRoute::kHardware), "hardware");
 }
 
 TEST(DecodeRouteTest, OnlyAStreamEndingWithItsEndOfImageMarkerGoesToTheEngines) {

@@ -119,7 +119,7 @@ TEST_F(LoaderTest, BatchesAreIdenticalWhateverWorkersPrefetchPinningOrWorkUnit) 
           expect_same(reference, run(o, 16),
                       "workers=" + std::to_string(workers) +
                           " prefetch=" + std::to_string(prefetch) + " pin=" + std::to_string(pin) +
-                          " unit=" + to_string(unit));
+                          " unit=" + common::to_string(unit));
         }
       }
     }
@@ -706,7 +706,7 @@ TEST_F(BadImageLoaderTest, SkipReplacesDeterministicallyAndReports) {
       EXPECT_EQ(skipped, 2);                        // once per epoch
       EXPECT_GE(loader.stats().images_skipped, 2);  // batches decoded ahead count too
       if (reference.empty()) reference = digests;
-      EXPECT_EQ(digests, reference) << "workers=" << workers << " unit=" << to_string(unit);
+      EXPECT_EQ(digests, reference) << "workers=" << workers << " unit=" << common::to_string(unit);
     }
   }
 }
@@ -725,8 +725,8 @@ TEST_F(BadImageLoaderTest, AFifoMidRunIsABadImageAndHangsNothing) {
   for (const DecodeDevice decode : {DecodeDevice::kCpu, DecodeDevice::kGpu}) {
     for (const int workers : {0, 2}) {
       for (const BadImagePolicy policy : {BadImagePolicy::kError, BadImagePolicy::kSkip}) {
-        SCOPED_TRACE(std::string("decode ") + to_string(decode) + ", workers " +
-                     std::to_string(workers) + ", on_bad_image " + to_string(policy));
+        SCOPED_TRACE(std::string("decode ") + common::to_string(decode) + ", workers " +
+                     std::to_string(workers) + ", on_bad_image " + common::to_string(policy));
         fs::remove(bad_);
         test_util::write_file(bad_, good);  // a good image until the FIFO replaces it
         LoaderOptions o = options(workers, policy);

@@ -12,8 +12,8 @@
 #include <cstring>
 #include <opencv2/imgproc.hpp>
 
+#include "common/hash64.h"
 #include "data_pipeline/data_error.h"
-#include "data_pipeline/hash64.h"
 #include "data_pipeline/synthetic/jpeg_encoder.h"
 #include "data_pipeline/synthetic/synthetic_food.h"
 #include "tests/support/test_util.h"
@@ -112,8 +112,8 @@ TEST(SampleTransformTest, Uint8OutputIsTheFloatOutputBeforeNormalisation) {
     const int c = static_cast<int>(i % 3);
     ASSERT_EQ(pf[i], (pu[i] / 255.0f - kImageNetMean[c]) / kImageNetStd[c]);
   }
-  EXPECT_EQ(df, hash64(pf.data(), pf.size() * 4));
-  EXPECT_EQ(du, hash64(pu.data(), pu.size()));
+  EXPECT_EQ(df, common::hash64(pf.data(), pf.size() * 4));
+  EXPECT_EQ(du, common::hash64(pu.data(), pu.size()));
 }
 
 TEST(SampleTransformTest, NchwIsTheChannelsLastSampleTransposed) {

@@ -4,8 +4,8 @@
 The order is the one lib/CMakeLists.txt adds the folders in (its `foreach(layer ...)` line), so the
 build and this test read one list. A folder's sub-folders (model/cudnn_bn, step/graph,
 distributed/detail) belong to it. data_pipeline/ sits below every folder of lib/ and includes none
-of them. Each folder of lib/ (and each sub-folder with a CMakeLists.txt) builds exactly one target.
-The targets' links follow the same rule (a target links only targets of its layer or of layers
+of them; common/ sits below data_pipeline/ and includes nothing of the project's but itself. Each
+folder of lib/ (and each sub-folder with a CMakeLists.txt) builds exactly one target. The targets' links follow the same rule (a target links only targets of its layer or of layers
 before it) and form no cycle, which includes alone cannot show. No folder of the sources has the
 name of a build-output folder (dist/, build/, out/, ...), which tools and .gitignore files skip.
 
@@ -19,7 +19,7 @@ import tempfile
 import unittest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-INCLUDE = re.compile(r'^\s*#\s*include\s+"(lib|data_pipeline)/([^/"]+)/?[^"]*"', re.M)
+INCLUDE = re.compile(r'^\s*#\s*include\s+"(lib|data_pipeline|common)/([^/"]+)/?[^"]*"', re.M)
 SOURCES = (".h", ".cpp", ".cu", ".cuh", ".in")
 
 
@@ -77,6 +77,13 @@ def violations(root):
                             "data_pipeline includes lib/",
                         )
                     )
+    for path in sources(os.path.join(root, "common")):
+        with open(path, errors="replace") as f:
+            for top, folder in INCLUDE.findall(f.read()):
+                if top != "common":
+                    found.append(
+                        (os.path.relpath(path, root), top + "/" + folder, "common includes " + top)
+                    )
     return found
 
 
@@ -93,7 +100,7 @@ def targets_per_folder(root):
 LINK = re.compile(r"target_link_libraries\(\s*(\w+)([^)]*)\)", re.S)
 # Folder names that tools, linters and common .gitignore files take for build output and skip.
 BUILD_OUTPUT_NAMES = {"dist", "build", "out", "target", "bin", "obj", "_build", "node_modules"}
-SOURCE_ROOTS = ("app", "lib", "data_pipeline", "scripts", "tests", "docs", "cmake")
+SOURCE_ROOTS = ("app", "lib", "data_pipeline", "common", "scripts", "tests", "docs", "cmake")
 
 
 def cmake_files(folder):
@@ -292,14 +299,18 @@ class LayersTest(unittest.TestCase):
             # What a switch of branches leaves of a renamed folder is no folder of code.
             write("lib/renamed/__pycache__/x.pyc", "")
             os.makedirs(os.path.join(tmp, "lib", "empty"))
-            write("data_pipeline/x.h", '#include "lib/core/a.h"\n')
+            write("data_pipeline/x.h", '#include "lib/core/a.h"\n#include "common/h.h"\n')
+            write("common/h.h", '#include "common/g.h"\n#include "data_pipeline/x.h"\n')
             found = violations(tmp)
             self.assertIn(("lib/core/a.h", "lib/run", "includes a layer above core"), found)
             self.assertIn(
                 ("lib/extra", "", "a folder that is no layer of lib/CMakeLists.txt"), found
             )
             self.assertIn(("data_pipeline/x.h", "lib/core", "data_pipeline includes lib/"), found)
-            self.assertEqual(len(found), 3, found)
+            self.assertIn(
+                ("common/h.h", "data_pipeline/x.h", "common includes data_pipeline"), found
+            )
+            self.assertEqual(len(found), 4, found)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "data_pipeline/cuda_check.h"
+#include "common/cuda_check.h"
 
 namespace workload {
 namespace {

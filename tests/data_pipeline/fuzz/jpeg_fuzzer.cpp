@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/hash64.h"
 #include "data_pipeline/counter_rng.h"
 #include "data_pipeline/data_error.h"
-#include "data_pipeline/hash64.h"
 #include "data_pipeline/jpeg_decoder.h"
 #include "data_pipeline/sample_transform.h"
 
@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static std::vector<float> out_f(40 * 40 * 3);
   static std::vector<std::uint8_t> out_u(24 * 24 * 3);
   // The crop depends on the input, so different inputs reach different ROI/scale paths.
-  const std::uint64_t key = hash64(data, size < 64 ? size : 64);
+  const std::uint64_t key = common::hash64(data, size < 64 ? size : 64);
   try {
     CounterRng rng(key, 0, 0, CounterRng::kAugment);
     fused.apply(data, size, "fuzz.jpg", rng, out_f.data());

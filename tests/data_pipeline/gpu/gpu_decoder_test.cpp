@@ -21,11 +21,11 @@
 #include <thread>
 #include <vector>
 
+#include "common/hash64.h"
 #include "data_pipeline/data_error.h"
 #include "data_pipeline/decode_route.h"
 #include "data_pipeline/food101_index.h"
 #include "data_pipeline/gpu/resize_normalize.h"
-#include "data_pipeline/hash64.h"
 #include "data_pipeline/jpeg_decoder.h"
 #include "data_pipeline/loader.h"
 #include "data_pipeline/resize_filter.h"
@@ -486,7 +486,7 @@ TEST_F(GpuDecoderTest, DigestsAndPixelsAreTheSameWhateverTheLoaderSettings) {
       DeviceBatch keep;
       const auto px = take(d, &keep);
       digests[variant].push_back(keep.digest());
-      pixels[variant].push_back(hash64(px.data(), px.size()));
+      pixels[variant].push_back(common::hash64(px.data(), px.size()));
     }
   }
   EXPECT_EQ(digests[0], digests[1]);
@@ -527,7 +527,7 @@ TEST_F(GpuDecoderTest, ReuseWaitsOnTheHostForWorkQueuedBeforeTheKernel) {
     GpuDecoder d(index(), o, g);
     for (int b = 0; b < 5; ++b) {
       const auto px = take(d);
-      (variant == 0 ? plain : slowed).push_back(hash64(px.data(), px.size()));
+      (variant == 0 ? plain : slowed).push_back(common::hash64(px.data(), px.size()));
     }
   }
   EXPECT_EQ(plain, slowed);

@@ -100,7 +100,7 @@ TEST(DistEnvTest, OutputsAreNamedPerRank) {
 
 TEST(DistEnvTest, BackendNamesAndAvailability) {
   EXPECT_STREQ(to_string(DistBackend::kNccl), "nccl");
-  EXPECT_EQ(data_pipeline::parse_enum<DistBackend>("gloo"), DistBackend::kGloo);
+  EXPECT_EQ(common::parse_enum<DistBackend>("gloo"), DistBackend::kGloo);
   // NCCL needs a CUDA LibTorch.
 #if !defined(WORKLOAD_TORCH_CUDA)
   EXPECT_FALSE(built(Feature::kNccl));

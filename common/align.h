@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-namespace data_pipeline {
+namespace common {
 
 /// Bytes every carved buffer starts on: cudaMalloc's own alignment, enough for any element type
 /// and for coalesced device access.
@@ -15,4 +15,4 @@ constexpr std::size_t align_up(std::size_t bytes) {
   return (bytes + kBufferAlign - 1) / kBufferAlign * kBufferAlign;
 }
 
-}  // namespace data_pipeline
+}  // namespace common

@@ -1,5 +1,5 @@
 // Tests for hash64: determinism and sensitivity to every byte, position, length and seed.
-#include "data_pipeline/hash64.h"
+#include "common/hash64.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <set>
 #include <vector>
 
-namespace data_pipeline {
+namespace common {
 namespace {
 
 std::vector<unsigned char> bytes(std::size_t n) {
@@ -59,4 +59,4 @@ TEST(Hash64Test, FewCollisionsOnSimilarInputs) {
 }
 
 }  // namespace
-}  // namespace data_pipeline
+}  // namespace common

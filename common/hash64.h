@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace data_pipeline {
+namespace common {
 
 /// Hashes `size` bytes at `data` with `seed`.
 ///
@@ -52,4 +52,4 @@ inline std::uint64_t hash64(const void* data, std::size_t size, std::uint64_t se
   return mix(h ^ tail ^ (static_cast<std::uint64_t>(size - i) << 56));
 }
 
-}  // namespace data_pipeline
+}  // namespace common

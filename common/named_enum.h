@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace data_pipeline {
+namespace common {
 
 /// One value of a named enum and its spelling in flags and reports.
 template <typename E>
@@ -62,4 +62,4 @@ std::string enum_choices(std::string_view separator = "|") {
   return out;
 }
 
-}  // namespace data_pipeline
+}  // namespace common

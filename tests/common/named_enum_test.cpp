@@ -1,5 +1,5 @@
 // Tests for the named enums: every table names each value once, and names round-trip.
-#include "data_pipeline/named_enum.h"
+#include "common/named_enum.h"
 
 #include <gtest/gtest.h>
 
@@ -12,6 +12,8 @@
 
 namespace data_pipeline {
 namespace {
+
+using common::to_string;
 
 // Each table: distinct values, distinct non-empty names, every name parses back to its value, and
 // enum_choices lists them in order.
@@ -27,16 +29,16 @@ void expect_consistent_table(std::size_t expected_size) {
     names.insert(entry.name);
     values.insert(static_cast<int>(entry.value));
     EXPECT_STREQ(to_string(entry.value), entry.name);
-    ASSERT_TRUE(parse_enum<E>(entry.name).has_value()) << entry.name;
-    EXPECT_EQ(*parse_enum<E>(entry.name), entry.value);
+    ASSERT_TRUE(common::parse_enum<E>(entry.name).has_value()) << entry.name;
+    EXPECT_EQ(*common::parse_enum<E>(entry.name), entry.value);
     choices += (choices.empty() ? "" : "|") + std::string(entry.name);
   }
   EXPECT_EQ(std::size(table), expected_size);
   EXPECT_EQ(names.size(), expected_size);
   EXPECT_EQ(values.size(), expected_size);
-  EXPECT_EQ(enum_choices<E>(), choices);
-  EXPECT_FALSE(parse_enum<E>("").has_value());
-  EXPECT_FALSE(parse_enum<E>("no-such-name").has_value());
+  EXPECT_EQ(common::enum_choices<E>(), choices);
+  EXPECT_FALSE(common::parse_enum<E>("").has_value());
+  EXPECT_FALSE(common::parse_enum<E>("no-such-name").has_value());
 }
 
 TEST(NamedEnumTest, EveryTableIsConsistent) {
@@ -58,8 +60,8 @@ TEST(NamedEnumTest, NamesAreTheFlagAndReportSpellings) {
   EXPECT_STREQ(to_string(BadImagePolicy::kSkip), "skip");
   EXPECT_STREQ(to_string(workload::Precision::kBf16), "bf16");
   EXPECT_STREQ(to_string(workload::WeightCast::kPerLayer), "per-layer");
-  EXPECT_EQ(enum_choices<workload::Device>(", "), "cuda, cpu");
-  EXPECT_FALSE(parse_enum<WorkUnit>("Batch").has_value());  // case matters
+  EXPECT_EQ(common::enum_choices<workload::Device>(", "), "cuda, cpu");
+  EXPECT_FALSE(common::parse_enum<WorkUnit>("Batch").has_value());  // case matters
 }
 
 }  // namespace

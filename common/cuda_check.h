@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace data_pipeline {
+namespace common {
 
 /// Throws std::runtime_error naming the call, the source location and the CUDA error.
 [[noreturn]] inline void throw_cuda_error(cudaError_t err, const char* call, const char* file,
@@ -25,24 +25,24 @@ inline void log_cuda_error(cudaError_t err, const char* call, const char* file, 
                cudaGetErrorName(err));
 }
 
-}  // namespace data_pipeline
+}  // namespace common
 
 /// Evaluates a CUDA runtime call and throws on failure.
-#define WORKLOAD_CUDA_CHECK(call)                                                       \
-  do {                                                                                  \
-    const cudaError_t workload_cuda_err_ = (call);                                      \
-    if (workload_cuda_err_ != cudaSuccess) {                                            \
-      ::data_pipeline::throw_cuda_error(workload_cuda_err_, #call, __FILE__, __LINE__); \
-    }                                                                                   \
+#define WORKLOAD_CUDA_CHECK(call)                                                \
+  do {                                                                           \
+    const cudaError_t workload_cuda_err_ = (call);                               \
+    if (workload_cuda_err_ != cudaSuccess) {                                     \
+      ::common::throw_cuda_error(workload_cuda_err_, #call, __FILE__, __LINE__); \
+    }                                                                            \
   } while (0)
 
 /// Evaluates a CUDA runtime call and logs a failure without throwing (destructors).
-#define WORKLOAD_CUDA_CHECK_NOTHROW(call)                                             \
-  do {                                                                                \
-    const cudaError_t workload_cuda_err_ = (call);                                    \
-    if (workload_cuda_err_ != cudaSuccess) {                                          \
-      ::data_pipeline::log_cuda_error(workload_cuda_err_, #call, __FILE__, __LINE__); \
-    }                                                                                 \
+#define WORKLOAD_CUDA_CHECK_NOTHROW(call)                                      \
+  do {                                                                         \
+    const cudaError_t workload_cuda_err_ = (call);                             \
+    if (workload_cuda_err_ != cudaSuccess) {                                   \
+      ::common::log_cuda_error(workload_cuda_err_, #call, __FILE__, __LINE__); \
+    }                                                                          \
   } while (0)
 
 #endif  // WORKLOAD_TORCH_CUDA

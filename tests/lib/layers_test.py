@@ -5,9 +5,10 @@ The order is the one lib/CMakeLists.txt adds the folders in (its `foreach(layer 
 build and this test read one list. A folder's sub-folders (model/cudnn_bn, step/graph,
 distributed/detail) belong to it. data_pipeline/ sits below every folder of lib/ and includes none
 of them; common/ sits below data_pipeline/ and includes nothing of the project's but itself. Each
-folder of lib/ (and each sub-folder with a CMakeLists.txt) builds exactly one target. The targets' links follow the same rule (a target links only targets of its layer or of layers
-before it) and form no cycle, which includes alone cannot show. No folder of the sources has the
-name of a build-output folder (dist/, build/, out/, ...), which tools and .gitignore files skip.
+folder of lib/ (and each sub-folder with a CMakeLists.txt) builds exactly one target. The targets'
+links follow the same rule (a target links only targets of its layer or of layers before it) and
+form no cycle, which includes alone cannot show. No folder of the sources has the name of a
+build-output folder (dist/, build/, out/, ...), which tools and .gitignore files skip.
 
 Run from the repository root: python3 tests/lib/layers_test.py (CTest: lib_layers_test).
 """

@@ -126,6 +126,7 @@ Food101Index Food101Index::load(const fs::path& root, const std::string& split) 
     const std::string cls = l.text.substr(0, slash);
     const auto found = label_of.find(cls);
     if (found == label_of.end()) {
+      // NOLINTNEXTLINE(performance-inefficient-string-concatenation): a throw's message
       throw DataError(where + ": unknown class '" + cls + "' (not in " + classes_file.string() +
                       ")");
     }

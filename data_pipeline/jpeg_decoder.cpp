@@ -210,6 +210,128 @@ RgbView JpegDecoder::decode_full(const std::uint8_t* data, std::size_t size,
   return decode(data, size, name, whole, nullptr, 1, 1, DecodeMode::kFull, info);
 }
 
+namespace {
+
+// The chooser's crop, clamped into the image and at least one pixel.
+CropRect clamped(CropRect crop, int width, int height) {
+  crop.x = std::clamp(crop.x, 0, width - 1);
+  crop.y = std::clamp(crop.y, 0, height - 1);
+  crop.width = std::clamp(crop.width, 1, width - crop.x);
+  crop.height = std::clamp(crop.height, 1, height - crop.y);
+  return crop;
+}
+
+// The smallest scale (of 8) that libjpeg-turbo has a SIMD inverse DCT for and that keeps the crop
+// at least min_width x min_height; 8 when none does.
+int fast_scale(const jpeg_decompress_struct& cinfo, const CropRect& crop, int min_width,
+               int min_height) {
+  // Only the scales libjpeg-turbo has SIMD inverse DCTs for (1/8 is the DC term, 2/8 and 4/8
+  // the reduced 2x2 and 4x4 kernels, 8/8 the full one). 3/8, 5/8, 6/8 and 7/8 run plain-C
+  // kernels and cost more than a full-size SIMD decode (x86-64, 512-pixel images: 0.8 ms at
+  // 7/8 against 0.5 ms at 8/8), so the smallest *fast* scale is the cheaper choice.
+  // With 4x chroma subsampling (4:1:1, 4:1:0) a 1/8 scale leaves one chroma sample per 32
+  // pixels, which libjpeg replicates: start at 2/8 there.
+  const int min_scale = (cinfo.max_h_samp_factor > 2 || cinfo.max_v_samp_factor > 2) ? 2 : 1;
+  for (int m : kFastScales) {
+    if (m < min_scale) continue;
+    if (crop.width * m >= min_width * 8 && crop.height * m >= min_height * 8) return m;
+  }
+  return 8;
+}
+
+// CMYK rows (width x height at src, row_bytes apart) to packed RGB in rgb. Adobe-marked files
+// store inverted inks (Photoshop), so R = C * K / 255 there; otherwise
+// R = (255 - C) * (255 - K) / 255.
+void cmyk_to_rgb(const std::uint8_t* src_rows, std::size_t row_bytes, int width, int height,
+                 bool adobe_inverted, std::vector<std::uint8_t>& rgb) {
+  const std::size_t rgb_stride = static_cast<std::size_t>(width) * 3;
+  if (rgb.size() < rgb_stride * height) rgb.resize(rgb_stride * height);
+  for (int y = 0; y < height; ++y) {
+    const std::uint8_t* src = src_rows + static_cast<std::size_t>(y) * row_bytes;
+    std::uint8_t* dst = rgb.data() + static_cast<std::size_t>(y) * rgb_stride;
+    for (int x = 0; x < width; ++x, src += 4, dst += 3) {
+      unsigned c = src[0], m = src[1], yy = src[2], k = src[3];
+      if (!adobe_inverted) {
+        c = 255 - c;
+        m = 255 - m;
+        yy = 255 - yy;
+        k = 255 - k;
+      }
+      dst[0] = mul255(c, k);
+      dst[1] = mul255(m, k);
+      dst[2] = mul255(yy, k);
+    }
+  }
+}
+
+// The crop in the scaled image's coordinates, rounded to whole pixels: [x0, x1) x [y0, y1).
+struct ScaledRegion {
+  int x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+};
+
+ScaledRegion scaled_region(const CropRect& crop, int scale, const jpeg_decompress_struct& cinfo) {
+  const int out_w = static_cast<int>(cinfo.output_width);
+  const int out_h = static_cast<int>(cinfo.output_height);
+  auto scaled = [scale](int v) { return static_cast<int>(std::floor(v * scale / 8.0 + 0.5)); };
+  ScaledRegion r;
+  r.x0 = std::min(scaled(crop.x), out_w - 1);
+  r.y0 = std::min(scaled(crop.y), out_h - 1);
+  r.x1 = std::clamp(scaled(crop.x + crop.width), r.x0 + 1, out_w);
+  r.y1 = std::clamp(scaled(crop.y + crop.height), r.y0 + 1, out_h);
+  return r;
+}
+
+// Where the decoded rows sit in the scaled image (from column xoffset, row first_row), and the
+// bytes of one row in the buffer.
+struct DecodedRows {
+  JDIMENSION xoffset = 0;
+  int first_row = 0;
+  std::size_t row_bytes = 0;
+};
+
+// Decodes the scaled image's rows into pixels: all of them, or for a fused ROI decode the
+// region's with a margin (the columns widened to iMCU boundaries). libjpeg's errors longjmp out
+// of it to decode()'s setjmp: it holds only trivially destructible locals.
+DecodedRows read_rows(jpeg_decompress_struct& cinfo, DecodeMode mode, const ScaledRegion& r,
+                      std::vector<std::uint8_t>& pixels) {
+  const int out_w = static_cast<int>(cinfo.output_width);
+  const int out_h = static_cast<int>(cinfo.output_height);
+  // Decode a margin around the crop: fancy (triangle) chroma upsampling at the edge of a decoded
+  // region replicates the edge sample instead of reading its neighbour, so without the margin
+  // the crop's border pixels would differ from a full decode's.
+  DecodedRows rows;
+  JDIMENSION decoded_width = cinfo.output_width;
+  if (mode == DecodeMode::kFusedRoi) {
+    const int dx0 = std::max(0, r.x0 - kRoiMargin);
+    const int dx1 = std::min(out_w, r.x1 + kRoiMargin);
+    if (dx0 > 0 || dx1 < out_w) {
+      rows.xoffset = static_cast<JDIMENSION>(dx0);
+      decoded_width = static_cast<JDIMENSION>(dx1 - dx0);
+      jpeg_crop_scanline(&cinfo, &rows.xoffset, &decoded_width);  // widens to iMCU boundaries
+    }
+    rows.first_row = std::max(0, r.y0 - kRoiMargin);
+    if (rows.first_row > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(rows.first_row));
+  }
+  const int last_row = (mode == DecodeMode::kFusedRoi) ? std::min(out_h, r.y1 + kRoiMargin) : out_h;
+  rows.row_bytes = static_cast<std::size_t>(cinfo.output_width) *
+                   static_cast<std::size_t>(cinfo.output_components);
+  const std::size_t count = static_cast<std::size_t>(last_row - rows.first_row);
+  if (pixels.size() < rows.row_bytes * count) pixels.resize(rows.row_bytes * count);
+  while (static_cast<int>(cinfo.output_scanline) < last_row) {
+    JSAMPROW row_ptrs[8];
+    const int row = static_cast<int>(cinfo.output_scanline);
+    const int n = std::min(8, last_row - row);
+    for (int k = 0; k < n; ++k) {
+      row_ptrs[k] =
+          pixels.data() + static_cast<std::size_t>(row - rows.first_row + k) * rows.row_bytes;
+    }
+    jpeg_read_scanlines(&cinfo, row_ptrs, static_cast<JDIMENSION>(n));
+  }
+  return rows;
+}
+
+}  // namespace
+
 RgbView JpegDecoder::decode(const std::uint8_t* data, std::size_t size, const std::string& name,
                             CropChooser choose, void* context, int min_width, int min_height,
                             DecodeMode mode, DecodeInfo* info) {
@@ -241,73 +363,20 @@ RgbView JpegDecoder::decode(const std::uint8_t* data, std::size_t size, const st
   cinfo.dct_method = JDCT_ISLOW;
   cinfo.do_fancy_upsampling = TRUE;
 
-  CropRect crop = choose(context, width, height);
-  crop.x = std::clamp(crop.x, 0, width - 1);
-  crop.y = std::clamp(crop.y, 0, height - 1);
-  crop.width = std::clamp(crop.width, 1, width - crop.x);
-  crop.height = std::clamp(crop.height, 1, height - crop.y);
-
-  int scale = 8;
-  if (mode == DecodeMode::kFusedRoi) {
-    // Only the scales libjpeg-turbo has SIMD inverse DCTs for (1/8 is the DC term, 2/8 and 4/8
-    // the reduced 2x2 and 4x4 kernels, 8/8 the full one). 3/8, 5/8, 6/8 and 7/8 run plain-C
-    // kernels and cost more than a full-size SIMD decode (x86-64, 512-pixel images: 0.8 ms at
-    // 7/8 against 0.5 ms at 8/8), so the smallest *fast* scale is the cheaper choice.
-    // With 4x chroma subsampling (4:1:1, 4:1:0) a 1/8 scale leaves one chroma sample per 32
-    // pixels, which libjpeg replicates: start at 2/8 there.
-    const int min_scale = (cinfo.max_h_samp_factor > 2 || cinfo.max_v_samp_factor > 2) ? 2 : 1;
-    for (int m : kFastScales) {
-      if (m < min_scale) continue;
-      if (crop.width * m >= min_width * 8 && crop.height * m >= min_height * 8) {
-        scale = m;
-        break;
-      }
-    }
-  }
+  const CropRect crop = clamped(choose(context, width, height), width, height);
+  const int scale =
+      mode == DecodeMode::kFusedRoi ? fast_scale(cinfo, crop, min_width, min_height) : 8;
   cinfo.scale_num = static_cast<unsigned>(scale);
   cinfo.scale_denom = 8;
   jpeg_start_decompress(&cinfo);
 
-  // The crop in scaled coordinates, rounded to whole pixels.
-  const int out_w = static_cast<int>(cinfo.output_width);
-  const int out_h = static_cast<int>(cinfo.output_height);
-  auto scaled = [scale](int v) { return static_cast<int>(std::floor(v * scale / 8.0 + 0.5)); };
-  int rx0 = std::min(scaled(crop.x), out_w - 1);
-  int ry0 = std::min(scaled(crop.y), out_h - 1);
-  int rx1 = std::clamp(scaled(crop.x + crop.width), rx0 + 1, out_w);
-  int ry1 = std::clamp(scaled(crop.y + crop.height), ry0 + 1, out_h);
-
-  // Decode a margin around the crop: fancy (triangle) chroma upsampling at the edge of a decoded
-  // region replicates the edge sample instead of reading its neighbour, so without the margin
-  // the crop's border pixels would differ from a full decode's.
-  JDIMENSION xoffset = 0;
-  JDIMENSION decoded_width = cinfo.output_width;
-  int first_row = 0;
-  if (mode == DecodeMode::kFusedRoi) {
-    const int dx0 = std::max(0, rx0 - kRoiMargin);
-    const int dx1 = std::min(out_w, rx1 + kRoiMargin);
-    if (dx0 > 0 || dx1 < out_w) {
-      xoffset = static_cast<JDIMENSION>(dx0);
-      decoded_width = static_cast<JDIMENSION>(dx1 - dx0);
-      jpeg_crop_scanline(&cinfo, &xoffset, &decoded_width);  // widens to iMCU boundaries
-    }
-    first_row = std::max(0, ry0 - kRoiMargin);
-    if (first_row > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(first_row));
-  }
-  const int last_row = (mode == DecodeMode::kFusedRoi) ? std::min(out_h, ry1 + kRoiMargin) : out_h;
+  const ScaledRegion r = scaled_region(crop, scale, cinfo);
+  const int rx0 = r.x0, ry0 = r.y0, rx1 = r.x1, ry1 = r.y1;
+  const DecodedRows rows = read_rows(cinfo, mode, r, s.pixels);
+  const JDIMENSION xoffset = rows.xoffset;
+  const int first_row = rows.first_row;
   const int channels = cinfo.output_components;  // 3 (RGB) or 4 (CMYK)
-  const std::size_t row_bytes = static_cast<std::size_t>(cinfo.output_width) * channels;
-  const std::size_t rows = static_cast<std::size_t>(last_row - first_row);
-  if (s.pixels.size() < row_bytes * rows) s.pixels.resize(row_bytes * rows);
-  while (static_cast<int>(cinfo.output_scanline) < last_row) {
-    JSAMPROW row_ptrs[8];
-    const int row = static_cast<int>(cinfo.output_scanline);
-    const int n = std::min(8, last_row - row);
-    for (int k = 0; k < n; ++k) {
-      row_ptrs[k] = s.pixels.data() + static_cast<std::size_t>(row - first_row + k) * row_bytes;
-    }
-    jpeg_read_scanlines(&cinfo, row_ptrs, static_cast<JDIMENSION>(n));
-  }
+  const std::size_t row_bytes = rows.row_bytes;
   const bool adobe_inverted = cinfo.saw_Adobe_marker;
   const int color_space = cinfo.jpeg_color_space;
   const bool progressive = cinfo.progressive_mode;
@@ -319,32 +388,14 @@ RgbView JpegDecoder::decode(const std::uint8_t* data, std::size_t size, const st
   RgbView view;
   view.width = rx1 - rx0;
   view.height = ry1 - ry0;
+  const std::uint8_t* first = s.pixels.data() + static_cast<std::size_t>(view_y) * row_bytes +
+                              static_cast<std::size_t>(view_x) * static_cast<std::size_t>(channels);
   if (channels == 4) {
-    // CMYK -> RGB. Adobe-marked files store inverted inks (Photoshop), so R = C * K / 255 there;
-    // otherwise R = (255 - C) * (255 - K) / 255.
-    const std::size_t rgb_stride = static_cast<std::size_t>(view.width) * 3;
-    if (s.rgb.size() < rgb_stride * view.height) s.rgb.resize(rgb_stride * view.height);
-    for (int y = 0; y < view.height; ++y) {
-      const std::uint8_t* src =
-          s.pixels.data() + static_cast<std::size_t>(view_y + y) * row_bytes + view_x * 4;
-      std::uint8_t* dst = s.rgb.data() + static_cast<std::size_t>(y) * rgb_stride;
-      for (int x = 0; x < view.width; ++x, src += 4, dst += 3) {
-        unsigned c = src[0], m = src[1], yy = src[2], k = src[3];
-        if (!adobe_inverted) {
-          c = 255 - c;
-          m = 255 - m;
-          yy = 255 - yy;
-          k = 255 - k;
-        }
-        dst[0] = mul255(c, k);
-        dst[1] = mul255(m, k);
-        dst[2] = mul255(yy, k);
-      }
-    }
+    cmyk_to_rgb(first, row_bytes, view.width, view.height, adobe_inverted, s.rgb);
     view.data = s.rgb.data();
-    view.stride = rgb_stride;
+    view.stride = static_cast<std::size_t>(view.width) * 3;
   } else {
-    view.data = s.pixels.data() + static_cast<std::size_t>(view_y) * row_bytes + view_x * 3;
+    view.data = first;
     view.stride = row_bytes;
   }
   if (info) {

@@ -229,6 +229,79 @@ int resize_interpolation(int width, int height, int size) {
   return (width > 2 * size || height > 2 * size) ? cv::INTER_AREA : cv::INTER_LINEAR;
 }
 
+namespace {
+
+using Lut = float[3][256];
+
+// The resized image's rows into three planes, C x H x W: the same values as the HWC writers
+// below, transposed. `dst` holds float (normalised through lut) or uint8.
+void write_planes(const cv::Mat& resized, int s, bool flip, HostDType dtype, const Lut& lut,
+                  void* dst) {
+  const std::size_t plane = static_cast<std::size_t>(s) * static_cast<std::size_t>(s);
+  for (int y = 0; y < s; ++y) {
+    const std::uint8_t* in = resized.ptr<std::uint8_t>(y);
+    const std::size_t row = static_cast<std::size_t>(y) * static_cast<std::size_t>(s);
+    for (int x = 0; x < s; ++x) {
+      const std::ptrdiff_t from = flip ? s - 1 - x : x;
+      const std::uint8_t* p = in + 3 * from;
+      for (int c = 0; c < 3; ++c) {
+        const std::size_t at = c * plane + row + static_cast<std::size_t>(x);
+        if (dtype == HostDType::kFloat32) {
+          static_cast<float*>(dst)[at] = lut[c][p[c]];
+        } else {
+          static_cast<std::uint8_t*>(dst)[at] = p[c];
+        }
+      }
+    }
+  }
+}
+
+// The resized image's rows, H x W x C, normalised through lut into float.
+void write_hwc_float(const cv::Mat& resized, int s, bool flip, const Lut& lut, float* out) {
+  const std::size_t row_elems = static_cast<std::size_t>(s) * 3;
+  for (int y = 0; y < s; ++y) {
+    const std::uint8_t* in = resized.ptr<std::uint8_t>(y);
+    float* o = out + y * row_elems;
+    if (!flip) {
+      for (int x = 0; x < s; ++x) {
+        o[3 * x + 0] = lut[0][in[3 * x + 0]];
+        o[3 * x + 1] = lut[1][in[3 * x + 1]];
+        o[3 * x + 2] = lut[2][in[3 * x + 2]];
+      }
+    } else {
+      for (int x = 0; x < s; ++x) {
+        const std::ptrdiff_t from = s - 1 - x;
+        const std::uint8_t* p = in + 3 * from;
+        o[3 * x + 0] = lut[0][p[0]];
+        o[3 * x + 1] = lut[1][p[1]];
+        o[3 * x + 2] = lut[2][p[2]];
+      }
+    }
+  }
+}
+
+// The resized image's rows, H x W x C, as uint8.
+void write_hwc_uint8(const cv::Mat& resized, int s, bool flip, std::uint8_t* out) {
+  const std::size_t row_elems = static_cast<std::size_t>(s) * 3;
+  for (int y = 0; y < s; ++y) {
+    const std::uint8_t* in = resized.ptr<std::uint8_t>(y);
+    std::uint8_t* o = out + y * row_elems;
+    if (!flip) {
+      std::memcpy(o, in, row_elems);
+    } else {
+      for (int x = 0; x < s; ++x) {
+        const std::ptrdiff_t from = s - 1 - x;
+        const std::uint8_t* p = in + 3 * from;
+        o[3 * x + 0] = p[0];
+        o[3 * x + 1] = p[1];
+        o[3 * x + 2] = p[2];
+      }
+    }
+  }
+}
+
+}  // namespace
+
 std::uint64_t SampleTransform::write(const RgbView& crop, bool flip, void* dst,
                                      TransformTimes* times) {
   Clock::time_point t;
@@ -243,61 +316,12 @@ std::uint64_t SampleTransform::write(const RgbView& crop, bool flip, void* dst,
                resize_interpolation(crop.width, crop.height, s));
   }
   if (times) times->resize_ns = lap(t);
-  const std::size_t row_elems = static_cast<std::size_t>(s) * 3;
   if (options_.layout == ImageLayout::kNchw) {
-    // Three planes, C x H x W: the same values as the HWC loops below, transposed.
-    const std::size_t plane = static_cast<std::size_t>(s) * static_cast<std::size_t>(s);
-    for (int y = 0; y < s; ++y) {
-      const std::uint8_t* in = resized_.ptr<std::uint8_t>(y);
-      const std::size_t row = static_cast<std::size_t>(y) * static_cast<std::size_t>(s);
-      for (int x = 0; x < s; ++x) {
-        const std::uint8_t* p = in + 3 * (flip ? s - 1 - x : x);
-        for (int c = 0; c < 3; ++c) {
-          const std::size_t at = c * plane + row + static_cast<std::size_t>(x);
-          if (options_.dtype == HostDType::kFloat32) {
-            static_cast<float*>(dst)[at] = lut_[c][p[c]];
-          } else {
-            static_cast<std::uint8_t*>(dst)[at] = p[c];
-          }
-        }
-      }
-    }
+    write_planes(resized_, s, flip, options_.dtype, lut_, dst);
   } else if (options_.dtype == HostDType::kFloat32) {
-    auto* out = static_cast<float*>(dst);
-    for (int y = 0; y < s; ++y) {
-      const std::uint8_t* in = resized_.ptr<std::uint8_t>(y);
-      float* o = out + y * row_elems;
-      if (!flip) {
-        for (int x = 0; x < s; ++x) {
-          o[3 * x + 0] = lut_[0][in[3 * x + 0]];
-          o[3 * x + 1] = lut_[1][in[3 * x + 1]];
-          o[3 * x + 2] = lut_[2][in[3 * x + 2]];
-        }
-      } else {
-        for (int x = 0; x < s; ++x) {
-          const std::uint8_t* p = in + 3 * (s - 1 - x);
-          o[3 * x + 0] = lut_[0][p[0]];
-          o[3 * x + 1] = lut_[1][p[1]];
-          o[3 * x + 2] = lut_[2][p[2]];
-        }
-      }
-    }
+    write_hwc_float(resized_, s, flip, lut_, static_cast<float*>(dst));
   } else {
-    auto* out = static_cast<std::uint8_t*>(dst);
-    for (int y = 0; y < s; ++y) {
-      const std::uint8_t* in = resized_.ptr<std::uint8_t>(y);
-      std::uint8_t* o = out + y * row_elems;
-      if (!flip) {
-        std::memcpy(o, in, row_elems);
-      } else {
-        for (int x = 0; x < s; ++x) {
-          const std::uint8_t* p = in + 3 * (s - 1 - x);
-          o[3 * x + 0] = p[0];
-          o[3 * x + 1] = p[1];
-          o[3 * x + 2] = p[2];
-        }
-      }
-    }
+    write_hwc_uint8(resized_, s, flip, static_cast<std::uint8_t*>(dst));
   }
   if (times) times->write_ns = lap(t);
   const std::uint64_t digest = common::hash64(dst, sample_bytes());

@@ -81,6 +81,51 @@ std::vector<std::string> synthetic_class_names(int classes) {
   return names;
 }
 
+namespace {
+
+// Filled ellipses give the edges and flat regions of plated food; with a class signal their
+// colours lean to the class's tint.
+void add_blobs(cv::Mat& img, CounterRng& rng, double class_signal, const float (&tint)[3]) {
+  const int blobs = 8 + static_cast<int>(rng.below(13));
+  for (int i = 0; i < blobs; ++i) {
+    // The draws in the order GCC evaluated the constructors' arguments (right to left), written
+    // out so that the bytes do not depend on the compiler.
+    const auto cy = rng.below(static_cast<std::uint64_t>(img.rows));
+    const auto cx = rng.below(static_cast<std::uint64_t>(img.cols));
+    const auto ay = rng.below(111);
+    const auto ax = rng.below(111);
+    const double c2 = rng.uniform(0, 255), c1 = rng.uniform(0, 255), c0 = rng.uniform(0, 255);
+    const cv::Point centre(static_cast<int>(cx), static_cast<int>(cy));
+    const cv::Size axes(10 + static_cast<int>(ax), 10 + static_cast<int>(ay));
+    cv::Scalar colour(c0, c1, c2);
+    if (class_signal > 0) {
+      for (int ch = 0; ch < 3; ++ch) {
+        colour[ch] = (1.0 - class_signal) * colour[ch] + class_signal * tint[ch];
+      }
+    }
+    cv::ellipse(img, centre, axes, rng.uniform(0, 180), 0, 360, colour, cv::FILLED, cv::LINE_AA);
+  }
+}
+
+// Mild noise (sum of four uniforms: close to Gaussian, sigma about 6 grey levels), rounded to
+// 8-bit.
+cv::Mat with_noise(const cv::Mat& img, CounterRng& rng) {
+  cv::Mat out(img.rows, img.cols, CV_8UC3);
+  for (int y = 0; y < img.rows; ++y) {
+    const auto* src = img.ptr<float>(y);
+    auto* dst = out.ptr<std::uint8_t>(y);
+    for (int x = 0; x < img.cols * 3; ++x) {
+      const double u1 = rng.uniform(), u2 = rng.uniform(), u3 = rng.uniform();
+      const double u = u1 + u2 + u3 + rng.uniform() - 2.0;
+      const double v = src[x] + u * 10.4;  // var of the sum is 1/3: 10.4 / sqrt(3) = 6
+      dst[x] = static_cast<std::uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : std::lround(v)));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 cv::Mat make_synthetic_food_image(std::uint64_t seed, int class_index, int item,
                                   double class_signal) {
   CounterRng rng(seed, static_cast<std::uint64_t>(class_index), static_cast<std::uint64_t>(item),
@@ -91,20 +136,25 @@ cv::Mat make_synthetic_food_image(std::uint64_t seed, int class_index, int item,
   } else {
     w = 340 + static_cast<int>(rng.below(173));
   }
-  // Smooth colour field: per channel a separable product of a sine along x and a cosine along y,
-  // around a class-dependent tint.
   CounterRng tint_rng(seed, static_cast<std::uint64_t>(class_index), 0, CounterRng::kSynthetic);
-  cv::Mat img(h, w, CV_32FC3);
-  std::vector<float> fx(static_cast<std::size_t>(w)), fy(static_cast<std::size_t>(h));
   float tint[3];
   for (int ch = 0; ch < 3; ++ch) tint[ch] = static_cast<float>(tint_rng.uniform(90.0, 170.0));
   // class_signal 0 keeps the original arithmetic exactly (the default's bytes).
   const float swing = class_signal > 0 ? static_cast<float>(60.0 * (1.0 - class_signal)) : 60.0f;
+  // Smooth colour field: per channel a separable product of a sine along x and a cosine along y,
+  // around the class's tint. In this function, not a helper of its own: GCC 12 rounds one of
+  // 15 images' pixels otherwise (measured), and the data set's bytes must stay the same.
+  cv::Mat img(h, w, CV_32FC3);
+  std::vector<float> fx(static_cast<std::size_t>(w)), fy(static_cast<std::size_t>(h));
   for (int ch = 0; ch < 3; ++ch) {
     const double a = rng.uniform(0.005, 0.03), b = rng.uniform(0.005, 0.03);
     const double phase = rng.uniform(0.0, 0.3);
-    for (int x = 0; x < w; ++x) fx[static_cast<std::size_t>(x)] = std::sin(a * x + phase * 10);
-    for (int y = 0; y < h; ++y) fy[static_cast<std::size_t>(y)] = std::cos(b * y + ch);
+    for (int x = 0; x < w; ++x) {
+      fx[static_cast<std::size_t>(x)] = static_cast<float>(std::sin(a * x + phase * 10));
+    }
+    for (int y = 0; y < h; ++y) {
+      fy[static_cast<std::size_t>(y)] = static_cast<float>(std::cos(b * y + ch));
+    }
     for (int y = 0; y < h; ++y) {
       auto* row = img.ptr<cv::Vec3f>(y);
       for (int x = 0; x < w; ++x) {
@@ -113,38 +163,14 @@ cv::Mat make_synthetic_food_image(std::uint64_t seed, int class_index, int item,
       }
     }
   }
-  // Filled ellipses give the edges and flat regions of plated food.
-  const int blobs = 8 + static_cast<int>(rng.below(13));
-  for (int i = 0; i < blobs; ++i) {
-    const cv::Point centre(static_cast<int>(rng.below(static_cast<std::uint64_t>(w))),
-                           static_cast<int>(rng.below(static_cast<std::uint64_t>(h))));
-    const cv::Size axes(10 + static_cast<int>(rng.below(111)),
-                        10 + static_cast<int>(rng.below(111)));
-    cv::Scalar colour(rng.uniform(0, 255), rng.uniform(0, 255), rng.uniform(0, 255));
-    if (class_signal > 0) {
-      for (int ch = 0; ch < 3; ++ch) {
-        colour[ch] = (1.0 - class_signal) * colour[ch] + class_signal * tint[ch];
-      }
-    }
-    cv::ellipse(img, centre, axes, rng.uniform(0, 180), 0, 360, colour, cv::FILLED, cv::LINE_AA);
-  }
+  add_blobs(img, rng, class_signal, tint);
   cv::GaussianBlur(img, img, cv::Size(0, 0), 2.0);
-  // Mild noise (sum of four uniforms: close to Gaussian, sigma about 6 grey levels).
-  cv::Mat out(h, w, CV_8UC3);
-  for (int y = 0; y < h; ++y) {
-    const auto* src = img.ptr<float>(y);
-    auto* dst = out.ptr<std::uint8_t>(y);
-    for (int x = 0; x < w * 3; ++x) {
-      const double u = rng.uniform() + rng.uniform() + rng.uniform() + rng.uniform() - 2.0;
-      const double v = src[x] + u * 10.4;  // var of the sum is 1/3: 10.4 / sqrt(3) = 6
-      dst[x] = static_cast<std::uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : std::lround(v)));
-    }
-  }
-  return out;
+  return with_noise(img, rng);
 }
 
-SyntheticFoodSummary write_synthetic_food101(const fs::path& out,
-                                             const SyntheticFoodOptions& options) {
+namespace {
+
+void check_options(const SyntheticFoodOptions& options) {
   if (options.classes < 1) throw std::invalid_argument("classes must be >= 1");
   if (options.per_class < 1) throw std::invalid_argument("per_class must be >= 1");
   if (options.quality < 1 || options.quality > 100) {
@@ -156,21 +182,21 @@ SyntheticFoodSummary write_synthetic_food101(const fs::path& out,
   if (!(options.class_signal >= 0 && options.class_signal <= 1)) {
     throw std::invalid_argument("class_signal must be in [0, 1]");
   }
-  const auto names = synthetic_class_names(options.classes);
-  SyntheticFoodSummary summary;
-  summary.dataset_dir = out / "food-101";
-  const fs::path images = summary.dataset_dir / "images";
-  const fs::path meta = summary.dataset_dir / "meta";
-  std::error_code ec;
-  fs::create_directories(meta, ec);
-  if (ec) throw std::runtime_error(meta.string() + ": cannot create: " + ec.message());
-  for (const auto& name : names) {
-    fs::create_directories(images / name, ec);
-    if (ec) throw std::runtime_error((images / name).string() + ": cannot create: " + ec.message());
-  }
-  // Image ids like Food-101's: numeric, unique within the dataset.
-  auto id_of = [](int c, int j) { return std::to_string(100000 + c * 10000 + j); };
+}
 
+void make_directory(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error(dir.string() + ": cannot create: " + ec.message());
+}
+
+// Image ids like Food-101's: numeric, unique within the dataset.
+std::string id_of(int c, int j) { return std::to_string(100000 + c * 10000 + j); }
+
+// Encodes and writes every image, options.threads at once (0: the cores); returns the JPEG bytes.
+// The first failure ends the work and is rethrown.
+std::int64_t write_images(const fs::path& images, const std::vector<std::string>& names,
+                          const SyntheticFoodOptions& options) {
   const std::int64_t total = static_cast<std::int64_t>(options.classes) * options.per_class;
   std::atomic<std::int64_t> next{0};
   std::atomic<std::int64_t> bytes{0};
@@ -206,10 +232,17 @@ SyntheticFoodSummary write_synthetic_food101(const fs::path& out,
       options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   threads = std::max(1, threads);
   std::vector<std::thread> pool;
+  pool.reserve(static_cast<std::size_t>(threads));
   for (int t = 0; t < threads; ++t) pool.emplace_back(work);
   for (auto& t : pool) t.join();
   if (error) std::rethrow_exception(error);
+  return bytes.load();
+}
 
+// meta/: the classes, their labels, and each split as text and JSON (the first test_fraction of
+// each class's images are its test images). Counts the splits' images into summary.
+void write_meta(const fs::path& meta, const std::vector<std::string>& names,
+                const SyntheticFoodOptions& options, SyntheticFoodSummary& summary) {
   const int per_test = static_cast<int>(options.per_class * options.test_fraction);
   std::string classes_txt, labels_txt, train_txt, test_txt;
   nlohmann::ordered_json train_json = nlohmann::ordered_json::object();
@@ -239,8 +272,23 @@ SyntheticFoodSummary write_synthetic_food101(const fs::path& out,
   write_text(meta / "test.txt", test_txt);
   write_text(meta / "train.json", train_json.dump());
   write_text(meta / "test.json", test_json.dump());
-  summary.images = total;
-  summary.total_bytes = bytes.load();
+}
+
+}  // namespace
+
+SyntheticFoodSummary write_synthetic_food101(const fs::path& out,
+                                             const SyntheticFoodOptions& options) {
+  check_options(options);
+  const auto names = synthetic_class_names(options.classes);
+  SyntheticFoodSummary summary;
+  summary.dataset_dir = out / "food-101";
+  const fs::path images = summary.dataset_dir / "images";
+  const fs::path meta = summary.dataset_dir / "meta";
+  make_directory(meta);
+  for (const auto& name : names) make_directory(images / name);
+  summary.total_bytes = write_images(images, names, options);
+  write_meta(meta, names, options, summary);
+  summary.images = static_cast<std::int64_t>(options.classes) * options.per_class;
   return summary;
 }
 

@@ -90,6 +90,7 @@ double decode_only(const std::vector<std::vector<std::uint8_t>>& files, int thre
   };
   const auto start = Clock::now();
   std::vector<std::thread> pool;
+  pool.reserve(static_cast<std::size_t>(threads));
   for (int t = 0; t < threads; ++t) pool.emplace_back(work);
   for (auto& t : pool) t.join();
   return images / std::chrono::duration<double>(Clock::now() - start).count();

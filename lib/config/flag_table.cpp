@@ -23,6 +23,7 @@ cxxopts::ParseResult parse_command_line(cxxopts::Options& options, int argc,
   // cxxopts wants mutable argv.
   std::vector<std::string> storage(argv, argv + argc);
   std::vector<char*> args;
+  args.reserve(storage.size());
   for (auto& arg : storage) args.push_back(arg.data());
   int n = static_cast<int>(args.size());
   char** pargv = args.data();

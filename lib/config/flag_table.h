@@ -293,6 +293,7 @@ class FlagsToJson {
   template <typename T>
   void list(const FlagInfo& f, const std::vector<T>& v) {
     std::vector<std::string> items;
+    items.reserve(v.size());
     for (const T& item : v) items.push_back(to_string(item));
     put(f, items);
   }

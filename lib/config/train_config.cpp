@@ -52,24 +52,28 @@ std::string to_string(const InjectedStall& s) {
 
 namespace {
 
-// --epochs and the flags that only mean something with it.
-void validate_epochs(const TrainConfig& c) {
-  if (c.epochs == 0) {
-    const char* alone = c.eval_every != 1                             ? "--eval-every"
-                        : c.eval_batch_size                           ? "--eval-batch-size"
-                        : c.eval_split != data_pipeline::Split::kTest ? "--eval-split"
-                        : !c.checkpoint_dir.empty()                   ? "--checkpoint-dir"
-                        : c.resume                                    ? "--resume"
-                        : c.start_over                                ? "--start-over"
-                        : c.capture_at                                ? "--capture-at"
-                        : c.target_top1                               ? "--target-top1"
-                                                                      : nullptr;
-    if (alone) {
-      throw UsageError(std::string(alone) + ": only meaningful with --epochs (a run of --warmup " +
+// The flags that only mean something with --epochs, refused without it (the first one given).
+void refuse_epoch_flags_alone(const TrainConfig& c) {
+  const std::pair<bool, const char*> given[] = {
+      {c.eval_every != 1, "--eval-every"},
+      {c.eval_batch_size.has_value(), "--eval-batch-size"},
+      {c.eval_split != data_pipeline::Split::kTest, "--eval-split"},
+      {!c.checkpoint_dir.empty(), "--checkpoint-dir"},
+      {c.resume, "--resume"},
+      {c.start_over, "--start-over"},
+      {c.capture_at.has_value(), "--capture-at"},
+      {c.target_top1.has_value(), "--target-top1"},
+  };
+  for (const auto& [is_given, flag] : given) {
+    if (is_given) {
+      throw UsageError(std::string(flag) + ": only meaningful with --epochs (a run of --warmup " +
                        "+ --steps has no epochs, evaluation or checkpoints)");
     }
-    return;
   }
+}
+
+// An --epochs run: what it cannot be combined with, and what its own flags need.
+void validate_epoch_run(const TrainConfig& c) {
   if (c.synthetic) {
     throw UsageError(
         "--epochs: an epoch is a pass over a split, and --synthetic reads none; give "
@@ -112,6 +116,15 @@ void validate_epochs(const TrainConfig& c) {
   }
 }
 
+// --epochs and the flags that only mean something with it.
+void validate_epochs(const TrainConfig& c) {
+  if (c.epochs == 0) {
+    refuse_epoch_flags_alone(c);
+  } else {
+    validate_epoch_run(c);
+  }
+}
+
 }  // namespace
 
 WeightCast resolve_weight_cast(WeightCast asked, bool distributed) {
@@ -119,9 +132,10 @@ WeightCast resolve_weight_cast(WeightCast asked, bool distributed) {
   return distributed ? WeightCast::kPerLayer : WeightCast::kTogether;
 }
 
-void validate(const TrainConfig& c) {
-  visit_train_flags(c, CheckFlagRanges{});
-  validate_epochs(c);
+namespace {
+
+// The run's mode, precision and the flags that refine them.
+void validate_modes(const TrainConfig& c) {
   if (c.data.empty() && !c.synthetic) {
     throw UsageError("--data: required (a Food-101 root), unless --synthetic is given");
   }
@@ -139,49 +153,56 @@ void validate(const TrainConfig& c) {
   if (c.cuda_graph_memsets != GraphMemsets::kKernels && !c.cuda_graph) {
     throw UsageError("--cuda-graph-memsets: only meaningful with --cuda-graph");
   }
-  if (c.cuda_graph) {
-    if (c.nvtx_detail == NvtxDetail::kLayers) {
-      throw UsageError(
-          "--cuda-graph: --nvtx-detail layers marks the host's kernel launches, and a replayed "
-          "graph makes none; use --nvtx-detail steps (nsys --cuda-graph-trace=node shows the "
-          "graph's kernels)");
-    }
-    if (c.warmup < 1) {
-      throw UsageError(
-          "--cuda-graph: needs --warmup 1 or more (eager warm-up steps create the optimizer's "
-          "momentum buffers and settle cuDNN and cuBLAS before the capture)");
-    }
-    if (c.device == Device::kCpu) {
-      throw UsageError("--cuda-graph: CUDA graphs need --device cuda");
-    }
-  }
-  if (c.fused_bn) {
-    // First: without the kernels no other setting helps.
-    require_built(Feature::kFusedBn, "--fused-bn", "fused batch norm");
-    if (c.device == Device::kCpu) {
-      throw UsageError("--fused-bn: cuDNN's fused batch norm needs --device cuda");
-    }
-    if (c.loader.transform.layout != data_pipeline::ImageLayout::kChannelsLast) {
-      throw UsageError(
-          std::string("--fused-bn: cuDNN's fused batch norm runs on NHWC tensors; needs "
-                      "--memory-format channels_last, got ") +
-          to_string(c.loader.transform.layout));
-    }
-  }
-  if (c.device == Device::kCuda && !cuda_available()) {
+}
+
+// --cuda-graph: what a captured, replayed step needs.
+void validate_cuda_graph(const TrainConfig& c) {
+  if (!c.cuda_graph) return;
+  if (c.nvtx_detail == NvtxDetail::kLayers) {
     throw UsageError(
-        "--device cuda: no CUDA device is available (this LibTorch build has no CUDA, or no GPU "
-        "is visible); use --device cpu");
+        "--cuda-graph: --nvtx-detail layers marks the host's kernel launches, and a replayed "
+        "graph makes none; use --nvtx-detail steps (nsys --cuda-graph-trace=node shows the "
+        "graph's kernels)");
   }
-  if (c.loader.decode == data_pipeline::DecodeDevice::kGpu) {
-    if (c.synthetic) {
-      throw UsageError("--decode gpu: --synthetic reads no images; drop one of the two");
-    }
-    if (c.device == Device::kCpu) {
-      throw UsageError("--decode gpu: decodes on the GPU the model runs on; needs --device cuda");
-    }
-    require_built(Feature::kGpuDecode, "--decode gpu", "GPU decode stage", "; use --decode cpu");
+  if (c.warmup < 1) {
+    throw UsageError(
+        "--cuda-graph: needs --warmup 1 or more (eager warm-up steps create the optimizer's "
+        "momentum buffers and settle cuDNN and cuBLAS before the capture)");
   }
+  if (c.device == Device::kCpu) {
+    throw UsageError("--cuda-graph: CUDA graphs need --device cuda");
+  }
+}
+
+// --fused-bn: the build's kernels, the device and the layout they run on.
+void validate_fused_bn(const TrainConfig& c) {
+  if (!c.fused_bn) return;
+  // First: without the kernels no other setting helps.
+  require_built(Feature::kFusedBn, "--fused-bn", "fused batch norm");
+  if (c.device == Device::kCpu) {
+    throw UsageError("--fused-bn: cuDNN's fused batch norm needs --device cuda");
+  }
+  if (c.loader.transform.layout != data_pipeline::ImageLayout::kChannelsLast) {
+    throw UsageError(std::string("--fused-bn: cuDNN's fused batch norm runs on NHWC tensors; needs "
+                                 "--memory-format channels_last, got ") +
+                     to_string(c.loader.transform.layout));
+  }
+}
+
+// --decode gpu: images to decode, the device they are decoded on, the build's stage.
+void validate_gpu_decode(const TrainConfig& c) {
+  if (c.loader.decode != data_pipeline::DecodeDevice::kGpu) return;
+  if (c.synthetic) {
+    throw UsageError("--decode gpu: --synthetic reads no images; drop one of the two");
+  }
+  if (c.device == Device::kCpu) {
+    throw UsageError("--decode gpu: decodes on the GPU the model runs on; needs --device cuda");
+  }
+  require_built(Feature::kGpuDecode, "--decode gpu", "GPU decode stage", "; use --decode cpu");
+}
+
+// --report and --torch-profiler-trace: writable, and not one file.
+void validate_outputs(const TrainConfig& c) {
   if (!c.report.empty()) check_output_file("--report", c.report);
   if (!c.torch_profiler_trace.empty()) {
     check_output_file("--torch-profiler-trace", c.torch_profiler_trace);
@@ -191,6 +212,24 @@ void validate(const TrainConfig& c) {
                        " (the trace would be lost); give each its own path");
     }
   }
+}
+
+}  // namespace
+
+// The stages in the order their messages take precedence: the first rule broken is the one named.
+void validate(const TrainConfig& c) {
+  visit_train_flags(c, CheckFlagRanges{});
+  validate_epochs(c);
+  validate_modes(c);
+  validate_cuda_graph(c);
+  validate_fused_bn(c);
+  if (c.device == Device::kCuda && !cuda_available()) {
+    throw UsageError(
+        "--device cuda: no CUDA device is available (this LibTorch build has no CUDA, or no GPU "
+        "is visible); use --device cpu");
+  }
+  validate_gpu_decode(c);
+  validate_outputs(c);
 }
 
 }  // namespace workload

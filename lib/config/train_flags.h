@@ -53,6 +53,7 @@ void visit_loader_flags(L& o, V&& v) {
 
 /// Every flag of train_resnet50 but --help and --version. `C` is TrainConfig, const or not.
 template <typename C, typename V>
+// NOLINTNEXTLINE(readability-function-size): the table of the flags, a line or two each
 void visit_train_flags(C& c, V&& v) {
   static_assert(std::is_same_v<std::remove_const_t<C>, TrainConfig>);
   v.text({"data", kDataGroup, "Food-101 root (holds food-101/, or is it)"}, c.data);

@@ -29,6 +29,7 @@ std::string resolve_links(const std::string& flag, const std::string& path) {
     std::error_code ec;
     if (!fs::is_symlink(fs::symlink_status(p, ec))) return p.string();
     const fs::path to = fs::read_symlink(p, ec);
+    // NOLINTNEXTLINE(performance-inefficient-string-concatenation): a throw's message
     if (ec) throw UsageError(flag + ": " + path + ": cannot read the symlink: " + ec.message());
     p = to.is_absolute() ? to : p.parent_path() / to;
   }

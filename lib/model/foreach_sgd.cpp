@@ -66,7 +66,7 @@ ForeachSgd::ForeachSgd(std::vector<torch::Tensor> params, const LrSchedule& sche
 void ForeachSgd::step() {
   torch::NoGradGuard no_grad;
   const std::int64_t k = steps_++;
-  std::vector<torch::Tensor> params, grads, bufs;
+  std::vector<torch::Tensor> params, grads;
   std::vector<std::size_t> index;
   params.reserve(params_.size());
   grads.reserve(params_.size());
@@ -80,33 +80,38 @@ void ForeachSgd::step() {
   if (params.empty()) return;
   // In place: no new tensor a parameter (the gradients then hold grad + weight_decay * p).
   if (weight_decay_ != 0) at::_foreach_add_(grads, params, weight_decay_);
-  if (momentum_factor_ != 0) {
-    bool all_have_buffers = true;
-    for (std::size_t k : index) all_have_buffers = all_have_buffers && momentum_[k].defined();
-    if (all_have_buffers) {
-      for (std::size_t k : index) bufs.push_back(momentum_[k]);
-      at::_foreach_mul_(bufs, momentum_factor_);
-      at::_foreach_add_(bufs, grads, 1.0);
-    } else {
-      // First step (for some parameter): the buffer starts as a copy of the gradient.
-      for (std::size_t j = 0; j < index.size(); ++j) {
-        torch::Tensor& buf = momentum_[index[j]];
-        if (!buf.defined()) {
-          buf = grads[j].clone().detach();
-        } else {
-          buf.mul_(momentum_factor_).add_(grads[j]);
-        }
-        bufs.push_back(buf);
-      }
-    }
-    grads = std::move(bufs);
-  }
+  if (momentum_factor_ != 0) grads = with_momentum(index, grads);
   if (lr_table_.defined()) {
     update_from_table(params, grads);
   } else {
     const double lr = schedule_ ? schedule_->lr_at(k) : lr_;
     at::_foreach_add_(params, grads, -lr);
   }
+}
+
+std::vector<torch::Tensor> ForeachSgd::with_momentum(const std::vector<std::size_t>& index,
+                                                     const std::vector<torch::Tensor>& grads) {
+  std::vector<torch::Tensor> bufs;
+  bufs.reserve(index.size());
+  bool all_have_buffers = true;
+  for (std::size_t i : index) all_have_buffers = all_have_buffers && momentum_[i].defined();
+  if (all_have_buffers) {
+    for (std::size_t i : index) bufs.push_back(momentum_[i]);
+    at::_foreach_mul_(bufs, momentum_factor_);
+    at::_foreach_add_(bufs, grads, 1.0);
+    return bufs;
+  }
+  // First step (for some parameter): the buffer starts as a copy of the gradient.
+  for (std::size_t j = 0; j < index.size(); ++j) {
+    torch::Tensor& buf = momentum_[index[j]];
+    if (!buf.defined()) {
+      buf = grads[j].clone().detach();
+    } else {
+      buf.mul_(momentum_factor_).add_(grads[j]);
+    }
+    bufs.push_back(buf);
+  }
+  return bufs;
 }
 
 void ForeachSgd::load_state(const State& state) {

@@ -71,6 +71,10 @@ class ForeachSgd {
   /// p += buf * lr_table_[step_], then step_ = min(step_ + 1, last).
   void update_from_table(const std::vector<torch::Tensor>& params,
                          const std::vector<torch::Tensor>& updates);
+  // The momentum buffers of the parameters at index, moved on by grads (made from the first
+  // gradient where a buffer is missing): the updates a step applies.
+  std::vector<torch::Tensor> with_momentum(const std::vector<std::size_t>& index,
+                                           const std::vector<torch::Tensor>& grads);
 
   std::vector<torch::Tensor> params_;
   std::vector<torch::Tensor> momentum_;  // one per parameter; undefined until its first step

@@ -1,6 +1,7 @@
 // What train_resnet50 prints (lib/report/summary_text.h).
 #include "lib/report/summary_text.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "lib/core/version.h"
@@ -128,7 +129,7 @@ std::string format_banner(const RunFacts& f, const std::vector<std::string>& not
            std::to_string(e.master_port) + ", batch " + std::to_string(c.loader.batch_size) +
            " per rank\n";
   }
-  for (const auto& n : notices) out += prefix + "note: " + n + "\n";
+  for (const auto& n : notices) out.append(prefix).append("note: ").append(n).append("\n");
   return out;
 }
 
@@ -145,7 +146,7 @@ std::string format_step(const std::string& prefix, const StepRecord& r, int warm
 std::string format_duration(double seconds) {
   if (!(seconds >= 0)) return "?";
   if (seconds < 60) return printed("%.1fs", seconds);
-  const auto total = static_cast<long long>(seconds + 0.5);
+  const auto total = std::llround(seconds);
   if (total < 3600) return printed_int("%lldm", total / 60) + printed_int("%02llds", total % 60);
   return printed_int("%lldh", total / 3600) + printed_int("%02lldm", (total % 3600) / 60);
 }
@@ -171,100 +172,125 @@ std::string format_epoch(const std::string& prefix, const EpochRecord& r, int ep
   return out + "\n";
 }
 
-std::string format_summary(const RunFacts& f) {
-  const TrainConfig& c = f.config;
-  const RunResult& result = f.result;
-  const StepSummary s = summarize(result);
-  std::string out = "\n";
-  auto line = [&](const char* label, const std::string& value) {
+namespace {
+
+// The summary's "  label    value" lines, in one string.
+struct SummaryLines {
+  std::string out;
+  void line(const char* label, const std::string& value) {
     char buf[512];
     std::snprintf(buf, sizeof(buf), "  %-28s %s\n", label, value.c_str());
     out += buf;
-  };
-  const bool epochs_without_window = c.epochs > 0 && !c.capture_at;
-  if (c.epochs == 0) {
-    out += "summary (" + std::to_string(result.steps.size()) + " captured steps of batch " +
-           std::to_string(c.loader.batch_size) + ", after " +
-           std::to_string(result.warmup_steps.size()) + " warm-up)\n";
-  } else if (epochs_without_window) {
-    out += "summary (" + std::to_string(result.steps.size()) + " steps of batch " +
-           std::to_string(c.loader.batch_size) + ", no capture window)\n";
-  } else {
-    out += "summary (" + std::to_string(result.steps.size()) + " captured steps of batch " +
-           std::to_string(c.loader.batch_size) + ", after " +
-           std::to_string(result.warmup_steps.size()) + " and before " +
-           std::to_string(result.steps_after_capture.size()) + " others)\n";
   }
-  if (c.epochs > 0) {
-    const std::size_t done = result.epochs.size();
-    line("epochs",
+};
+
+// The heading: how many steps the figures below count, of which batch, and around what.
+std::string summary_heading(const TrainConfig& c, const RunResult& result) {
+  const std::string steps = std::to_string(result.steps.size());
+  const std::string batch = std::to_string(c.loader.batch_size);
+  if (c.epochs == 0) {
+    return "summary (" + steps + " captured steps of batch " + batch + ", after " +
+           std::to_string(result.warmup_steps.size()) + " warm-up)\n";
+  }
+  if (!c.capture_at)
+    return "summary (" + steps + " steps of batch " + batch + ", no capture window)\n";
+  return "summary (" + steps + " captured steps of batch " + batch + ", after " +
+         std::to_string(result.warmup_steps.size()) + " and before " +
+         std::to_string(result.steps_after_capture.size()) + " others)\n";
+}
+
+// An --epochs run's lines: epochs done, the last one, the best top-1 and the target.
+void epoch_lines(SummaryLines& l, const TrainConfig& c, const RunResult& result) {
+  const std::size_t done = result.epochs.size();
+  l.line("epochs",
          std::to_string(done) + " of " + std::to_string(c.epochs) +
              (result.resumed_from.empty() ? std::string()
                                           : " (resumed from " + result.resumed_from + ")"));
-    if (done > 0) {
-      const EpochRecord& last = result.epochs.back();
-      line("last epoch", printed("loss %.4f", last.train_loss) +
+  if (done > 0) {
+    const EpochRecord& last = result.epochs.back();
+    l.line("last epoch", printed("loss %.4f", last.train_loss) +
                              (last.eval ? printed(", top-1 %.2f%%", 100.0 * last.eval->top1) +
                                               printed(", top-5 %.2f%%", 100.0 * last.eval->top5)
                                         : std::string()));
-      line("wall time", format_duration(last.elapsed_s));
-    }
-    if (result.best_top1) {
-      line("best top-1", printed("%.2f%%", 100.0 * *result.best_top1) + " after epoch " +
+    l.line("wall time", format_duration(last.elapsed_s));
+  }
+  if (result.best_top1) {
+    l.line("best top-1", printed("%.2f%%", 100.0 * *result.best_top1) + " after epoch " +
                              std::to_string(result.best_top1_epoch + 1) + ", at " +
                              format_duration(result.time_to_best_top1_s));
-    }
-    if (c.target_top1) {
-      line("target top-1", printed("%.2f%%: ", 100.0 * *c.target_top1) +
-                               (result.target_reached ? "reached" : "not reached"));
-    }
   }
-  line("throughput", printed("%.1f images/s", result.images_per_s) +
-                         (epochs_without_window ? " (training steps, evaluations excluded)" : ""));
-  line(epochs_without_window ? "training steps" : "capture window",
-       printed("%.1f ms", result.elapsed_s * 1000.0));
-  line("step time p50 / p95",
-       printed("%.2f", s.step_ms_p50) + printed(" / %.2f ms", s.step_ms_p95));
+  if (c.target_top1) {
+    l.line("target top-1", printed("%.2f%%: ", 100.0 * *c.target_top1) +
+                               (result.target_reached ? "reached" : "not reached"));
+  }
+}
+
+// The window's figures: throughput, step times, the waits, what the window left outside it.
+void window_lines(SummaryLines& l, const TrainConfig& c, const RunResult& result,
+                  const StepSummary& s) {
+  const bool epochs_without_window = c.epochs > 0 && !c.capture_at;
+  l.line("throughput",
+         printed("%.1f images/s", result.images_per_s) +
+             (epochs_without_window ? " (training steps, evaluations excluded)" : ""));
+  l.line(epochs_without_window ? "training steps" : "capture window",
+         printed("%.1f ms", result.elapsed_s * 1000.0));
+  l.line("step time p50 / p95",
+         printed("%.2f", s.step_ms_p50) + printed(" / %.2f ms", s.step_ms_p95));
   std::string max_wait = printed("%.2f ms", s.batch_wait_max_ms);
   if (s.batch_wait_max_step >= 0) {
     max_wait += " (step " + std::to_string(s.batch_wait_max_step) + ")";
   }
-  line("batch_wait total", printed("%.2f ms", s.batch_wait_total_ms));
-  line("batch_wait max", max_wait);
-  line("h2d_submit total", printed("%.2f ms", s.h2d_submit_total_ms));
-  if (!c.reuse_iterator) line("iterator_reset", printed("%.2f ms", result.iterator_reset_ms));
-  line("capture_drain", printed("%.2f ms", result.capture_drain_ms));
+  l.line("batch_wait total", printed("%.2f ms", s.batch_wait_total_ms));
+  l.line("batch_wait max", max_wait);
+  l.line("h2d_submit total", printed("%.2f ms", s.h2d_submit_total_ms));
+  if (!c.reuse_iterator) l.line("iterator_reset", printed("%.2f ms", result.iterator_reset_ms));
+  l.line("capture_drain", printed("%.2f ms", result.capture_drain_ms));
   if (result.graph_capture_ms) {
     // Before the window: recording, rewriting, instantiating and uploading the step's graph.
-    line("graph capture", printed("%.1f ms", *result.graph_capture_ms));
+    l.line("graph capture", printed("%.1f ms", *result.graph_capture_ms));
     if (result.graph_memset_kernels >= 0) {
-      line("graph memsets", std::to_string(result.graph_memset_kernels) + " as kernels, " +
-                                std::to_string(result.graph_memset_nodes) + " as memset nodes");
+      l.line("graph memsets", std::to_string(result.graph_memset_kernels) + " as kernels, " +
+                                  std::to_string(result.graph_memset_nodes) + " as memset nodes");
     }
   }
   if (result.capture_started) {
     // Outside the window: under nsys, cudaProfilerStop returns once the capture is handed over.
-    line("cudaProfilerStop", printed("%.1f ms", result.profiler_stop_ms));
+    l.line("cudaProfilerStop", printed("%.1f ms", result.profiler_stop_ms));
   }
+}
+
+// How the run ended: skipped images, the last loss, a non-finite loss, a stop, the rank.
+void ending_lines(SummaryLines& l, const RunFacts& f, const StepSummary& s) {
+  const RunResult& result = f.result;
   if (s.images_skipped_all_steps > 0) {
-    line("images skipped", std::to_string(s.images_skipped_all_steps) +
-                               " (undecodable, replaced; see the report's skipped_images)");
+    l.line("images skipped", std::to_string(s.images_skipped_all_steps) +
+                                 " (undecodable, replaced; see the report's skipped_images)");
   }
-  line("loss after drain",
-       result.loss_after_drain ? printed("%.4f", *result.loss_after_drain) : std::string("n/a"));
+  l.line("loss after drain",
+         result.loss_after_drain ? printed("%.4f", *result.loss_after_drain) : std::string("n/a"));
   if (!result.nonfinite_loss.empty()) {
-    line("non-finite loss",
-         result.nonfinite_loss + (result.nonfinite_stopped ? " (no result: exit 1)"
+    l.line("non-finite loss", result.nonfinite_loss + (result.nonfinite_stopped
+                                                           ? " (no result: exit 1)"
                                                            : " (--allow-nonfinite-loss: went on)"));
   }
-  if (result.interrupted) line("interrupted", interruption(result));
+  if (result.interrupted) l.line("interrupted", interruption(result));
   if (f.dist) {
-    line("rank", std::to_string(f.dist->env.rank) + " of " +
-                     std::to_string(f.dist->env.world_size) + " (" + to_string(f.dist->backend) +
-                     ")");
-    if (result.parameter_digest) line("parameter digest", hex64(*result.parameter_digest));
+    l.line("rank", std::to_string(f.dist->env.rank) + " of " +
+                       std::to_string(f.dist->env.world_size) + " (" + to_string(f.dist->backend) +
+                       ")");
+    if (result.parameter_digest) l.line("parameter digest", hex64(*result.parameter_digest));
   }
-  return out;
+}
+
+}  // namespace
+
+std::string format_summary(const RunFacts& f) {
+  const StepSummary s = summarize(f.result);
+  SummaryLines l{"\n" + summary_heading(f.config, f.result)};
+  if (f.config.epochs > 0) epoch_lines(l, f.config, f.result);
+  window_lines(l, f.config, f.result, s);
+  ending_lines(l, f, s);
+  return l.out;
 }
 
 }  // namespace workload

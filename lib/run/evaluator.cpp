@@ -26,7 +26,7 @@ TrainConfig eval_input_config(const TrainConfig& config) {
 Evaluator::Evaluator(const TrainConfig& config, std::shared_ptr<const dp::Food101Index> index,
                      ResNet50 model, torch::Device device, Distributed* dist,
                      std::vector<std::string>& notices)
-    : model_(model),
+    : model_(std::move(model)),
       dist_(dist),
       step_(model, config, device),
       normalize_(config.loader.transform.dtype == dp::HostDType::kUInt8) {

@@ -55,6 +55,7 @@ std::vector<int> not_joined(c10d::Store& store, const std::vector<std::string>& 
 void join(c10d::Store& store, const LaunchEnv& env, Clock::time_point deadline,
           RendezvousProgress& progress) {
   std::vector<std::string> keys;
+  keys.reserve(static_cast<std::size_t>(env.world_size));
   for (int r = 0; r < env.world_size; ++r) keys.push_back("joined/" + std::to_string(r));
   store.set(keys[static_cast<std::size_t>(env.rank)], bytes_of("1"));
   Clock::time_point looked{};

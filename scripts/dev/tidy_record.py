@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""The keys of clang-tidy's record of clean units (scripts/dev/check_tidy.sh --record).
+
+A unit's key is a SHA-256 over what clang-tidy's verdict on it depends on: the tool's version,
+.clang-tidy, the unit's compile command, and the path and content of every file the compiler read
+for it (the build's dependency list, `ninja -t deps`: the unit, the project's headers, LibTorch's,
+the system's). The repository's and the build directory's absolute paths are left out, so that a
+clone elsewhere gives the same keys. A unit whose key is in the record was found clean with exactly
+these inputs; any change to one of them, in the tree or on the machine, gives another key, and
+check_tidy.sh checks that unit again.
+
+    tidy_record.py BUILD_DIR UNIT...
+
+prints "KEY UNIT" for each unit (UNIT relative to the repository root, as compile_commands.json
+names it from there), with "-" for KEY where the build has no dependency list for the unit (not
+built yet). The tool's version is read from `clang-tidy --version` (CLANG_TIDY: another binary).
+Run from the repository root.
+"""
+
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+from typing import Dict, List, Optional
+
+
+def file_digest(path: str, cache: Dict[str, str]) -> str:
+    """The SHA-256 of a file's content ("missing" for a file that is gone)."""
+    if path not in cache:
+        try:
+            with open(path, "rb") as f:
+                cache[path] = hashlib.sha256(f.read()).hexdigest()
+        except OSError:
+            cache[path] = "missing"
+    return cache[path]
+
+
+def dependency_lists(build: str) -> Dict[str, List[str]]:
+    """{object file, relative to the build directory: the files the compiler read for it}."""
+    out = subprocess.run(
+        ["ninja", "-C", build, "-t", "deps"], capture_output=True, text=True, check=True
+    ).stdout
+    deps: Dict[str, List[str]] = {}
+    current: Optional[List[str]] = None
+    for line in out.splitlines():
+        if line.startswith("    "):
+            if current is not None:
+                current.append(line.strip())
+        elif ": #deps" in line:
+            name, _, status = line.partition(": #deps")
+            current = [] if "(VALID)" in status else None
+            if current is not None:
+                deps[name] = current
+        else:
+            current = None
+    return deps
+
+
+def unit_keys(build: str, units: List[str]) -> Dict[str, Optional[str]]:
+    root = os.getcwd()
+    build_abs = os.path.abspath(build)
+
+    def portable(text: str) -> str:
+        return text.replace(build_abs, "<build>").replace(root, "<root>")
+
+    tool = os.environ.get("CLANG_TIDY", "clang-tidy")
+    version = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
+    with open(".clang-tidy", "rb") as config_file:
+        config = config_file.read()
+    with open(os.path.join(build, "compile_commands.json")) as db:
+        commands = {os.path.relpath(e["file"], root): e for e in json.load(db)}
+    deps = dependency_lists(build)
+    cache: Dict[str, str] = {}
+    keys: Dict[str, Optional[str]] = {}
+    for unit in units:
+        entry = commands.get(unit)
+        args = shlex.split(entry["command"]) if entry else []
+        obj = args[args.index("-o") + 1] if "-o" in args[:-1] else None
+        files = deps.get(obj) if obj else None
+        if entry is None or files is None:
+            keys[unit] = None
+            continue
+        h = hashlib.sha256()
+        for part in (version.encode(), config, portable(entry["command"]).encode()):
+            h.update(hashlib.sha256(part).digest())
+        for path in sorted(files):
+            full = path if os.path.isabs(path) else os.path.join(build_abs, path)
+            h.update(("%s %s\n" % (portable(full), file_digest(full, cache))).encode())
+        keys[unit] = h.hexdigest()
+    return keys
+
+
+def main(argv: List[str]) -> int:
+    if len(argv) < 2 or argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    build, units = argv[0], argv[1:]
+    if not os.path.isfile(os.path.join(build, "compile_commands.json")):
+        print("tidy_record.py: error: %s/compile_commands.json not found" % build, file=sys.stderr)
+        return 2
+    for unit, key in unit_keys(build, units).items():
+        print("%s %s" % (key or "-", unit))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,115 @@
+"""Tests for scripts/dev/tidy_record.py, on a two-unit CMake project built with Ninja: the same
+tree built in two places gives the same keys; a change to a header a unit includes, to the unit, to
+.clang-tidy, to the tool's version or to the compile flags changes that unit's key only where it
+reads the change; a unit the build has not compiled has no key ("-"); a missing build is a usage
+error.
+
+Run: /usr/bin/python3 -m pytest -q tests/scripts/test_tidy_record.py
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+from scripts.support.testutil import REPO, ScratchCase
+
+SCRIPT = os.path.join(REPO, "scripts", "dev", "tidy_record.py")
+UNITS = ["src/a.cpp", "src/b.cpp"]
+FILES = {
+    "CMakeLists.txt": "cmake_minimum_required(VERSION 3.16)\nproject(p CXX)\n"
+    "set(CMAKE_EXPORT_COMPILE_COMMANDS ON)\n"
+    "add_library(p STATIC src/a.cpp src/b.cpp)\n"
+    "target_include_directories(p PRIVATE ${PROJECT_SOURCE_DIR})\n",
+    ".clang-tidy": "Checks: '-*,bugprone-*'\n",
+    "src/a.h": "inline int a() { return 1; }\n",
+    "src/a.cpp": '#include "src/a.h"\nint f() { return a(); }\n',
+    "src/b.cpp": "int g() { return 2; }\n",
+}
+
+
+@unittest.skipUnless(
+    shutil.which("cmake") and shutil.which("ninja") and shutil.which("c++"),
+    "needs cmake, ninja and a C++ compiler",
+)
+class TidyRecordTest(ScratchCase):
+    def project(self, name):
+        root = os.path.join(self.tmp, name)
+        for rel, text in FILES.items():
+            self.write(root, rel, text)
+        return root
+
+    @staticmethod
+    def write(root, rel, text):
+        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+        with open(os.path.join(root, rel), "w") as f:
+            f.write(text)
+
+    def build(self, root, *cmake_args):
+        for cmd in (
+            ["cmake", "-S", ".", "-B", "build", "-G", "Ninja", *cmake_args],
+            ["ninja", "-C", "build"],
+        ):
+            subprocess.run(cmd, cwd=root, check=True, capture_output=True)
+
+    def keys(self, root, tool="echo"):
+        """{unit: key}; `tool --version` stands for clang-tidy's version (CLANG_TIDY)."""
+        env = dict(os.environ, CLANG_TIDY=tool)
+        out = subprocess.run(
+            [sys.executable, SCRIPT, "build", *UNITS],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return {unit: key for key, unit in (line.split(" ", 1) for line in out.splitlines())}
+
+    def test_keys_follow_what_each_unit_reads_and_not_where_the_tree_is(self):
+        first, second = self.project("one"), self.project("elsewhere")
+        self.build(first)
+        self.build(second)
+        before = self.keys(first)
+        self.assertEqual(set(before), set(UNITS))
+        self.assertNotIn("-", before.values())
+        self.assertEqual(self.keys(second), before)
+
+        self.write(first, "src/a.h", "inline int a() { return 3; }\n")
+        self.build(first)
+        after = self.keys(first)
+        self.assertNotEqual(after["src/a.cpp"], before["src/a.cpp"])  # reads a.h
+        self.assertEqual(after["src/b.cpp"], before["src/b.cpp"])  # does not
+
+        self.write(first, ".clang-tidy", "Checks: '-*,performance-*'\n")
+        settings = self.keys(first)
+        self.assertNotEqual(settings["src/b.cpp"], after["src/b.cpp"])
+
+        self.assertEqual(self.keys(first), settings)
+        # Another version of the tool (here: another --version output) is another key.
+        self.assertNotEqual(self.keys(first, tool="true")["src/b.cpp"], settings["src/b.cpp"])
+
+        self.build(first, "-DCMAKE_CXX_FLAGS=-DSOMETHING")
+        self.assertNotEqual(self.keys(first)["src/b.cpp"], settings["src/b.cpp"])
+
+    def test_a_unit_not_built_yet_has_no_key(self):
+        root = self.project("p")
+        subprocess.run(
+            ["cmake", "-S", ".", "-B", "build", "-G", "Ninja"],
+            cwd=root,
+            check=True,
+            capture_output=True,
+        )
+        self.assertEqual(self.keys(root), {"src/a.cpp": "-", "src/b.cpp": "-"})
+
+    def test_a_missing_build_is_a_usage_error(self):
+        root = self.project("p")
+        r = subprocess.run(
+            [sys.executable, SCRIPT, "build", "src/a.cpp"], cwd=root, capture_output=True, text=True
+        )
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("compile_commands.json not found", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -28,7 +28,7 @@ Evaluator::Evaluator(const TrainConfig& config, std::shared_ptr<const dp::Food10
                      std::vector<std::string>& notices)
     : model_(std::move(model)),
       dist_(dist),
-      step_(model, config, device),
+      step_(model_, config, device),  // model_ is declared (made) first
       normalize_(config.loader.transform.dtype == dp::HostDType::kUInt8) {
   TrainConfig eval = eval_input_config(config);
   // No batch larger than this rank's share of the split: the ring is sized for what a pass reads.

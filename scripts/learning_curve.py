@@ -5,13 +5,14 @@ and against wall time.
 usage: learning_curve.py REPORT.json [REPORT.json ...] [--names NAME ...] [--out FIGURE.png]
                          [--table FILE.md] [--no-figures]
 
-Each REPORT.json is a train_resnet50 --report of an --epochs run (or scripts/reference_epochs.py's)
-(its `training.epochs`: per epoch the training loss, the evaluation's top-1, top-5 and loss,
-images/s and the run's wall time at the epoch's end; a resumed run's report holds the epochs of the
-run it continued). Prints a Markdown table per run (epoch, train loss, eval loss, top-1, top-5,
-images/s, wall time), then the best top-1 and when it came, and draws four panels into --out
-(default learning_curve.png): training and evaluation loss, and top-1, each against the epoch and
-against wall time. --names labels the runs (default: each report's file name without .json).
+Each REPORT.json is a train_resnet50 --report of an --epochs run (or
+scripts/experiments/reference_epochs.py's) (its `training.epochs`: per epoch the training loss, the
+evaluation's top-1, top-5 and loss, images/s and the run's wall time at the epoch's end; a resumed
+run's report holds the epochs of the run it continued). Prints a Markdown table per run (epoch,
+train loss, eval loss, top-1, top-5, images/s, wall time), then the best top-1 and when it came, and
+draws four panels into --out (default learning_curve.png): training and evaluation loss, and top-1,
+each against the epoch and against wall time. --names labels the runs (default: each report's file
+name without .json).
 
 Example, the default recipe against the article's constant 0.1:
 
@@ -48,7 +49,8 @@ from nsys_analysis.common.files import (  # noqa: E402
 from nsys_analysis.common.formatting import fmt, table  # noqa: E402
 
 
-# The programs whose reports hold `training.epochs`: the workload and scripts/reference_epochs.py.
+# The programs whose reports hold `training.epochs`: the workload and
+# scripts/experiments/reference_epochs.py.
 PROGRAMS = ("train_resnet50", "reference_epochs")
 
 # The most a report holds (a long run's: megabytes); a larger file is refused before it is read.

@@ -9,7 +9,7 @@
 #   scripts/run.sh --data ~/datasets       the real Food-101 (the directory holding food-101/)
 #   DATA_DIR=/fast/disk scripts/run.sh     where the synthetic set goes (default: data/synthetic)
 #   SYNTH_PER_CLASS=200 scripts/run.sh     synthetic images per class (GPU default 160: 12,120 train)
-#   Torch_DIR=... / CMAKE_PREFIX_PATH=...  a LibTorch of your choice (see scripts/install_deps.sh)
+#   Torch_DIR=... / CMAKE_PREFIX_PATH=...  a LibTorch of your choice (see scripts/lib/install_deps.sh)
 #
 # It stops, saying how to fix it, when a GPU is visible but the only LibTorch found has no CUDA
 # (unless --device cpu is given).
@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 
-source scripts/install_deps.sh
+source scripts/lib/install_deps.sh
 select_libtorch
 install_deps
 

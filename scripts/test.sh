@@ -12,12 +12,13 @@
 #                                   passes there)
 #   FUZZ_SECONDS=300 scripts/test.sh  fuzz longer (default 60 s)
 #
-# The LibTorch is chosen as scripts/run.sh chooses it (scripts/install_deps.sh): on a GPU machine
-# with a CUDA PyTorch installed, its LibTorch, so the CUDA test cases run; a GPU machine with only a
-# CPU LibTorch is an error (ALLOW_CPU_LIBTORCH=1 to test on the CPU anyway). First, the checks of
-# the tree: every C++ file follows .clang-format, every shell script passes shellcheck, every Python
-# file black, flake8 and mypy (scripts/dev/check_{format,shell,python}.sh; each skipped with a note
-# where its tool, Debian 12's version, is missing). Besides the Release build (build/), whose
+# The LibTorch is chosen as scripts/run.sh chooses it (scripts/lib/install_deps.sh): on a GPU
+# machine with a CUDA PyTorch installed, its LibTorch, so the CUDA test cases run; a GPU machine with
+# only a CPU LibTorch is an error (ALLOW_CPU_LIBTORCH=1 to test on the CPU anyway). First, the
+# checks of the tree: every C++ file follows .clang-format, every shell script passes shellcheck,
+# every Python file black, flake8 and mypy (scripts/dev/check_{format,shell,python}.sh), and after
+# the build every unit clang-tidy (scripts/dev/check_tidy.sh); each is skipped with a note where its
+# tool, Debian 12's version, is missing. Besides the Release build (build/), whose
 # suites run once and whose learning and numerics suites (label numerics) run again under every
 # ATen CPU capability and with oneDNN off, it builds (beside the Release suites, at the lowest
 # priority) and runs, as CI does:
@@ -47,7 +48,7 @@ timed() {
 }
 
 # --- packages (Debian/Ubuntu), LibTorch -----------------------------------------------------------
-source scripts/install_deps.sh
+source scripts/lib/install_deps.sh
 select_libtorch
 export WITH_TEST_DEPS=1
 [ "${QUICK:-0}" != 1 ] && export WITH_FUZZ_DEPS=1
@@ -163,6 +164,15 @@ build_checked_trees() {
 }
 
 configure_and_build "$BUILD_DIR" -DWORKLOAD_WERROR=ON
+# clang-tidy over the units this build compiled (scripts/dev/check_tidy.sh): the units that
+# scripts/dev/clang_tidy_clean.txt records clean with the same inputs are not checked again, so a
+# change costs about 20 s of a core per unit it touches rather than the tree's 20 minutes.
+log "clang-tidy over $BUILD_DIR's units"
+if ! timed "clang-tidy (units changed since the record)" scripts/dev/check_tidy.sh --if-available \
+  --record scripts/dev/clang_tidy_clean.txt "$BUILD_DIR"; then
+  log "clang-tidy found the above (fix, or silence on the line with a reason: .clang-tidy)"
+  exit 1
+fi
 if [ "${QUICK:-0}" != 1 ]; then
   if ! command -v clang++ >/dev/null; then
     echo "test.sh: clang++ not found: the fuzzer build cannot run (apt install clang libclang-rt-dev)" >&2

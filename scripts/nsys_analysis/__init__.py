@@ -1,6 +1,6 @@
 """Analysis of Nsight Systems captures of the ResNet-50 workload, and the sweep and benchmarks built
-on it: scripts/analyze.py, scripts/sweep.py, scripts/benchmarks.py and scripts/kernel_families.py
-are command lines over this package.
+on it: scripts/analyze.py, scripts/sweep.py, scripts/kernel_families.py and
+scripts/experiments/benchmarks.py are command lines over this package.
 
 Four sub-packages, each importing only from those listed before it (tests/scripts/test_layout.py
 checks this):

@@ -6,7 +6,7 @@ export in tests/fixtures/nsys/; with one export per rank, the per-rank folders a
 ranks.json / ranks.md.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_analyze.py
-(all tests: scripts/python_tests.sh)
+(all tests: scripts/dev/python_tests.sh)
 """
 
 import importlib.util

@@ -1,9 +1,9 @@
-"""Tests for scripts/bench_batchnorm.py without a GPU: its flags, and the clear error (exit 1) when
-PyTorch, torchvision or a CUDA device is missing, each played by a stand-in package first on
-PYTHONPATH.
+"""Tests for scripts/experiments/bench_batchnorm.py without a GPU: its flags, and the clear error
+(exit 1) when PyTorch, torchvision or a CUDA device is missing, each played by a stand-in package
+first on PYTHONPATH.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_bench_batchnorm.py
-(all tests: scripts/python_tests.sh)
+(all tests: scripts/dev/python_tests.sh)
 """
 
 import os
@@ -12,7 +12,7 @@ import unittest
 
 from scripts.support.testutil import REPO, StandInPackagesCase
 
-SCRIPT = os.path.join(REPO, "scripts", "bench_batchnorm.py")
+SCRIPT = os.path.join(REPO, "scripts", "experiments", "bench_batchnorm.py")
 
 
 class BenchBatchnormTest(StandInPackagesCase):

@@ -1,10 +1,11 @@
-"""Tests for scripts/benchmarks.py, the command line: --help of every command from another
-directory, usage errors, a missing program, an --out that cannot be written, `table` printing the
-package's tables and naming a result file it cannot read. The package's benchmark modules have their
-own tests (nsys_analysis/bench/: test_runs.py, test_commands.py, test_ncu.py, test_tables.py).
+"""Tests for scripts/experiments/benchmarks.py, the command line: --help of every command from
+another directory, usage errors, a missing program, an --out that cannot be written, `table`
+printing the package's tables and naming a result file it cannot read. The package's benchmark
+modules have their own tests (nsys_analysis/bench/: test_runs.py, test_commands.py, test_ncu.py,
+test_tables.py).
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_benchmarks.py
-(all tests: scripts/python_tests.sh)
+(all tests: scripts/dev/python_tests.sh)
 """
 
 import contextlib
@@ -21,7 +22,7 @@ from scripts.support.testutil import REPO, ScratchCase
 import benchmarks
 from nsys_analysis.bench.tables import render_tables
 
-SCRIPT = os.path.join(REPO, "scripts", "benchmarks.py")
+SCRIPT = os.path.join(REPO, "scripts", "experiments", "benchmarks.py")
 
 COMMANDS = ("checks", "compare", "scan", "loader", "experiments", "ncu", "table")
 

@@ -6,7 +6,7 @@ archive and tree behind symlinks, what is never replaced (a FIFO or directory at
 a FIFO tree or lock, a .part that is /dev/null), missing tools and usage errors.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_get_food101.py
-(all tests: scripts/python_tests.sh)
+(all tests: scripts/dev/python_tests.sh)
 """
 
 import glob

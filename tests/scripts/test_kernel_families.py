@@ -3,7 +3,7 @@ hand-written families, the inputs it refuses, and --out (a symlink followed, a F
 /dev/null kept).
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_kernel_families.py
-(all tests: scripts/python_tests.sh)
+(all tests: scripts/dev/python_tests.sh)
 """
 
 import contextlib

@@ -7,7 +7,7 @@ seconds after one failed (SIGTERM, then SIGKILL). The ranks of a real training r
 tests/lib/distributed/distributed_test.cpp and tests/e2e/dist_liveness_test.cpp.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_launch_local.py
-(all tests: scripts/python_tests.sh)
+(all tests: scripts/dev/python_tests.sh)
 """
 
 import os

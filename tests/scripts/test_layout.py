@@ -1,11 +1,11 @@
 """Tests of scripts/nsys_analysis/'s layout: each sub-package imports only from those below it
 (common, then capture, then sweep and bench, which never import each other), no two modules import
 each other in a circle, every package says in its docstring what it holds, the package docstring
-lists every module, and the imports of nsys_analysis that scripts/*.sh and scripts/*.py make
-resolve.
+lists every module, and the imports of nsys_analysis that the scripts make resolve (the *.sh and
+*.py of scripts/, scripts/experiments/ and scripts/dev/).
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_layout.py
-(all tests: scripts/python_tests.sh)
+(all tests: scripts/dev/python_tests.sh)
 """
 
 import ast
@@ -18,6 +18,12 @@ import unittest
 from scripts.support.testutil import SCRIPTS_DIR
 
 PACKAGE_DIR = os.path.join(SCRIPTS_DIR, "nsys_analysis")
+# The folders of command lines: the users' (scripts/), the experiments' and the maintainers'.
+SCRIPT_FOLDERS = (
+    SCRIPTS_DIR,
+    os.path.join(SCRIPTS_DIR, "experiments"),
+    os.path.join(SCRIPTS_DIR, "dev"),
+)
 # What each sub-package may import from (itself always).
 ALLOWED = {
     "common": set(),
@@ -114,13 +120,20 @@ class LayoutTest(unittest.TestCase):
     def test_the_scripts_imports_of_the_package_resolve(self):
         pattern = re.compile(r"from (nsys_analysis[\w.]*) import \(?([\w, ]+)")
         uses = []
-        for path in glob.glob(os.path.join(SCRIPTS_DIR, "*.sh")) + glob.glob(
-            os.path.join(SCRIPTS_DIR, "*.py")
+        for folder in SCRIPT_FOLDERS:
+            for path in glob.glob(os.path.join(folder, "*.sh")) + glob.glob(
+                os.path.join(folder, "*.py")
+            ):
+                text = open(path).read()
+                uses += [(path, m.group(1), m.group(2)) for m in pattern.finditer(text)]
+        for script in (
+            "analyze.py",
+            "experiments/benchmarks.py",
+            "experiments/nsys_signal_check.sh",
         ):
-            uses += [(path, m.group(1), m.group(2)) for m in pattern.finditer(open(path).read())]
-        self.assertTrue(any(p.endswith("nsys_signal_check.sh") for p, _, _ in uses))
+            self.assertTrue(any(p.endswith(os.sep + script) for p, _, _ in uses), script)
         for path, module, names in uses:
-            with self.subTest(script=os.path.basename(path), module=module):
+            with self.subTest(script=os.path.relpath(path, SCRIPTS_DIR), module=module):
                 mod = importlib.import_module(module)
                 for attr in filter(None, (n.strip() for n in names.split(","))):
                     self.assertTrue(hasattr(mod, attr), "%s.%s" % (module, attr))

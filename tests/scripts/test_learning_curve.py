@@ -2,7 +2,7 @@
 reports, a resumed run's epochs marked, and the inputs it refuses.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_learning_curve.py
-(all tests: scripts/python_tests.sh)
+(all tests: scripts/dev/python_tests.sh)
 """
 
 import contextlib

@@ -1,7 +1,7 @@
-"""Tests for scripts/nsys_signal_check.sh without a GPU: the usage errors that exit 2 before
-anything runs (the arguments, TRAIN_BIN not an executable file, nsys missing, a MODES word that is
-neither app nor group, an OUT whose files cannot be written). What it measures needs nsys and a CUDA
-build (docs/BENCHMARKS.md).
+"""Tests for scripts/experiments/nsys_signal_check.sh without a GPU: the usage errors that exit 2
+before anything runs (the arguments, TRAIN_BIN not an executable file, nsys missing, a MODES word
+that is neither app nor group, an OUT whose files cannot be written). What it measures needs nsys
+and a CUDA build (docs/BENCHMARKS.md).
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_nsys_signal_check.py
 """
@@ -13,7 +13,7 @@ import unittest
 
 from scripts.support.testutil import REPO, ScratchCase
 
-SCRIPT = os.path.join(REPO, "scripts", "nsys_signal_check.sh")
+SCRIPT = os.path.join(REPO, "scripts", "experiments", "nsys_signal_check.sh")
 BASH = shutil.which("bash") or "/bin/bash"
 
 

@@ -2,7 +2,7 @@
 and test drawn apart, and the inputs it refuses.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_photo_dataset.py
-(all tests: scripts/python_tests.sh)
+(all tests: scripts/dev/python_tests.sh)
 """
 
 import contextlib

@@ -7,7 +7,7 @@ outputs that cannot be written stop it before nsys; outputs are written through 
 kept.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_profile_sh.py
-(all tests: scripts/python_tests.sh)
+(all tests: scripts/dev/python_tests.sh)
 """
 
 import importlib.util

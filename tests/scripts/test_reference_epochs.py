@@ -1,9 +1,9 @@
-"""Tests for scripts/reference_epochs.py without a GPU: its flags, its schedule against
+"""Tests for scripts/experiments/reference_epochs.py without a GPU: its flags, its schedule against
 train_resnet50's formula, and the clear error (exit 1) when PyTorch or a CUDA device is missing,
 played by stand-in packages first on PYTHONPATH.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_reference_epochs.py
-(all tests: scripts/python_tests.sh)
+(all tests: scripts/dev/python_tests.sh)
 """
 
 import math
@@ -14,7 +14,7 @@ import unittest
 from scripts.support.testutil import REPO, StandInPackagesCase
 import reference_epochs
 
-SCRIPT = os.path.join(REPO, "scripts", "reference_epochs.py")
+SCRIPT = os.path.join(REPO, "scripts", "experiments", "reference_epochs.py")
 
 
 class ReferenceEpochsTest(StandInPackagesCase):

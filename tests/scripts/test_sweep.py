@@ -7,7 +7,7 @@ sweep modules have their own tests (nsys_analysis/sweep/: test_plan.py, test_run
 test_tables.py, test_figures.py).
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_sweep.py
-(all tests: scripts/python_tests.sh)
+(all tests: scripts/dev/python_tests.sh)
 """
 
 import csv

@@ -2,7 +2,7 @@
 on stdout, and grouping its kernels by kind with time-weighted percentages.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/bench/test_ncu.py
-(all tests: scripts/python_tests.sh)
+(all tests: scripts/dev/python_tests.sh)
 """
 
 import unittest

@@ -3,7 +3,7 @@ limits, the report line, a capture through profile.sh), with stand-ins for nsys 
 the GPU runs themselves are measured, not tested.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/bench/test_runs.py
-(all tests: scripts/python_tests.sh)
+(all tests: scripts/dev/python_tests.sh)
 """
 
 import os

@@ -2,7 +2,7 @@
 one run's train_resnet50 arguments and the shuffled plan.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/sweep/test_plan.py
-(all tests: scripts/python_tests.sh)
+(all tests: scripts/dev/python_tests.sh)
 """
 
 import json

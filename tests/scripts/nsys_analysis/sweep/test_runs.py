@@ -2,7 +2,7 @@
 stand-in for train_resnet50) and the result.json form that --resume reads back.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/sweep/test_runs.py
-(all tests: scripts/python_tests.sh)
+(all tests: scripts/dev/python_tests.sh)
 """
 
 import json

@@ -2,7 +2,7 @@
 # Ctrl-C during an Nsight Systems capture, on a GPU machine: does the run stop cleanly and keep a
 # usable capture? (docs/BENCHMARKS.md, "Stopping a capture with Ctrl-C under nsys".)
 #
-# usage: TRAIN_BIN=build/bin/train_resnet50 [MODES="app group"] scripts/nsys_signal_check.sh DATA OUT
+# usage: TRAIN_BIN=build/bin/train_resnet50 [MODES="app group"] scripts/experiments/nsys_signal_check.sh DATA OUT
 #
 # For each mode, starts a 2,000-step capture under the article's nsys options, waits 3 s into the
 # captured steps, then sends SIGINT to the training process alone (app) or to the whole process
@@ -21,7 +21,7 @@ die_usage() { echo "nsys_signal_check.sh: error: $1" >&2; exit 2; }
 [[ -f ${TRAIN_BIN:-} && -x ${TRAIN_BIN:-} ]] || die_usage "TRAIN_BIN (${TRAIN_BIN:-unset}) is not an executable file"
 command -v nsys >/dev/null || die_usage "nsys is not on PATH"
 # shellcheck source=scripts/lib/output_files.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/output_files.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/output_files.sh"
 data=$1; out=$2
 modes=${MODES:-app group}
 for mode in $modes; do

@@ -20,7 +20,7 @@ set -euo pipefail
 
 _deps_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/lib/find_python.sh
-source "$_deps_dir/lib/find_python.sh"
+source "$_deps_dir/find_python.sh"
 
 TORCH_CMAKE_ARGS=()
 LIBTORCH_CHOICE=""
@@ -67,9 +67,11 @@ install_deps() {
                   nlohmann-json3-dev python3 python3-matplotlib python3-numpy python3-pytest xz-utils)
   # Gloo's headers, for data parallelism on the CPU with Debian's LibTorch (c10d's Gloo backend).
   [ "$_want_debian_torch" = 1 ] && packages+=(libgloo-dev)
-  # test.sh's checks of the tree (scripts/dev/check_*.sh), get_food101.sh's tests (curl fetches
-  # their file:// archives), and clang with its libFuzzer runtime for its fuzzer build.
-  [ "${WITH_TEST_DEPS:-0}" = 1 ] && packages+=(clang-format shellcheck black flake8 mypy curl)
+  # test.sh's checks of the tree (scripts/dev/check_*.sh, clang-tidy's included), get_food101.sh's
+  # tests (curl fetches their file:// archives), and clang with its libFuzzer runtime for its fuzzer
+  # build.
+  [ "${WITH_TEST_DEPS:-0}" = 1 ] &&
+    packages+=(clang-format clang-tidy shellcheck black flake8 mypy curl)
   [ "${WITH_FUZZ_DEPS:-0}" = 1 ] && packages+=(clang libclang-rt-dev)
   [ "$_want_debian_torch" = 1 ] && packages+=(libtorch-dev)
   local missing=() p

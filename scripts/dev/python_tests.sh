@@ -3,7 +3,7 @@
 # matplotlib, installing Debian's python3-matplotlib (and python3-pytest) first when no interpreter has
 # it. CTest runs this from the repository root.
 #
-# usage: scripts/python_tests.sh [--no-install] [--only PATH] [PYTEST OR UNITTEST ARGS...]
+# usage: scripts/dev/python_tests.sh [--no-install] [--only PATH] [PYTEST OR UNITTEST ARGS...]
 #
 # --only PATH: only the tests of PATH, a test file or folder under tests/scripts (CTest runs each
 # of them as a suite of its own, python_<name>, so that two of them can run at once).
@@ -16,7 +16,7 @@
 # with matplotlib is available and none could be installed.
 set -uo pipefail
 
-repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=scripts/lib/find_python.sh
 source "$repo_root/scripts/lib/find_python.sh"
 cd "$repo_root" || exit 1

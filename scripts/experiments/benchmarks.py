@@ -3,13 +3,14 @@
 reference, the NVTX cost, process teardown, and a scan of loader settings; then the tables of
 docs/BENCHMARKS.md.
 
-usage: scripts/benchmarks.py checks  --data ROOT --out DIR
-       scripts/benchmarks.py compare --data ROOT --out DIR [--python-ref seed_workload.py]
-       scripts/benchmarks.py scan    --data ROOT --out DIR
-       scripts/benchmarks.py loader  --data ROOT --out DIR [--workers 1 8 16]
-       scripts/benchmarks.py experiments --data ROOT --out DIR
-       scripts/benchmarks.py ncu     --out DIR [--ncu-skip N --ncu-count M]
-       scripts/benchmarks.py table   --out DIR
+usage: scripts/experiments/benchmarks.py checks  --data ROOT --out DIR
+       scripts/experiments/benchmarks.py compare --data ROOT --out DIR
+                                         [--python-ref seed_workload.py]
+       scripts/experiments/benchmarks.py scan    --data ROOT --out DIR
+       scripts/experiments/benchmarks.py loader  --data ROOT --out DIR [--workers 1 8 16]
+       scripts/experiments/benchmarks.py experiments --data ROOT --out DIR
+       scripts/experiments/benchmarks.py ncu     --out DIR [--ncu-skip N --ncu-count M]
+       scripts/experiments/benchmarks.py table   --out DIR
 
 checks   captures 8 and 64 steps, iterator reused and reset, under the article's nsys command
          (scripts/profile.sh) and runs analyze.py --check on each: exactly M torch_step ranges in
@@ -46,8 +47,8 @@ import math
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# The commands themselves live in the nsys_analysis package beside this script.
+# The commands themselves live in the nsys_analysis package of scripts/, the folder above this one.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from nsys_analysis.bench.commands import COMMANDS, BenchSettings, check_outputs  # noqa: E402
 from nsys_analysis.bench.runs import BenchmarkError  # noqa: E402
 from nsys_analysis.bench.tables import render_tables  # noqa: E402

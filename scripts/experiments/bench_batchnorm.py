@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """cuDNN's batch norm against ATen's own channels_last kernels, in the GPU-bound ResNet-50 step.
 
-usage: bench_batchnorm.py [--steps N] [--warmup N] [--rounds N] [--batch-size N] [--no-kernels]
+usage: scripts/experiments/bench_batchnorm.py [--steps N] [--warmup N] [--rounds N]
+                                              [--batch-size N] [--no-kernels]
        (a CUDA machine with PyTorch and torchvision)
 
 The training step of the Python reference (ResNet-50, 101 classes, channels_last, SGD lr 0.1 /
@@ -21,7 +22,8 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# nsys_analysis is in scripts/, the folder above this one.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from nsys_analysis.common.argtypes import positive_int  # noqa: E402
 from nsys_analysis.common.exit_status import FAILURE, OK, exit_with  # noqa: E402
 

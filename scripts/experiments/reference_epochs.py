@@ -2,9 +2,10 @@
 """The Python reference trained for epochs: torchvision's ResNet-50 with train_resnet50's default
 recipe, evaluated every epoch, for the time-to-accuracy comparison of docs/BENCHMARKS.md.
 
-usage: reference_epochs.py ROOT [--epochs 10] [--batch-size 128] [--workers 12]
-                           [--precision fp32|bf16] [--lr LR] [--warmup-share 0.25]
-                           [--label-smoothing 0] [--seed 2026] [--report FILE.json]
+usage: scripts/experiments/reference_epochs.py ROOT [--epochs 10] [--batch-size 128]
+                                               [--workers 12] [--precision fp32|bf16] [--lr LR]
+                                               [--warmup-share 0.25] [--label-smoothing 0]
+                                               [--seed 2026] [--report FILE.json]
        (a CUDA machine with PyTorch and torchvision)
 
 ROOT holds food-101/ (images/, meta/train.json and test.json, as food101_synth writes them). The
@@ -29,7 +30,8 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# nsys_analysis is in scripts/, the folder above this one.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from nsys_analysis.common.argtypes import positive_int, unit_fraction  # noqa: E402
 from nsys_analysis.common.exit_status import FAILURE, OK, USAGE, exit_with  # noqa: E402
 from nsys_analysis.common.files import (  # noqa: E402

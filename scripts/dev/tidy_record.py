@@ -85,9 +85,14 @@ def unit_keys(build: str, units: List[str]) -> Dict[str, Optional[str]]:
         h = hashlib.sha256()
         for part in (version.encode(), config, portable(entry["command"]).encode()):
             h.update(hashlib.sha256(part).digest())
-        for path in sorted(files):
-            full = path if os.path.isabs(path) else os.path.join(build_abs, path)
-            h.update(("%s %s\n" % (portable(full), file_digest(full, cache))).encode())
+        # Sorted by the portable name: sorting by the absolute one would order the tree's files
+        # against the system's (/tmp/... before /usr/..., /work/... after) by where the tree is.
+        read = sorted(
+            (portable(full), full)
+            for full in (p if os.path.isabs(p) else os.path.join(build_abs, p) for p in files)
+        )
+        for name, full in read:
+            h.update(("%s %s\n" % (name, file_digest(full, cache))).encode())
         keys[unit] = h.hexdigest()
     return keys
 

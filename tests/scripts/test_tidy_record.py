@@ -17,14 +17,15 @@ from scripts.support.testutil import REPO, ScratchCase
 
 SCRIPT = os.path.join(REPO, "scripts", "dev", "tidy_record.py")
 UNITS = ["src/a.cpp", "src/b.cpp"]
+# A header outside the tree, as a system header is (OUTSIDE: its folder, given to CMake).
 FILES = {
     "CMakeLists.txt": "cmake_minimum_required(VERSION 3.16)\nproject(p CXX)\n"
     "set(CMAKE_EXPORT_COMPILE_COMMANDS ON)\n"
     "add_library(p STATIC src/a.cpp src/b.cpp)\n"
-    "target_include_directories(p PRIVATE ${PROJECT_SOURCE_DIR})\n",
+    "target_include_directories(p PRIVATE ${PROJECT_SOURCE_DIR} ${OUTSIDE})\n",
     ".clang-tidy": "Checks: '-*,bugprone-*'\n",
     "src/a.h": "inline int a() { return 1; }\n",
-    "src/a.cpp": '#include "src/a.h"\nint f() { return a(); }\n',
+    "src/a.cpp": '#include "src/a.h"\n#include "outside.h"\nint f() { return a() + o(); }\n',
     "src/b.cpp": "int g() { return 2; }\n",
 }
 
@@ -46,9 +47,26 @@ class TidyRecordTest(ScratchCase):
         with open(os.path.join(root, rel), "w") as f:
             f.write(text)
 
+    def outside(self):
+        """The folder of outside.h: between the trees "a_tree" and "c_tree" in sort order, so that
+        the files a unit reads sort differently against it in each."""
+        folder = os.path.join(self.tmp, "b_outside")
+        self.write(folder, "outside.h", "inline int o() { return 0; }\n")
+        return folder
+
     def build(self, root, *cmake_args):
         for cmd in (
-            ["cmake", "-S", ".", "-B", "build", "-G", "Ninja", *cmake_args],
+            [
+                "cmake",
+                "-S",
+                ".",
+                "-B",
+                "build",
+                "-G",
+                "Ninja",
+                "-DOUTSIDE=" + self.outside(),
+                *cmake_args,
+            ],
             ["ninja", "-C", "build"],
         ):
             subprocess.run(cmd, cwd=root, check=True, capture_output=True)
@@ -67,7 +85,7 @@ class TidyRecordTest(ScratchCase):
         return {unit: key for key, unit in (line.split(" ", 1) for line in out.splitlines())}
 
     def test_keys_follow_what_each_unit_reads_and_not_where_the_tree_is(self):
-        first, second = self.project("one"), self.project("elsewhere")
+        first, second = self.project("a_tree"), self.project("c_tree")
         self.build(first)
         self.build(second)
         before = self.keys(first)
@@ -95,7 +113,7 @@ class TidyRecordTest(ScratchCase):
     def test_a_unit_not_built_yet_has_no_key(self):
         root = self.project("p")
         subprocess.run(
-            ["cmake", "-S", ".", "-B", "build", "-G", "Ninja"],
+            ["cmake", "-S", ".", "-B", "build", "-G", "Ninja", "-DOUTSIDE=" + self.outside()],
             cwd=root,
             check=True,
             capture_output=True,

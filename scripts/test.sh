@@ -40,11 +40,13 @@ log() { printf '\n== test.sh: %s\n' "$*"; }
 # timed <what> <command...>: runs the command and keeps its wall time for the closing table, where
 # CI's half-hour goes (apt, each build, each tree's suites).
 TIMES=()
+# Returns the command's status (under `if ! timed ...` too, where set -e is off).
 timed() {
-  local what=$1 start=$SECONDS
+  local what=$1 start=$SECONDS rc=0
   shift
-  "$@"
+  "$@" || rc=$?
   TIMES+=("$(printf '%6d s  %s' $((SECONDS - start)) "$what")")
+  return "$rc"
 }
 
 # --- packages (Debian/Ubuntu), LibTorch -----------------------------------------------------------

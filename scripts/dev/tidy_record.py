@@ -38,10 +38,14 @@ def file_digest(path: str, cache: Dict[str, str]) -> str:
 
 
 def dependency_lists(build: str) -> Dict[str, List[str]]:
-    """{object file, relative to the build directory: the files the compiler read for it}."""
-    out = subprocess.run(
-        ["ninja", "-C", build, "-t", "deps"], capture_output=True, text=True, check=True
-    ).stdout
+    """{object file, relative to the build directory: the files the compiler read for it}; empty
+    where the build is not Ninja's or ninja is missing (then every unit has no key)."""
+    try:
+        out = subprocess.run(
+            ["ninja", "-C", build, "-t", "deps"], capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return {}
     deps: Dict[str, List[str]] = {}
     current: Optional[List[str]] = None
     for line in out.splitlines():

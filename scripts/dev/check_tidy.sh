@@ -14,9 +14,9 @@
 # A unit costs about 20 s (LibTorch's headers), the tree about 20 minutes of one core. --record
 # FILE skips the units FILE records as clean with the very same inputs: the tool, .clang-tidy, the
 # compile command and every file the compiler read for the unit, from the built tree's dependency
-# lists (scripts/dev/tidy_record.py; an unbuilt unit, or any without Ninja's lists, is checked). --update-record rewrites
-# FILE with every unit's key once all are clean: run it after a change, and commit FILE with it, so
-# that scripts/test.sh re-checks only what the next change touches.
+# lists (scripts/dev/tidy_record.py; an unbuilt unit, or any without Ninja's lists, is checked).
+# --update-record rewrites FILE with every unit's key once all are clean: run it after a change,
+# and commit FILE with it, so that scripts/test.sh re-checks only what the next change touches.
 set -euo pipefail
 # shellcheck source=scripts/dev/checks.sh
 source "$(dirname "$0")/checks.sh"

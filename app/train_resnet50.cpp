@@ -10,6 +10,7 @@
 #include <string>
 
 #include "lib/core/exit_status.h"
+#include "lib/core/signals.h"
 #include "lib/core/torch_logging.h"
 #include "lib/core/version.h"
 #include "lib/device/cuda_connections.h"
@@ -17,7 +18,6 @@
 #include "lib/report/report.h"
 #include "lib/report/summary_text.h"
 #include "lib/run/outcome.h"
-#include "lib/run/signals.h"
 #include "lib/run/train_cli.h"
 #include "lib/run/trainer.h"
 
@@ -105,7 +105,7 @@ int train(int argc, char** argv) {
   } catch (const PeerLost& lost) {
     return finish(setup_outcome(lost, stop->requested(), program_label()));
   }
-  const SignalWatcher::Publication publication(*trainer);
+  const SignalWatcher::Publication publication([&t = *trainer](int sig) { t.request_stop(sig); });
   std::printf("%s", format_banner(trainer->facts(), trainer->notices(), prefix).c_str());
   std::fflush(stdout);
   Trainer::Progress progress = progress_lines(args.config, prefix);

@@ -13,7 +13,11 @@ namespace {
 struct Domain {
   static constexpr const char* name{kDomain};
 };
-// Registered once, on first use (never when NVTX is off).
+// Registered once, on first use (never when NVTX is off). Its registration is also NVTX's own
+// one-time initialisation, which writes NVTX's function pointers without synchronisation while
+// another thread's first call may read them: inside this function-local static's guard, it
+// happens before every call of this file's that goes through domain() first (ThreadSanitizer's
+// report on two threads naming themselves at once, tests/lib/distributed/watchdog_test).
 nvtxDomainHandle_t domain() { return nvtx3::domain::get<Domain>(); }
 }  // namespace
 
@@ -27,7 +31,10 @@ ScopedRange::~ScopedRange() {
 
 void name_current_thread(const std::string& name) {
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
-  if (enabled()) nvtxNameOsThreadA(static_cast<uint32_t>(::syscall(SYS_gettid)), name.c_str());
+  if (enabled()) {
+    static_cast<void>(domain());  // NVTX initialised before this thread's first call (above)
+    nvtxNameOsThreadA(static_cast<uint32_t>(::syscall(SYS_gettid)), name.c_str());
+  }
 }
 
 }  // namespace data_pipeline::nvtx

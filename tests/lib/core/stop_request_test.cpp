@@ -16,7 +16,7 @@ TEST(StopRequestTest, SignalsAreNamed) {
   EXPECT_EQ(signal_name(SIGTERM), "SIGTERM");
   EXPECT_EQ(signal_name(SIGINT), "SIGINT");
   EXPECT_EQ(signal_name(0), "none");
-  EXPECT_EQ(signal_name(SIGHUP), "SIGHUP");  // a stop like SIGTERM's (lib/run/signals.h)
+  EXPECT_EQ(signal_name(SIGHUP), "SIGHUP");  // a stop like SIGTERM's (lib/core/signals.h)
   EXPECT_EQ(signal_name(SIGUSR1), "signal " + std::to_string(SIGUSR1));
 }
 

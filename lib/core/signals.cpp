@@ -1,7 +1,8 @@
-// SIGINT, SIGTERM and SIGHUP for a run (lib/run/signals.h).
-#include "lib/run/signals.h"
+// SIGINT, SIGTERM and SIGHUP for a run (lib/core/signals.h).
+#include "lib/core/signals.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -15,9 +16,9 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "lib/core/exit_status.h"
-#include "lib/run/trainer.h"
 
 namespace workload {
 
@@ -25,9 +26,9 @@ namespace {
 
 std::atomic<int> g_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "g_signal is used in a signal handler");
-int g_wake[2] = {-1, -1};  // written by the handler, read by the watcher
-std::mutex g_trainer_mu;   // held while the watcher uses g_trainer
-Trainer* g_trainer = nullptr;
+int g_wake[2] = {-1, -1};           // written by the handler, read by the watcher
+std::mutex g_target_mu;             // held while the watcher uses g_target
+std::function<void(int)> g_target;  // the published Publication's, or empty
 
 extern "C" void on_stop_signal(int sig) {
   const int saved_errno = errno;
@@ -42,6 +43,10 @@ extern "C" void on_stop_signal(int sig) {
 void watch(sigset_t stop_signals, const std::shared_ptr<StopRequest>& stop) {
   pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
   for (;;) {
+    // poll() before read(): ThreadSanitizer runs a handler at once only in a thread blocked in a
+    // call it knows to block (poll, not read), and would otherwise hold it, and the stop, forever.
+    pollfd readable{g_wake[0], POLLIN, 0};
+    if (::poll(&readable, 1, -1) < 0 && errno == EINTR) continue;
     unsigned char byte = 0;
     const ssize_t n = ::read(g_wake[0], &byte, 1);
     if (n < 0 && errno == EINTR) continue;
@@ -50,8 +55,8 @@ void watch(sigset_t stop_signals, const std::shared_ptr<StopRequest>& stop) {
     std::fprintf(stderr, "%s: %s received: stopping (again to exit at once)\n",
                  program_invocation_short_name, signal_name(sig).c_str());
     stop->request(sig);
-    std::lock_guard<std::mutex> lock(g_trainer_mu);
-    if (g_trainer) g_trainer->request_stop(sig);
+    const std::lock_guard<std::mutex> lock(g_target_mu);
+    if (g_target) g_target(sig);
   }
   for (;;) pause();  // the pipe failed: stay, to take signals
 }
@@ -81,17 +86,15 @@ SignalWatcher::SignalWatcher(std::shared_ptr<StopRequest> stop) {
   std::thread([stop_signals, stop = std::move(stop)] { watch(stop_signals, stop); }).detach();
 }
 
-SignalWatcher::Publication::Publication(Trainer& trainer) {
-  {
-    std::lock_guard<std::mutex> lock(g_trainer_mu);
-    g_trainer = &trainer;
-  }
-  if (const int sig = g_signal.load()) trainer.request_stop(sig);  // arrived while setting up
+SignalWatcher::Publication::Publication(std::function<void(int)> request_stop) {
+  const std::lock_guard<std::mutex> lock(g_target_mu);
+  g_target = std::move(request_stop);
+  if (const int sig = g_signal.load()) g_target(sig);  // arrived while setting up
 }
 
 SignalWatcher::Publication::~Publication() {
-  std::lock_guard<std::mutex> lock(g_trainer_mu);
-  g_trainer = nullptr;
+  const std::lock_guard<std::mutex> lock(g_target_mu);
+  g_target = nullptr;
 }
 
 }  // namespace workload

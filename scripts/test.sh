@@ -22,7 +22,8 @@
 # suites run once and whose learning and numerics suites (label numerics) run again under every
 # ATen CPU capability and with oneDNN off, it builds (beside the Release suites, at the lowest
 # priority) and runs, as CI does:
-#   build-asan/  the common/ and data_pipeline tests and the loader stress test under ASan + UBSan
+#   build-asan/  the common/ and data_pipeline tests, the loader stress test and lib/'s concurrent
+#                units (the stop request, the signals, the watchdog) under ASan + UBSan
 #   build-tsan/  the same under ThreadSanitizer (suppressions: tests/support/sanitizers/tsan.supp)
 #   build-fuzz/  the libFuzzer target on the JPEG decode + augment path (clang), FUZZ_SECONDS long,
 #                on a seed corpus of every JPEG kind

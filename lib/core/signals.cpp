@@ -26,9 +26,15 @@ namespace {
 
 std::atomic<int> g_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "g_signal is used in a signal handler");
-int g_wake[2] = {-1, -1};           // written by the handler, read by the watcher
-std::mutex g_target_mu;             // held while the watcher uses g_target
-std::function<void(int)> g_target;  // the published Publication's, or empty
+int g_wake[2] = {-1, -1};  // written by the handler, read by the watcher
+std::mutex g_target_mu;    // held while the watcher uses target()
+
+// The published Publication's callback, or empty. Never destroyed: the detached watcher may use it
+// while the process exits and runs the destructors of globals.
+std::function<void(int)>& target() {
+  static auto* const published = new std::function<void(int)>;
+  return *published;
+}
 
 extern "C" void on_stop_signal(int sig) {
   const int saved_errno = errno;
@@ -56,7 +62,7 @@ void watch(sigset_t stop_signals, const std::shared_ptr<StopRequest>& stop) {
                  program_invocation_short_name, signal_name(sig).c_str());
     stop->request(sig);
     const std::lock_guard<std::mutex> lock(g_target_mu);
-    if (g_target) g_target(sig);
+    if (target()) target()(sig);
   }
   for (;;) pause();  // the pipe failed: stay, to take signals
 }
@@ -88,13 +94,13 @@ SignalWatcher::SignalWatcher(std::shared_ptr<StopRequest> stop) {
 
 SignalWatcher::Publication::Publication(std::function<void(int)> request_stop) {
   const std::lock_guard<std::mutex> lock(g_target_mu);
-  g_target = std::move(request_stop);
-  if (const int sig = g_signal.load()) g_target(sig);  // arrived while setting up
+  target() = std::move(request_stop);
+  if (const int sig = g_signal.load()) target()(sig);  // arrived while setting up
 }
 
 SignalWatcher::Publication::~Publication() {
   const std::lock_guard<std::mutex> lock(g_target_mu);
-  g_target = nullptr;
+  target() = nullptr;
 }
 
 }  // namespace workload

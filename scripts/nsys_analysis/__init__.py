@@ -1,8 +1,9 @@
-"""Analysis of Nsight Systems captures of the ResNet-50 workload, and the sweep and benchmarks built
-on it: scripts/analyze.py, scripts/sweep.py, scripts/kernel_families.py and
-scripts/experiments/benchmarks.py are command lines over this package.
+"""Analysis of Nsight Systems captures of the ResNet-50 workload, the captures themselves, and the
+sweep and benchmarks built on them: scripts/analyze.py, scripts/sweep.py,
+scripts/kernel_families.py and scripts/experiments/benchmarks.py are command lines over this
+package, scripts/profile.sh a thin wrapper around profile/.
 
-Four sub-packages, each importing only from those listed before it (tests/scripts/test_layout.py
+Five sub-packages, each importing only from those listed before it (tests/scripts/test_layout.py
 checks this):
 
   common/    what every script shares, no analysis in it
@@ -61,5 +62,19 @@ checks this):
     ncu           Nsight Compute's raw CSV, grouped by kernel kind
     tables        benchmarks.py's `table`
 
-sweep/ and bench/ import from common/ and capture/, never from each other.
+  profile/   profile.sh: captures under nsys, their untraced runs, exports, stats and analyses
+    errors        the two ways profile.sh stops: an error with its exit status, a usage error
+    cli           profile.sh's command line as it has always been parsed, and its --help text
+    program       the program captured (train_resnet50 or a wrapped command), the binary's checks,
+                  its configuration asked of it (--print-config)
+    plan          the commands as argv lists and shell lines (nsys profile, the untraced run,
+                  export, stats, the --nproc launcher, analyze.py); a dry run's list of them
+    outputs       every output's name, their checks before anything runs, stale outputs removed,
+                  the run reports copied or saved, the closing listing
+    runs          the logged runs, the untraced run's checkpoint directory, one process's captures
+                  and several ranks' capture
+    main          the entry point: the steps in order, each error's message and exit status
+
+sweep/, bench/ and profile/ import from common/ and capture/, never from each other (sweep.py and
+benchmarks.py run profile.sh as a program).
 """

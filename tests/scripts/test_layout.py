@@ -1,8 +1,9 @@
 """Tests of scripts/nsys_analysis/'s layout: each sub-package imports only from those below it
-(common, then capture, then sweep and bench, which never import each other), no two modules import
-each other in a circle, every package says in its docstring what it holds, the package docstring
-lists every module, and the imports of nsys_analysis that the scripts make resolve (the *.sh and
-*.py of scripts/, scripts/experiments/ and scripts/dev/).
+(common, then capture, then sweep, bench and profile, which never import each other), no two
+modules import each other in a circle, every package says in its docstring what it holds, the
+package docstring lists every module, and the imports of nsys_analysis that the scripts make
+resolve (the *.sh and *.py of scripts/, scripts/experiments/ and scripts/dev/; profile.sh's entry
+point among them).
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_layout.py
 (all tests: scripts/dev/python_tests.sh)
@@ -30,6 +31,7 @@ ALLOWED = {
     "capture": {"common"},
     "sweep": {"common", "capture"},
     "bench": {"common", "capture"},
+    "profile": {"common", "capture"},
 }
 
 
@@ -130,6 +132,7 @@ class LayoutTest(unittest.TestCase):
             "analyze.py",
             "experiments/benchmarks.py",
             "experiments/nsys_signal_check.sh",
+            "profile.sh",
         ):
             self.assertTrue(any(p.endswith(os.sep + script) for p, _, _ in uses), script)
         for path, module, names in uses:

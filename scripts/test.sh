@@ -94,9 +94,9 @@ test_tree() {  # <build dir>
   local dir=$1
   log "test $dir"
   timed "suites $dir" run_suites "$dir" -LE numerics
-  # What training did must hold on every CPU kernel path LibTorch can take (the README's Tests
-  # section): the learning and numerics suites again under each ATen capability this CPU runs, and
-  # with oneDNN's convolutions off.
+  # What training did must hold on every CPU kernel path LibTorch can take (docs/testing.md, "The
+  # suites hold on any machine"): the learning and numerics suites again under each ATen capability
+  # this CPU runs, and with oneDNN's convolutions off.
   local cap
   for cap in $(cpu_capabilities); do
     log "numerics suites, ATEN_CPU_CAPABILITY=$cap"

@@ -27,15 +27,15 @@ inline constexpr int kExitPeerLost = 3;
 /// requested without one gives 128).
 int exit_status(Ending ending, int signal = 0);
 
-/// One row of the table: the status as the README writes it ("0", "128 + N", "the child's"), who
-/// exits with it, and what it means.
+/// One row of the table: the status as docs/failures.md writes it ("0", "128 + N", "the child's"),
+/// who exits with it, and what it means.
 struct ExitStatusRow {
   const char* status;
   const char* who;
   const char* meaning;
 };
 
-/// Every exit status of every program and script, in the order of the README's table (section
+/// Every exit status of every program and script, in the order of docs/failures.md's table (section
 /// "Exit statuses"), which a test checks against this one.
 const std::vector<ExitStatusRow>& exit_status_table();
 

@@ -19,7 +19,7 @@ inline constexpr std::int64_t kReferenceBatch = 256;
 // The defaults, chosen by measurement (docs/BENCHMARKS.md, "The learning rate's defaults"): on
 // food101_synth --per-class 160, batch 128, 400 steps, the scaled peak 0.05 collapses to ln(101)
 // with a 5% warm-up and learns with 15% or 25% (and so at bf16); step decay learns less than the
-// cosine. --help's text of --lr-warmup-steps and --lr-schedule and the README repeat them.
+// cosine. --help's text of --lr-warmup-steps and --lr-schedule and docs/flags.md repeat them.
 /// The warm-up of cosine and step decay without --lr-warmup-steps: this share of the run's
 /// optimizer steps, rounded, at least 1.
 inline constexpr double kDefaultWarmupShare = 0.25;

@@ -1,7 +1,7 @@
 """The exit statuses of the Python scripts (analyze.py, sweep.py, benchmarks.py, kernel_families.py,
 bench_batchnorm.py, learning_curve.py, reference_epochs.py), one name each. The project's table of
-every program's and script's statuses is lib/core/exit_status.h's, and the README's; a test checks
-these values against the README's table.
+every program's and script's statuses is lib/core/exit_status.h's, and docs/failures.md's; a test
+checks these values against that page's table.
 
 Each script uses the subset its docstring lists.
 """
@@ -26,7 +26,7 @@ DEADLINE = 4
 """sweep.py --deadline: the time ran out before every run; rerun with --resume to finish."""
 
 INTERRUPTED = 130
-"""128 + SIGINT (the README's "128 + N" row): stopped by Ctrl-C; one line says so, not a
+"""128 + SIGINT (docs/failures.md's "128 + N" row): stopped by Ctrl-C; one line says so, not a
 traceback."""
 
 # Every status above by name, for tests and tables.

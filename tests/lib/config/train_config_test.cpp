@@ -1,10 +1,16 @@
 // Tests for TrainConfig's one validation (combinations, machine, paths, and the flag table's ranges
-// for values set in code) and for the report keys its flag table yields.
+// for values set in code), for the report keys its flag table yields, and for the flags page's
+// tables (docs/flags.md), which must list exactly the table's flags.
 #include "lib/config/train_config.h"
 
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <string>
 
 #include "lib/config/flag_table.h"
 #include "lib/config/train_flags.h"
@@ -280,6 +286,94 @@ TEST(TrainConfigTest, FusedBnNeedsTheKernelsInThisBuildAGpuAndChannelsLast) {
     c.precision = Precision::kBf16;
     EXPECT_NO_THROW(validate(c));
   }
+}
+
+// The name of every flag a table visits, whatever its kind.
+class FlagNames {
+ public:
+  explicit FlagNames(std::set<std::string>& names) : names_(names) {}
+  template <typename... A>
+  void text(const FlagInfo& f, const A&...) {
+    names_.insert(f.name);
+  }
+  template <typename... A>
+  void integer(const FlagInfo& f, const A&...) {
+    names_.insert(f.name);
+  }
+  template <typename... A>
+  void real(const FlagInfo& f, const A&...) {
+    names_.insert(f.name);
+  }
+  template <typename... A>
+  void boolean(const FlagInfo& f, const A&...) {
+    names_.insert(f.name);
+  }
+  template <typename... A>
+  void choice(const FlagInfo& f, const A&...) {
+    names_.insert(f.name);
+  }
+  template <typename... A>
+  void list(const FlagInfo& f, const A&...) {
+    names_.insert(f.name);
+  }
+
+ private:
+  std::set<std::string>& names_;
+};
+
+// Every "--name" in the first cell of the rows of the page's tables headed "| flag | default |
+// meaning |" (a cell may hold two flags, or a flag with its choices). Other tables do not count.
+std::set<std::string> flags_page_names() {
+  std::ifstream in(WORKLOAD_FLAGS_PAGE);
+  if (!in) throw std::runtime_error(std::string("cannot read ") + WORKLOAD_FLAGS_PAGE);
+  const std::regex flag("--([a-z0-9][a-z0-9-]*)");
+  std::set<std::string> names;
+  std::string line;
+  bool table = false;
+  while (std::getline(in, line)) {
+    if (line.rfind('|', 0) != 0) {
+      table = false;
+      continue;
+    }
+    if (line == "| flag | default | meaning |") {
+      table = true;
+      continue;
+    }
+    if (!table || line.rfind("|---", 0) == 0) continue;
+    const std::string cell = line.substr(1, line.find(" | ", 1) - 1);
+    for (std::sregex_iterator m(cell.begin(), cell.end(), flag), end; m != end; ++m) {
+      names.insert((*m)[1]);
+    }
+  }
+  return names;
+}
+
+std::string joined(const std::set<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "--" : ", --") + n;
+  return out;
+}
+
+TEST(TrainConfigTest, TheFlagsPageListsExactlyTheTablesFlags) {
+  std::set<std::string> table;
+  const TrainConfig config;
+  visit_train_flags(config, FlagNames(table));
+  const std::set<std::string> page = flags_page_names();
+  ASSERT_FALSE(page.empty()) << "no '| flag | default | meaning |' table in "
+                             << WORKLOAD_FLAGS_PAGE;
+  std::set<std::string> missing;
+  std::set<std::string> extra;
+  for (const auto& n : table) {
+    if (page.count(n) == 0) missing.insert(n);
+  }
+  for (const auto& n : page) {
+    if (table.count(n) == 0) extra.insert(n);
+  }
+  EXPECT_TRUE(missing.empty()) << WORKLOAD_FLAGS_PAGE
+                               << " lacks flags of lib/config/train_flags.h: " << joined(missing);
+  EXPECT_TRUE(extra.empty()) << WORKLOAD_FLAGS_PAGE
+                             << " lists flags that lib/config/train_flags.h does not have: "
+                             << joined(extra);
 }
 
 }  // namespace

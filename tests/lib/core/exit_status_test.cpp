@@ -1,5 +1,5 @@
-// Tests for the exit statuses' one home: each way of ending has its status, and the README's table
-// (section "Exit statuses") is this unit's table, row for row.
+// Tests for the exit statuses' one home: each way of ending has its status, and the table of
+// docs/failures.md (section "Exit statuses") is this unit's table, row for row.
 #include "lib/core/exit_status.h"
 
 #include <gtest/gtest.h>
@@ -39,10 +39,10 @@ TEST(ExitStatusTest, RunMainMapsWhatEscapesToTheStatuses) {
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "p: error: boom\n");
 }
 
-// The rows of the README's table under "## Exit statuses": "| status | who | meaning |".
-std::vector<std::vector<std::string>> readme_rows() {
-  std::ifstream in(WORKLOAD_README);
-  if (!in) throw std::runtime_error(std::string("cannot read ") + WORKLOAD_README);
+// The rows of the page's table under "## Exit statuses": "| status | who | meaning |".
+std::vector<std::vector<std::string>> page_rows() {
+  std::ifstream in(WORKLOAD_EXIT_STATUS_PAGE);
+  if (!in) throw std::runtime_error(std::string("cannot read ") + WORKLOAD_EXIT_STATUS_PAGE);
   std::vector<std::vector<std::string>> rows;
   std::string line;
   bool section = false;
@@ -62,13 +62,15 @@ std::vector<std::vector<std::string>> readme_rows() {
   return rows;
 }
 
-TEST(ExitStatusTest, TheReadmesTableIsThisTable) {
-  auto rows = readme_rows();
-  ASSERT_FALSE(rows.empty()) << "no table under '## Exit statuses' in " << WORKLOAD_README;
+TEST(ExitStatusTest, ThePagesTableIsThisTable) {
+  auto rows = page_rows();
+  ASSERT_FALSE(rows.empty()) << "no table under '## Exit statuses' in "
+                             << WORKLOAD_EXIT_STATUS_PAGE;
   EXPECT_EQ(rows.front(), (std::vector<std::string>{"status", "who", "meaning"}));
   rows.erase(rows.begin());
   const std::vector<ExitStatusRow>& table = exit_status_table();
-  ASSERT_EQ(rows.size(), table.size()) << "rows in the README vs lib/core/exit_status.cpp";
+  ASSERT_EQ(rows.size(), table.size())
+      << "rows in " << WORKLOAD_EXIT_STATUS_PAGE << " vs lib/core/exit_status.cpp";
   for (std::size_t i = 0; i < table.size(); ++i) {
     EXPECT_EQ(rows[i], (std::vector<std::string>{table[i].status, table[i].who, table[i].meaning}))
         << "row " << i + 1;

@@ -1,7 +1,7 @@
 """Tests for scripts/nsys_analysis/common/exit_status.py against the project's one table of exit
-statuses: the README's "Exit statuses" (which tests/lib/core/exit_status_test.cpp checks against
-lib/core/exit_status.cpp, row for row). Each constant the scripts return is a status of that table,
-for the scripts that return it."""
+statuses: "Exit statuses" in docs/failures.md (which tests/lib/core/exit_status_test.cpp checks
+against lib/core/exit_status.cpp, row for row). Each constant the scripts return is a status of
+that table, for the scripts that return it."""
 
 import contextlib
 import io
@@ -12,12 +12,13 @@ import unittest
 
 from nsys_analysis.common import exit_status
 
-README = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "README.md")
+REPO = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
+PAGE = os.path.join(REPO, "docs", "failures.md")
 
 
-def readme_rows():
-    """{status: [who, ...]} of the README's table."""
-    with open(README) as f:
+def page_rows():
+    """{status: [who, ...]} of the page's table."""
+    with open(PAGE) as f:
         text = f.read()
     section = text.split("\n## Exit statuses\n", 1)[1].split("\n## ", 1)[0]
     rows = {}
@@ -30,13 +31,13 @@ def readme_rows():
 
 class ExitStatusTest(unittest.TestCase):
     def test_every_constant_is_a_status_of_the_table(self):
-        rows = readme_rows()
+        rows = page_rows()
         for name, value in exit_status.ALL.items():
             status = str(value) if value < 128 else "128 + N"  # a signal's: the one row of them all
-            self.assertIn(status, rows, "%s = %d is not in the README's table" % (name, value))
+            self.assertIn(status, rows, "%s = %d is not in the page's table" % (name, value))
 
     def test_the_scripts_own_statuses_are_theirs_in_the_table(self):
-        rows = readme_rows()
+        rows = page_rows()
         self.assertTrue(any("analyze.py" in who for who in rows[str(exit_status.CHECKS_FAILED)]))
         self.assertTrue(any("sweep.py" in who for who in rows[str(exit_status.DEADLINE)]))
         for common in (exit_status.OK, exit_status.FAILURE, exit_status.USAGE):
@@ -45,7 +46,7 @@ class ExitStatusTest(unittest.TestCase):
         self.assertTrue(any("Python scripts (130 on Ctrl-C)" in who for who in rows["128 + N"]))
 
     def test_the_scripts_return_names_not_numbers(self):
-        scripts = os.path.join(os.path.dirname(README), "scripts")
+        scripts = os.path.join(REPO, "scripts")
         for path in (
             "analyze.py",
             "sweep.py",

@@ -22,8 +22,10 @@ namespace data_pipeline {
 namespace {
 
 // Hard caps so that a corrupt or hostile header cannot make a worker allocate gigabytes: images up
-// to kMaxImagePixels, libjpeg's own buffers (a progressive image's coefficients) up to 768 MiB,
-// and pixel buffers above 64 MiB are released after use.
+// to kMaxImagePixels (one pixel buffer: at most 4 bytes a pixel, 512 MiB; CMYK is converted in
+// place), libjpeg's own buffers (a progressive image's coefficients) up to 768 MiB, and a pixel
+// buffer above 64 MiB is released after use. tests/data_pipeline/fuzz/run_fuzzer.sh's memory limits
+// follow from these.
 constexpr long kMaxLibjpegMemory = 768L << 20;
 constexpr std::size_t kKeepBufferBytes = std::size_t{64} << 20;
 
@@ -80,8 +82,7 @@ inline std::uint8_t mul255(unsigned a, unsigned b) {
 struct JpegDecoder::State {
   jpeg_decompress_struct cinfo{};
   ErrorManager err{};
-  std::vector<std::uint8_t> pixels;  // decoded rows (RGB, or CMYK before conversion)
-  std::vector<std::uint8_t> rgb;     // CMYK converted to RGB
+  std::vector<std::uint8_t> pixels;  // decoded rows (RGB, or CMYK and then its RGB, in place)
 
   State() {
     cinfo.err = jpeg_std_error(&err.pub);
@@ -239,16 +240,17 @@ int fast_scale(const jpeg_decompress_struct& cinfo, const CropRect& crop, int mi
   return 8;
 }
 
-// CMYK rows (width x height at src, row_bytes apart) to packed RGB in rgb. Adobe-marked files
-// store inverted inks (Photoshop), so R = C * K / 255 there; otherwise
-// R = (255 - C) * (255 - K) / 255.
+// CMYK rows (width x height at src, row_bytes >= 4 * width apart) to packed RGB at rgb, which may
+// be the start of the same buffer, at or before src: each pixel's 4 bytes are read before its 3
+// are written, and no write reaches a byte not yet read (pixel i's RGB ends at 3i + 3, its CMYK
+// starts at 4i or later), so the conversion needs no second buffer. Adobe-marked files store
+// inverted inks (Photoshop), so R = C * K / 255 there; otherwise R = (255 - C) * (255 - K) / 255.
 void cmyk_to_rgb(const std::uint8_t* src_rows, std::size_t row_bytes, int width, int height,
-                 bool adobe_inverted, std::vector<std::uint8_t>& rgb) {
+                 bool adobe_inverted, std::uint8_t* rgb) {
   const std::size_t rgb_stride = static_cast<std::size_t>(width) * 3;
-  if (rgb.size() < rgb_stride * height) rgb.resize(rgb_stride * height);
   for (int y = 0; y < height; ++y) {
     const std::uint8_t* src = src_rows + static_cast<std::size_t>(y) * row_bytes;
-    std::uint8_t* dst = rgb.data() + static_cast<std::size_t>(y) * rgb_stride;
+    std::uint8_t* dst = rgb + static_cast<std::size_t>(y) * rgb_stride;
     for (int x = 0; x < width; ++x, src += 4, dst += 3) {
       unsigned c = src[0], m = src[1], yy = src[2], k = src[3];
       if (!adobe_inverted) {
@@ -339,7 +341,6 @@ RgbView JpegDecoder::decode(const std::uint8_t* data, std::size_t size, const st
   jpeg_decompress_struct& cinfo = s.cinfo;
   // The previous view is no longer needed: drop buffers an unusually large image left behind.
   if (s.pixels.capacity() > kKeepBufferBytes) std::vector<std::uint8_t>().swap(s.pixels);
-  if (s.rgb.capacity() > kKeepBufferBytes) std::vector<std::uint8_t>().swap(s.rgb);
   check_jpeg_input(data, size, name);
 
   // Everything between setjmp and the end of decoding touches only `s` and trivially destructible
@@ -391,8 +392,8 @@ RgbView JpegDecoder::decode(const std::uint8_t* data, std::size_t size, const st
   const std::uint8_t* first = s.pixels.data() + static_cast<std::size_t>(view_y) * row_bytes +
                               static_cast<std::size_t>(view_x) * static_cast<std::size_t>(channels);
   if (channels == 4) {
-    cmyk_to_rgb(first, row_bytes, view.width, view.height, adobe_inverted, s.rgb);
-    view.data = s.rgb.data();
+    cmyk_to_rgb(first, row_bytes, view.width, view.height, adobe_inverted, s.pixels.data());
+    view.data = s.pixels.data();
     view.stride = static_cast<std::size_t>(view.width) * 3;
   } else {
     view.data = first;

@@ -24,6 +24,7 @@ def render_markdown(s):
         "- no recorded kernel, copy, memset or graph execution: %s%% of the window"
         % fmt(s["no_activity_pct"], 2)
     )
+    out.append(starved_line(s))
     if s.get("graph_executions"):
         out.append(
             "- CUDA graph executions recorded whole (no --cuda-graph-trace=node): %d in the "
@@ -283,6 +284,33 @@ def render_markdown(s):
                 "- %s: %s" % (name, ", ".join("%s=%s" % kv for kv in v.items() if kv[0] != "csv"))
             )
     return "\n".join(out) + "\n"
+
+
+def starved_line(s):
+    """summary.md's answer to "did the input pipeline starve the GPU?" (summary input_starved)."""
+    st = s.get("input_starved")
+    if st is None:
+        return "- GPU starved by the input pipeline: unknown (no device activity in the export)"
+    where = (
+        ", most of it in %s" % max(st["by_range"], key=lambda k: st["by_range"][k])
+        if st["by_range"]
+        else ""
+    )
+    line = (
+        "- GPU starved by the input pipeline: **%s**: idle waiting on it %s%% of the window "
+        "(%s ms%s; starved from %g%%)"
+        % (
+            "yes" if st["starved"] else "no",
+            fmt(st["idle_pct"], 2),
+            fmt(st["idle_ms"], 3),
+            where,
+            st["threshold_pct"],
+        )
+    )
+    cost = s.get("capture_cost")
+    if cost and cost["tracer_bound"]:
+        line += "; the capture is tracer-bound: read the untraced throughput below"
+    return line
 
 
 def _n(value, digits=0):

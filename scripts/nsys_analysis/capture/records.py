@@ -25,6 +25,9 @@ OPTIMIZER_STEP = "optimizer_step"
 LOSS_ITEM = "loss_item"
 # Between steps: the loader's iterator rebuilt at an epoch's end.
 ITERATOR_RESET = "iterator_reset"
+# Where the host waits on the input pipeline: an idle gap that began in one of these was the
+# loader's or the copies' (summary input_starved).
+INPUT_PIPELINE_RANGES = (DATA_LOAD, BATCH_WAIT, H2D_SUBMIT, NORMALIZE, ITERATOR_RESET)
 # train_resnet50 --epochs: an epoch's end, between torch_step ranges on the main thread (siblings of
 # torch_step in capture_window): the evaluation pass, eval { eval_step { batch_wait, h2d_submit,
 # [normalize], forward }..., eval_reduce (the pass's one device sync) }, then the checkpoint

@@ -16,6 +16,7 @@ from .records import (
     GRAPH_LAUNCH,
     GRAPH_REPLAY,
     H2D_SUBMIT,
+    INPUT_PIPELINE_RANGES,
     LOADER_DOMAIN,
     STALL_DOMAIN,
     STEP,
@@ -24,6 +25,10 @@ from .records import (
 )
 from .report import check_untraced, report_metrics
 
+
+# summary.md calls the GPU starved by the input pipeline from this share of the capture window spent
+# idle waiting on it (input_starved): a throughput loss the input's own settings can win back.
+STARVED_IDLE_PCT = 5.0
 
 # CUDA runtime calls that block the calling host thread until device work completes. nsys names them
 # with a version suffix (cudaDeviceSynchronize_v3020), stripped before comparing.
@@ -84,6 +89,11 @@ def compute_summary(
       idle_gaps        those uncovered intervals, by cause (host: the device had nothing queued;
                        device: the next operation was already queued), size and host range:
                        idle_gaps().
+      input_starved    whether the input pipeline starved the GPU: idle_ms and idle_pct, the host
+                       gaps of idle_gaps that began in an input pipeline range
+                       (INPUT_PIPELINE_RANGES: the device had run out of work while the host waited
+                       on the loader or submitted the copies), by_range, and starved: idle_pct >=
+                       threshold_pct (STARVED_IDLE_PCT). Null without device data.
       gpu_time_by_phase_ms
                        device time (kernels, copies, memsets, graphs recorded whole, each clipped to
                        the window, summed) by the main thread's step-level phase (a default-domain
@@ -170,6 +180,7 @@ def compute_summary(
     _add_phases(s, ex, window)
     step_index = SpanIndex(window.steps)
     _add_device_activity(s, ex, window, step_index)
+    _add_input_starvation(s)
     _add_gpu_phases(s, ex, window)
     eb = epoch_boundary(ex, window, report)
     if eb is not None:
@@ -288,6 +299,26 @@ def _add_device_activity(s, ex, window, step_index):
                 layout_in_steps += 1
     s["layout_conversion_kernels"] = layout_in_steps
     s["layout_conversion_names"] = layout_names
+
+
+def _add_input_starvation(s):
+    """input_starved, from idle_gaps' host gaps by the range they began in."""
+    gaps, window_ms = s["idle_gaps"], s["capture_window_ms"]
+    if gaps is None or not window_ms:
+        s["input_starved"] = None
+        return
+    by_range = OrderedDict(
+        (k, d["total_ms"]) for k, d in gaps["host_by_range"].items() if k in INPUT_PIPELINE_RANGES
+    )
+    idle_ms = float(sum(by_range.values()))
+    idle_pct = 100.0 * idle_ms / window_ms
+    s["input_starved"] = OrderedDict(
+        starved=idle_pct >= STARVED_IDLE_PCT,
+        idle_ms=round(idle_ms, 6),
+        idle_pct=round(idle_pct, 6),
+        threshold_pct=STARVED_IDLE_PCT,
+        by_range=by_range,
+    )
 
 
 def _add_gpu_phases(s, ex, window):

@@ -14,7 +14,7 @@ import tempfile
 import unittest
 
 from nsys_analysis.capture.export import load_export
-from nsys_analysis.capture.summary import compute_summary
+from nsys_analysis.capture.summary import compute_summary, find_window
 
 from .testutil import FIXTURE_DIR, ScratchCase
 
@@ -808,6 +808,12 @@ def epoch_report(eval_ms=12.4, checkpoint_ms=8.3):
         },
         "interrupted": False,
     }
+
+
+def first_phase(ex, name, step):
+    """The range `name` of captured step `step` of an export."""
+    st = find_window(ex.ranges).steps[step]
+    return next(r for r in ex.ranges if r.name == name and st.contains(r))
 
 
 def inject_stall(path, at_ns, stall_ns, latency_ns=1000):

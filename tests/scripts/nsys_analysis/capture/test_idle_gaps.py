@@ -15,12 +15,13 @@ from scripts.support.nsys_exports import (
     RealFixtureCase,
     TempDirCase,
     basic_export,
+    first_phase,
     inject_stall,
     simulated_run,
 )
 from nsys_analysis.capture.export import load_export
 from nsys_analysis.capture.markdown import render_markdown
-from nsys_analysis.capture.summary import compute_summary, find_window
+from nsys_analysis.capture.summary import compute_summary
 
 
 class IdleGapTest(TempDirCase):
@@ -214,12 +215,6 @@ class RealFixtureIdleGapTest(RealFixtureCase):
         self.assertAlmostEqual(g["causes"]["device"]["total_ms"], 9.586, places=3)
         self.assertEqual(g["largest"][1]["next"], "[memcpy Host-to-Device]")
         self.assertLess(max(x["gap_ms"] for x in g["largest"] if x["cause"] == "device"), 0.02)
-
-
-def first_phase(ex, name, step):
-    """The range `name` of captured step `step` of an export."""
-    st = find_window(ex.ranges).steps[step]
-    return next(r for r in ex.ranges if r.name == name and st.contains(r))
 
 
 class RealFixtureStallTest(RealFixtureCase):

@@ -1,14 +1,20 @@
 """Tests for scripts/nsys_analysis/capture/markdown.py's capture-cost parts: summary.md opens with
 the tracer-bound paragraph only when the capture is tracer-bound, and always has its "Capture cost"
-section; repeats.md of several captures.
+section; its top says whether the input pipeline starved the GPU; repeats.md of several captures.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_markdown.py
 """
 
 import unittest
 
-from scripts.support.nsys_exports import TempDirCase, tracer_cost_export, tracer_cost_report
-from nsys_analysis.capture.markdown import render_markdown, tracer_bound_paragraph
+from scripts.support.nsys_exports import (
+    SCHEMA,
+    TempDirCase,
+    simulated_run,
+    tracer_cost_export,
+    tracer_cost_report,
+)
+from nsys_analysis.capture.markdown import render_markdown, starved_line, tracer_bound_paragraph
 
 UNTRACED = [
     ("u1.json", tracer_cost_report(480.0, 8.0, 2.4, 2.95)),
@@ -69,6 +75,47 @@ class CaptureCostMarkdownTest(TempDirCase):
                 self.assertIn("| loader/gpu | 11 |", md)
         self.assertIn("No untraced run was given", md)
         self.assertIn("Tracer-bound: unknown.", md)
+
+
+class StarvedLineTest(TempDirCase):
+    def test_the_answer_follows_the_idle_share(self):
+        for stalls, line in (
+            (
+                {("batch_wait", 1): 3.0},
+                "- GPU starved by the input pipeline: **yes**: idle waiting on it 9.28% of the "
+                "window (3.800 ms, most of it in batch_wait; starved from 5%)",
+            ),
+            (
+                {},
+                "- GPU starved by the input pipeline: **no**: idle waiting on it 2.11% of the "
+                "window (0.800 ms, most of it in h2d_submit; starved from 5%)",
+            ),
+        ):
+            with self.subTest(stalls=stalls):
+                s = self.summarize(simulated_run(stalls=stalls), name="r%d.sqlite" % len(stalls))
+                self.assertEqual(starved_line(s), line)
+                lines = render_markdown(s).splitlines()
+                at = next(i for i, x in enumerate(lines) if x.startswith("- no recorded kernel"))
+                self.assertEqual(lines[at + 1], line)
+
+    def test_unknown_without_device_data(self):
+        b = simulated_run()
+        b.omit.update(n for n in SCHEMA if n.startswith("CUPTI_"))
+        self.assertEqual(
+            starved_line(self.summarize(b)),
+            "- GPU starved by the input pipeline: unknown (no device activity in the export)",
+        )
+
+    def test_a_tracer_bound_capture_says_so(self):
+        s = self.summarize(
+            tracer_cost_export(), tracer_cost_report(400.0), untraced=UNTRACED, name="t.sqlite"
+        )
+        self.assertTrue(
+            starved_line(s).endswith(
+                "; the capture is tracer-bound: read the untraced throughput below"
+            ),
+            starved_line(s),
+        )
 
 
 if __name__ == "__main__":

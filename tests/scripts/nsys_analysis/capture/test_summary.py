@@ -4,9 +4,21 @@ built with known intervals, and known values of the real nsys 2025.3 export in t
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_summary.py
 """
 
+import os
+import shutil
 import unittest
 
-from scripts.support.nsys_exports import RealFixtureCase, TempDirCase, basic_export
+from scripts.support.nsys_exports import (
+    SCHEMA,
+    RealFixtureCase,
+    TempDirCase,
+    basic_export,
+    first_phase,
+    inject_stall,
+    simulated_run,
+)
+from nsys_analysis.capture.export import load_export
+from nsys_analysis.capture.summary import STARVED_IDLE_PCT, compute_summary
 
 
 class BasicExportTest(TempDirCase):
@@ -114,6 +126,76 @@ class BasicExportTest(TempDirCase):
         api = {a["name"]: a["calls"] for a in s["api_calls"]}
         self.assertEqual(
             api, {"cudaLaunchKernel": 6, "cudaEventSynchronize": 1, "cudaDeviceSynchronize": 1}
+        )
+
+
+class InputStarvationTest(TempDirCase):
+    """input_starved against simulated_run()'s known answers: a host sleep of S ms at the start of
+    batch_wait (the device has caught up by then) adds S ms of idle waiting on the input pipeline.
+    """
+
+    def starved(self, stalls):
+        s = self.summarize(simulated_run(stalls=stalls), name="run%d.sqlite" % len(stalls))
+        return s, s["input_starved"]
+
+    def test_fed_steps_are_not_starved(self):
+        # Without stalls the device waits only for each step's copies (0.2 ms in each of 4 steps).
+        s, st = self.starved({})
+        self.assertFalse(st["starved"])
+        self.assertEqual(dict(st["by_range"]), {"h2d_submit": 0.8})
+        self.assertEqual(st["idle_ms"], 0.8)
+        self.assertAlmostEqual(st["idle_pct"], 100 * 0.8 / s["capture_window_ms"], places=5)
+        self.assertEqual(st["threshold_pct"], STARVED_IDLE_PCT)
+
+    def test_each_wait_on_the_loader_adds_its_length(self):
+        for stalls, waited in (
+            ({("batch_wait", 1): 3.0}, 3.0),
+            ({("batch_wait", 1): 3.0, ("batch_wait", 3): 1.5}, 4.5),
+        ):
+            with self.subTest(stalls=stalls):
+                s, st = self.starved(stalls)
+                self.assertAlmostEqual(st["idle_ms"], 0.8 + waited, places=6)
+                self.assertEqual(list(st["by_range"]), ["batch_wait", "h2d_submit"])  # most first
+                self.assertTrue(st["starved"])  # 3.8 ms of a 41 ms window: 9%
+                self.assertGreaterEqual(st["idle_pct"], STARVED_IDLE_PCT)
+
+    def test_a_short_wait_is_not_starvation(self):
+        # 1 ms of 39 ms: idle 1.8 ms, 4.6% of the window, below the 5% threshold.
+        _, st = self.starved({("batch_wait", 2): 1.0})
+        self.assertAlmostEqual(st["idle_ms"], 1.8, places=6)
+        self.assertFalse(st["starved"])
+
+    def test_a_compute_stall_is_not_the_input_pipeline(self):
+        # 5 ms of host sleep in backward idles the device 4.6 ms, under backward, not the input.
+        s, st = self.starved({("backward", 1): 5.0})
+        self.assertGreater(s["idle_gaps"]["host_by_range"]["backward"]["total_ms"], 4.5)
+        self.assertNotIn("backward", st["by_range"])
+        self.assertFalse(st["starved"])
+        self.assertLess(st["idle_ms"], 2.0)
+
+    def test_no_device_data(self):
+        b = simulated_run(stalls={("batch_wait", 1): 3.0})
+        b.omit.update(n for n in SCHEMA if n.startswith("CUPTI_"))
+        self.assertIsNone(self.summarize(b)["input_starved"])
+
+
+class RealFixtureStarvationTest(RealFixtureCase):
+    def test_a_wait_on_the_loader_written_into_the_real_export_starves_it(self):
+        # The Python reference is fed (0 ms idle waiting on its input). 40 ms of host sleep written
+        # into batch_wait of step 5: the device first drains the work still queued, then waits.
+        self.assertFalse(self.s["input_starved"]["starved"])
+        self.assertEqual(self.s["input_starved"]["idle_ms"], 0.0)
+        path = os.path.join(self.tmp, "starved.sqlite")
+        shutil.copy(self.export, path)
+        inject_stall(path, first_phase(self.ex, "batch_wait", 5).start + 1000, 40 * 1000000)
+        s = compute_summary(load_export(path))
+        st = s["input_starved"]
+        self.assertTrue(st["starved"], st)
+        self.assertEqual(list(st["by_range"]), ["batch_wait"])
+        self.assertGreater(st["idle_ms"], 20.0)  # the queue held less than half the sleep
+        self.assertLess(st["idle_ms"], 40.0)
+        self.assertAlmostEqual(
+            st["idle_pct"], 100 * st["idle_ms"] / s["capture_window_ms"], places=5
         )
 
 

@@ -928,8 +928,10 @@ std::vector<ProbeRow> run_fusion_probe(const FusionProbeOptions& options) {
         const std::string dir = direction_of(pattern);
         if (pattern == "conv" || pattern == "wgrad" || pattern == "dgrad") plain[dir] = row.best_us;
         if (!dir.empty() && plain.count(dir) != 0) row.plain_us = plain[dir];
-        std::fprintf(stderr, "cudnn_fusion_probe: %s %s %s: %s\n", row.shape.c_str(),
-                     row.dtype.c_str(), row.pattern.c_str(), row.status.c_str());
+        // Each row as it comes (a run cut short keeps what it measured).
+        const std::string line = probe_rows_to_table({row});
+        std::fprintf(stderr, "cudnn_fusion_probe: %s",
+                     line.substr(line.rfind('\n', line.size() - 2) + 1).c_str());
         rows.push_back(std::move(row));
       }
     }

@@ -481,19 +481,20 @@ void run_graph(cudnnHandle_t h, const Graph& graph, Bindings& b, const FusionPro
   const Desc g = graph.finalize(h);
   EventPair events;
   std::map<std::int64_t, bool> tried;
+  // The engine configurations outlive the plans finalized from them (cuDNN may keep pointers).
+  std::vector<std::vector<Desc>> configs;
   const Plan* best = nullptr;
   std::vector<std::unique_ptr<Plan>> plans;
   at::Tensor best_ws;
   for (const auto& [mode, name] :
        {std::pair{CUDNN_HEUR_MODE_A, "A"}, std::pair{CUDNN_HEUR_MODE_FALLBACK, "fallback"}}) {
-    std::vector<Desc> cfgs;
     try {
-      cfgs = engine_configs(g, mode, o.max_plans);
+      configs.push_back(engine_configs(g, mode, o.max_plans));
     } catch (const CudnnRefusal& e) {
       row.engines.push_back({-1, false, name, false, e.what(), 0, 0});
       continue;
     }
-    for (const Desc& cfg : cfgs) {
+    for (const Desc& cfg : configs.back()) {
       EngineTry t;
       t.heuristics = name;
       try {

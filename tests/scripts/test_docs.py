@@ -1,8 +1,10 @@
 """Tests of the documentation's links: every relative link of README.md and docs/**/*.md points to a
 file that exists, and an `#anchor` to a heading of its page (GitHub's slugs); every page under docs/
 is reachable from README.md by links (the folders of data and generated pages excepted); README.md
-stays a front door of at most 220 lines. Self-tests on a temporary tree show that the checker
-catches a broken link, a missing anchor and an unreachable page.
+stays a front door of at most 220 lines; the reader pages' sentences stay short (a guard on the
+median and the longest, not a goal; BENCHMARKS.md, the record of every round, is left out).
+Self-tests on a temporary tree show that the checker catches a broken link, a missing anchor, an
+unreachable page and a long sentence.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_docs.py
 (all tests: scripts/dev/python_tests.sh)
@@ -17,6 +19,11 @@ import unittest
 from scripts.support.testutil import REPO
 
 README_MAX_LINES = 220
+# Words a sentence of README.md and the reader pages: the median at most, and the longest.
+# Measured with sentence_lengths() when set (2026-12-05): medians 10 to 14, the longest 42
+# (docs/architecture.md).
+SENTENCE_MEDIAN_MAX = 20
+SENTENCE_LONGEST_MAX = 50
 # Folders under docs/ that hold data and generated output (JSON, CSV, figures, sweep.py's table),
 # not pages a reader is sent to: their Markdown need not be reachable, though its links are checked.
 DATA_FOLDERS = ("benchmarks", "figures", "sweep", "training")
@@ -142,6 +149,63 @@ def unreachable(root):
     return [os.path.relpath(p, root) for p in reader_pages(root) if p not in seen]
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(*`\[])")
+_LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
+
+
+def sentence_lengths(path):
+    """Words per sentence of a Markdown file's prose: fenced code, headings, tables, HTML and
+    images left out; a list item or a paragraph ends a sentence; inline code counts as one word
+    and a link as its text."""
+    paragraphs, current = [], []
+    for _, line in prose_lines(path):
+        text = line.strip()
+        if not text or text.startswith(("#", "|", "<", "![")):
+            paragraphs.append(" ".join(current))
+            current = []
+            continue
+        if _LIST_MARK.match(text):
+            paragraphs.append(" ".join(current))
+            current = [_LIST_MARK.sub("", text)]
+            continue
+        current.append(text)
+    paragraphs.append(" ".join(current))
+    out = []
+    for p in paragraphs:
+        p = _CODE_SPAN.sub("X", p)
+        p = re.sub(r"!?\[((?:[^\[\]]|\[[^\]]*\])*)\]\([^)]*\)", r"\1", p)
+        for sentence in _SENTENCE_END.split(p):
+            words = len(sentence.split())
+            if words >= 3:
+                out.append(words)
+    return out
+
+
+def long_prose(root):
+    """The reader pages (and README.md) whose median or longest sentence is over the guard."""
+    problems = []
+    pages = [os.path.join(root, "README.md")] + [
+        p for p in reader_pages(root) if os.path.basename(p) != "BENCHMARKS.md"
+    ]
+    for page in pages:
+        n = sorted(sentence_lengths(page))
+        if not n:
+            continue
+        median = n[len(n) // 2]
+        if median > SENTENCE_MEDIAN_MAX or n[-1] > SENTENCE_LONGEST_MAX:
+            problems.append(
+                "%s: median %d words a sentence (at most %d), longest %d (at most %d)"
+                % (
+                    os.path.relpath(page, root),
+                    median,
+                    SENTENCE_MEDIAN_MAX,
+                    n[-1],
+                    SENTENCE_LONGEST_MAX,
+                )
+            )
+    return problems
+
+
 class DocsTest(unittest.TestCase):
     def test_every_relative_link_and_anchor_resolves(self):
         problems = broken_links(REPO, doc_pages(REPO))
@@ -154,6 +218,9 @@ class DocsTest(unittest.TestCase):
         with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
             lines = f.read().count("\n")
         self.assertLessEqual(lines, README_MAX_LINES, "README.md: %d lines" % lines)
+
+    def test_sentences_stay_short(self):
+        self.assertEqual(long_prose(REPO), [])
 
     def test_there_are_pages_to_check(self):
         self.assertIn(os.path.join(REPO, "docs", "README.md"), reader_pages(REPO))
@@ -218,6 +285,27 @@ class CheckerSelfTest(unittest.TestCase):
     def test_an_unreachable_page_is_caught(self):
         self.write("docs/orphan.md", "# Orphan\n\n[home](../README.md)\n")
         self.assertEqual(unreachable(self.root), [os.path.join("docs", "orphan.md")])
+
+    def test_a_long_sentence_is_caught(self):
+        self.assertEqual(long_prose(self.root), [])
+        long = " ".join(["Word"] + ["word"] * 59) + "."
+        self.write("docs/one.md", "# One\n\n## A section\n\nShort one here. %s\n" % long)
+        self.assertEqual(
+            long_prose(self.root),
+            [
+                os.path.join("docs", "one.md")
+                + ": median 60 words a sentence (at most 20), longest 60 (at most 50)"
+            ],
+        )
+
+    def test_sentences_are_split_as_a_reader_reads_them(self):
+        self.write(
+            "docs/one.md",
+            "# One\n\nThe `--flag x` runs [the page](x.md) fast. Then it stops here.\n\n"
+            "- a list item of five words\n- another item, four\n\n```\nnot prose at all here\n```\n"
+            "| a | table row |\n",
+        )
+        self.assertEqual(sentence_lengths(os.path.join(self.root, "docs", "one.md")), [6, 4, 6, 3])
 
     def test_data_folders_need_not_be_reachable(self):
         self.assertNotIn(os.path.join("docs", "sweep", "sweep.md"), unreachable(self.root))

@@ -193,10 +193,6 @@ cudnnDataType_t cudnn_type(at::ScalarType t) {
       return CUDNN_DATA_BFLOAT16;
     case at::kFloat:
       return CUDNN_DATA_FLOAT;
-    case at::kDouble:
-      return CUDNN_DATA_DOUBLE;
-    case at::kLong:
-      return CUDNN_DATA_INT64;
     default:
       throw std::invalid_argument("cudnn_fusion_probe: no cuDNN type for this tensor");
   }
@@ -601,11 +597,29 @@ std::pair<at::Tensor, at::Tensor> conv_backward_ref(const at::Tensor& dy, const 
 
 at::Tensor channel_sum(const at::Tensor& t) { return t.sum({0, 2, 3}); }
 
-/// Adds the output's error and, where given, the plain convolution's error of the same output.
+/// Adds an output's relative L2 error against its reference to the row.
 void add_error(ProbeRow& row, const std::string& name, const at::Tensor& got,
                const at::Tensor& ref) {
   row.errors.emplace_back(name, rel_err(got, ref));
 }
+
+/// scale -> bias -> ReLU on x (the previous batch norm applied, as the record's convolutions do in
+/// their prologue), into a virtual FP32 tensor: its uid. Binds the scale and the bias.
+std::int64_t sbr_prologue(Graph& g, Bindings& b, const Inputs& in, std::int64_t x) {
+  const cudnnDataType_t dt = cudnn_type(in.x.scalar_type());
+  const std::int64_t sc = g.tensor(dt, dims(in.scale)), bi = g.tensor(dt, dims(in.bias));
+  const std::int64_t t1 = g.virtual_like(dims(in.x)), t2 = g.virtual_like(dims(in.x)),
+                     t3 = g.virtual_like(dims(in.x));
+  g.pointwise(CUDNN_POINTWISE_MUL, x, sc, t1);
+  g.pointwise(CUDNN_POINTWISE_ADD, t1, bi, t2);
+  g.pointwise(CUDNN_POINTWISE_RELU_FWD, t2, -1, t3);
+  b.bind(sc, in.scale);
+  b.bind(bi, in.bias);
+  return t3;
+}
+
+/// The prologue's FP32 reference.
+at::Tensor sbr_reference(const Inputs& in) { return at::relu(in.xf * in.scalef + in.biasf); }
 
 void probe_forward(cudnnHandle_t h, const ConvShape& s, const Inputs& in,
                    const std::string& pattern, const FusionProbeOptions& o, ProbeRow& row) {
@@ -617,19 +631,8 @@ void probe_forward(cudnnHandle_t h, const ConvShape& s, const Inputs& in,
   at::Tensor y = nhwc(at::empty({n, s.k, s.out_h(), s.out_w()}, in.x.options()));
   const std::int64_t yid = g.tensor(dt, dims(y));
   at::Tensor sum = at::zeros({1, s.k, 1, 1}, in.xf.options()), sqsum = at::zeros_like(sum);
-  std::int64_t conv_in = x;
   const bool sbr = pattern == "sbr_conv_genstats";
-  if (sbr) {
-    const std::int64_t sc = g.tensor(dt, dims(in.scale)), bi = g.tensor(dt, dims(in.bias));
-    const std::int64_t t1 = g.virtual_like(dims(in.x)), t2 = g.virtual_like(dims(in.x)),
-                       t3 = g.virtual_like(dims(in.x));
-    g.pointwise(CUDNN_POINTWISE_MUL, x, sc, t1);
-    g.pointwise(CUDNN_POINTWISE_ADD, t1, bi, t2);
-    g.pointwise(CUDNN_POINTWISE_RELU_FWD, t2, -1, t3);
-    b.bind(sc, in.scale);
-    b.bind(bi, in.bias);
-    conv_in = t3;
-  }
+  const std::int64_t conv_in = sbr ? sbr_prologue(g, b, in, x) : x;
   g.conv(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, s, conv_in, w, yid);
   if (pattern != "conv") {
     const std::int64_t su = g.tensor(CUDNN_DATA_FLOAT, dims(sum)),
@@ -643,7 +646,7 @@ void probe_forward(cudnnHandle_t h, const ConvShape& s, const Inputs& in,
   b.bind(yid, y);
   run_graph(h, g, b, o, row);
   if (row.status != "ok" || !o.check) return;
-  const at::Tensor a = sbr ? at::relu(in.xf * in.scalef + in.biasf) : in.xf;
+  const at::Tensor a = sbr ? sbr_reference(in) : in.xf;
   const at::Tensor yref = conv_ref(a, in.wf, s);
   add_error(row, "y", y, yref);
   add_error(row, "y_plain_rounding", yref.to(y.scalar_type()), yref);  // the dtype's own rounding
@@ -664,26 +667,15 @@ void probe_wgrad(cudnnHandle_t h, const ConvShape& s, const Inputs& in, const st
   const std::int64_t x = g.tensor(dt, dims(in.x)), dy = g.tensor(dt, dims(in.dy));
   at::Tensor dw = nhwc(at::empty({s.k, s.c, s.r, s.r}, in.x.options()));
   const std::int64_t dwid = g.tensor(dt, dims(dw));
-  std::int64_t conv_in = x;
   const bool sbr = pattern == "sbr_wgrad";
-  if (sbr) {
-    const std::int64_t sc = g.tensor(dt, dims(in.scale)), bi = g.tensor(dt, dims(in.bias));
-    const std::int64_t t1 = g.virtual_like(dims(in.x)), t2 = g.virtual_like(dims(in.x)),
-                       t3 = g.virtual_like(dims(in.x));
-    g.pointwise(CUDNN_POINTWISE_MUL, x, sc, t1);
-    g.pointwise(CUDNN_POINTWISE_ADD, t1, bi, t2);
-    g.pointwise(CUDNN_POINTWISE_RELU_FWD, t2, -1, t3);
-    b.bind(sc, in.scale);
-    b.bind(bi, in.bias);
-    conv_in = t3;
-  }
+  const std::int64_t conv_in = sbr ? sbr_prologue(g, b, in, x) : x;
   g.conv(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, s, conv_in, dwid, dy);
   b.bind(x, in.x);
   b.bind(dy, in.dy);
   b.bind(dwid, dw);
   run_graph(h, g, b, o, row);
   if (row.status != "ok" || !o.check) return;
-  const at::Tensor a = sbr ? at::relu(in.xf * in.scalef + in.biasf) : in.xf;
+  const at::Tensor a = sbr ? sbr_reference(in) : in.xf;
   const at::Tensor dwref = conv_backward_ref(in.dyf, a, in.wf, s).second;
   add_error(row, "dw", dw, dwref);
   add_error(row, "dw_plain_rounding", dwref.to(dw.scalar_type()), dwref);

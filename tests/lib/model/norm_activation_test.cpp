@@ -346,7 +346,13 @@ TEST_P(FusedNormActivationTest, EveryStepOfKIsTheModulesStep) {
     (step == 0 ? first : last) = rl;
   }
   if (bf16()) {
-    EXPECT_LE(fused_loss_error, 1.5 * modules_loss_error + 1e-2);
+    // Both sums are rounding noise of the same size (0.22 to 0.64 over 33 runs on an H100), so
+    // their ratio wanders: median 1.00, largest 1.57, its logarithm's spread 0.21. Two and a half
+    // times the modules' sum, plus 0.05, is over four spreads out; a fused path that is wrong at
+    // bf16 is off by far more.
+    std::printf("bf16 summed loss error: modules %.4f, fused %.4f, ratio %.2f\n",
+                modules_loss_error, fused_loss_error, fused_loss_error / modules_loss_error);
+    EXPECT_LE(fused_loss_error, 2.5 * modules_loss_error + 0.05);
   } else {
     std::sort(fused_errors.begin(), fused_errors.end());
     EXPECT_LE(fused_errors[fused_errors.size() / 2], 1e-4)

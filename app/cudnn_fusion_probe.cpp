@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
       v.integer({"max-plans", "Probe", "engine configurations tried per heuristics mode"},
                 o.max_plans, 1, 64);
       v.boolean({"check", "Probe", "compare each result with an FP32 reference"}, o.check);
+      v.real({"budget-s", "Probe",
+              "seconds after which the remaining rows are listed as skipped (0: no limit)"},
+             o.budget_s, 0, 86400);
       v.text({"json", "Probe", "also write the rows here as JSON"}, json);
     };
     visit(DeclareFlags(options));

@@ -276,7 +276,9 @@ class Graph {
   }
 
   /// y = mode(x[, b]); RELU_BWD: dx = x > 0 ? dy : 0 with x the forward input (x, dy -> y = dx).
-  void pointwise(cudnnPointwiseMode_t mode, std::int64_t x, std::int64_t b, std::int64_t y) {
+  /// `alpha2` scales b (ADD with -1 subtracts it).
+  void pointwise(cudnnPointwiseMode_t mode, std::int64_t x, std::int64_t b, std::int64_t y,
+                 float alpha2 = 1.0f) {
     const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
     Desc pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
     pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, &mode)
@@ -292,6 +294,9 @@ class Graph {
       op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, t(x));
       if (b >= 0) op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, t(b));
       op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, t(y));
+      if (alpha2 != 1.0f) {
+        op.set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, &alpha2);
+      }
     }
     op.finalize("pointwise operation");
     keep_.push_back(std::move(pw));
@@ -688,62 +693,71 @@ std::pair<at::Tensor, at::Tensor> batch_stats(const at::Tensor& xf) {
   return {mean, at::rsqrt(var + 1e-5)};
 }
 
-void probe_dgrad(cudnnHandle_t h, const ConvShape& s, const Inputs& in, const std::string& pattern,
-                 const FusionProbeOptions& o, ProbeRow& row) {
+/// The plain data gradient.
+void probe_dgrad(cudnnHandle_t h, const ConvShape& s, const Inputs& in, const FusionProbeOptions& o,
+                 ProbeRow& row) {
+  const cudnnDataType_t dt = cudnn_type(in.x.scalar_type());
+  Graph g;
+  Bindings b;
+  const std::int64_t w = g.tensor(dt, dims(in.w)), dy = g.tensor(dt, dims(in.dy));
+  at::Tensor dx = nhwc(at::empty({in.x.size(0), s.c, s.h, s.w}, in.x.options()));
+  const std::int64_t dxid = g.tensor(dt, dims(dx));
+  g.conv(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, s, dxid, w, dy);
+  b.bind(w, in.w);
+  b.bind(dy, in.dy);
+  b.bind(dxid, dx);
+  run_graph(h, g, b, o, row);
+  if (row.status != "ok" || !o.check) return;
+  const at::Tensor dxref = conv_backward_ref(in.dyf, in.xf, in.wf, s).first;
+  add_error(row, "dx", dx, dxref);
+  add_error(row, "dx_plain_rounding", dxref.to(dx.scalar_type()), dxref);
+}
+
+void probe_dgrad_drelu_bnbwd(cudnnHandle_t h, const ConvShape& s, const Inputs& in,
+                             const FusionProbeOptions& o, ProbeRow& row) {
   const cudnnDataType_t dt = cudnn_type(in.x.scalar_type());
   const auto fopt = in.xf.options();
   Graph g;
   Bindings b;
   const std::int64_t w = g.tensor(dt, dims(in.w)), dy = g.tensor(dt, dims(in.dy));
-  if (pattern == "dgrad") {
-    at::Tensor dx = nhwc(at::empty({in.x.size(0), s.c, s.h, s.w}, in.x.options()));
-    const std::int64_t dxid = g.tensor(dt, dims(dx));
-    g.conv(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, s, dxid, w, dy);
-    b.bind(w, in.w);
-    b.bind(dy, in.dy);
-    b.bind(dxid, dx);
-    run_graph(h, g, b, o, row);
-    if (row.status != "ok" || !o.check) return;
-    const at::Tensor dxref = conv_backward_ref(in.dyf, in.xf, in.wf, s).first;
-    add_error(row, "dx", dx, dxref);
-    add_error(row, "dx_plain_rounding", dxref.to(dx.scalar_type()), dxref);
-    return;
-  }
-  // dgrad -> dReLU (the forward's BN+ReLU recomputed from x with the equivalent scale and bias)
-  // -> the BN's weight gradients and its data gradient's coefficients. x here is the previous
-  // BN's input (this convolution's input before that BN and ReLU).
+  // dgrad -> dReLU -> the BN's weight gradients and its data gradient's coefficients, as cuDNN's
+  // DgradDreluBNBwdWeight engine takes them (its documented pattern, and the cudnn-frontend
+  // sample's): the forward's BN recomputed from x as ((x - mean) * inv_std) * scale + bias, all
+  // four per-channel tensors FP32, and dReLU's output dz a real tensor (dBNApply reads it next).
+  // x here is the previous BN's input (this convolution's input before that BN and ReLU).
   const auto [mean, invstd] = batch_stats(in.xf);
   const at::Tensor bn_scale = nhwc(at::rand({1, s.c, 1, 1}, fopt) + 0.5);
   const at::Tensor bn_bias = nhwc(at::randn({1, s.c, 1, 1}, fopt) * 0.1);
-  const at::Tensor eq_scale = nhwc(bn_scale * invstd).to(in.x.scalar_type());
-  const at::Tensor eq_bias = nhwc(bn_bias - mean * bn_scale * invstd).to(in.x.scalar_type());
-  const std::int64_t x = g.tensor(dt, dims(in.x)), esc = g.tensor(dt, dims(eq_scale)),
-                     ebi = g.tensor(dt, dims(eq_bias));
-  const std::int64_t dconv = g.virtual_like(dims(in.x)), t1 = g.virtual_like(dims(in.x)),
-                     t2 = g.virtual_like(dims(in.x)), drelu = g.virtual_like(dims(in.x));
+  at::Tensor dz = at::empty_like(in.x);
+  const auto p = dims(bn_scale);
+  const std::int64_t x = g.tensor(dt, dims(in.x)), dzid = g.tensor(dt, dims(dz));
+  const std::int64_t me = g.tensor(CUDNN_DATA_FLOAT, p), is = g.tensor(CUDNN_DATA_FLOAT, p),
+                     bs = g.tensor(CUDNN_DATA_FLOAT, p), bb = g.tensor(CUDNN_DATA_FLOAT, p),
+                     ds = g.tensor(CUDNN_DATA_FLOAT, p), db = g.tensor(CUDNN_DATA_FLOAT, p),
+                     ed = g.tensor(CUDNN_DATA_FLOAT, p), ex = g.tensor(CUDNN_DATA_FLOAT, p),
+                     eb = g.tensor(CUDNN_DATA_FLOAT, p);
+  const std::int64_t dconv = g.virtual_like(dims(in.x)), centred = g.virtual_like(dims(in.x)),
+                     normed = g.virtual_like(dims(in.x)), scaled = g.virtual_like(dims(in.x)),
+                     xbn = g.virtual_like(dims(in.x));
   g.conv(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, s, dconv, w, dy);
-  g.pointwise(CUDNN_POINTWISE_MUL, x, esc, t1);
-  g.pointwise(CUDNN_POINTWISE_ADD, t1, ebi, t2);
-  g.pointwise(CUDNN_POINTWISE_RELU_BWD, t2, dconv, drelu);
+  g.pointwise(CUDNN_POINTWISE_ADD, x, me, centred, /*alpha2=*/-1.0f);
+  g.pointwise(CUDNN_POINTWISE_MUL, centred, is, normed);
+  g.pointwise(CUDNN_POINTWISE_MUL, normed, bs, scaled);
+  g.pointwise(CUDNN_POINTWISE_ADD, scaled, bb, xbn);
+  g.pointwise(CUDNN_POINTWISE_RELU_BWD, xbn, dconv, dzid);
+  g.bn_bwd_weights(x, dzid, me, is, bs, ds, db, ed, ex, eb);
   const at::Tensor meanc = nhwc(mean), invstdc = nhwc(invstd);
   at::Tensor dscale = at::zeros({1, s.c, 1, 1}, fopt), dbias = at::zeros_like(dscale),
              eq_dy = at::zeros_like(dscale), eq_x = at::zeros_like(dscale),
              eq_b = at::zeros_like(dscale);
-  const auto p = dims(dscale);
-  const std::int64_t me = g.tensor(CUDNN_DATA_FLOAT, p), is = g.tensor(CUDNN_DATA_FLOAT, p),
-                     bs = g.tensor(CUDNN_DATA_FLOAT, p), ds = g.tensor(CUDNN_DATA_FLOAT, p),
-                     db = g.tensor(CUDNN_DATA_FLOAT, p), ed = g.tensor(CUDNN_DATA_FLOAT, p),
-                     ex = g.tensor(CUDNN_DATA_FLOAT, p), eb = g.tensor(CUDNN_DATA_FLOAT, p);
-  g.bn_bwd_weights(x, drelu, me, is, bs, ds, db, ed, ex, eb);
-  const at::Tensor bn_scale_c = nhwc(bn_scale);
   for (const auto& [uid, t] : std::vector<std::pair<std::int64_t, at::Tensor>>{{w, in.w},
                                                                                {dy, in.dy},
                                                                                {x, in.x},
-                                                                               {esc, eq_scale},
-                                                                               {ebi, eq_bias},
+                                                                               {dzid, dz},
                                                                                {me, meanc},
                                                                                {is, invstdc},
-                                                                               {bs, bn_scale_c},
+                                                                               {bs, bn_scale},
+                                                                               {bb, bn_bias},
                                                                                {ds, dscale},
                                                                                {db, dbias},
                                                                                {ed, eq_dy},
@@ -754,19 +768,20 @@ void probe_dgrad(cudnnHandle_t h, const ConvShape& s, const Inputs& in, const st
   run_graph(h, g, b, o, row);
   if (row.status != "ok" || !o.check) return;
   // The reference: the same chain in FP32, then BN's backward through x.
-  const at::Tensor xbn = in.xf * eq_scale.to(at::kFloat) + eq_bias.to(at::kFloat);
-  const at::Tensor dconv_ref = conv_backward_ref(in.dyf, at::relu(xbn), in.wf, s).first;
-  const at::Tensor dz = dconv_ref * (xbn > 0);
   const at::Tensor xhat = (in.xf - mean) * invstd;
+  const at::Tensor xbn_ref = xhat * bn_scale + bn_bias;
+  const at::Tensor dconv_ref = conv_backward_ref(in.dyf, at::relu(xbn_ref), in.wf, s).first;
+  const at::Tensor dz_ref = dconv_ref * (xbn_ref > 0);
   const double m = double(in.x.size(0) * s.h * s.w);
-  const at::Tensor dbias_ref = channel_sum(dz), dscale_ref = channel_sum(dz * xhat);
+  const at::Tensor dbias_ref = channel_sum(dz_ref), dscale_ref = channel_sum(dz_ref * xhat);
+  add_error(row, "dz", dz, dz_ref);
   add_error(row, "dscale", dscale.flatten(), dscale_ref);
   add_error(row, "dbias", dbias.flatten(), dbias_ref);
   const at::Tensor dx_ref =
       bn_scale * invstd / m *
-      (m * dz - dbias_ref.view({1, -1, 1, 1}) - xhat * dscale_ref.view({1, -1, 1, 1}));
+      (m * dz_ref - dbias_ref.view({1, -1, 1, 1}) - xhat * dscale_ref.view({1, -1, 1, 1}));
   // dBNApply's formula with the coefficients cuDNN returned, whatever their convention.
-  add_error(row, "dx_from_coefficients", eq_dy * dz + eq_x * in.xf + eq_b, dx_ref);
+  add_error(row, "dx_from_coefficients", eq_dy * dz_ref + eq_x * in.xf + eq_b, dx_ref);
 }
 
 void probe_dbn_apply(cudnnHandle_t h, const Inputs& in, const FusionProbeOptions& o,
@@ -872,15 +887,17 @@ std::string direction_of(const std::string& pattern) {
 /// One pattern of one shape and dtype; a graph cuDNN refuses is a row saying why.
 ProbeRow probe_one(cudnnHandle_t h, const ConvShape& s, const std::string& dtype, const Inputs& in,
                    const std::string& pattern, const FusionProbeOptions& o) {
-  ProbeRow row{s.name(), dtype, pattern, "", {}, 0, -1, 0, {}};
+  ProbeRow row{s.name(), dtype, pattern, "", {}, 0, -1, 0, 0, {}};
   try {
     const std::string dir = direction_of(pattern);
     if (dir == "fprop") {
       probe_forward(h, s, in, pattern, o, row);
     } else if (dir == "wgrad") {
       probe_wgrad(h, s, in, pattern, o, row);
-    } else if (dir == "dgrad") {
-      probe_dgrad(h, s, in, pattern, o, row);
+    } else if (pattern == "dgrad") {
+      probe_dgrad(h, s, in, o, row);
+    } else if (pattern == "dgrad_drelu_bnbwd") {
+      probe_dgrad_drelu_bnbwd(h, s, in, o, row);
     } else if (pattern == "dbn_apply") {
       probe_dbn_apply(h, in, o, row);
     } else {
@@ -890,6 +907,39 @@ ProbeRow probe_one(cudnnHandle_t h, const ConvShape& s, const std::string& dtype
     row.status = std::string("graph refused: ") + e.what();
   }
   return row;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+/// Every pattern of one shape and dtype, appended to `rows` and printed to stderr as it comes (a
+/// run cut short keeps what it measured), each with its wall time; past the budget a row is
+/// listed as skipped.
+void probe_shape(cudnnHandle_t h, const ConvShape& s, const std::string& dname,
+                 const FusionProbeOptions& o, std::chrono::steady_clock::time_point start,
+                 std::vector<ProbeRow>& rows) {
+  const auto spent = [&] { return o.budget_s > 0 && seconds_since(start) > o.budget_s; };
+  at::manual_seed(45);
+  const Inputs in = spent() ? Inputs{} : make_inputs(s, o.batch, dtype_of(dname));
+  std::map<std::string, double> plain;  // direction -> the plain convolution's time
+  for (const std::string& pattern : o.patterns) {
+    const auto row_start = std::chrono::steady_clock::now();
+    ProbeRow row{s.name(), dname, pattern, "", {}, 0, -1, 0, 0, {}};
+    if (!in.x.defined() || spent()) {
+      row.status = "skipped: --budget-s reached";
+    } else {
+      row = probe_one(h, s, dname, in, pattern, o);
+    }
+    const std::string dir = direction_of(pattern);
+    if (pattern == "conv" || pattern == "wgrad" || pattern == "dgrad") plain[dir] = row.best_us;
+    if (!dir.empty() && plain.count(dir) != 0) row.plain_us = plain[dir];
+    row.seconds = seconds_since(row_start);
+    const std::string line = probe_rows_to_table({row});
+    std::fprintf(stderr, "cudnn_fusion_probe: %.1f s %s", row.seconds,
+                 line.substr(line.rfind('\n', line.size() - 2) + 1).c_str());
+    rows.push_back(std::move(row));
+  }
 }
 
 }  // namespace
@@ -911,22 +961,10 @@ std::vector<ProbeRow> run_fusion_probe(const FusionProbeOptions& options) {
   at::globalContext().setBenchmarkCuDNN(false);
   Handle handle;
   std::vector<ProbeRow> rows;
+  const auto start = std::chrono::steady_clock::now();
   for (const ConvShape& s : options.shapes) {
     for (const std::string& dname : options.dtypes) {
-      at::manual_seed(45);
-      const Inputs in = make_inputs(s, options.batch, dtype_of(dname));
-      std::map<std::string, double> plain;  // direction -> the plain convolution's time
-      for (const std::string& pattern : options.patterns) {
-        ProbeRow row = probe_one(handle.get(), s, dname, in, pattern, options);
-        const std::string dir = direction_of(pattern);
-        if (pattern == "conv" || pattern == "wgrad" || pattern == "dgrad") plain[dir] = row.best_us;
-        if (!dir.empty() && plain.count(dir) != 0) row.plain_us = plain[dir];
-        // Each row as it comes (a run cut short keeps what it measured).
-        const std::string line = probe_rows_to_table({row});
-        std::fprintf(stderr, "cudnn_fusion_probe: %s",
-                     line.substr(line.rfind('\n', line.size() - 2) + 1).c_str());
-        rows.push_back(std::move(row));
-      }
+      probe_shape(handle.get(), s, dname, options, start, rows);
     }
   }
   return rows;
@@ -935,10 +973,10 @@ std::vector<ProbeRow> run_fusion_probe(const FusionProbeOptions& options) {
 nlohmann::json probe_rows_to_json(const std::vector<ProbeRow>& rows) {
   nlohmann::json out = nlohmann::json::array();
   for (const ProbeRow& r : rows) {
-    nlohmann::json j = {{"shape", r.shape},      {"dtype", r.dtype},
-                        {"pattern", r.pattern},  {"status", r.status},
-                        {"best_us", r.best_us},  {"best_engine", r.best_engine},
-                        {"plain_us", r.plain_us}};
+    nlohmann::json j = {{"shape", r.shape},       {"dtype", r.dtype},
+                        {"pattern", r.pattern},   {"status", r.status},
+                        {"best_us", r.best_us},   {"best_engine", r.best_engine},
+                        {"plain_us", r.plain_us}, {"seconds", r.seconds}};
     j["engines"] = nlohmann::json::array();
     for (const EngineTry& e : r.engines) {
       j["engines"].push_back({{"global_index", e.global_index},

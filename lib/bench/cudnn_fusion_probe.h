@@ -56,6 +56,8 @@ struct FusionProbeOptions {
   int repeats = 20;   ///< runs of each plan timed back to back (the best of 3 rounds' mean counts)
   int max_plans = 6;  ///< engine configurations built per graph and heuristics mode
   bool check = true;  ///< compare each result with an FP32 reference computed by LibTorch
+  /// Seconds after which the remaining rows are listed as skipped, not run (0: no limit).
+  double budget_s = 0;
 };
 
 /// One engine configuration the heuristics offered for a graph.
@@ -77,6 +79,7 @@ struct ProbeRow {
   double best_us = 0;  ///< the fastest engine's time
   std::int64_t best_engine = -1;
   double plain_us = 0;  ///< the plain convolution of the same direction (0 for BN-only)
+  double seconds = 0;   ///< the row's wall time: graph, plans (runtime compilation), runs, check
   /// Relative L2 errors against the FP32 reference, per output ("y", "sum", "sqsum", "dw", ...);
   /// "<name>_plain" the plain convolution's own error at this dtype, where there is one.
   std::vector<std::pair<std::string, double>> errors;

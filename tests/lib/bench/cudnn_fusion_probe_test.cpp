@@ -55,12 +55,12 @@ TEST(CudnnFusionProbeTest, AnUnknownPatternOrDtypeIsRefusedBeforeAnyDeviceWork) 
 }
 
 TEST(CudnnFusionProbeTest, TheTableAndTheJsonHoldEveryRow) {
-  ProbeRow ok{"56x56x64-64r3s1", "fp16", "conv_genstats", "ok", {}, 153.0, 2, 134.0, {}};
+  ProbeRow ok{"56x56x64-64r3s1", "fp16", "conv_genstats", "ok", {}, 153.0, 2, 134.0, 2.5, {}};
   ok.engines = {{2, false, "A", true, "", 12.5, 153.0},
                 {3, true, "A", false, "not supported", 0, 0}};
   ok.errors = {{"y", 4.2e-4}, {"sum", 1.1e-5}};
   ProbeRow refused{
-      "56x56x64-64r3s1", "bf16", "sbr_wgrad", "no engine ran this graph", {}, 0, -1, 0, {}};
+      "56x56x64-64r3s1", "bf16", "sbr_wgrad", "no engine ran this graph", {}, 0, -1, 0, 0.5, {}};
   const std::string table = probe_rows_to_table({ok, refused});
   EXPECT_NE(
       table.find("| 56x56x64-64r3s1 | fp16 | conv_genstats | 2, 3 rtc (not built) | 153.0 [2] "
@@ -73,6 +73,7 @@ TEST(CudnnFusionProbeTest, TheTableAndTheJsonHoldEveryRow) {
   ASSERT_EQ(j.size(), 2u);
   EXPECT_EQ(j[0]["engines"][1]["runtime_compiled"], true);
   EXPECT_EQ(j[0]["errors"]["sum"], 1.1e-5);
+  EXPECT_EQ(j[0]["seconds"], 2.5);
   EXPECT_EQ(j[1]["status"], "no engine ran this graph");
 }
 
@@ -102,6 +103,23 @@ TEST(CudnnFusionProbeTest, OnAGpuThePlainConvolutionsMatchTheReferenceAndEveryGr
     EXPECT_LT(r.errors.front().second, 5e-3) << plain << " " << r.errors.front().first;
   }
   EXPECT_GT(by.at("conv_genstats")->plain_us, 0);
+}
+
+// A budget already spent: every row is listed, none is run.
+TEST(CudnnFusionProbeTest, OnAGpuRowsPastTheBudgetAreListedAsSkipped) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device";
+  FusionProbeOptions o;
+  o.batch = 4;
+  o.shapes = {parse_conv_shape("8x8x32-32r3s1", "--shapes"),
+              parse_conv_shape("8x8x32-64r1s1", "--shapes")};
+  o.dtypes = {"fp16"};
+  o.budget_s = 1e-9;
+  const auto rows = run_fusion_probe(o);
+  ASSERT_EQ(rows.size(), 2 * probe_patterns().size());
+  for (const auto& r : rows) {
+    EXPECT_EQ(r.status, "skipped: --budget-s reached") << r.shape << " " << r.pattern;
+    EXPECT_TRUE(r.engines.empty()) << r.pattern;
+  }
 }
 
 }  // namespace

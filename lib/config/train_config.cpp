@@ -139,13 +139,16 @@ void validate_modes(const TrainConfig& c) {
   if (c.data.empty() && !c.synthetic) {
     throw UsageError("--data: required (a Food-101 root), unless --synthetic is given");
   }
-  if (c.precision == Precision::kBf16 && c.device == Device::kCpu) {
-    throw UsageError(
-        "--precision bf16: bf16 autocast is implemented for CUDA only; use --precision fp32 with "
-        "--device cpu");
+  if (c.precision != Precision::kFp32 && c.device == Device::kCpu) {
+    const std::string p = to_string(c.precision);
+    throw UsageError("--precision " + p + ": " + p +
+                     " autocast is implemented for CUDA only; use --precision fp32 with "
+                     "--device cpu");
   }
   if (c.weight_cast != WeightCast::kAuto && c.precision != Precision::kBf16) {
-    throw UsageError("--weight-cast: only meaningful with --precision bf16 (fp32 casts nothing)");
+    throw UsageError(
+        "--weight-cast: only meaningful with --precision bf16 (fp32 casts nothing; "
+        "fp16 casts each layer's weights as autocast does)");
   }
   if (c.forward_bn != ForwardBn::kEval && c.mode != RunMode::kForward) {
     throw UsageError("--forward-bn: only meaningful with --mode forward");

@@ -28,9 +28,10 @@ constexpr const auto& enum_names(Device) { return kDeviceNames; }
 enum class Precision {
   kFp32,  ///< float32 (TF32 convolutions on Ampere and later, PyTorch's default).
   kBf16,  ///< CUDA autocast to bfloat16.
+  kFp16,  ///< CUDA autocast to float16, the loss scaled dynamically (lib/model/loss_scaler.h).
 };
-inline constexpr EnumName<Precision> kPrecisionNames[] = {{Precision::kFp32, "fp32"},
-                                                          {Precision::kBf16, "bf16"}};
+inline constexpr EnumName<Precision> kPrecisionNames[] = {
+    {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}};
 constexpr const auto& enum_names(Precision) { return kPrecisionNames; }
 
 /// --precision bf16: how autocast's bf16 copies of the weights are made each forward.

@@ -139,7 +139,10 @@ void visit_train_flags(C& c, V&& v) {
             c.copy_stream);
   v.boolean({"nvtx", kRunGroup, "emit NVTX ranges and thread names (false measures their cost)"},
             c.nvtx);
-  v.choice({"precision", kExperimentsGroup, "bf16 autocasts forward and loss (CUDA)"}, c.precision);
+  v.choice({"precision", kExperimentsGroup,
+            "bf16 or fp16 autocasts forward and loss (CUDA); fp16 scales the loss dynamically, "
+            "as torch.amp.GradScaler, skipping a step whose gradients are not finite"},
+           c.precision);
   v.choice({"weight-cast", kExperimentsGroup,
             "with --precision bf16: together casts every weight to bf16 at the start of forward "
             "and every gradient back at the end of backward, one kernel each; per-layer is "

@@ -19,9 +19,10 @@ inline bool autocast_enabled(c10::DeviceType t) { return at::autocast::is_autoca
 inline at::ScalarType autocast_dtype_of(c10::DeviceType t) {
   return at::autocast::get_autocast_dtype(t);
 }
+// The dtype first: where it is refused (an exception), autocast is left as it was.
 inline void set_autocast(c10::DeviceType t, bool enabled, at::ScalarType dtype) {
-  at::autocast::set_autocast_enabled(t, enabled);
   at::autocast::set_autocast_dtype(t, dtype);
+  at::autocast::set_autocast_enabled(t, enabled);
 }
 #else
 inline bool autocast_enabled(c10::DeviceType t) {
@@ -31,13 +32,15 @@ inline at::ScalarType autocast_dtype_of(c10::DeviceType t) {
   return t == c10::DeviceType::CPU ? at::autocast::get_autocast_cpu_dtype()
                                    : at::autocast::get_autocast_gpu_dtype();
 }
+// The dtype first: where it is refused (1.x's CPU autocast takes bfloat16 only), autocast is left
+// as it was.
 inline void set_autocast(c10::DeviceType t, bool enabled, at::ScalarType dtype) {
   if (t == c10::DeviceType::CPU) {
-    at::autocast::set_cpu_enabled(enabled);
     at::autocast::set_autocast_cpu_dtype(dtype);
+    at::autocast::set_cpu_enabled(enabled);
   } else {
-    at::autocast::set_enabled(enabled);
     at::autocast::set_autocast_gpu_dtype(dtype);
+    at::autocast::set_enabled(enabled);
   }
 }
 #endif
@@ -56,20 +59,24 @@ inline std::optional<at::ScalarType> autocast_dtype(c10::DeviceType device) {
   return detail::autocast_dtype_of(device);
 }
 
-/// Enables autocast to bfloat16 on `device` (CUDA, or the CPU for tests) for its scope when
-/// `enabled`, restoring the previous state on exit and clearing autocast's weight cache when the
-/// outermost scope ends (as `torch.autocast("cuda", dtype=torch.bfloat16)` does). Neither copyable
-/// nor movable; one thread.
-/// \throws std::invalid_argument for another device type.
+/// Enables autocast to `dtype` (bfloat16 unless said, or float16) on `device` (CUDA, or the CPU
+/// for tests) for its scope when `enabled`, restoring the previous state on exit and clearing
+/// autocast's weight cache when the outermost scope ends (as `torch.autocast("cuda", dtype=...)`
+/// does). Neither copyable nor movable; one thread.
+/// \throws std::invalid_argument for another device type, or a dtype other than those two.
 class AutocastGuard {
  public:
-  explicit AutocastGuard(bool enabled, c10::DeviceType device = c10::DeviceType::CUDA)
+  explicit AutocastGuard(bool enabled, c10::DeviceType device = c10::DeviceType::CUDA,
+                         at::ScalarType dtype = at::kBFloat16)
       : enabled_(enabled), device_(device) {
     if (!enabled_) return;
     detail::require_autocast_device(device_);
+    if (dtype != at::kBFloat16 && dtype != at::kHalf) {
+      throw std::invalid_argument("AutocastGuard: autocast here is to bfloat16 or float16 only");
+    }
     previous_enabled_ = detail::autocast_enabled(device_);
     previous_dtype_ = detail::autocast_dtype_of(device_);
-    detail::set_autocast(device_, true, at::kBFloat16);
+    detail::set_autocast(device_, true, dtype);
     at::autocast::increment_nesting();
   }
   ~AutocastGuard() {

@@ -5,7 +5,14 @@
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/version.h>
 
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define WORKLOAD_HAVE_FUSED_SGD 1
+#else
+#define WORKLOAD_HAVE_FUSED_SGD 0
+#endif
+
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -63,11 +70,9 @@ ForeachSgd::ForeachSgd(std::vector<torch::Tensor> params, const LrSchedule& sche
   last_step_ = total - 1;
 }
 
-void ForeachSgd::step() {
-  torch::NoGradGuard no_grad;
-  const std::int64_t k = steps_++;
-  std::vector<torch::Tensor> params, grads;
-  std::vector<std::size_t> index;
+void ForeachSgd::with_gradients(std::vector<torch::Tensor>& params,
+                                std::vector<torch::Tensor>& grads,
+                                std::vector<std::size_t>& index) const {
   params.reserve(params_.size());
   grads.reserve(params_.size());
   for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -77,6 +82,14 @@ void ForeachSgd::step() {
     grads.push_back(g);
     index.push_back(i);
   }
+}
+
+void ForeachSgd::step() {
+  torch::NoGradGuard no_grad;
+  const std::int64_t k = steps_++;
+  std::vector<torch::Tensor> params, grads;
+  std::vector<std::size_t> index;
+  with_gradients(params, grads, index);
   if (params.empty()) return;
   // In place: no new tensor a parameter (the gradients then hold grad + weight_decay * p).
   if (weight_decay_ != 0) at::_foreach_add_(grads, params, weight_decay_);
@@ -87,6 +100,69 @@ void ForeachSgd::step() {
     const double lr = schedule_ ? schedule_->lr_at(k) : lr_;
     at::_foreach_add_(params, grads, -lr);
   }
+}
+
+bool ForeachSgd::skips_on_device() const {
+  return WORKLOAD_HAVE_FUSED_SGD && !params_.empty() && params_[0].is_cuda();
+}
+
+void ForeachSgd::step(const torch::Tensor& found_inf) {
+  if (!found_inf.defined() || found_inf.numel() != 1 || found_inf.scalar_type() != torch::kFloat) {
+    throw std::invalid_argument(
+        "ForeachSgd::step: found_inf must be a float32 tensor of one value");
+  }
+  if (skips_on_device()) {
+    fused_step(found_inf);
+    return;
+  }
+  if (found_inf.item<float>() == 0.0f) {
+    step();
+    return;
+  }
+  // Skipped: the schedule moves on, nothing else.
+  ++steps_;
+  if (lr_table_.defined()) step_.add_(1).clamp_max_(last_step_);
+}
+
+torch::Tensor ForeachSgd::device_lr() {
+  // This step's LR, read before the counter moves on (stream order keeps the two apart).
+  torch::Tensor lr = lr_table_.index_select(0, step_).squeeze(0).neg();
+  step_.add_(1).clamp_max_(last_step_);
+  return lr;
+}
+
+void ForeachSgd::fused_step(const torch::Tensor& found_inf) {
+#if WORKLOAD_HAVE_FUSED_SGD
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> params, grads;
+  std::vector<std::size_t> index;
+  with_gradients(params, grads, index);
+  const bool host_lr = !lr_table_.defined();
+  const double lr = schedule_ ? schedule_->lr_at(steps_) : lr_;
+  const torch::Tensor lr_tensor = host_lr ? torch::Tensor() : device_lr();
+  ++steps_;
+  if (params.empty()) return;
+  std::vector<torch::Tensor> bufs;
+  if (momentum_factor_ != 0) {
+    // Every buffer made at the first call, zero: momentum * 0 + grad is the first step's grad,
+    // and a skipped step leaves the zeros (is_first_step would need the host to know).
+    for (std::size_t i : index) {
+      if (!momentum_[i].defined()) momentum_[i] = torch::zeros_like(params_[i]);
+      bufs.push_back(momentum_[i]);
+    }
+  }
+  const std::optional<at::Tensor> no_scale, inf = found_inf;
+  if (host_lr) {
+    at::_fused_sgd_(params, grads, bufs, weight_decay_, momentum_factor_, lr, 0.0, false, false,
+                    false, no_scale, inf);
+  } else {
+    at::_fused_sgd_(params, grads, bufs, weight_decay_, momentum_factor_, lr_tensor, 0.0, false,
+                    false, false, no_scale, inf);
+  }
+#else
+  (void)found_inf;
+  throw std::logic_error("ForeachSgd: this LibTorch has no fused SGD");
+#endif
 }
 
 std::vector<torch::Tensor> ForeachSgd::with_momentum(const std::vector<std::size_t>& index,

@@ -50,6 +50,19 @@ class ForeachSgd {
   /// schedule's step (kDevice: on the device, where nothing waits for it).
   void step();
 
+  /// step(), unless found_inf (float32 [1], a LossScaler's) is 1: then no parameter, momentum
+  /// buffer or gradient changes, and only the schedule's step advances (as a PyTorch LR scheduler
+  /// steps whether or not GradScaler skipped the optimizer). On CUDA with LibTorch 2.4 or later
+  /// this is PyTorch's fused SGD (`_fused_sgd_` with `found_inf`): one multi-tensor kernel that
+  /// reads the flag on the device, so a CUDA graph replays the skip. Its arithmetic is the same
+  /// sums in registers; the weight decay does not go into the gradients. There every momentum
+  /// buffer is made (zero) at the first call, so a skipped first step leaves them as they were.
+  /// Elsewhere the flag is read on the host (a sync) and step() runs or does not.
+  /// \throws std::invalid_argument when found_inf is not a float32 tensor of one value.
+  void step(const torch::Tensor& found_inf);
+  /// Whether step(found_inf) reads the flag on the device for these parameters (no host sync).
+  bool skips_on_device() const;
+
   /// What a checkpoint keeps of the optimizer: each parameter's momentum buffer (undefined before
   /// its first update) and the steps taken, the schedule's position.
   struct State {
@@ -71,6 +84,14 @@ class ForeachSgd {
   /// p += buf * lr_table_[step_], then step_ = min(step_ + 1, last).
   void update_from_table(const std::vector<torch::Tensor>& params,
                          const std::vector<torch::Tensor>& updates);
+  /// The parameters with a gradient, their gradients and their indices.
+  void with_gradients(std::vector<torch::Tensor>& params, std::vector<torch::Tensor>& grads,
+                      std::vector<std::size_t>& index) const;
+  /// step(found_inf) on the fused kernel (skips_on_device()).
+  void fused_step(const torch::Tensor& found_inf);
+  /// kDevice: this step's LR as the fused kernel takes it (positive, float32, 0-dim), the device
+  /// counter moved on.
+  torch::Tensor device_lr();
   // The momentum buffers of the parameters at index, moved on by grads (made from the first
   // gradient where a buffer is missing): the updates a step applies.
   std::vector<torch::Tensor> with_momentum(const std::vector<std::size_t>& index,

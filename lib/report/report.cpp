@@ -329,6 +329,19 @@ EpochRecord epoch_from_json(const Json& j) {
   return e;
 }
 
+// fp16's loss scaling: GradScaler's options, the scale the run ended on and the steps it skipped.
+Json loss_scaling_json(const LossScalingFacts& s) {
+  Json j;
+  j["init_scale"] = s.options.init_scale;
+  j["growth_factor"] = s.options.growth_factor;
+  j["backoff_factor"] = s.options.backoff_factor;
+  j["growth_interval"] = s.options.growth_interval;
+  j["final_scale"] = s.state.scale;
+  j["growth_tracker"] = s.state.growth_tracker;
+  j["skipped_steps"] = s.state.skipped_steps;
+  return j;
+}
+
 Json report_json(const RunFacts& facts) {
   Json j;
   j["program"] = "train_resnet50";
@@ -343,6 +356,7 @@ Json report_json(const RunFacts& facts) {
   if (facts.loader) j["loader"] = loader_json(*facts.loader, facts.config);
   if (facts.gpu_decode) j["gpu_decode"] = gpu_decode_json(*facts.gpu_decode);
   if (facts.lr_schedule) j["lr_schedule"] = lr_schedule_json(*facts.lr_schedule);
+  if (facts.loss_scaling) j["loss_scaling"] = loss_scaling_json(*facts.loss_scaling);
   if (!facts.partial) add_run(j, facts);
   j["interrupted"] = facts.result.interrupted;
   if (facts.result.interrupted) j["interrupt_signal"] = facts.result.interrupt_signal;

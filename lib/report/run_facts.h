@@ -11,6 +11,7 @@
 #include "lib/device/cuda_device.h"
 #include "lib/distributed/launch_env.h"
 #include "lib/input/input_source.h"
+#include "lib/model/loss_scaler.h"
 #include "lib/model/lr_schedule.h"
 #include "lib/report/run_result.h"
 
@@ -46,6 +47,12 @@ struct LoaderFacts {
   std::int64_t dataset_images = 0;
 };
 
+/// --precision fp16's loss scaling: its options and where it ended.
+struct LossScalingFacts {
+  LossScaler::Options options;
+  LossScaler::State state;  ///< at the end of the run
+};
+
 /// A rank's membership of a data-parallel run.
 struct DistFacts {
   LaunchEnv env;
@@ -69,7 +76,8 @@ struct RunFacts {
   std::optional<ModelFacts> model;
   std::optional<LoaderFacts> loader;
   std::optional<GpuDecodeSummary> gpu_decode;
-  std::optional<LrPlan> lr_schedule;  ///< train mode: the schedule the optimizer follows
+  std::optional<LrPlan> lr_schedule;             ///< train mode: the schedule the optimizer follows
+  std::optional<LossScalingFacts> loss_scaling;  ///< fp16 training
   RunResult result;
   std::optional<DistFacts> dist;
   std::optional<PartialFacts> partial;

@@ -273,6 +273,12 @@ void ending_lines(SummaryLines& l, const RunFacts& f, const StepSummary& s) {
                                                            ? " (no result: exit 1)"
                                                            : " (--allow-nonfinite-loss: went on)"));
   }
+  if (f.loss_scaling) {
+    const LossScaler::State& st = f.loss_scaling->state;
+    l.line("loss scale (fp16)", printed("%g", st.scale) + " at the end; " +
+                                    std::to_string(st.skipped_steps) +
+                                    " steps skipped (a gradient not finite)");
+  }
   if (result.interrupted) l.line("interrupted", interruption(result));
   if (f.dist) {
     l.line("rank", std::to_string(f.dist->env.rank) + " of " +

@@ -94,13 +94,19 @@ Json run_fingerprint(const TrainConfig& config, const LrPlan& plan, std::int64_t
 
 Checkpoint make_checkpoint(const Json& fingerprint, std::int64_t epochs_done,
                            const std::vector<EpochRecord>& epochs, double elapsed_s,
-                           const torch::nn::Module& model, const ForeachSgd::State& optimizer) {
+                           const torch::nn::Module& model, const ForeachSgd::State& optimizer,
+                           const LossScaler::State* scaler) {
   Checkpoint c;
   c.meta["format"] = "train_resnet50 checkpoint";
   c.meta["fingerprint"] = fingerprint;
   c.meta["epochs_done"] = epochs_done;
   c.meta["optimizer_steps_done"] = optimizer.steps;
   c.meta["elapsed_s"] = elapsed_s;
+  if (scaler != nullptr) {
+    c.meta["loss_scaler"] = {{"scale", scaler->scale},
+                             {"growth_tracker", scaler->growth_tracker},
+                             {"skipped_steps", scaler->skipped_steps}};
+  }
   Json records = Json::array();
   for (const EpochRecord& e : epochs) records.push_back(epoch_json(e));
   c.meta["epochs"] = records;
@@ -139,6 +145,23 @@ void restore_optimizer(const Checkpoint& checkpoint, const std::string& path,
     optimizer.load_state(state);
   } catch (const std::invalid_argument& e) {
     throw CheckpointError("checkpoint " + path + ": " + e.what());
+  }
+}
+
+void restore_scaler(const Checkpoint& checkpoint, const std::string& path, LossScaler& scaler) {
+  const auto it = checkpoint.meta.find("loss_scaler");
+  if (it == checkpoint.meta.end() || !it->is_object()) {
+    throw CheckpointError("checkpoint " + path +
+                          ": no loss scaling state (loss_scaler) for an fp16 run");
+  }
+  LossScaler::State state;
+  try {
+    state.scale = it->at("scale").get<double>();
+    state.growth_tracker = it->at("growth_tracker").get<std::int64_t>();
+    state.skipped_steps = it->at("skipped_steps").get<std::int64_t>();
+    scaler.load(state);
+  } catch (const std::exception& e) {
+    throw CheckpointError("checkpoint " + path + ": loss_scaler: " + e.what());
   }
 }
 

@@ -12,6 +12,7 @@
 #include "data_pipeline/food101_index.h"
 #include "lib/config/train_config.h"
 #include "lib/model/foreach_sgd.h"
+#include "lib/model/loss_scaler.h"
 #include "lib/model/lr_schedule.h"
 #include "lib/report/run_result.h"
 #include "lib/run/checkpoint.h"
@@ -30,11 +31,13 @@ nlohmann::ordered_json run_fingerprint(const TrainConfig& config, const LrPlan& 
 /// The checkpoint after `epochs_done` epochs, `elapsed_s` into the run: `fingerprint`, the
 /// optimizer's step count, the records of every epoch so far, and the model's parameters
 /// ("param/NAME"), buffers ("buffer/NAME") and the momentum of each parameter that has one
-/// ("momentum/NAME"). The tensors are the model's and the optimizer's own, not copies: write the
-/// checkpoint before the next step.
+/// ("momentum/NAME"), and with `scaler` (fp16) the loss scaling's state ("loss_scaler": scale,
+/// growth tracker, skipped steps). The tensors are the model's and the optimizer's own, not
+/// copies: write the checkpoint before the next step.
 Checkpoint make_checkpoint(const nlohmann::ordered_json& fingerprint, std::int64_t epochs_done,
                            const std::vector<EpochRecord>& epochs, double elapsed_s,
-                           const torch::nn::Module& model, const ForeachSgd::State& optimizer);
+                           const torch::nn::Module& model, const ForeachSgd::State& optimizer,
+                           const LossScaler::State* scaler = nullptr);
 
 /// Copies `checkpoint`'s parameters and buffers into `model`'s own tensors (their layout, e.g.
 /// channels_last, and their identity stay). \throws CheckpointError naming `path` and a tensor
@@ -46,6 +49,11 @@ void restore_model(const Checkpoint& checkpoint, const std::string& path, torch:
 /// \throws CheckpointError naming `path` and what does not match `model`'s parameters.
 void restore_optimizer(const Checkpoint& checkpoint, const std::string& path,
                        const torch::nn::Module& model, ForeachSgd& optimizer);
+
+/// Puts `scaler` back where `checkpoint` left it (its scale, growth tracker and skipped steps).
+/// \throws CheckpointError naming `path` when the checkpoint has no loss scaling state, or one
+/// that is not a finite positive scale and counts of zero or more.
+void restore_scaler(const Checkpoint& checkpoint, const std::string& path, LossScaler& scaler);
 
 /// The records of the epochs `checkpoint`'s run finished, each marked `resumed`.
 std::vector<EpochRecord> resumed_epochs(const Checkpoint& checkpoint);

@@ -278,13 +278,18 @@ void Trainer::build_optimizer() {
                                                  : ForeachSgd::LrSource::kHost);
   if (lr_plan_) lr_plan_->lr_on_device = optimizer_->lr_on_device();
   if (resume_) restore_optimizer(*resume_, resume_path_, *model_, *optimizer_);
+  if (config_.precision == Precision::kFp16 && config_.mode == RunMode::kTrain) {
+    scaler_ = std::make_unique<LossScaler>(device_);
+    if (resume_) restore_scaler(*resume_, resume_path_, *scaler_);
+  }
 }
 
 void Trainer::build_step() {
   input_ =
       make_input_source({config_, index_, device_, num_classes_, dist_ ? dist_->world_size() : 1,
                          dist_ ? dist_->rank() : 0, notices_});
-  executor_ = make_step_executor({config_, model_, *optimizer_, ddp_.get(), device_, notices_});
+  executor_ = make_step_executor(
+      {config_, model_, *optimizer_, ddp_.get(), scaler_.get(), device_, notices_});
   // A single process stops at once, even in batch_wait; ranks stop together
   // (lib/run/stop_control.h).
   stop_->add_cancel_hook([this] { input_->cancel(); });
@@ -381,6 +386,13 @@ RunFacts Trainer::facts(RunResult result) const {
     f.gpu_decode = input_->gpu_decode();
   }
   f.lr_schedule = lr_plan_;
+  if (scaler_) {
+    try {
+      f.loss_scaling = LossScalingFacts{scaler_->options(), scaler_->state()};
+    } catch (const std::exception&) {
+      // A device that failed cannot be read: the report goes without the scale.
+    }
+  }
   f.result = std::move(result);
   if (dist_) f.dist = DistFacts{dist_->env(), dist_->backend(), dist_->nccl_version()};
   return f;

@@ -17,6 +17,7 @@
 #include "lib/input/input_source.h"
 #include "lib/instrument/phase.h"
 #include "lib/model/foreach_sgd.h"
+#include "lib/model/loss_scaler.h"
 #include "lib/model/lr_schedule.h"
 #include "lib/model/resnet50.h"
 #include "lib/report/run_facts.h"
@@ -216,6 +217,7 @@ class Trainer {
   std::optional<LrPlan> lr_plan_;  // train mode: the schedule and its origin, for the report
   std::optional<LrSchedule> lr_schedule_;
   std::unique_ptr<ForeachSgd> optimizer_;
+  std::unique_ptr<LossScaler> scaler_;  // --precision fp16 training: the loss scaling
   std::unique_ptr<DataParallel> ddp_;
   std::unique_ptr<InputSource> input_;
   std::unique_ptr<StepExecutor> executor_;

@@ -44,10 +44,12 @@ CheckpointRecord Trainer::write_checkpoint(std::int64_t epochs_done,
   CheckpointRecord out;
   out.path = checkpoints_->file_for(epochs_done);
   if (!dist_ || dist_->rank() == 0) {
-    out.path = checkpoints_->write(
-        epochs_done,
-        make_checkpoint(fingerprint_, epochs_done, done, elapsed_s, *model_, optimizer_->state()),
-        &out.bytes);
+    const LossScaler::State scaler_state = scaler_ ? scaler_->state() : LossScaler::State{};
+    out.path =
+        checkpoints_->write(epochs_done,
+                            make_checkpoint(fingerprint_, epochs_done, done, elapsed_s, *model_,
+                                            optimizer_->state(), scaler_ ? &scaler_state : nullptr),
+                            &out.bytes);
   }
   out.ms = ms_since(t);
   return out;

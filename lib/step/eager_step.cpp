@@ -9,6 +9,7 @@
 #include "lib/device/autocast_guard.h"
 #include "lib/distributed/data_parallel.h"
 #include "lib/instrument/nvtx.h"
+#include "lib/step/autocast_precision.h"
 
 namespace workload {
 
@@ -17,8 +18,9 @@ EagerStep::EagerStep(const StepContext& ctx)
       model_(ctx.model),
       optimizer_(ctx.optimizer),
       ddp_(ctx.ddp),
+      scaler_(ctx.scaler),
       train_(ctx.config.mode == RunMode::kTrain),
-      bf16_(ctx.config.precision == Precision::kBf16),
+      autocast_(autocast_type(ctx.config.precision)),
       layer_ranges_(ctx.config.nvtx_detail == NvtxDetail::kLayers),
       label_smoothing_(ctx.config.label_smoothing),
       params_(model_->parameters()),
@@ -38,10 +40,22 @@ void EagerStep::run(StepPhase phase, StepInputs& in) {
       for (auto& p : params_) p.mutable_grad().reset();
       return;
     case StepPhase::kBackward:
-      loss_.backward();
+      if (scaler_ != nullptr) {
+        scaler_->scale_loss(loss_).backward();
+      } else {
+        loss_.backward();
+      }
       return;
     case StepPhase::kOptimizerStep:
-      optimizer_.step();
+      if (scaler_ != nullptr) {
+        grads_.clear();
+        for (const auto& p : params_) grads_.push_back(p.grad());  // undefined ones left out
+        scaler_->unscale(grads_);
+        optimizer_.step(scaler_->found_inf());
+        scaler_->update();
+      } else {
+        optimizer_.step();
+      }
       return;
     case StepPhase::kGraphReplay:
       break;
@@ -51,7 +65,8 @@ void EagerStep::run(StepPhase phase, StepInputs& in) {
 
 torch::Tensor EagerStep::forward_and_loss(const torch::Tensor& images,
                                           const torch::Tensor& labels) {
-  AutocastGuard autocast(bf16_);
+  AutocastGuard autocast(autocast_.has_value(), c10::DeviceType::CUDA,
+                         autocast_.value_or(at::kBFloat16));
   std::optional<torch::NoGradGuard> no_grad;
   if (!train_) no_grad.emplace();
   // Under DDP the buffers' broadcast and the reducer's bookkeeping belong to forward, as in

@@ -6,12 +6,13 @@
 #include <algorithm>
 
 #include "lib/device/autocast_guard.h"
+#include "lib/step/autocast_precision.h"
 
 namespace workload {
 
 EvalStep::EvalStep(ResNet50 model, const TrainConfig& config, torch::Device device)
     : model_(std::move(model)),
-      bf16_(config.precision == Precision::kBf16),
+      autocast_(autocast_type(config.precision)),
       normalize_(device),
       totals_(torch::zeros({4}, torch::TensorOptions().dtype(torch::kFloat64).device(device))) {}
 
@@ -21,7 +22,8 @@ void EvalStep::forward(const StepInputs& in) {
   torch::NoGradGuard no_grad;
   torch::Tensor logits;
   {
-    AutocastGuard autocast(bf16_);
+    AutocastGuard autocast(autocast_.has_value(), c10::DeviceType::CUDA,
+                           autocast_.value_or(at::kBFloat16));
     logits = model_->forward(in.images);
   }
   logits = logits.to(torch::kFloat32);

@@ -5,6 +5,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "lib/config/train_config.h"
 #include "lib/input/input_source.h"
@@ -25,7 +26,7 @@ struct EvalCounts {
 
 /// Queues an evaluation's batches and keeps their counts on the device, read once at the end of a
 /// pass: nothing inside a pass waits for the device. The model runs in its training precision
-/// (bf16 autocast with Precision::kBf16) and memory format; the caller puts it in eval mode.
+/// (bf16 or fp16 autocast with --precision) and memory format; the caller puts it in eval mode.
 /// With fewer than 5 classes top-5 counts the top min(5, classes).
 ///
 /// Not thread-safe; the training thread.
@@ -47,7 +48,7 @@ class EvalStep {
 
  private:
   ResNet50 model_;
-  bool bf16_;
+  std::optional<at::ScalarType> autocast_;  // the dtype autocast casts to; none: fp32
   DeviceNormalize normalize_;
   torch::Tensor totals_;
 };

@@ -170,7 +170,7 @@ StepInputs GraphStep::static_inputs() const {
 
 void GraphStep::record(Graph& graph) {
   std::optional<AutocastCacheOff> no_cast_cache;
-  if (config_.precision == Precision::kBf16) no_cast_cache.emplace();
+  if (config_.precision != Precision::kFp32) no_cast_cache.emplace();
 #if TORCH_VERSION_MAJOR >= 2
   // Thread-local capture mode: the loader's threads and the GPU decode stage keep running, and
   // may make CUDA calls a global-mode capture would forbid them (other streams, not this one).

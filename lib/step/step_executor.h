@@ -13,6 +13,7 @@
 #include "lib/input/input_source.h"
 #include "lib/instrument/phase.h"
 #include "lib/model/foreach_sgd.h"
+#include "lib/model/loss_scaler.h"
 #include "lib/model/resnet50.h"
 #include "lib/step/step_plan.h"
 
@@ -66,6 +67,8 @@ struct StepContext {
   ResNet50 model;
   ForeachSgd& optimizer;
   DataParallel* ddp = nullptr;  ///< DDP's hooks in forward, when distributed
+  /// --precision fp16: the loss scaling of backward and the optimizer's step (null otherwise).
+  LossScaler* scaler = nullptr;
   torch::Device device;
   std::vector<std::string>& notices;  ///< one line per notice worth printing once
 };

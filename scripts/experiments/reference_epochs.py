@@ -3,7 +3,8 @@
 recipe, evaluated every epoch, for the time-to-accuracy comparison of docs/BENCHMARKS.md.
 
 usage: scripts/experiments/reference_epochs.py ROOT [--epochs 10] [--batch-size 128]
-                                               [--workers 12] [--precision fp32|bf16] [--lr LR]
+                                               [--workers 12] [--precision fp32|bf16|fp16]
+                                               [--lr LR]
                                                [--warmup-share 0.25] [--label-smoothing 0]
                                                [--seed 2026] [--report FILE.json]
        (a CUDA machine with PyTorch and torchvision)
@@ -13,9 +14,10 @@ recipe is train_resnet50's default one (lib/model/lr_schedule.h): SGD momentum 0
 1e-4, the peak 0.1 x batch / 256 unless --lr, a linear warm-up over 25% of the optimizer steps, then
 a cosine to 0, set every step; RandomResizedCrop(224) + RandomHorizontalFlip for training
 (drop_last, shuffled each epoch), Resize(256) + CenterCrop(224) for the evaluation on the test split
-after every epoch (no grad, eval mode); channels_last, bf16 autocast with --precision bf16; the
-DataLoader with --workers processes, pinned, persistent. Prints one line per epoch and writes
---report in train_resnet50's `training` form (program "reference_epochs"), which
+after every epoch (no grad, eval mode); channels_last, bf16 autocast with --precision bf16, fp16
+autocast with torch.amp.GradScaler's defaults with --precision fp16 (the steps it skipped counted in
+the report); the DataLoader with --workers processes, pinned, persistent. Prints one line per
+epoch and writes --report in train_resnet50's `training` form (program "reference_epochs"), which
 scripts/learning_curve.py reads. Wall time counts from the first training step, evaluations
 included.
 
@@ -50,7 +52,7 @@ def parse_args(argv):
     p.add_argument("--epochs", type=positive_int, default=10)
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--workers", type=int, default=12, help="DataLoader processes (default 12)")
-    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
     p.add_argument("--lr", type=float, help="peak LR (default 0.1 x batch / 256)")
     p.add_argument(
         "--warmup-share",
@@ -124,7 +126,9 @@ def train(args):
     total = steps_per_epoch * args.epochs
     warmup = warmup_steps(args.warmup_share, total)
     loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
-    bf16 = args.precision == "bf16"
+    amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+    scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
+    skipped = 0
     epochs, step = [], 0
     started = time.perf_counter()
     for epoch in range(args.epochs):
@@ -136,11 +140,15 @@ def train(args):
                 g["lr"] = peak * lr_factor(step, warmup, total)
             images = images.to(dev, non_blocking=True, memory_format=torch.channels_last)
             labels = labels.to(dev, non_blocking=True)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            with torch.autocast("cuda", dtype=amp or torch.bfloat16, enabled=amp is not None):
                 loss = loss_fn(model(images), labels)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            scaler.scale(loss).backward()
+            scale_before = scaler.get_scale() if scaler.is_enabled() else 0.0
+            scaler.step(opt)
+            scaler.update()
+            # GradScaler halves its scale exactly when it skipped the step.
+            skipped += int(scaler.is_enabled() and scaler.get_scale() < scale_before)
             loss_sum += loss.detach()
             step += 1
         train_loss = loss_sum.item() / steps_per_epoch
@@ -153,7 +161,7 @@ def train(args):
             for images, labels in test_dl:
                 images = images.to(dev, non_blocking=True, memory_format=torch.channels_last)
                 labels = labels.to(dev, non_blocking=True)
-                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+                with torch.autocast("cuda", dtype=amp or torch.bfloat16, enabled=amp is not None):
                     logits = model(images)
                 logits = logits.float()
                 eval_loss += torch.nn.functional.cross_entropy(
@@ -184,6 +192,9 @@ def train(args):
             },
             "checkpoint": None,
         }
+        if scaler.is_enabled():
+            record["loss_scale"] = scaler.get_scale()
+            record["skipped_steps"] = skipped
         epochs.append(record)
         print(
             "[epoch %d/%d] loss %.4f | top-1 %.2f%% top-5 %.2f%% (eval loss %.4f, %.1f s) | "

@@ -56,6 +56,7 @@ class ReferenceEpochsTest(StandInPackagesCase):
             "--report",
         ):
             self.assertIn(flag, r.stdout)
+        self.assertIn("fp16", r.stdout)  # a choice of --precision, GradScaler's
         for args, flag in (
             (("/d", "--epochs", "0"), "--epochs"),
             (("/d", "--precision", "fp8"), "--precision"),

@@ -50,6 +50,8 @@ TEST(TrainConfigTest, CombinationsThatCannotRunNameTheirFlag) {
   c = cpu_config();
   c.precision = Precision::kBf16;
   expect_invalid(c, "--precision bf16");
+  c.precision = Precision::kFp16;
+  expect_invalid(c, "--precision fp16: fp16 autocast is implemented for CUDA only");
 
   c = cpu_config();
   c.forward_bn = ForwardBn::kTrain;
@@ -64,6 +66,9 @@ TEST(TrainConfigTest, CombinationsThatCannotRunNameTheirFlag) {
   for (const WeightCast w : {WeightCast::kTogether, WeightCast::kPerLayer}) {
     c = cpu_config();
     c.weight_cast = w;
+    expect_invalid(c, "--weight-cast: only meaningful with --precision bf16");
+    c.device = Device::kCuda;
+    c.precision = Precision::kFp16;
     expect_invalid(c, "--weight-cast: only meaningful with --precision bf16");
   }
 

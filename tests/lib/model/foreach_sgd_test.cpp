@@ -11,8 +11,17 @@
 #include <utility>
 #include <vector>
 
+#include "lib/device/cuda_device.h"
 #include "lib/model/lr_schedule.h"
 #include "lib/model/resnet50.h"
+
+#if defined(WORKLOAD_TORCH_CUDA)
+#include <torch/cuda.h>
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <ATen/cuda/CUDAGraph.h>
+#endif
+#endif
 
 namespace workload {
 namespace {
@@ -181,6 +190,131 @@ TEST(ForeachSgdTest, AStateLoadedIntoAFreshOptimizerContinuesTheSameSteps) {
     EXPECT_THROW(resumed.load_state({{torch::zeros({2, 3})}, 1}), std::invalid_argument);
   }
 }
+
+// step(found_inf): a set flag changes no parameter, buffer or gradient and moves the schedule on;
+// a clear one is step(). On the CPU the flag is read on the host.
+TEST(ForeachSgdTest, AFoundInfFlagSkipsTheUpdateAndTheScheduleMovesOn) {
+  const LrSchedule schedule = short_cosine();
+  for (const ForeachSgd::LrSource source :
+       {ForeachSgd::LrSource::kHost, ForeachSgd::LrSource::kDevice}) {
+    auto a = torch::zeros({2, 3}, torch::requires_grad());
+    auto b = torch::zeros({2, 3}, torch::requires_grad());
+    ForeachSgd skipping({a}, schedule, 0.9, 1e-2, source);
+    ForeachSgd plain({b}, schedule, 0.9, 1e-2, source);
+    EXPECT_FALSE(skipping.skips_on_device());
+    const torch::Tensor clear = torch::zeros({1}), set = torch::ones({1});
+    const auto grad = [](int k) { return torch::full({2, 3}, 0.5f + static_cast<float>(k)); };
+    for (int k = 0; k < 5; ++k) {
+      a.mutable_grad() = grad(k);
+      if (k == 0 || k == 2) {
+        const torch::Tensor before = a.detach().clone(), grad_before = a.grad().clone();
+        const auto momentum_before = skipping.state().momentum[0];
+        const bool had_buffer = momentum_before.defined();
+        const torch::Tensor kept = had_buffer ? momentum_before.clone() : torch::Tensor();
+        skipping.step(set);
+        EXPECT_TRUE(torch::equal(a.detach(), before)) << "step " << k;
+        EXPECT_TRUE(torch::equal(a.grad(), grad_before)) << "step " << k;
+        const auto momentum_after = skipping.state().momentum[0];
+        EXPECT_EQ(momentum_after.defined(), had_buffer) << "step " << k;
+        if (had_buffer) {
+          EXPECT_TRUE(torch::equal(momentum_after, kept)) << "step " << k;
+        }
+      } else {
+        skipping.step(clear);
+        // The plain optimizer takes the same update at the same LR: it too skipped step 0 and 2.
+        b.mutable_grad() = grad(k);
+        ASSERT_EQ(plain.state().steps, k);
+        plain.step();
+        ASSERT_TRUE(torch::equal(a.detach(), b.detach())) << "step " << k;
+      }
+      EXPECT_EQ(skipping.state().steps, k + 1);
+      if (k == 0 || k == 2) {
+        plain.load_state({plain.state().momentum, k + 1});  // the same skip, by hand
+      }
+    }
+  }
+  auto w = torch::zeros({3}, torch::requires_grad());
+  ForeachSgd opt({w}, 0.1, 0.9, 0);
+  w.mutable_grad() = torch::ones({3});
+  EXPECT_THROW(opt.step(torch::Tensor()), std::invalid_argument);
+  EXPECT_THROW(opt.step(torch::zeros({2})), std::invalid_argument);
+  EXPECT_THROW(opt.step(torch::zeros({1}, torch::kInt32)), std::invalid_argument);
+}
+
+#if defined(WORKLOAD_TORCH_CUDA)
+// On CUDA (LibTorch 2.4 and later) the flag is read by PyTorch's fused kernel: the same steps as
+// the foreach ones within float rounding, a set flag skips on the device, and a CUDA graph that
+// captured one step replays both.
+TEST(ForeachSgdCudaTest, TheFusedStepSkipsOnTheDeviceAndMatchesTheForeachOne) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device";
+  const torch::Device gpu(torch::kCUDA, 0);
+  const LrSchedule schedule = short_cosine();
+  for (const ForeachSgd::LrSource source :
+       {ForeachSgd::LrSource::kHost, ForeachSgd::LrSource::kDevice}) {
+    torch::manual_seed(3);
+    const auto o = torch::TensorOptions().device(gpu);
+    auto a = torch::randn({64, 16, 3, 3}, o).contiguous(torch::MemoryFormat::ChannelsLast);
+    a.requires_grad_(true);
+    auto b = a.detach().clone().requires_grad_(true);
+    ForeachSgd fused({a}, schedule, 0.9, 1e-4, source);
+    ForeachSgd multi({b}, schedule, 0.9, 1e-4, source);
+    if (!fused.skips_on_device()) GTEST_SKIP() << "this LibTorch has no fused SGD";
+    const torch::Tensor clear = torch::zeros({1}, o), set = torch::ones({1}, o);
+    for (int k = 0; k < 6; ++k) {
+      const torch::Tensor g = torch::randn_like(a);
+      a.mutable_grad() = g.clone();
+      b.mutable_grad() = g.clone();
+      if (k == 0 || k == 3) {
+        const torch::Tensor before = a.detach().clone();
+        fused.step(set);
+        EXPECT_TRUE(torch::equal(a.detach(), before)) << "step " << k;
+        multi.load_state({multi.state().momentum, k + 1});
+      } else {
+        fused.step(clear);
+        multi.step();
+      }
+      // The same sums, rounded apart (a fused multiply-add against a product and a sum).
+      const double err = (a.detach() - b.detach()).abs().max().item<double>() /
+                         b.detach().abs().max().item<double>();
+      EXPECT_LT(err, 1e-5) << (source == ForeachSgd::LrSource::kHost ? "host" : "device")
+                           << " LR, step " << k;
+    }
+  }
+}
+
+#if TORCH_VERSION_MAJOR >= 2
+// One step captured in a CUDA graph (the LR read on the device): each replay updates or skips as
+// the flag written before it says, with nothing from the host.
+TEST(ForeachSgdCudaTest, AGraphReplaysTheSkipAndTheUpdate) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device";
+  use_cuda_device(0, false);
+  StepStream stream(true);  // captured on a stream other than the legacy default one
+  const torch::Device gpu(torch::kCUDA, 0);
+  const auto o = torch::TensorOptions().device(gpu);
+  auto w = torch::zeros({256}, o).requires_grad_(true);
+  ForeachSgd opt({w}, short_cosine(), 0.0, 0.0, ForeachSgd::LrSource::kDevice);
+  if (!opt.skips_on_device()) GTEST_SKIP() << "this LibTorch has no fused SGD";
+  w.mutable_grad() = torch::ones({256}, o);
+  torch::Tensor found_inf = torch::zeros({1}, o);
+  opt.step(found_inf);  // step 0 eagerly, as the warm-up does
+  device_synchronize();
+  at::cuda::CUDAGraph graph;
+  graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+  opt.step(found_inf);
+  graph.capture_end();
+  // The capture ran nothing: w is still 0 - lr(0). Replays: steps 1 to 4, step 2 skipped.
+  const LrSchedule schedule = short_cosine();
+  double expected = -schedule.lr_at(0);
+  for (int k = 1; k < 5; ++k) {
+    found_inf.fill_(k == 2 ? 1.0f : 0.0f);
+    graph.replay();
+    device_synchronize();
+    if (k != 2) expected -= static_cast<float>(schedule.lr_at(k));
+    EXPECT_NEAR(w[0].item<double>(), expected, 1e-6) << "replay for step " << k;
+  }
+}
+#endif
+#endif
 
 }  // namespace
 }  // namespace workload

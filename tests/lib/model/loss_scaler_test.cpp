@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
+#include <torch/version.h>  // TORCH_VERSION_MAJOR below: undefined (so 0) without it
 
 #include <cmath>
 #include <functional>

@@ -121,6 +121,21 @@ TEST(ReportTest, TheLearningRateScheduleSectionSaysWhatRan) {
   EXPECT_FALSE(constant.contains("final_lr"));
 }
 
+// fp16: GradScaler's options, the scale the run ended on and the steps it skipped, after the
+// schedule; no section in a run without loss scaling.
+TEST(ReportTest, TheLossScalingSectionSaysWhereTheScaleEnded) {
+  RunFacts f = finished_run();
+  EXPECT_FALSE(report_json(f).contains("loss_scaling"));
+  f.loss_scaling = LossScalingFacts{LossScaler::Options{}, LossScaler::State{8192.0, 150, 4}};
+  const nlohmann::ordered_json j = report_json(f);
+  EXPECT_EQ(keys(j)[6], "loss_scaling");
+  EXPECT_EQ(j["loss_scaling"],
+            nlohmann::ordered_json::parse(
+                R"({"init_scale": 65536.0, "growth_factor": 2.0, "backoff_factor": 0.5,
+                    "growth_interval": 2000, "final_scale": 8192.0, "growth_tracker": 150,
+                    "skipped_steps": 4})"));
+}
+
 // The watchdog's last resort: the same writer, without what only the trainer's thread knows.
 TEST(ReportTest, APartialRecordSaysSoAndSpellsTheSameRankSection) {
   RunFacts f = finished_run();

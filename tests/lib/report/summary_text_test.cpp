@@ -107,5 +107,16 @@ TEST(SummaryTextTest, TheSummarySaysHowARunWasInterrupted) {
   EXPECT_NE(format_summary(f).find("yes (SIGTERM; aborted: rank 1 missing)"), std::string::npos);
 }
 
+TEST(SummaryTextTest, AnFp16RunSaysItsLastScaleAndItsSkippedSteps) {
+  RunFacts f = loader_run();
+  f.result.steps.resize(2);
+  EXPECT_EQ(format_summary(f).find("loss scale"), std::string::npos);
+  f.loss_scaling = LossScalingFacts{LossScaler::Options{}, LossScaler::State{32768.0, 5, 2}};
+  EXPECT_NE(format_summary(f).find("loss scale (fp16)            32768 at the end; 2 steps skipped "
+                                   "(a gradient not finite)\n"),
+            std::string::npos)
+      << format_summary(f);
+}
+
 }  // namespace
 }  // namespace workload

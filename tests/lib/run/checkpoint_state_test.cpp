@@ -135,6 +135,42 @@ TEST(CheckpointStateTest, AMissingOrMismatchedTensorIsNamedWithTheFile) {
   EXPECT_NO_THROW(restore_optimizer(c, "e1", model, sgd));
 }
 
+// fp16's loss scaling: its state goes into the meta and comes back into a fresh scaler; a
+// checkpoint without it, or with a state no scaler can hold, is refused naming the file.
+TEST(CheckpointStateTest, TheLossScalingStateIsPutBackAndABadOneNamed) {
+  Tiny model;
+  ForeachSgd sgd(trainable(model), 0.1, 0.9, 0);
+  const LossScaler::State saved{4096.0, 17, 3};
+  const Checkpoint c = make_checkpoint({}, 1, {}, 0, model, sgd.state(), &saved);
+  ASSERT_TRUE(c.meta.contains("loss_scaler"));
+  LossScaler fresh(torch::kCPU);
+  restore_scaler(c, "e1.ckpt", fresh);
+  const LossScaler::State got = fresh.state();
+  EXPECT_EQ(got.scale, 4096.0);
+  EXPECT_EQ(got.growth_tracker, 17);
+  EXPECT_EQ(got.skipped_steps, 3);
+
+  const Checkpoint without = make_checkpoint({}, 1, {}, 0, model, sgd.state());
+  EXPECT_FALSE(without.meta.contains("loss_scaler"));
+  EXPECT_NE(checkpoint_error([&] {
+              restore_scaler(without, "e1.ckpt", fresh);
+            }).find("checkpoint e1.ckpt: no loss scaling state"),
+            std::string::npos);
+  for (const auto& bad :
+       {nlohmann::ordered_json{{"scale", -1.0}, {"growth_tracker", 0}, {"skipped_steps", 0}},
+        nlohmann::ordered_json{{"scale", 8.0}, {"growth_tracker", 0}},
+        nlohmann::ordered_json{{"scale", "big"}, {"growth_tracker", 0}, {"skipped_steps", 0}}}) {
+    Checkpoint broken = c;
+    broken.meta["loss_scaler"] = bad;
+    EXPECT_NE(checkpoint_error([&] {
+                restore_scaler(broken, "e2.ckpt", fresh);
+              }).find("checkpoint e2.ckpt: loss_scaler:"),
+              std::string::npos)
+        << bad.dump();
+  }
+  EXPECT_EQ(fresh.state().scale, 4096.0) << "a refused state leaves the scaler as it was";
+}
+
 TEST(CheckpointStateTest, TheFingerprintHoldsTheRunsSettingsAndTheSplitOnlyWithADirectory) {
   TrainConfig config;
   config.loader.batch_size = 16;

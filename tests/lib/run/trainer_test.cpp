@@ -539,6 +539,11 @@ TEST_F(TrainerTest, CudaGraphReplaysTheEagerStep) {
                              Case{true, Precision::kFp32, data_pipeline::HostDType::kFloat32},
                              Case{false, Precision::kFp32, data_pipeline::HostDType::kFloat32,
                                   data_pipeline::DecodeDevice::kCpu, LrScheduleKind::kConstant}};
+  // fp16: the loss scaling and the optimizer's skip replayed too (PyTorch's fused SGD reads the
+  // flag on the device, LibTorch 2.4 and later).
+  if (ForeachSgd({torch::zeros({1}, torch::kCUDA)}, 0.1, 0.9, 0).skips_on_device()) {
+    cases.push_back(Case{false, Precision::kFp16, data_pipeline::HostDType::kUInt8});
+  }
   if (built(Feature::kGpuDecode)) {
     // The GPU decode stage's device batches, copied into the graph's inputs.
     cases.push_back(Case{false, Precision::kFp32, data_pipeline::HostDType::kFloat32,

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 #include "data_pipeline/augment.h"
+#include "lib/device/autocast_guard.h"
 #include "lib/device/cuda_device.h"
 
 namespace workload {
@@ -18,7 +20,9 @@ constexpr double kWeightDecay = 1e-4;
 
 /// A small ResNet-50 step: 3 classes, 32 px, batch 4, on `device`.
 struct Bench {
-  explicit Bench(TrainConfig c, torch::Device device = torch::kCPU) : config(std::move(c)) {
+  explicit Bench(TrainConfig c, torch::Device device = torch::kCPU,
+                 std::optional<LossScaler::Options> scaling = std::nullopt)
+      : config(std::move(c)) {
     torch::manual_seed(7);
     model = ResNet50(3);
     model->to(device);
@@ -26,8 +30,9 @@ struct Bench {
     if (config.mode == RunMode::kTrain) model->train();
     if (config.mode == RunMode::kForward) model->eval();
     optimizer = std::make_unique<ForeachSgd>(model->parameters(), kLr, 0.9, kWeightDecay);
+    if (scaling) scaler = std::make_unique<LossScaler>(device, *scaling);
     step = std::make_unique<EagerStep>(
-        StepContext{config, model, *optimizer, nullptr, device, notices});
+        StepContext{config, model, *optimizer, nullptr, scaler.get(), device, notices});
     inputs.images = torch::randn({4, 32, 32, 3}).permute({0, 3, 1, 2}).to(device);
     inputs.labels = torch::tensor({0, 1, 2, 1}, torch::kInt64).to(device);
   }
@@ -38,6 +43,7 @@ struct Bench {
   TrainConfig config;
   ResNet50 model{nullptr};
   std::unique_ptr<ForeachSgd> optimizer;
+  std::unique_ptr<LossScaler> scaler;
   std::vector<std::string> notices;
   std::unique_ptr<EagerStep> step;
   StepInputs inputs;
@@ -150,6 +156,78 @@ TEST(EagerStepTest, Bf16AutocastsForwardOnTheGpu) {
   // Autocast is off again outside forward.
   const torch::Tensor w = b.model->parameters().front();
   EXPECT_EQ(torch::matmul(w.flatten(1), w.flatten(1).t()).scalar_type(), torch::kFloat32);
+}
+
+// With a loss scaler (fp16's, here on the CPU in fp32 to see its arithmetic alone): backward
+// starts from the loss times a power of two and the gradients are divided by it again, so a step
+// is the unscaled step bit for bit; the scaler counts it as a step without inf or NaN.
+TEST(EagerStepTest, AScaledStepIsTheUnscaledStep) {
+  LossScaler::Options o;
+  o.init_scale = 1024.0;
+  Bench scaled(cpu_config(), torch::kCPU, o);
+  Bench plain(cpu_config());
+  for (int step = 0; step < 2; ++step) {
+    scaled.run_plan();
+    plain.run_plan();
+    const auto a = snapshot(scaled.model), b = snapshot(plain.model);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      ASSERT_TRUE(a[i].equal(b[i])) << "step " << step << ", parameter " << i;
+    }
+    EXPECT_EQ(scaled.step->loss().item<float>(), plain.step->loss().item<float>());
+  }
+  const LossScaler::State st = scaled.scaler->state();
+  EXPECT_EQ(st.scale, 1024.0);
+  EXPECT_EQ(st.growth_tracker, 2);
+  EXPECT_EQ(st.skipped_steps, 0);
+}
+
+// A scale so large that the scaled gradients overflow: the optimizer leaves every weight and the
+// scale halves, the step counted as skipped.
+TEST(EagerStepTest, AStepWhoseGradientsOverflowIsSkippedAndTheScaleBacksOff) {
+  LossScaler::Options o;
+  o.init_scale = 3e38;  // near float32's largest: the scaled loss or its gradients overflow
+  Bench b(cpu_config(), torch::kCPU, o);
+  const auto before = snapshot(b.model);
+  b.run_plan();
+  const auto after = snapshot(b.model);
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    ASSERT_TRUE(before[i].equal(after[i])) << "parameter " << i;
+  }
+  EXPECT_TRUE(std::isfinite(b.step->loss().item<float>())) << "the loss itself is not scaled";
+  const LossScaler::State st = b.scaler->state();
+  EXPECT_EQ(st.skipped_steps, 1);
+  EXPECT_EQ(st.scale, static_cast<double>(static_cast<float>(1.5e38)));
+  EXPECT_EQ(b.optimizer->state().steps, 1) << "the schedule moves on";
+}
+
+TEST(EagerStepTest, Fp16AutocastsForwardAndScalesTheLossOnTheGpu) {
+  if (!cuda_available()) GTEST_SKIP() << "needs a CUDA device";
+  TrainConfig c = cpu_config();
+  c.device = Device::kCuda;
+  c.precision = Precision::kFp16;
+  const torch::Device gpu(torch::kCUDA, 0);
+  Bench b(c, gpu, LossScaler::Options{});
+  const auto before = snapshot(b.model);
+  b.run_plan();
+  EXPECT_TRUE(std::isfinite(b.step->loss().item<float>()));
+  for (const auto& p : b.model->parameters()) {
+    ASSERT_TRUE(p.grad().defined());
+    EXPECT_EQ(p.grad().scalar_type(), torch::kFloat32);  // autocast keeps the weights fp32
+    EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
+  }
+  const auto after = snapshot(b.model);
+  bool moved = false;
+  for (std::size_t i = 0; i < before.size(); ++i) moved = moved || !before[i].equal(after[i]);
+  EXPECT_TRUE(moved) << "a finite step changes the weights";
+  EXPECT_EQ(b.scaler->state().skipped_steps, 0);
+  // The forward ran in float16: a convolution under the step's autocast comes out in it.
+  {
+    const AutocastGuard fp16(true, c10::DeviceType::CUDA, at::kHalf);
+    EXPECT_EQ(
+        b.model->forward(b.inputs.images.to(gpu).contiguous(torch::MemoryFormat::ChannelsLast))
+            .scalar_type(),
+        torch::kHalf);
+  }
 }
 
 }  // namespace

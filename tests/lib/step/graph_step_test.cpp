@@ -15,13 +15,14 @@ namespace {
 /// A small ResNet-50 step (3 classes, 32 px, batch 4) run by an executor of `config`.
 struct Bench {
   Bench(TrainConfig c, torch::Device device) : config(std::move(c)) {
+    if (config.precision == Precision::kFp16) scaler = std::make_unique<LossScaler>(device);
     torch::manual_seed(11);
     model = ResNet50(3);
     model->to(device);
     to_channels_last(*model);
     model->train();
     optimizer = std::make_unique<ForeachSgd>(model->parameters(), 0.001, 0.9, 1e-4);
-    const StepContext ctx{config, model, *optimizer, nullptr, device, notices};
+    const StepContext ctx{config, model, *optimizer, nullptr, scaler.get(), device, notices};
     auto eager = std::make_unique<EagerStep>(ctx);
     if (config.cuda_graph) {
       step = std::make_unique<GraphStep>(ctx, std::move(eager));
@@ -38,6 +39,7 @@ struct Bench {
   TrainConfig config;
   ResNet50 model{nullptr};
   std::unique_ptr<ForeachSgd> optimizer;
+  std::unique_ptr<LossScaler> scaler;  // --precision fp16
   std::vector<std::string> notices;
   std::unique_ptr<StepExecutor> step;
 };
@@ -117,6 +119,48 @@ TEST_F(GraphStepGpuTest, ReplaysTrainAsTheEagerStepOnTheBatchesFed) {
   for (std::size_t i = 0; i < pe.size(); ++i) {
     EXPECT_TRUE(torch::allclose(pg[i], pe[i], 1e-3, 1e-4)) << "parameter " << i;
   }
+}
+
+// fp16: the graph replays the loss scaling as the eager step runs it (the same losses and scale),
+// and a replay whose gradients overflow skips the optimizer on the device: every weight stays and
+// the scale halves, with nothing read on the host in between.
+TEST_F(GraphStepGpuTest, Fp16ReplaysTheLossScalingAndSkipsAnOverflowingStep) {
+  TrainConfig c = graph_config();
+  c.precision = Precision::kFp16;
+  TrainConfig eager_config = c;
+  eager_config.cuda_graph = false;
+  Bench eager(eager_config, gpu_);
+  Bench graph(c, gpu_);
+  if (!graph.optimizer->skips_on_device()) GTEST_SKIP() << "this LibTorch has no fused SGD";
+  for (int i = 0; i < 2; ++i) {
+    eager.run(batch(i, gpu_));
+    graph.run(batch(i, gpu_));
+  }
+  graph.step->prepare();
+  for (int i = 2; i < 5; ++i) {
+    eager.run(batch(i, gpu_));
+    graph.run(batch(i, gpu_));
+    const float e = eager.step->loss().item<float>(), g = graph.step->loss().item<float>();
+    EXPECT_NEAR(g, e, 1e-2 * std::max(1.0f, std::abs(e))) << "step " << i;
+  }
+  const LossScaler::State se = eager.scaler->state(), sg = graph.scaler->state();
+  EXPECT_EQ(sg.scale, se.scale);
+  EXPECT_EQ(sg.growth_tracker, se.growth_tracker);
+  EXPECT_EQ(sg.skipped_steps, se.skipped_steps);
+  // An overflowing scale, written in place: the next replay skips.
+  graph.scaler->load({3e38, sg.growth_tracker, sg.skipped_steps});
+  std::vector<torch::Tensor> before;
+  for (const auto& p : graph.model->parameters()) before.push_back(p.detach().clone());
+  graph.run(batch(5, gpu_));
+  const auto after = graph.model->parameters();
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    ASSERT_TRUE(after[i].equal(before[i])) << "parameter " << i;
+  }
+  const LossScaler::State skipped = graph.scaler->state();
+  EXPECT_EQ(skipped.skipped_steps, sg.skipped_steps + 1);
+  EXPECT_EQ(skipped.scale, static_cast<double>(static_cast<float>(1.5e38)));
+  graph.run(batch(6, gpu_));  // and the next one, at the halved scale, still overflows or steps
+  EXPECT_TRUE(std::isfinite(graph.step->loss().item<float>()));
 }
 
 // A source whose batch is the same tensors every step (SyntheticInput's) is read by the graph in

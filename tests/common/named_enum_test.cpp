@@ -47,7 +47,7 @@ TEST(NamedEnumTest, EveryTableIsConsistent) {
   expect_consistent_table<WorkUnit>(2);
   expect_consistent_table<BadImagePolicy>(2);
   expect_consistent_table<workload::Device>(2);
-  expect_consistent_table<workload::Precision>(2);
+  expect_consistent_table<workload::Precision>(3);
   expect_consistent_table<workload::WeightCast>(3);
   expect_consistent_table<workload::RunMode>(2);
   expect_consistent_table<workload::NvtxDetail>(2);

@@ -349,7 +349,7 @@ TEST(TrainCliTest, HelpAndVersion) {
   EXPECT_TRUE(h.help);
   EXPECT_NE(h.help_text.find("--prefetch-factor"), std::string::npos);
   // Choices come from the name tables, defaults from TrainConfig.
-  EXPECT_NE(h.help_text.find("fp32|bf16:"), std::string::npos) << h.help_text;
+  EXPECT_NE(h.help_text.find("fp32|bf16|fp16:"), std::string::npos) << h.help_text;
   EXPECT_NE(h.help_text.find("error|skip:"), std::string::npos) << h.help_text;
   EXPECT_NE(h.help_text.find("--decode"), std::string::npos) << h.help_text;
   EXPECT_NE(h.help_text.find("--cuda-graph"), std::string::npos) << h.help_text;

@@ -1,0 +1,110 @@
+// The pieces a bottleneck block is made of when its convolutions carry the batch norms around them
+// (issue 45): a convolution that applies the previous BN and ReLU to its input and sums its output
+// per channel, the BN's statistics finalised from those sums, and the backward's data gradient
+// through ReLU into the BN's gradients. One interface, two implementations: LibTorch's operations
+// (any device and dtype: the reference the tests hold the other to) and cuDNN's fused engines
+// (fp16, NHWC, on a GPU).
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <optional>
+
+namespace workload {
+
+/// A 2-D convolution's symmetric padding and stride (dilation 1, one group, no bias).
+struct ConvSpec {
+  std::int64_t pad = 0;
+  std::int64_t stride = 1;
+};
+
+/// What a convolution applies to its input first: relu(x * scale + bias), per channel ([C], fp32).
+/// The previous batch norm and its ReLU, folded into one scale and one bias.
+struct Prologue {
+  torch::Tensor scale;
+  torch::Tensor bias;
+};
+
+/// A convolution's output and its per-channel sum and sum of squares (fp32, [K]).
+struct ConvStats {
+  torch::Tensor y;
+  torch::Tensor sum;
+  torch::Tensor sqsum;
+};
+
+/// A training batch norm's statistics from its input's sums: the batch mean and inverse standard
+/// deviation (what backward needs), and bn(x) = x * scale + bias with the layer's weight and bias
+/// folded in (what the next prologue or the block's output applies). All fp32, [C].
+struct BnFinal {
+  torch::Tensor mean;
+  torch::Tensor invstd;
+  torch::Tensor scale;
+  torch::Tensor bias;
+};
+
+/// A batch norm's backward from the gradient of its output, dz: its weight's and bias's gradients,
+/// and the coefficients of its input's gradient, dx = a * dz + b * x + c per channel (fp32, [C]).
+struct BnGrads {
+  torch::Tensor dz;  ///< the gradient of the BN's output (after ReLU's gradient), x's dtype
+  torch::Tensor dweight;
+  torch::Tensor dbias;
+  torch::Tensor a, b, c;
+};
+
+/// The pieces. Every tensor of activations is NCHW-shaped and laid out as its input is (channels
+/// last in the model); sums, statistics and coefficients are fp32 vectors. Thread-safety: an
+/// implementation is used from the training thread (and autograd's, in backward), never from two
+/// at once.
+class ConvBnOps {
+ public:
+  virtual ~ConvBnOps() = default;
+
+  /// y = conv(prologue ? relu(x * scale + bias) : x, w), and y's sums per channel.
+  virtual ConvStats conv_stats(const torch::Tensor& x, const torch::Tensor& w, ConvSpec spec,
+                               const std::optional<Prologue>& prologue) const = 0;
+
+  /// The batch statistics of `count` values per channel from their sums, folded with `weight` and
+  /// `bias` (eps as BatchNorm's); running_mean and running_var updated in place as PyTorch's
+  /// BatchNorm does (momentum, the unbiased variance).
+  virtual BnFinal finalize(const torch::Tensor& sum, const torch::Tensor& sqsum, std::int64_t count,
+                           const torch::Tensor& weight, const torch::Tensor& bias,
+                           torch::Tensor& running_mean, torch::Tensor& running_var, double momentum,
+                           double eps) const = 0;
+
+  /// The gradient of conv's input, of `x_sizes`, from dy.
+  virtual torch::Tensor dgrad(const torch::Tensor& dy, const torch::Tensor& w, ConvSpec spec,
+                              at::IntArrayRef x_sizes) const = 0;
+
+  /// The gradient of conv's weight, of `w_sizes`, from dy, its input recomputed as conv_stats
+  /// applied it (the prologue on x).
+  virtual torch::Tensor wgrad(const torch::Tensor& x, const torch::Tensor& dy, ConvSpec spec,
+                              at::IntArrayRef w_sizes,
+                              const std::optional<Prologue>& prologue) const = 0;
+
+  /// A BN whose output went through ReLU into a convolution: dz = dgrad(dy, w) where
+  /// relu(bn(x)) > 0, else 0 (bn as `bn_final` folds it), then the BN's gradients and the
+  /// coefficients of x's gradient. x is the BN's input (the convolution's input before the
+  /// prologue), `weight` the BN's.
+  virtual BnGrads dgrad_drelu_bn(const torch::Tensor& dy, const torch::Tensor& w, ConvSpec spec,
+                                 const torch::Tensor& x, const BnFinal& bn_final,
+                                 const torch::Tensor& weight) const = 0;
+
+  /// The same BN gradients from a dz given (the block's last BN, whose ReLU follows the add).
+  virtual BnGrads bn_grads(const torch::Tensor& dz, const torch::Tensor& x, const BnFinal& bn_final,
+                           const torch::Tensor& weight) const = 0;
+
+  /// dx = a * dz + b * x + c, per channel, in x's dtype.
+  virtual torch::Tensor dbn_apply(const BnGrads& g, const torch::Tensor& x) const = 0;
+
+  /// The block's output: relu(y * bn.scale + bn.bias + residual), the residual either as given
+  /// (identity) or through its own BN, relu(... + r * res_bn.scale + res_bn.bias).
+  virtual torch::Tensor output(const torch::Tensor& y, const BnFinal& bn, const torch::Tensor& r,
+                               const BnFinal* res_bn) const = 0;
+};
+
+/// The pieces in LibTorch's operations: any device, any floating dtype (the convolutions in x's
+/// dtype, the sums and statistics in fp32). What the fused engines are tested against.
+const ConvBnOps& reference_conv_bn_ops();
+
+}  // namespace workload

@@ -1,0 +1,42 @@
+// A bottleneck block's training forward and backward written in the pieces of ConvBnOps
+// (lib/model/conv_bn_ops.h): each convolution applies the previous batch norm and ReLU to its input
+// and sums its output for the next one, so no pass over the activations does a batch norm alone
+// (issue 45). One autograd node for the block.
+#pragma once
+
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/types.h>
+
+#include "lib/model/conv_bn_ops.h"
+
+namespace workload {
+
+/// A bottleneck's modules, as the block holds them (not owned): three convolutions with their
+/// batch norms, and the shortcut's convolution and batch norm when it has one (else null).
+struct BottleneckModules {
+  torch::nn::Conv2dImpl* conv1 = nullptr;
+  torch::nn::Conv2dImpl* conv2 = nullptr;
+  torch::nn::Conv2dImpl* conv3 = nullptr;
+  torch::nn::BatchNorm2dImpl* bn1 = nullptr;
+  torch::nn::BatchNorm2dImpl* bn2 = nullptr;
+  torch::nn::BatchNorm2dImpl* bn3 = nullptr;
+  torch::nn::Conv2dImpl* downsample_conv = nullptr;
+  torch::nn::BatchNorm2dImpl* downsample_bn = nullptr;
+};
+
+/// Whether fused_bottleneck() computes what the modules would: every batch norm training, with
+/// affine weights, a momentum (not the cumulative average) and tracked running statistics, and
+/// every convolution without bias, dilation or groups. Otherwise the block runs its modules.
+bool fusable(const BottleneckModules& m);
+
+/// relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1(x))))))) + shortcut(x)) in training mode, through
+/// `ops`, with the weights cast to x's dtype: the same values as the modules within rounding, the
+/// running statistics and num_batches_tracked updated as BatchNorm2d's forward updates them (the
+/// counters through DeferredBatchCounts where one collects). Backward is one node: the gradients of
+/// x, of the four weights and of the batch norms' weights and biases, in their own dtypes.
+/// \pre fusable(m).
+torch::Tensor fused_bottleneck(const ConvBnOps& ops, const BottleneckModules& m,
+                               const torch::Tensor& x);
+
+}  // namespace workload

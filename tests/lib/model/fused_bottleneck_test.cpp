@@ -1,0 +1,111 @@
+// Tests for the fused bottleneck (lib/model/fused_bottleneck.h) on the reference pieces, on the
+// CPU in fp32: the block's output, every gradient and the running statistics as the modules make
+// them, with and without the shortcut's convolution, and the blocks it refuses.
+#include "lib/model/fused_bottleneck.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+
+#include "lib/model/resnet50.h"
+
+namespace workload {
+namespace {
+
+double rel(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kDouble) - b.to(torch::kDouble)).norm().item<double>() /
+         std::max(b.to(torch::kDouble).norm().item<double>(), 1e-30);
+}
+
+template <class M>
+M* child(torch::nn::Module& block, const std::string& name) {
+  const auto all = block.named_modules("", false);
+  return all.contains(name) ? all[name]->as<M>() : nullptr;
+}
+
+BottleneckModules modules_of(torch::nn::Module& b) {
+  BottleneckModules m;
+  m.conv1 = child<torch::nn::Conv2dImpl>(b, "conv1");
+  m.conv2 = child<torch::nn::Conv2dImpl>(b, "conv2");
+  m.conv3 = child<torch::nn::Conv2dImpl>(b, "conv3");
+  m.bn1 = child<torch::nn::BatchNorm2dImpl>(b, "bn1");
+  m.bn2 = child<torch::nn::BatchNorm2dImpl>(b, "bn2");
+  m.bn3 = child<torch::nn::BatchNorm2dImpl>(b, "bn3");
+  m.downsample_conv = child<torch::nn::Conv2dImpl>(b, "downsample.0");
+  m.downsample_bn = child<torch::nn::BatchNorm2dImpl>(b, "downsample.1");
+  return m;
+}
+
+/// Two blocks of the same weights (BN weights and biases moved off 1 and 0), channels_last, in
+/// training mode.
+std::pair<Bottleneck, Bottleneck> twin_blocks(std::int64_t in, std::int64_t planes,
+                                              std::int64_t stride) {
+  torch::manual_seed(7);
+  Bottleneck a(in, planes, stride), b(in, planes, stride);
+  torch::NoGradGuard g;
+  for (auto& p : a->named_parameters()) {
+    if (p.key().find("bn") != std::string::npos ||
+        p.key().find("downsample.1") != std::string::npos) {
+      p.value().copy_(p.key().find("weight") != std::string::npos
+                          ? torch::rand_like(p.value()) + 0.5
+                          : torch::randn_like(p.value()) * 0.1);
+    }
+  }
+  const auto pa = a->named_parameters();
+  for (auto& p : b->named_parameters()) p.value().copy_(pa[p.key()]);
+  for (Bottleneck* m : {&a, &b}) {
+    to_channels_last(**m);
+    (*m)->train();
+  }
+  return {a, b};
+}
+
+// One step of each block on the same input: the outputs, the input's and every parameter's
+// gradient, and every buffer (running statistics, counters) match.
+void expect_same_step(std::int64_t in, std::int64_t planes, std::int64_t stride) {
+  auto [modules, fused] = twin_blocks(in, planes, stride);
+  torch::manual_seed(8);
+  const torch::Tensor x0 =
+      torch::randn({4, in, 8, 8}).contiguous(torch::MemoryFormat::ChannelsLast);
+  const torch::Tensor xa = x0.clone().requires_grad_(true), xb = x0.clone().requires_grad_(true);
+  const torch::Tensor ya = modules->forward(xa);
+  const BottleneckModules m = modules_of(*fused);
+  ASSERT_TRUE(fusable(m));
+  EXPECT_EQ(m.downsample_conv != nullptr, stride != 1 || in != planes * 4);
+  const torch::Tensor yb = fused_bottleneck(reference_conv_bn_ops(), m, xb);
+  EXPECT_LT(rel(yb, ya), 1e-5) << "output";
+  const torch::Tensor probe = torch::randn_like(ya);
+  (ya * probe).sum().backward();
+  (yb * probe).sum().backward();
+  EXPECT_LT(rel(xb.grad(), xa.grad()), 1e-4) << "input gradient";
+  const auto pa = modules->named_parameters();
+  for (const auto& p : fused->named_parameters()) {
+    ASSERT_TRUE(p.value().grad().defined()) << p.key();
+    EXPECT_EQ(p.value().grad().scalar_type(), torch::kFloat) << p.key();
+    EXPECT_LT(rel(p.value().grad(), pa[p.key()].grad()), 1e-4) << p.key();
+  }
+  const auto ba = modules->named_buffers();
+  for (const auto& b : fused->named_buffers()) {
+    EXPECT_LT(rel(b.value(), ba[b.key()]), 1e-5) << b.key();
+  }
+}
+
+TEST(FusedBottleneckTest, AnIdentityBlockStepsAsItsModules) { expect_same_step(16, 4, 1); }
+
+TEST(FusedBottleneckTest, ADownsamplingBlockStepsAsItsModules) { expect_same_step(8, 4, 2); }
+
+TEST(FusedBottleneckTest, ABlockItCannotRunIsNotFusable) {
+  auto [a, b] = twin_blocks(16, 4, 1);
+  EXPECT_TRUE(fusable(modules_of(*a)));
+  a->eval();  // running statistics, not the batch's
+  EXPECT_FALSE(fusable(modules_of(*a)));
+  BottleneckModules partial = modules_of(*b);
+  partial.bn2 = nullptr;
+  EXPECT_FALSE(fusable(partial));
+  EXPECT_THROW(fused_bottleneck(reference_conv_bn_ops(), partial, torch::randn({1, 16, 4, 4})),
+               c10::Error);
+}
+
+}  // namespace
+}  // namespace workload

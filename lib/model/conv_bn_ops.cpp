@@ -127,4 +127,8 @@ const ConvBnOps& reference_conv_bn_ops() {
   return kOps;
 }
 
+#if !defined(WORKLOAD_HAVE_CUDNN_GRAPH)
+const ConvBnOps* cudnn_conv_bn_ops() { return nullptr; }  // cudnn_conv_bn_ops.cpp where built
+#endif
+
 }  // namespace workload

@@ -107,4 +107,11 @@ class ConvBnOps {
 /// dtype, the sums and statistics in fp32). What the fused engines are tested against.
 const ConvBnOps& reference_conv_bn_ops();
 
+/// The pieces on cuDNN's fused engines where they take the inputs (fp16, channels last, on a GPU):
+/// the convolution with its prologue and sums, and the weight gradient with its prologue; the
+/// others, and any input or shape no engine takes, on the reference pieces (a shape that falls
+/// back is said once on stderr, with cuDNN's reason). Each plan is built at its shape's first call.
+/// Null in a build without cuDNN 9's graph API (lib/core/build_features.h).
+const ConvBnOps* cudnn_conv_bn_ops();
+
 }  // namespace workload

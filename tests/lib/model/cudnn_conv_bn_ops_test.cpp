@@ -1,0 +1,136 @@
+// Tests for the fused bottleneck's pieces on cuDNN's engines (cudnn_conv_bn_ops(),
+// lib/model/conv_bn_ops.h) against the reference pieces, on a GPU in fp16: the convolution with
+// and without its prologue and its sums, the weight gradient with its prologue, inputs the engines
+// do not take, and a whole block.
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <string>
+
+#include "lib/model/conv_bn_ops.h"
+#include "lib/model/fused_bottleneck.h"
+#include "lib/model/resnet50.h"
+
+namespace workload {
+namespace {
+
+double rel(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kDouble) - b.to(torch::kDouble)).norm().item<double>() /
+         std::max(b.to(torch::kDouble).norm().item<double>(), 1e-30);
+}
+
+class CudnnConvBnOpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cudnn_conv_bn_ops() == nullptr) GTEST_SKIP() << "this build has no cuDNN graph API";
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device";
+  }
+  static torch::Tensor half(const torch::Tensor& t) {
+    return t.to(torch::kCUDA, torch::kHalf).contiguous(torch::MemoryFormat::ChannelsLast);
+  }
+  const ConvBnOps& ops() const { return *cudnn_conv_bn_ops(); }
+  const ConvBnOps& ref() const { return reference_conv_bn_ops(); }
+};
+
+// fp16's rounding of the outputs (about 5e-4 relative) and of the prologue's scale and bias,
+// which the engine takes in fp16, the reference in fp32.
+constexpr double kTol = 5e-3;
+
+TEST_F(CudnnConvBnOpsTest, TheConvolutionAndItsSumsAreTheReferences) {
+  torch::manual_seed(1);
+  for (const auto& [c, k, r, stride] :
+       std::vector<std::array<std::int64_t, 4>>{{64, 64, 3, 1}, {64, 256, 1, 1}, {32, 32, 3, 2}}) {
+    const torch::Tensor x = half(torch::randn({8, c, 14, 14}));
+    const torch::Tensor w = half(torch::randn({k, c, r, r}) / std::sqrt(double(c * r * r)));
+    const ConvSpec spec{(r - 1) / 2, stride};
+    for (const bool with_prologue : {false, true}) {
+      std::optional<Prologue> p;
+      if (with_prologue) {
+        p = Prologue{(torch::rand({c}) + 0.5).cuda(), (torch::randn({c}) * 0.1).cuda()};
+      }
+      const ConvStats got = ops().conv_stats(x, w, spec, p);
+      const ConvStats want = ref().conv_stats(x, w, spec, p);
+      const std::string what = "c " + std::to_string(c) + " k " + std::to_string(k) + " r " +
+                               std::to_string(r) + (with_prologue ? ", prologue" : "");
+      EXPECT_EQ(got.y.sizes(), want.y.sizes()) << what;
+      EXPECT_EQ(got.y.scalar_type(), torch::kHalf) << what;
+      EXPECT_LT(rel(got.y, want.y), kTol) << what;
+      EXPECT_LT(rel(got.sum, want.sum), 2e-2) << what;
+      EXPECT_LT(rel(got.sqsum, want.sqsum), kTol) << what;
+    }
+  }
+}
+
+TEST_F(CudnnConvBnOpsTest, TheWeightGradientWithItsPrologueIsTheReferences) {
+  torch::manual_seed(2);
+  const torch::Tensor x = half(torch::randn({8, 64, 14, 14}));
+  const torch::Tensor dy = half(torch::randn({8, 64, 14, 14}));
+  const Prologue p{(torch::rand({64}) + 0.5).cuda(), (torch::randn({64}) * 0.1).cuda()};
+  for (const bool with_prologue : {false, true}) {
+    const std::optional<Prologue> pro = with_prologue ? std::optional<Prologue>(p) : std::nullopt;
+    const torch::Tensor got = ops().wgrad(x, dy, {1, 1}, {64, 64, 3, 3}, pro);
+    const torch::Tensor want = ref().wgrad(x, dy, {1, 1}, {64, 64, 3, 3}, pro);
+    EXPECT_EQ(got.sizes(), want.sizes());
+    EXPECT_LT(rel(got, want), kTol) << (with_prologue ? "prologue" : "plain");
+  }
+}
+
+// An input the engines do not take (fp32 here) is the reference's, whatever the engines say.
+TEST_F(CudnnConvBnOpsTest, AnInputTheEnginesDoNotTakeRunsOnTheReference) {
+  torch::manual_seed(3);
+  const torch::Tensor x =
+      torch::randn({2, 16, 8, 8}, torch::kCUDA).contiguous(torch::MemoryFormat::ChannelsLast);
+  const torch::Tensor w = torch::randn({16, 16, 3, 3}, torch::kCUDA);
+  const ConvStats got = ops().conv_stats(x, w, {1, 1}, std::nullopt);
+  const ConvStats want = ref().conv_stats(x, w, {1, 1}, std::nullopt);
+  EXPECT_EQ(got.y.scalar_type(), torch::kFloat);
+  EXPECT_LT(rel(got.y, want.y), 1e-6);
+}
+
+// A downsampling block at fp16 on the engines against the same block on the reference pieces:
+// output and gradients within fp16's rounding, through a block's chain of them.
+TEST_F(CudnnConvBnOpsTest, ABlockOnTheEnginesStepsAsOnTheReference) {
+  torch::manual_seed(4);
+  Bottleneck a(64, 32, 2), b(64, 32, 2);
+  {
+    torch::NoGradGuard g;
+    const auto pa = a->named_parameters();
+    for (auto& p : b->named_parameters()) p.value().copy_(pa[p.key()]);
+  }
+  for (Bottleneck* m : {&a, &b}) {
+    (*m)->to(torch::kCUDA);
+    to_channels_last(**m);
+    (*m)->train();
+  }
+  const auto modules_of = [](Bottleneck& blk) {
+    auto all = blk->named_modules("", false);
+    BottleneckModules m;
+    m.conv1 = all["conv1"]->as<torch::nn::Conv2dImpl>();
+    m.conv2 = all["conv2"]->as<torch::nn::Conv2dImpl>();
+    m.conv3 = all["conv3"]->as<torch::nn::Conv2dImpl>();
+    m.bn1 = all["bn1"]->as<torch::nn::BatchNorm2dImpl>();
+    m.bn2 = all["bn2"]->as<torch::nn::BatchNorm2dImpl>();
+    m.bn3 = all["bn3"]->as<torch::nn::BatchNorm2dImpl>();
+    m.downsample_conv = all["downsample.0"]->as<torch::nn::Conv2dImpl>();
+    m.downsample_bn = all["downsample.1"]->as<torch::nn::BatchNorm2dImpl>();
+    return m;
+  };
+  const BottleneckModules ma = modules_of(a), mb = modules_of(b);
+  const torch::Tensor x0 = half(torch::randn({8, 64, 16, 16}));
+  const torch::Tensor xa = x0.clone().requires_grad_(true), xb = x0.clone().requires_grad_(true);
+  const torch::Tensor ya = fused_bottleneck(ref(), ma, xa);
+  const torch::Tensor yb = fused_bottleneck(ops(), mb, xb);
+  EXPECT_LT(rel(yb, ya), 1e-2);
+  const torch::Tensor probe = torch::randn_like(ya);
+  (ya.to(torch::kFloat) * probe).sum().backward();
+  (yb.to(torch::kFloat) * probe).sum().backward();
+  EXPECT_LT(rel(xb.grad(), xa.grad()), 3e-2);
+  const auto pa = a->named_parameters();
+  for (const auto& p : b->named_parameters()) {
+    EXPECT_LT(rel(p.value().grad(), pa[p.key()].grad()), 3e-2) << p.key();
+  }
+}
+
+}  // namespace
+}  // namespace workload

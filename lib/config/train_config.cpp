@@ -150,6 +150,9 @@ void validate_modes(const TrainConfig& c) {
         "--weight-cast: only meaningful with --precision bf16 (fp32 casts nothing; "
         "fp16 casts each layer's weights as autocast does)");
   }
+  if (c.fuse_conv_bn && c.mode != RunMode::kTrain) {
+    throw UsageError("--fuse-conv-bn: only meaningful in training (--mode train)");
+  }
   if (c.forward_bn != ForwardBn::kEval && c.mode != RunMode::kForward) {
     throw UsageError("--forward-bn: only meaningful with --mode forward");
   }

@@ -210,6 +210,10 @@ struct TrainConfig {
   /// Every BatchNorm on cuDNN's NHWC kernels with what follows it fused: BN+ReLU and
   /// BN+add+ReLU in one forward and one backward kernel each (lib/model/norm_activation.h).
   bool fused_bn = false;
+  /// Every bottleneck's convolutions carry the batch norms around them: each applies the previous
+  /// BN and ReLU to its input and sums its output for the next (lib/model/fused_bottleneck.h), on
+  /// cuDNN's fused engines at fp16 on a GPU, on LibTorch's kernels otherwise. Training only.
+  bool fuse_conv_bn = false;
 
   // Data parallelism, when a launcher (torchrun) put this process in a distributed run; ignored
   // by a single process. Every other setting then means what it means per rank.

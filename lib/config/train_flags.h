@@ -183,6 +183,12 @@ void visit_train_flags(C& c, V&& v) {
              "every BatchNorm on cuDNN's NHWC kernels, fused with the ReLU and the residual add "
              "that follow it (CUDA builds with cuDNN; --memory-format channels_last)"},
             c.fused_bn);
+  v.boolean({"fuse-conv-bn", kExperimentsGroup,
+             "every bottleneck's convolutions apply the previous BatchNorm and ReLU to their input "
+             "and sum their output for the next, one pass over the activations fewer a BatchNorm "
+             "(cuDNN's fused engines with --precision fp16 on CUDA; LibTorch's kernels, slower, "
+             "otherwise); training only"},
+            c.fuse_conv_bn);
   v.choice({"dist-backend", kDistributedGroup,
             "collectives between ranks (default: nccl with --device cuda, gloo with cpu)"},
            c.dist_backend);

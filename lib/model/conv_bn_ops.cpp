@@ -33,18 +33,23 @@ class ReferenceConvBnOps final : public ConvBnOps {
     const torch::Tensor y =
         at::convolution(in, w.to(x.scalar_type()), {}, {spec.stride, spec.stride},
                         {spec.pad, spec.pad}, {1, 1}, false, {0, 0}, 1);
-    const torch::Tensor yf = y.to(at::kFloat);
-    return {y, yf.sum({0, 2, 3}), (yf * yf).sum({0, 2, 3})};
+    // The sums in double, rounded to float at the end: finalize's variance is E[y^2] - E[y]^2,
+    // which loses to cancellation what float sums round off where a channel's mean outweighs its
+    // spread.
+    const torch::Tensor yd = y.to(at::kDouble);
+    return {y, yd.sum({0, 2, 3}).to(at::kFloat), (yd * yd).sum({0, 2, 3}).to(at::kFloat)};
   }
 
   BnFinal finalize(const torch::Tensor& sum, const torch::Tensor& sqsum, std::int64_t count,
                    const torch::Tensor& weight, const torch::Tensor& bias,
                    torch::Tensor& running_mean, torch::Tensor& running_var, double momentum,
                    double eps) const override {
+    // In double: E[y^2] - E[y]^2 cancels where a channel's mean outweighs its spread.
     const double m = static_cast<double>(count);
-    const torch::Tensor mean = sum / m;
-    const torch::Tensor var = (sqsum / m - mean * mean).clamp_min(0);
-    const torch::Tensor invstd = at::rsqrt(var + eps);
+    const torch::Tensor mean_d = sum.to(at::kDouble) / m;
+    const torch::Tensor var_d = (sqsum.to(at::kDouble) / m - mean_d * mean_d).clamp_min(0);
+    const torch::Tensor mean = mean_d.to(at::kFloat), var = var_d.to(at::kFloat);
+    const torch::Tensor invstd = at::rsqrt(var_d + eps).to(at::kFloat);
     const torch::Tensor scale = weight.to(at::kFloat) * invstd;
     {
       at::NoGradGuard no_grad;

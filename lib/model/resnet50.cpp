@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "lib/device/autocast_guard.h"
+#include "lib/model/fused_bottleneck.h"
 
 namespace workload {
 
@@ -59,6 +60,18 @@ void BottleneckImpl::set_norm_activation(std::shared_ptr<const NormActivation> n
 torch::Tensor BottleneckImpl::forward(const torch::Tensor& x) { return forward_with(x, {}); }
 
 torch::Tensor BottleneckImpl::forward_with(const torch::Tensor& x, const ForwardWeights& w) {
+  if (conv_bn_ != nullptr && is_training()) {
+    const bool shortcut = !downsample_conv_.is_empty();
+    const BottleneckModules m{conv1_.get(),
+                              conv2_.get(),
+                              conv3_.get(),
+                              bn1_.get(),
+                              bn2_.get(),
+                              bn3_.get(),
+                              shortcut ? downsample_conv_.get() : nullptr,
+                              shortcut ? downsample_bn_.get() : nullptr};
+    if (fusable(m)) return fused_bottleneck(*conv_bn_, m, x);
+  }
   torch::Tensor out = norm_->bn_relu(*bn1_, conv_with(*conv1_, x, w));
   out = norm_->bn_relu(*bn2_, conv_with(*conv2_, out, w));
   return norm_->bn_add_relu(*bn3_, conv_with(*conv3_, out, w), [&] {
@@ -121,6 +134,12 @@ void ResNet50Impl::set_norm_activation(const std::shared_ptr<const NormActivatio
   norm_ = norm;
   for (auto* layer : {&layer1_, &layer2_, &layer3_, &layer4_}) {
     for (auto& block : **layer) block.get<BottleneckImpl>().set_norm_activation(norm);
+  }
+}
+
+void ResNet50Impl::set_conv_bn_ops(const ConvBnOps* ops) {
+  for (auto* layer : {&layer1_, &layer2_, &layer3_, &layer4_}) {
+    for (auto& block : **layer) block.get<BottleneckImpl>().set_conv_bn_ops(ops);
   }
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/model/conv_bn_ops.h"
 #include "lib/model/norm_activation.h"
 #include "lib/model/weight_cast.h"
 
@@ -35,6 +36,9 @@ class BottleneckImpl : public torch::nn::Module {
   /// How the block's BatchNorms and what follows them run (module_norm_activation() until set).
   /// \throws c10::Error for nullptr.
   void set_norm_activation(std::shared_ptr<const NormActivation> norm);
+  /// Training forwards through fused_bottleneck() on `ops` (not owned; null: the modules, the
+  /// default). Eval mode, and a block fusable() refuses, run the modules.
+  void set_conv_bn_ops(const ConvBnOps* ops) { conv_bn_ = ops; }
 
  private:
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
@@ -44,6 +48,7 @@ class BottleneckImpl : public torch::nn::Module {
   torch::nn::Conv2d downsample_conv_{nullptr};
   torch::nn::BatchNorm2d downsample_bn_{nullptr};
   std::shared_ptr<const NormActivation> norm_ = module_norm_activation();
+  const ConvBnOps* conv_bn_ = nullptr;
 };
 TORCH_MODULE(Bottleneck);
 
@@ -71,6 +76,9 @@ class ResNet50Impl : public torch::nn::Module {
   /// modules) or fused_norm_activation() (--fused-bn). The module tree, the parameters and the
   /// buffers are the same either way.
   void set_norm_activation(const std::shared_ptr<const NormActivation>& norm);
+  /// Every bottleneck's training forward through fused_bottleneck() on `ops` (null: the modules).
+  /// The stem and the head keep their modules; the parameters and buffers are the same either way.
+  void set_conv_bn_ops(const ConvBnOps* ops);
   /// Whether a forward under autocast casts the weights together at its start (true) or autocast
   /// casts each where its layer uses it (false, the default: one cast kernel each way per weight,
   /// each weight's gradient ready as soon as its layer's backward is, which DDP's overlap needs).

@@ -236,11 +236,24 @@ void Trainer::plan_run() {
   if (config_.epochs > 0 && config_.capture_at) check_capture_window();
 }
 
+const ConvBnOps* Trainer::conv_bn_ops_for_run() {
+  const ConvBnOps* cudnn = cudnn_conv_bn_ops();
+  const bool fp16_cuda = config_.precision == Precision::kFp16 && device_.is_cuda();
+  if (fp16_cuda && cudnn != nullptr) return cudnn;
+  notices_.push_back(std::string("--fuse-conv-bn: the fused bottleneck runs on LibTorch's kernels, "
+                                 "slower than the modules (") +
+                     (cudnn == nullptr ? "this build has no cuDNN 9 graph API"
+                                       : "cuDNN's fused engines take fp16 on CUDA only") +
+                     "); the same arithmetic, to check it, not to time it");
+  return &reference_conv_bn_ops();
+}
+
 void Trainer::build_model() {
   model_ = ResNet50(num_classes_);
   model_->to(device_);
   if (config_.loader.transform.layout != dp::ImageLayout::kNchw) to_channels_last(*model_);
   if (config_.fused_bn) model_->set_norm_activation(fused_norm_activation());
+  if (config_.fuse_conv_bn) model_->set_conv_bn_ops(conv_bn_ops_for_run());
   if (config_.precision == Precision::kBf16) {
     model_->set_cast_weights_together(resolve_weight_cast(config_.weight_cast, dist_ != nullptr) ==
                                       WeightCast::kTogether);

@@ -150,6 +150,9 @@ class Trainer {
   void plan_run();
   /// The model on its device in its layout, the checkpoint's weights, DDP, train or eval mode.
   void build_model();
+  /// --fuse-conv-bn's pieces: cuDNN's engines for an fp16 run on CUDA where this build has them,
+  /// else LibTorch's kernels (a notice says why).
+  const ConvBnOps* conv_bn_ops_for_run();
   /// The optimizer over the model's parameters, and the checkpoint's momentum and step count.
   void build_optimizer();
   /// The input source, the step executor, the evaluation, the stall injector and their hooks.

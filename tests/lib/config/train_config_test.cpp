@@ -54,6 +54,12 @@ TEST(TrainConfigTest, CombinationsThatCannotRunNameTheirFlag) {
   expect_invalid(c, "--precision fp16: fp16 autocast is implemented for CUDA only");
 
   c = cpu_config();
+  c.fuse_conv_bn = true;
+  EXPECT_NO_THROW(validate(c));  // LibTorch's kernels on the CPU
+  c.mode = RunMode::kForward;
+  expect_invalid(c, "--fuse-conv-bn: only meaningful in training");
+
+  c = cpu_config();
   c.forward_bn = ForwardBn::kTrain;
   expect_invalid(c, "--forward-bn: only meaningful with --mode forward");
   c.mode = RunMode::kForward;
@@ -186,8 +192,8 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
       "max_image_mb",
       // dead and frozen peers (issue 22)
       "dist_peer_timeout_s",
-      // cuDNN's fused batch norm (issue 24)
-      "fused_bn",
+      // cuDNN's fused batch norm (issue 24), the fused bottleneck (issue 45)
+      "fused_bn", "fuse_conv_bn",
       // a learning-rate schedule that learns by default (issue 33)
       "lr_schedule", "lr_warmup_steps", "label_smoothing", "lr_on_device",
       // epochs, evaluation, checkpoints and the capture window anywhere (issue 33)

@@ -63,11 +63,12 @@ std::pair<Bottleneck, Bottleneck> twin_blocks(std::int64_t in, std::int64_t plan
 
 // One step of each block on the same input: the outputs, the input's and every parameter's
 // gradient, and every buffer (running statistics, counters) match.
-void expect_same_step(std::int64_t in, std::int64_t planes, std::int64_t stride) {
+void expect_same_step(std::int64_t in, std::int64_t planes, std::int64_t stride,
+                      std::int64_t batch = 4, std::int64_t side = 8) {
   auto [modules, fused] = twin_blocks(in, planes, stride);
   torch::manual_seed(8);
   const torch::Tensor x0 =
-      torch::randn({4, in, 8, 8}).contiguous(torch::MemoryFormat::ChannelsLast);
+      torch::randn({batch, in, side, side}).contiguous(torch::MemoryFormat::ChannelsLast);
   const torch::Tensor xa = x0.clone().requires_grad_(true), xb = x0.clone().requires_grad_(true);
   const torch::Tensor ya = modules->forward(xa);
   const BottleneckModules m = modules_of(*fused);
@@ -94,6 +95,11 @@ void expect_same_step(std::int64_t in, std::int64_t planes, std::int64_t stride)
 TEST(FusedBottleneckTest, AnIdentityBlockStepsAsItsModules) { expect_same_step(16, 4, 1); }
 
 TEST(FusedBottleneckTest, ADownsamplingBlockStepsAsItsModules) { expect_same_step(8, 4, 2); }
+
+// ResNet-50's last blocks see few values a channel (batch x 2 x 2).
+TEST(FusedBottleneckTest, AWideBlockOnATinyMapStepsAsItsModules) {
+  expect_same_step(256, 64, 1, 2, 2);
+}
 
 TEST(FusedBottleneckTest, ABlockItCannotRunIsNotFusable) {
   auto [a, b] = twin_blocks(16, 4, 1);

@@ -9,6 +9,7 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <map>
@@ -242,6 +243,82 @@ TEST(ResNet50Test, GpuWeightsCastTogetherGiveAutocastsLossAndGradientsInOneNode)
   }
   ctx.setDeterministicCuDNN(deterministic);
   ctx.setBenchmarkCuDNN(benchmark);
+}
+
+// Every bottleneck through fused_bottleneck() on the reference pieces: a training step's logits
+// and gradients as the modules'. A freshly initialised ResNet-50 is so sensitive that its own
+// modules in NCHW and in NHWC (other kernels, other rounding) already differ: logits by about 1e-4,
+// each gradient by 2-4% (median). The fused blocks must differ from the modules no more than that,
+// measured here on the same batch; each block alone matches to 1e-4 (fused_bottleneck_test).
+TEST(ResNet50Test, FusedBottlenecksComputeWhatTheModulesDo) {
+  struct Run {
+    torch::Tensor logits;
+    std::map<std::string, torch::Tensor> grads, buffers;
+  };
+  const torch::Tensor x = [] {
+    torch::manual_seed(22);
+    return torch::randn({4, 3, 64, 64}).contiguous(torch::MemoryFormat::ChannelsLast);
+  }();
+  const torch::Tensor y = torch::tensor({1, 7, 3, 3}, torch::kInt64);
+  const auto step = [&](bool channels_last, const ConvBnOps* ops) {
+    torch::manual_seed(21);
+    ResNet50 m(10);
+    if (channels_last) to_channels_last(*m);
+    m->set_conv_bn_ops(ops);
+    m->train();
+    Run r;
+    const torch::Tensor in = channels_last ? x : x.contiguous();
+    r.logits = m->forward(in);
+    torch::nn::functional::cross_entropy(r.logits, y).backward();
+    for (const auto& p : m->named_parameters()) r.grads[p.key()] = p.value().grad();
+    for (const auto& b : m->named_buffers()) r.buffers[b.key()] = b.value().clone();
+    m->eval();
+    return r;
+  };
+  const auto rel = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return (a - b).norm().item<double>() / std::max(b.norm().item<double>(), 1e-30);
+  };
+  const auto median_grad_error = [&](const Run& a, const Run& b) {
+    std::vector<double> e;
+    for (const auto& [k, g] : a.grads) e.push_back(rel(g, b.grads.at(k)));
+    std::sort(e.begin(), e.end());
+    return e[e.size() / 2];
+  };
+  const Run modules = step(true, nullptr);
+  const Run nchw = step(false, nullptr);
+  const Run fused = step(true, &reference_conv_bn_ops());
+  const double floor_logits = rel(nchw.logits, modules.logits);
+  const double floor_grads = median_grad_error(nchw, modules);
+  // Three times the layouts' difference, plus a margin for a path where they round alike.
+  EXPECT_LT(rel(fused.logits, modules.logits), 3 * floor_logits + 5e-4)
+      << "the layouts differ by " << floor_logits;
+  EXPECT_LT(median_grad_error(fused, modules), 3 * floor_grads + 2e-2)
+      << "the layouts differ by " << floor_grads;
+  for (const auto& [k, g] : fused.grads) EXPECT_TRUE(g.defined()) << k;
+  for (const auto& [k, b] : fused.buffers) {
+    if (k.find("num_batches_tracked") != std::string::npos) {
+      EXPECT_TRUE(torch::equal(b, modules.buffers.at(k))) << k;
+    } else {
+      EXPECT_LT(rel(b, modules.buffers.at(k)), 1e-3) << k;
+    }
+  }
+}
+
+// Eval mode runs the modules whatever the pieces.
+TEST(ResNet50Test, FusedBottlenecksEvaluateAsTheModules) {
+  torch::manual_seed(23);
+  ResNet50 a(10), b(10);
+  {
+    torch::NoGradGuard g;
+    const auto pa = a->named_parameters();
+    for (auto& p : b->named_parameters()) p.value().copy_(pa[p.key()]);
+  }
+  b->set_conv_bn_ops(&reference_conv_bn_ops());
+  a->eval();
+  b->eval();
+  const torch::Tensor x = torch::randn({2, 3, 64, 64});
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::equal(a->forward(x), b->forward(x)));
 }
 
 }  // namespace

@@ -15,7 +15,12 @@ namespace {
 /// A small ResNet-50 step (3 classes, 32 px, batch 4) run by an executor of `config`.
 struct Bench {
   Bench(TrainConfig c, torch::Device device) : config(std::move(c)) {
-    if (config.precision == Precision::kFp16) scaler = std::make_unique<LossScaler>(device);
+    if (config.precision == Precision::kFp16) {
+      // Below GradScaler's 2^16, whose first steps may overflow: both replicas take every step.
+      LossScaler::Options o;
+      o.init_scale = 128.0;
+      scaler = std::make_unique<LossScaler>(device, o);
+    }
     torch::manual_seed(11);
     model = ResNet50(3);
     model->to(device);

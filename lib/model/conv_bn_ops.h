@@ -108,8 +108,10 @@ class ConvBnOps {
 const ConvBnOps& reference_conv_bn_ops();
 
 /// The pieces on cuDNN's fused engines where they take the inputs (fp16, channels last, on a GPU):
-/// the convolution with its prologue and sums, and the weight gradient with its prologue; the
-/// others, and any input or shape no engine takes, on the reference pieces (a shape that falls
+/// the convolution with its prologue and sums, the weight gradient with its prologue, the data
+/// gradient through ReLU into the BN's gradients, and dBNApply; the others (the statistics, the
+/// last BN's gradients, the block's output), and any input or shape no engine takes, on the
+/// reference pieces (a shape that falls
 /// back is said once on stderr, with cuDNN's reason). Each plan is built at its shape's first call.
 /// Null in a build without cuDNN 9's graph API (lib/core/build_features.h).
 const ConvBnOps* cudnn_conv_bn_ops();

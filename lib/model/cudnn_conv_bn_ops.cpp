@@ -1,7 +1,8 @@
 // The fused bottleneck's pieces on cuDNN's fused engines (lib/model/conv_bn_ops.h,
-// cudnn_conv_bn_ops()): the convolution with its prologue and its output's sums (ConvBNfprop), and
-// the weight gradient with the prologue recomputed (ConvBNwgrad), fp16, NHWC. The other pieces are
-// the reference ones for now. Built where this build has cuDNN 9 (WORKLOAD_HAVE_CUDNN_GRAPH).
+// cudnn_conv_bn_ops()): the convolution with its prologue and its output's sums (ConvBNfprop), the
+// weight gradient with the prologue recomputed (ConvBNwgrad), the data gradient through ReLU into
+// the BN's gradients (DgradDreluBNBwdWeight) and dBNApply, fp16, NHWC. The other pieces are the
+// reference ones for now. Built where this build has cuDNN 9 (WORKLOAD_HAVE_CUDNN_GRAPH).
 #include <ATen/ATen.h>
 #include <ATen/cudnn/Handle.h>
 
@@ -30,7 +31,21 @@ namespace cg = cudnn_graph;
 std::array<std::int64_t, 4> dims(at::IntArrayRef s) { return {s[0], s[1], s[2], s[3]}; }
 
 /// Which graph a plan runs.
-enum class Kind { kConvStats, kWgrad };
+enum class Kind { kConvStats, kWgrad, kDgradDreluBn, kDbnApply };
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::kConvStats:
+      return "convolution";
+    case Kind::kWgrad:
+      return "weight gradient";
+    case Kind::kDgradDreluBn:
+      return "data gradient through ReLU into the batch norm";
+    case Kind::kDbnApply:
+      return "batch norm's data gradient";
+  }
+  return "piece";
+}
 
 /// What makes two calls the same plan: the graph, the shapes, the geometry, the prologue.
 using PlanKey = std::tuple<int, std::vector<std::int64_t>, std::vector<std::int64_t>,
@@ -44,7 +59,13 @@ struct CachedPlan {
   std::unique_ptr<cg::Plan> plan;
   std::string why;
   std::int64_t x = -1, w = -1, y = -1, sum = -1, sqsum = -1, scale = -1, bias = -1;
+  std::map<std::string, std::int64_t> uid;  // the backward graphs' other tensors, by name
 };
+
+/// A per-channel fp32 vector [C] as the graphs bind it, [1, C, 1, 1].
+at::Tensor bound(const at::Tensor& v) {
+  return v.to(at::kFloat).reshape({1, -1, 1, 1}).contiguous();
+}
 
 /// x (or the prologue's relu(x * scale + bias) of it) as the convolution's input, in `g`.
 std::int64_t input_of(CachedPlan& p, cudnnDataType_t dt, at::IntArrayRef x, bool prologue) {
@@ -174,14 +195,65 @@ class CudnnConvBnOps final : public ConvBnOps {
   BnGrads dgrad_drelu_bn(const torch::Tensor& dy, const torch::Tensor& w, ConvSpec spec,
                          const torch::Tensor& x, const BnFinal& bn_final,
                          const torch::Tensor& weight) const override {
-    return reference().dgrad_drelu_bn(dy, w, spec, x, bn_final, weight);
+    const torch::Tensor wh = w.to(dy.scalar_type()).contiguous(at::MemoryFormat::ChannelsLast);
+    if (!takes(x) || !takes(dy))
+      return reference().dgrad_drelu_bn(dy, wh, spec, x, bn_final, weight);
+    const CachedPlan* p = plan_for(Kind::kDgradDreluBn, x.sizes(), w.sizes(), dy.sizes().vec(),
+                                   spec, false, x.options());
+    if (p == nullptr) return reference().dgrad_drelu_bn(dy, wh, spec, x, bn_final, weight);
+    BnGrads g;
+    g.dz = at::empty_like(x);
+    const auto f = x.options().dtype(at::kFloat);
+    const std::int64_t c = x.size(1);
+    at::Tensor dweight = at::empty({1, c, 1, 1}, f), dbias = at::empty_like(dweight),
+               a = at::empty_like(dweight), b = at::empty_like(dweight),
+               cc = at::empty_like(dweight);
+    // The pattern recomputes bn(x) from the batch statistics and the layer's own weight and bias.
+    const at::Tensor mean = bound(bn_final.mean), invstd = bound(bn_final.invstd),
+                     gamma = bound(weight),
+                     beta = bound(bn_final.bias + bn_final.mean * bn_final.scale);
+    cg::Bindings bind;
+    bind.bind(p->x, x);
+    bind.bind(p->w, wh);
+    bind.bind(p->y, dy);
+    bind.bind(p->uid.at("dz"), g.dz);
+    bind.bind(p->uid.at("mean"), mean);
+    bind.bind(p->uid.at("invstd"), invstd);
+    bind.bind(p->uid.at("gamma"), gamma);
+    bind.bind(p->uid.at("beta"), beta);
+    bind.bind(p->uid.at("dscale"), dweight);
+    bind.bind(p->uid.at("dbias"), dbias);
+    bind.bind(p->uid.at("eq_dy"), a);
+    bind.bind(p->uid.at("eq_x"), b);
+    bind.bind(p->uid.at("eq_bias"), cc);
+    run(*p, bind, x.options());
+    g.dweight = dweight.view({-1});
+    g.dbias = dbias.view({-1});
+    g.a = a.view({-1});
+    g.b = b.view({-1});
+    g.c = cc.view({-1});
+    return g;
   }
   BnGrads bn_grads(const torch::Tensor& dz, const torch::Tensor& x, const BnFinal& bn_final,
                    const torch::Tensor& weight) const override {
     return reference().bn_grads(dz, x, bn_final, weight);
   }
   torch::Tensor dbn_apply(const BnGrads& g, const torch::Tensor& x) const override {
-    return reference().dbn_apply(g, x);
+    if (!takes(x) || !takes(g.dz)) return reference().dbn_apply(g, x);
+    const CachedPlan* p =
+        plan_for(Kind::kDbnApply, x.sizes(), {}, {}, ConvSpec{}, false, x.options());
+    if (p == nullptr) return reference().dbn_apply(g, x);
+    at::Tensor dx = at::empty_like(x);
+    const at::Tensor a = bound(g.a), b = bound(g.b), c = bound(g.c);
+    cg::Bindings bind;
+    bind.bind(p->uid.at("dz"), g.dz);
+    bind.bind(p->x, x);
+    bind.bind(p->uid.at("a"), a);
+    bind.bind(p->uid.at("b"), b);
+    bind.bind(p->uid.at("c"), c);
+    bind.bind(p->y, dx);
+    run(*p, bind, x.options());
+    return dx;
   }
   torch::Tensor output(const torch::Tensor& y, const BnFinal& bn, const torch::Tensor& r,
                        const BnFinal* res_bn) const override {
@@ -230,8 +302,7 @@ class CudnnConvBnOps final : public ConvBnOps {
         std::fprintf(stderr,
                      "notice: the fused bottleneck's %s of x %s, w %s runs on LibTorch's kernels "
                      "(cuDNN: %s)\n",
-                     kind == Kind::kConvStats ? "convolution" : "weight gradient",
-                     c10::str(x).c_str(), c10::str(w).c_str(), p->why.c_str());
+                     kind_name(kind), c10::str(x).c_str(), c10::str(w).c_str(), p->why.c_str());
       }
       it = plans_.emplace(key, std::move(p)).first;
     }
@@ -241,6 +312,19 @@ class CudnnConvBnOps final : public ConvBnOps {
   static void build(CachedPlan& p, Kind kind, at::IntArrayRef x, at::IntArrayRef w,
                     const std::vector<std::int64_t>& y, ConvSpec spec, bool prologue,
                     cudnnDataType_t dt) {
+    if (kind == Kind::kDgradDreluBn) {
+      build_dgrad_drelu_bn(p, x, w, y, spec, dt);
+    } else if (kind == Kind::kDbnApply) {
+      build_dbn_apply(p, x, dt);
+    } else {
+      build_conv(p, kind, x, w, y, spec, prologue, dt);
+    }
+    plan_first_engine(at::native::getCudnnHandle(), p);
+  }
+
+  static void build_conv(CachedPlan& p, Kind kind, at::IntArrayRef x, at::IntArrayRef w,
+                         const std::vector<std::int64_t>& y, ConvSpec spec, bool prologue,
+                         cudnnDataType_t dt) {
     const std::int64_t in = input_of(p, dt, x, prologue);
     p.w = p.graph.tensor(dt, dims(w));
     p.y = p.graph.tensor(dt, dims(y));
@@ -256,7 +340,53 @@ class CudnnConvBnOps final : public ConvBnOps {
       p.graph.conv(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, geometry, in,
                    p.w, p.y);
     }
-    plan_first_engine(at::native::getCudnnHandle(), p);
+  }
+
+  /// cuDNN's DgradDreluBNBwdWeight pattern: dgrad(dy, w); bn(x) recomputed as
+  /// ((x - mean) * invstd) * gamma + beta in fp32; dReLU's output dz written (dBNApply reads it);
+  /// the BN's weight gradients and its data gradient's coefficients from x and dz.
+  static void build_dgrad_drelu_bn(CachedPlan& p, at::IntArrayRef x, at::IntArrayRef w,
+                                   const std::vector<std::int64_t>& dy, ConvSpec spec,
+                                   cudnnDataType_t dt) {
+    cg::Graph& g = p.graph;
+    p.x = g.tensor(dt, dims(x));
+    p.w = g.tensor(dt, dims(w));
+    p.y = g.tensor(dt, dims(dy));
+    const std::array<std::int64_t, 4> pc = {1, x[1], 1, 1};
+    for (const char* name :
+         {"mean", "invstd", "gamma", "beta", "dscale", "dbias", "eq_dy", "eq_x", "eq_bias"}) {
+      p.uid[name] = g.tensor(CUDNN_DATA_FLOAT, pc);
+    }
+    p.uid["dz"] = g.tensor(dt, dims(x));
+    const std::int64_t dconv = g.virtual_like(dims(x)), centred = g.virtual_like(dims(x)),
+                       normed = g.virtual_like(dims(x)), scaled = g.virtual_like(dims(x)),
+                       xbn = g.virtual_like(dims(x));
+    g.conv(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+           cg::ConvGeometry{spec.pad, spec.stride}, dconv, p.w, p.y);
+    g.pointwise(CUDNN_POINTWISE_ADD, p.x, p.uid["mean"], centred, /*alpha2=*/-1.0f);
+    g.pointwise(CUDNN_POINTWISE_MUL, centred, p.uid["invstd"], normed);
+    g.pointwise(CUDNN_POINTWISE_MUL, normed, p.uid["gamma"], scaled);
+    g.pointwise(CUDNN_POINTWISE_ADD, scaled, p.uid["beta"], xbn);
+    g.pointwise(CUDNN_POINTWISE_RELU_BWD, xbn, dconv, p.uid["dz"]);
+    g.bn_bwd_weights(p.x, p.uid["dz"], p.uid["mean"], p.uid["invstd"], p.uid["gamma"],
+                     p.uid["dscale"], p.uid["dbias"], p.uid["eq_dy"], p.uid["eq_x"],
+                     p.uid["eq_bias"]);
+  }
+
+  /// dBNApply: dx = a * dz + b * x + c per channel, in x's dtype.
+  static void build_dbn_apply(CachedPlan& p, at::IntArrayRef x, cudnnDataType_t dt) {
+    cg::Graph& g = p.graph;
+    const std::array<std::int64_t, 4> pc = {1, x[1], 1, 1};
+    p.uid["dz"] = g.tensor(dt, dims(x));
+    p.x = g.tensor(dt, dims(x));
+    for (const char* name : {"a", "b", "c"}) p.uid[name] = g.tensor(CUDNN_DATA_FLOAT, pc);
+    p.y = g.tensor(dt, dims(x));
+    const std::int64_t t1 = g.virtual_like(dims(x)), t2 = g.virtual_like(dims(x)),
+                       t3 = g.virtual_like(dims(x));
+    g.pointwise(CUDNN_POINTWISE_MUL, p.uid["dz"], p.uid["a"], t1);
+    g.pointwise(CUDNN_POINTWISE_MUL, p.x, p.uid["b"], t2);
+    g.pointwise(CUDNN_POINTWISE_ADD, t1, t2, t3);
+    g.pointwise(CUDNN_POINTWISE_ADD, t3, p.uid["c"], p.y);
   }
 
   mutable std::mutex mutex_;  // the training thread's forward, autograd's thread's backward

@@ -76,6 +76,30 @@ TEST_F(CudnnConvBnOpsTest, TheWeightGradientWithItsPrologueIsTheReferences) {
   }
 }
 
+// The data gradient through ReLU into the BN's gradients, and dBNApply, against the reference
+// pieces: dz, the BN's weight and bias gradients, and x's gradient from the coefficients.
+TEST_F(CudnnConvBnOpsTest, TheBackwardThroughReluAndBnIsTheReferences) {
+  torch::manual_seed(5);
+  const torch::Tensor x = half(torch::randn({8, 64, 14, 14}) * 1.5 + 0.3);  // the BN's input
+  const torch::Tensor w = half(torch::randn({64, 64, 3, 3}) / 24.0);
+  const torch::Tensor dy = half(torch::randn({8, 64, 14, 14}));
+  const torch::Tensor weight = (torch::rand({64}) + 0.5).cuda();
+  const torch::Tensor xf = x.to(torch::kFloat);
+  torch::Tensor rm = torch::zeros({64}, torch::kCUDA), rv = torch::ones({64}, torch::kCUDA);
+  const std::int64_t count = std::int64_t{8} * 14 * 14;
+  const BnFinal f = ref().finalize(xf.sum({0, 2, 3}), (xf * xf).sum({0, 2, 3}), count, weight,
+                                   (torch::randn({64}) * 0.1).cuda(), rm, rv, 0.1, 1e-5);
+  const BnGrads got = ops().dgrad_drelu_bn(dy, w, {1, 1}, x, f, weight);
+  const BnGrads want = ref().dgrad_drelu_bn(dy, w, {1, 1}, x, f, weight);
+  EXPECT_LT(rel(got.dz, want.dz), kTol);
+  EXPECT_LT(rel(got.dweight, want.dweight), 2e-2);
+  EXPECT_LT(rel(got.dbias, want.dbias), 2e-2);
+  // Whatever convention the engine's coefficients follow, a * dz + b * x + c is x's gradient.
+  const torch::Tensor dx_want = ref().dbn_apply(want, x);
+  EXPECT_LT(rel(ref().dbn_apply(got, x), dx_want), 2e-2);
+  EXPECT_LT(rel(ops().dbn_apply(want, x), dx_want), kTol);
+}
+
 // An input the engines do not take (fp32 here) is the reference's, whatever the engines say.
 TEST_F(CudnnConvBnOpsTest, AnInputTheEnginesDoNotTakeRunsOnTheReference) {
   torch::manual_seed(3);

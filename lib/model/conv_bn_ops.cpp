@@ -33,11 +33,9 @@ class ReferenceConvBnOps final : public ConvBnOps {
     const torch::Tensor y =
         at::convolution(in, w.to(x.scalar_type()), {}, {spec.stride, spec.stride},
                         {spec.pad, spec.pad}, {1, 1}, false, {0, 0}, 1);
-    // The sums in double, rounded to float at the end: finalize's variance is E[y^2] - E[y]^2,
-    // which loses to cancellation what float sums round off where a channel's mean outweighs its
-    // spread.
-    const torch::Tensor yd = y.to(at::kDouble);
-    return {y, yd.sum({0, 2, 3}).to(at::kFloat), (yd * yd).sum({0, 2, 3}).to(at::kFloat)};
+    // Float sums, as cuDNN's GenStats gives them.
+    const torch::Tensor yf = y.to(at::kFloat);
+    return {y, yf.sum({0, 2, 3}), (yf * yf).sum({0, 2, 3})};
   }
 
   BnFinal finalize(const torch::Tensor& sum, const torch::Tensor& sqsum, std::int64_t count,

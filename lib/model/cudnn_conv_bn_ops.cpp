@@ -115,6 +115,21 @@ void plan_first_engine(cudnnHandle_t h, CachedPlan& p) {
   if (p.why.empty()) p.why = "the heuristics offered no engine";
 }
 
+/// The prologue's scale and bias as the engines take them ([1, C, 1, 1] in x's dtype), bound to
+/// `b`; the caller keeps them alive until the plan has run.
+struct PrologueTensors {
+  at::Tensor scale, bias;
+};
+PrologueTensors bind_prologue(const CachedPlan& p, const std::optional<Prologue>& prologue,
+                              at::ScalarType dtype, cg::Bindings& b) {
+  if (!prologue) return {};
+  PrologueTensors t{prologue->scale.to(dtype).view({1, -1, 1, 1}).contiguous(),
+                    prologue->bias.to(dtype).view({1, -1, 1, 1}).contiguous()};
+  b.bind(p.scale, t.scale);
+  b.bind(p.bias, t.bias);
+  return t;
+}
+
 /// Runs `p` with `b`'s tensors on the current stream, a workspace from LibTorch's allocator.
 void run(const CachedPlan& p, cg::Bindings& b, const at::TensorOptions& o) {
   const cudnnHandle_t h = at::native::getCudnnHandle();  // bound to the current stream
@@ -144,13 +159,7 @@ class CudnnConvBnOps final : public ConvBnOps {
     b.bind(p->y, out.y);
     b.bind(p->sum, out.sum);
     b.bind(p->sqsum, out.sqsum);
-    at::Tensor scale, bias;  // alive until the plan has run
-    if (prologue) {
-      scale = prologue->scale.to(x.scalar_type()).view({1, -1, 1, 1}).contiguous();
-      bias = prologue->bias.to(x.scalar_type()).view({1, -1, 1, 1}).contiguous();
-      b.bind(p->scale, scale);
-      b.bind(p->bias, bias);
-    }
+    const PrologueTensors kept = bind_prologue(*p, prologue, x.scalar_type(), b);
     run(*p, b, x.options());
     out.sum = out.sum.view({-1});
     out.sqsum = out.sqsum.view({-1});
@@ -169,13 +178,7 @@ class CudnnConvBnOps final : public ConvBnOps {
     b.bind(p->x, x);
     b.bind(p->w, dw);
     b.bind(p->y, dy);
-    at::Tensor scale, bias;
-    if (prologue) {
-      scale = prologue->scale.to(x.scalar_type()).view({1, -1, 1, 1}).contiguous();
-      bias = prologue->bias.to(x.scalar_type()).view({1, -1, 1, 1}).contiguous();
-      b.bind(p->scale, scale);
-      b.bind(p->bias, bias);
-    }
+    const PrologueTensors kept = bind_prologue(*p, prologue, x.scalar_type(), b);
     run(*p, b, x.options());
     return dw;
   }

@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "lib/device/autocast_guard.h"
-#include "lib/model/fused_bottleneck.h"
 
 namespace workload {
 
@@ -57,19 +56,23 @@ void BottleneckImpl::set_norm_activation(std::shared_ptr<const NormActivation> n
   norm_ = std::move(norm);
 }
 
+BottleneckModules BottleneckImpl::fusion_modules() {
+  const bool shortcut = !downsample_conv_.is_empty();
+  return {conv1_.get(),
+          conv2_.get(),
+          conv3_.get(),
+          bn1_.get(),
+          bn2_.get(),
+          bn3_.get(),
+          shortcut ? downsample_conv_.get() : nullptr,
+          shortcut ? downsample_bn_.get() : nullptr};
+}
+
 torch::Tensor BottleneckImpl::forward(const torch::Tensor& x) { return forward_with(x, {}); }
 
 torch::Tensor BottleneckImpl::forward_with(const torch::Tensor& x, const ForwardWeights& w) {
   if (conv_bn_ != nullptr && is_training()) {
-    const bool shortcut = !downsample_conv_.is_empty();
-    const BottleneckModules m{conv1_.get(),
-                              conv2_.get(),
-                              conv3_.get(),
-                              bn1_.get(),
-                              bn2_.get(),
-                              bn3_.get(),
-                              shortcut ? downsample_conv_.get() : nullptr,
-                              shortcut ? downsample_bn_.get() : nullptr};
+    const BottleneckModules m = fusion_modules();
     if (fusable(m)) return fused_bottleneck(*conv_bn_, m, x);
   }
   torch::Tensor out = norm_->bn_relu(*bn1_, conv_with(*conv1_, x, w));

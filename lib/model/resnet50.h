@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "lib/model/conv_bn_ops.h"
+#include "lib/model/fused_bottleneck.h"
 #include "lib/model/norm_activation.h"
 #include "lib/model/weight_cast.h"
 
@@ -39,6 +40,9 @@ class BottleneckImpl : public torch::nn::Module {
   /// Training forwards through fused_bottleneck() on `ops` (not owned; null: the modules, the
   /// default). Eval mode, and a block fusable() refuses, run the modules.
   void set_conv_bn_ops(const ConvBnOps* ops) { conv_bn_ = ops; }
+  /// The block's modules as fused_bottleneck() takes them (the shortcut's null without one;
+  /// named apart from Module::modules(), which it would hide).
+  BottleneckModules fusion_modules();
 
  private:
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};

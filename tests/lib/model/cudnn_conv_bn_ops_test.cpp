@@ -127,20 +127,7 @@ TEST_F(CudnnConvBnOpsTest, ABlockOnTheEnginesStepsAsOnTheReference) {
     to_channels_last(**m);
     (*m)->train();
   }
-  const auto modules_of = [](Bottleneck& blk) {
-    auto all = blk->named_modules("", false);
-    BottleneckModules m;
-    m.conv1 = all["conv1"]->as<torch::nn::Conv2dImpl>();
-    m.conv2 = all["conv2"]->as<torch::nn::Conv2dImpl>();
-    m.conv3 = all["conv3"]->as<torch::nn::Conv2dImpl>();
-    m.bn1 = all["bn1"]->as<torch::nn::BatchNorm2dImpl>();
-    m.bn2 = all["bn2"]->as<torch::nn::BatchNorm2dImpl>();
-    m.bn3 = all["bn3"]->as<torch::nn::BatchNorm2dImpl>();
-    m.downsample_conv = all["downsample.0"]->as<torch::nn::Conv2dImpl>();
-    m.downsample_bn = all["downsample.1"]->as<torch::nn::BatchNorm2dImpl>();
-    return m;
-  };
-  const BottleneckModules ma = modules_of(a), mb = modules_of(b);
+  const BottleneckModules ma = a->fusion_modules(), mb = b->fusion_modules();
   const torch::Tensor x0 = half(torch::randn({8, 64, 16, 16}));
   const torch::Tensor xa = x0.clone().requires_grad_(true), xb = x0.clone().requires_grad_(true);
   const torch::Tensor ya = fused_bottleneck(ref(), ma, xa);

@@ -18,25 +18,6 @@ double rel(const torch::Tensor& a, const torch::Tensor& b) {
          std::max(b.to(torch::kDouble).norm().item<double>(), 1e-30);
 }
 
-template <class M>
-M* child(torch::nn::Module& block, const std::string& name) {
-  const auto all = block.named_modules("", false);
-  return all.contains(name) ? all[name]->as<M>() : nullptr;
-}
-
-BottleneckModules modules_of(torch::nn::Module& b) {
-  BottleneckModules m;
-  m.conv1 = child<torch::nn::Conv2dImpl>(b, "conv1");
-  m.conv2 = child<torch::nn::Conv2dImpl>(b, "conv2");
-  m.conv3 = child<torch::nn::Conv2dImpl>(b, "conv3");
-  m.bn1 = child<torch::nn::BatchNorm2dImpl>(b, "bn1");
-  m.bn2 = child<torch::nn::BatchNorm2dImpl>(b, "bn2");
-  m.bn3 = child<torch::nn::BatchNorm2dImpl>(b, "bn3");
-  m.downsample_conv = child<torch::nn::Conv2dImpl>(b, "downsample.0");
-  m.downsample_bn = child<torch::nn::BatchNorm2dImpl>(b, "downsample.1");
-  return m;
-}
-
 /// Two blocks of the same weights (BN weights and biases moved off 1 and 0), channels_last, in
 /// training mode.
 std::pair<Bottleneck, Bottleneck> twin_blocks(std::int64_t in, std::int64_t planes,
@@ -71,7 +52,7 @@ void expect_same_step(std::int64_t in, std::int64_t planes, std::int64_t stride,
       torch::randn({batch, in, side, side}).contiguous(torch::MemoryFormat::ChannelsLast);
   const torch::Tensor xa = x0.clone().requires_grad_(true), xb = x0.clone().requires_grad_(true);
   const torch::Tensor ya = modules->forward(xa);
-  const BottleneckModules m = modules_of(*fused);
+  const BottleneckModules m = fused->fusion_modules();
   ASSERT_TRUE(fusable(m));
   EXPECT_EQ(m.downsample_conv != nullptr, stride != 1 || in != planes * 4);
   const torch::Tensor yb = fused_bottleneck(reference_conv_bn_ops(), m, xb);
@@ -103,10 +84,10 @@ TEST(FusedBottleneckTest, AWideBlockOnATinyMapStepsAsItsModules) {
 
 TEST(FusedBottleneckTest, ABlockItCannotRunIsNotFusable) {
   auto [a, b] = twin_blocks(16, 4, 1);
-  EXPECT_TRUE(fusable(modules_of(*a)));
+  EXPECT_TRUE(fusable(a->fusion_modules()));
   a->eval();  // running statistics, not the batch's
-  EXPECT_FALSE(fusable(modules_of(*a)));
-  BottleneckModules partial = modules_of(*b);
+  EXPECT_FALSE(fusable(a->fusion_modules()));
+  BottleneckModules partial = b->fusion_modules();
   partial.bn2 = nullptr;
   EXPECT_FALSE(fusable(partial));
   EXPECT_THROW(fused_bottleneck(reference_conv_bn_ops(), partial, torch::randn({1, 16, 4, 4})),

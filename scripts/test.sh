@@ -20,7 +20,7 @@
 # the build every unit clang-tidy (scripts/dev/check_tidy.sh); each is skipped with a note where its
 # tool, Debian 12's version, is missing. Besides the Release build (build/), whose
 # suites run once and whose learning and numerics suites (label numerics) run again under every
-# ATen CPU capability and with oneDNN off, it builds (beside the Release suites, at the lowest
+# other ATen CPU capability, the first of those with oneDNN off, it builds (beside the Release suites, at the lowest
 # priority) and runs, as CI does:
 #   build-asan/  the common/ and data_pipeline tests, the loader stress test and lib/'s concurrent
 #                units (the stop request, the signals, the watchdog) under ASan + UBSan
@@ -96,15 +96,39 @@ test_tree() {  # <build dir>
   timed "suites $dir" run_suites "$dir" -LE numerics
   # What training did must hold on every CPU kernel path LibTorch can take (docs/testing.md, "The
   # suites hold on any machine"): the learning and numerics suites again under each ATen capability
-  # this CPU runs, and with oneDNN's convolutions off.
-  local cap
+  # this CPU runs but the one the main pass took, and once with oneDNN's convolutions off. oneDNN
+  # picks its own instruction set whatever ATEN_CPU_CAPABILITY says, so the first of those passes
+  # also turns it off: each capability and each convolution path runs once, in two passes where
+  # there were four (the main pass is the avx2 one of LibTorch 1.13 on an AVX-512 CPU).
+  local main_cap cap onednn=0 what
+  main_cap=$(capability_of_main_pass "$dir")
+  log "the main pass ran ATen CPU capability ${main_cap:-(not known: every capability again)}"
   for cap in $(cpu_capabilities); do
-    log "numerics suites, ATEN_CPU_CAPABILITY=$cap"
-    ATEN_CPU_CAPABILITY=$cap timed "numerics suites, ATEN_CPU_CAPABILITY=$cap" \
+    [ "$cap" = "$main_cap" ] && continue
+    what="ATEN_CPU_CAPABILITY=$cap"
+    [ "$onednn" = 0 ] && what+=", oneDNN off (LibTorch's native convolutions)"
+    log "numerics suites, $what"
+    ATEN_CPU_CAPABILITY=$cap WORKLOAD_TEST_ONEDNN=$onednn timed "numerics suites, $what" \
       run_suites "$dir" -L numerics
+    onednn=1
   done
-  log "numerics suites, oneDNN off (LibTorch's native convolutions)"
-  WORKLOAD_TEST_ONEDNN=0 timed "numerics suites, oneDNN off" run_suites "$dir" -L numerics
+  if [ "$onednn" = 0 ]; then  # the CPU has no capability but the main pass's
+    log "numerics suites, oneDNN off (LibTorch's native convolutions)"
+    WORKLOAD_TEST_ONEDNN=0 timed "numerics suites, oneDNN off" run_suites "$dir" -L numerics
+  fi
+}
+
+# capability_of_main_pass <build dir>: the ATen CPU capability the main pass's suites ran with (the
+# environment's ATEN_CPU_CAPABILITY, or LibTorch's own choice), as a numerics suite's first line
+# says it ("[ kernels  ] ATen CPU capability avx2 ..."); empty when no suite says it.
+capability_of_main_pass() {
+  local suite
+  suite=$(ctest --test-dir "$1" -L numerics --show-only=json-v1 2>/dev/null |
+    python3 -c 'import json, sys; t = json.load(sys.stdin)["tests"]; print(t[0]["command"][0] if t else "")' \
+      2>/dev/null) || return 0
+  [ -n "$suite" ] || return 0
+  "$suite" --gtest_list_tests 2>/dev/null |
+    sed -n 's/^\[ kernels  \] ATen CPU capability \([a-z0-9_]*\) .*/\1/p' | head -n 1
 }
 
 # The ATen CPU capabilities (ATEN_CPU_CAPABILITY) this CPU can run: LibTorch takes the variable's

@@ -2,12 +2,18 @@
 """The keys of clang-tidy's record of clean units (scripts/dev/check_tidy.sh --record).
 
 A unit's key is a SHA-256 over what clang-tidy's verdict on it depends on: the tool's version,
-.clang-tidy, the unit's compile command, and the path and content of every file the compiler read
-for it (the build's dependency list, `ninja -t deps`: the unit, the project's headers, LibTorch's,
-the system's). The repository's and the build directory's absolute paths are left out, so that a
-clone elsewhere gives the same keys. A unit whose key is in the record was found clean with exactly
-these inputs; any change to one of them, in the tree or on the machine, gives another key, and
-check_tidy.sh checks that unit again.
+.clang-tidy, the unit's compile command, and every file the compiler read for it (the build's
+dependency list, `ninja -t deps`): the content of the tree's files (the unit, the project's headers,
+what the build generated), the path of the others (LibTorch's, the system's). The repository's and
+the build directory's absolute paths are left out, so that a clone elsewhere gives the same keys.
+So does the machine: the version is `clang-tidy --version`'s first line (the others name the host's
+CPU), and a system header's content is left out, because a fresh machine's packages differ from the
+record's by patch releases that leave a verdict on the project's code as it was (every unit was
+checked again on each new machine when contents counted, 10 minutes of CI's two cores). A unit whose
+key is in the record was found clean with these inputs; a change to one of them (a project file, a
+header read or no longer read, another LibTorch's paths, the tool, its settings, the flags) gives
+another key, and check_tidy.sh checks that unit again. check_tidy.sh without --record checks them
+all.
 
     tidy_record.py BUILD_DIR UNIT...
 
@@ -70,7 +76,8 @@ def unit_keys(build: str, units: List[str]) -> Dict[str, Optional[str]]:
         return text.replace(build_abs, "<build>").replace(root, "<root>")
 
     tool = os.environ.get("CLANG_TIDY", "clang-tidy")
-    version = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
+    version_lines = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
+    version = next((line for line in version_lines.splitlines() if line.strip()), "")
     with open(".clang-tidy", "rb") as config_file:
         config = config_file.read()
     with open(os.path.join(build, "compile_commands.json")) as db:
@@ -96,7 +103,8 @@ def unit_keys(build: str, units: List[str]) -> Dict[str, Optional[str]]:
             for full in (p if os.path.isabs(p) else os.path.join(build_abs, p) for p in files)
         )
         for name, full in read:
-            h.update(("%s %s\n" % (name, file_digest(full, cache))).encode())
+            inside = name.startswith("<root>") or name.startswith("<build>")
+            h.update(("%s %s\n" % (name, file_digest(full, cache) if inside else "")).encode())
         keys[unit] = h.hexdigest()
     return keys
 

@@ -1,8 +1,9 @@
 """Tests for scripts/dev/tidy_record.py, on a two-unit CMake project built with Ninja: the same
 tree built in two places gives the same keys; a change to a header a unit includes, to the unit, to
 .clang-tidy, to the tool's version or to the compile flags changes that unit's key only where it
-reads the change; a unit the build has not compiled has no key ("-"); a missing build is a usage
-error.
+reads the change; a header outside the tree counts by its path, the tool by its version line (not
+the host CPU it names); a unit the build has not compiled has no key ("-"); a missing build is a
+usage error.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_tidy_record.py
 """
@@ -109,6 +110,33 @@ class TidyRecordTest(ScratchCase):
 
         self.build(first, "-DCMAKE_CXX_FLAGS=-DSOMETHING")
         self.assertNotEqual(self.keys(first)["src/b.cpp"], settings["src/b.cpp"])
+
+    def test_the_machine_counts_by_paths_and_the_tools_version_line(self):
+        """A fresh machine differs from the record's by patch releases of its packages and by its
+        CPU, which clang-tidy --version names: neither changes a key; the tool's release does."""
+        root = self.project("a_tree")
+        self.build(root)
+        tools = {}
+        for name, text in (
+            ("here", "LLVM version 14.0.6\n  Host CPU: znver3\n"),
+            ("there", "LLVM version 14.0.6\n  Host CPU: skylake-avx512\n"),
+            ("newer", "LLVM version 15.0.7\n  Host CPU: znver3\n"),
+        ):
+            tools[name] = os.path.join(self.tmp, name + ".sh")
+            self.write(
+                self.tmp, name + ".sh", "#!/bin/sh\nprintf '%s'\n" % text.replace("\n", "\\n")
+            )
+            os.chmod(tools[name], 0o755)
+        before = self.keys(root, tool=tools["here"])
+        self.assertEqual(self.keys(root, tool=tools["there"]), before)
+        self.assertNotEqual(self.keys(root, tool=tools["newer"])["src/a.cpp"], before["src/a.cpp"])
+
+        # outside.h (a system header to the tree) patched: a.cpp reads it, its key stays.
+        self.write(self.outside(), "outside.h", "inline int o() { return 0; }  // patched\n")
+        self.assertEqual(self.keys(root, tool=tools["here"]), before)
+        # The same change in the tree's header does change it.
+        self.write(root, "src/a.h", "inline int a() { return 1; }  // patched\n")
+        self.assertNotEqual(self.keys(root, tool=tools["here"])["src/a.cpp"], before["src/a.cpp"])
 
     def test_a_unit_not_built_yet_has_no_key(self):
         root = self.project("p")

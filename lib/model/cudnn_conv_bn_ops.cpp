@@ -399,8 +399,11 @@ class CudnnConvBnOps final : public ConvBnOps {
 }  // namespace
 
 const ConvBnOps* cudnn_conv_bn_ops() {
-  static const CudnnConvBnOps kOps;
-  return &kOps;
+  // Never destroyed: its plans hold cuDNN descriptors, and a static's destructor would free them
+  // after the CUDA context and cuDNN are gone at the program's exit (resnet50_test ended in a
+  // segmentation fault after its last case passed). LibTorch keeps its cuDNN handles the same way.
+  static const auto* const kOps = new CudnnConvBnOps();
+  return kOps;
 }
 
 }  // namespace workload

@@ -18,10 +18,10 @@
 # checks of the tree: every C++ file follows .clang-format, every shell script passes shellcheck,
 # every Python file black, flake8 and mypy (scripts/dev/check_{format,shell,python}.sh), and after
 # the build every unit clang-tidy (scripts/dev/check_tidy.sh); each is skipped with a note where its
-# tool, Debian 12's version, is missing. Besides the Release build (build/), whose
-# suites run once and whose learning and numerics suites (label numerics) run again under every
-# other ATen CPU capability, the first of those with oneDNN off, it builds (beside the Release suites, at the lowest
-# priority) and runs, as CI does:
+# tool, Debian 12's version, is missing. Besides the Release build (build/), whose suites run once
+# and whose learning and numerics suites (label numerics) run again under every other ATen CPU
+# capability, the first of those with oneDNN off, it builds (beside the Release suites, at the
+# lowest priority) and runs, as CI does:
 #   build-asan/  the common/ and data_pipeline tests, the loader stress test and lib/'s concurrent
 #                units (the stop request, the signals, the watchdog) under ASan + UBSan
 #   build-tsan/  the same under ThreadSanitizer (suppressions: tests/support/sanitizers/tsan.supp)

@@ -8,7 +8,7 @@
 // WORKLOAD_TEST_ONEDNN=0: oneDNN (mkldnn) off, so convolutions take LibTorch's native kernels.
 // ATEN_CPU_CAPABILITY (LibTorch's own: default, avx2, avx512): the ATen kernels' instruction set.
 // scripts/test.sh runs the suites labelled "numerics" once more under each capability the CPU has
-// and with oneDNN off.
+// but the main pass's, the first of those with oneDNN off.
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>

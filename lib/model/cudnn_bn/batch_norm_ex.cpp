@@ -102,13 +102,16 @@ cudnnStatus_t fill_layout(CallLayout& l, const at::Tensor& x, BnOps ops, cudnnHa
 const CallLayout& layout_for(const at::Tensor& x, BnOps ops) {
   using Key = std::tuple<int, at::ScalarType, BnOps, std::array<std::int64_t, 4>>;
   static std::mutex mutex;
-  static std::map<Key, std::unique_ptr<const CallLayout>> layouts;
+  // Never destroyed: the descriptors would be freed at the program's exit after cuDNN's own
+  // libraries, loaded at the first handle (after this map), had gone (norm_activation_test and
+  // resnet50_test ended in a segmentation fault after their last case on an H200).
+  static auto* const layouts = new std::map<Key, std::unique_ptr<const CallLayout>>();
   const Key key{static_cast<int>(x.get_device()),
                 x.scalar_type(),
                 ops,
                 {x.size(0), x.size(1), x.size(2), x.size(3)}};
   const std::lock_guard<std::mutex> lock(mutex);
-  auto& slot = layouts[key];
+  auto& slot = (*layouts)[key];
   if (!slot) {  // the size queries need a handle: only on x's device, once per layout
     const c10::cuda::CUDAGuard guard(x.device());
     auto l = std::make_unique<CallLayout>();

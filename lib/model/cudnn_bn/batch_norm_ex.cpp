@@ -102,9 +102,8 @@ cudnnStatus_t fill_layout(CallLayout& l, const at::Tensor& x, BnOps ops, cudnnHa
 const CallLayout& layout_for(const at::Tensor& x, BnOps ops) {
   using Key = std::tuple<int, at::ScalarType, BnOps, std::array<std::int64_t, 4>>;
   static std::mutex mutex;
-  // Never destroyed: the descriptors would be freed at the program's exit after cuDNN's own
-  // libraries, loaded at the first handle (after this map), had gone (norm_activation_test and
-  // resnet50_test ended in a segmentation fault after their last case on an H200).
+  // Never destroyed, as the handles (cudnn_handle.cpp): nothing of cuDNN's is released at the
+  // program's exit, when its libraries may be going.
   static auto* const layouts = new std::map<Key, std::unique_ptr<const CallLayout>>();
   const Key key{static_cast<int>(x.get_device()),
                 x.scalar_type(),

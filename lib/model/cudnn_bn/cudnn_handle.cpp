@@ -14,11 +14,15 @@ void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file,
 }
 
 cudnnHandle_t current_handle() {
-  // Per thread: the training thread runs forward, autograd's device thread backward.
-  thread_local std::map<c10::DeviceIndex, CudnnHandle> handles;
+  // Per thread: the training thread runs forward, autograd's device thread backward. Never
+  // destroyed, as LibTorch's own pool of cuDNN handles: the main thread's would be destroyed at the
+  // program's exit, and cudnnDestroy crashed there (resnet50_test and norm_activation_test ended
+  // in a segmentation fault after their last case, in cudnnDestroy under __call_tls_dtors, on an
+  // H100 and an H200). A handle a thread and device, for the threads a run keeps.
+  thread_local auto* const handles = new std::map<c10::DeviceIndex, CudnnHandle>();
   const c10::DeviceIndex device = c10::cuda::current_device();
-  auto it = handles.find(device);
-  if (it == handles.end()) it = handles.emplace(device, CudnnHandle()).first;
+  auto it = handles->find(device);
+  if (it == handles->end()) it = handles->emplace(device, CudnnHandle()).first;
   WORKLOAD_CUDNN_CHECK(
       cudnnSetStream(it->second.get(), c10::cuda::getCurrentCUDAStream().stream()));
   return it->second.get();

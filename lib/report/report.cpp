@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <limits>
 
 #include "lib/config/train_flags.h"
 #include "lib/core/output_file.h"
@@ -297,24 +298,38 @@ Json epoch_json(const EpochRecord& e) {
   return j;
 }
 
+namespace {
+
+/// j[key] as a number; `fallback` where it is missing and NaN where it is null. JSON has no NaN or
+/// infinity: nlohmann's dump writes either as null, so a non-finite loss that a run kept
+/// (--allow-nonfinite-loss) reads back as not finite instead of failing the read.
+double number_or(const Json& j, const char* key, double fallback) {
+  const auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  if (it->is_null()) return std::numeric_limits<double>::quiet_NaN();
+  return it->get<double>();
+}
+
+}  // namespace
+
 EpochRecord epoch_from_json(const Json& j) {
   EpochRecord e;
   e.epoch = j.value("epoch", std::int64_t{0});
   e.steps = j.value("steps", std::int64_t{0});
-  e.train_loss = j.value("train_loss", 0.0);
-  e.train_s = j.value("train_s", 0.0);
-  e.images_per_s = j.value("images_per_s", 0.0);
-  e.epoch_s = j.value("epoch_s", 0.0);
-  e.elapsed_s = j.value("elapsed_s", 0.0);
-  e.lr = j.value("lr", 0.0);
+  e.train_loss = number_or(j, "train_loss", 0.0);
+  e.train_s = number_or(j, "train_s", 0.0);
+  e.images_per_s = number_or(j, "images_per_s", 0.0);
+  e.epoch_s = number_or(j, "epoch_s", 0.0);
+  e.elapsed_s = number_or(j, "elapsed_s", 0.0);
+  e.lr = number_or(j, "lr", 0.0);
   if (j.contains("eval") && j["eval"].is_object()) {
     const Json& v = j["eval"];
     EvalRecord r;
     r.images = v.value("images", std::int64_t{0});
-    r.top1 = v.value("top1", 0.0);
-    r.top5 = v.value("top5", 0.0);
-    r.loss = v.value("loss", 0.0);
-    r.ms = v.value("ms", 0.0);
+    r.top1 = number_or(v, "top1", 0.0);
+    r.top5 = number_or(v, "top5", 0.0);
+    r.loss = number_or(v, "loss", 0.0);
+    r.ms = number_or(v, "ms", 0.0);
     r.steps = v.value("steps", 0);
     r.skipped = v.value("skipped_images", std::vector<std::string>());
     e.eval = r;
@@ -322,7 +337,7 @@ EpochRecord epoch_from_json(const Json& j) {
   if (j.contains("checkpoint") && j["checkpoint"].is_object()) {
     const Json& v = j["checkpoint"];
     e.checkpoint = CheckpointRecord{v.value("path", std::string()),
-                                    v.value("bytes", std::uint64_t{0}), v.value("ms", 0.0)};
+                                    v.value("bytes", std::uint64_t{0}), number_or(v, "ms", 0.0)};
   }
   e.resumed = j.value("resumed", false);
   e.eval_cut = j.value("eval_cut", false);

@@ -35,6 +35,21 @@ void note_best(RunResult& result, const EpochRecord& e, const std::optional<doub
   }
 }
 
+// A loss that was not finite among the epochs read from a checkpoint (a run with
+// --allow-nonfinite-loss), named as the run that wrote them met it: a run resumed from there
+// reaches no target either, as the whole run would not have.
+void note_resumed_nonfinite(RunResult& result, const EpochRecord& e) {
+  if (!result.nonfinite_loss.empty()) return;
+  const std::string epoch = std::to_string(e.epoch);
+  if (!std::isfinite(e.train_loss)) {
+    result.nonfinite_loss =
+        "epoch " + epoch + " (read from the checkpoint): loss " + std::to_string(e.train_loss);
+  } else if (e.eval && !std::isfinite(e.eval->loss)) {
+    result.nonfinite_loss = "the evaluation after epoch " + epoch +
+                            " (read from the checkpoint): loss " + std::to_string(e.eval->loss);
+  }
+}
+
 }  // namespace
 
 CheckpointRecord Trainer::write_checkpoint(std::int64_t epochs_done,
@@ -80,9 +95,16 @@ double Trainer::take_resumed_epochs(RunResult& result) {
   if (!resume_) return 0;
   const double elapsed_before = resume_->meta.value("elapsed_s", 0.0);
   result.resumed_from = resume_path_;
-  result.epochs = resumed_epochs(*resume_);
+  try {
+    result.epochs = resumed_epochs(*resume_);
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError("checkpoint " + resume_path_ + ": its epochs' records: " + e.what());
+  }
   resume_.reset();  // its tensors are in place
-  for (const EpochRecord& e : result.epochs) note_best(result, e, config_.target_top1);
+  for (const EpochRecord& e : result.epochs) {
+    note_resumed_nonfinite(result, e);
+    note_best(result, e, config_.target_top1);
+  }
   return elapsed_before;
 }
 

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 
 #include "tests/support/test_util.h"
 
@@ -160,6 +162,32 @@ TEST(ReportTest, APartialRecordSaysSoAndSpellsTheSameRankSection) {
   EXPECT_EQ(j["dist"]["aborted"], "rank 0 missing: no heartbeat for 5.0 s");
   EXPECT_EQ(j["dist"]["lost_rank"], 0);
   EXPECT_EQ(j["dist"]["parameter_digest"], "");
+}
+
+// JSON has no NaN or infinity: the record of an epoch whose losses were not finite (a run with
+// --allow-nonfinite-loss) is written with nulls there, and a checkpoint's copy of it must read back
+// as not finite, not fail the resume.
+TEST(ReportTest, AnEpochsNonFiniteLossesReadBackAsNotFinite) {
+  EpochRecord e;
+  e.epoch = 3;
+  e.train_loss = std::numeric_limits<double>::infinity();
+  e.lr = 0.05;
+  e.eval = EvalRecord{};
+  e.eval->loss = std::numeric_limits<double>::quiet_NaN();
+  e.eval->top1 = 0.25;
+  const nlohmann::ordered_json written = nlohmann::ordered_json::parse(epoch_json(e).dump());
+  EXPECT_TRUE(written["train_loss"].is_null());
+  EXPECT_TRUE(written["eval"]["loss"].is_null());
+  const EpochRecord back = epoch_from_json(written);
+  EXPECT_EQ(back.epoch, 3);
+  EXPECT_FALSE(std::isfinite(back.train_loss));
+  ASSERT_TRUE(back.eval.has_value());
+  EXPECT_FALSE(std::isfinite(back.eval->loss));
+  EXPECT_EQ(back.eval->top1, 0.25);
+  EXPECT_EQ(back.lr, 0.05);
+  // A missing number is still 0, and a number of the wrong type still an error.
+  EXPECT_EQ(epoch_from_json({{"epoch", 1}}).train_loss, 0.0);
+  EXPECT_THROW(epoch_from_json({{"train_loss", "low"}}), nlohmann::json::exception);
 }
 
 TEST(ReportTest, Hex64IsFixedWidth) {

@@ -190,8 +190,9 @@ TEST_F(TrainerEpochsTest, AnFp16RunKeepsItsLossScalingInTheCheckpointAndResumesI
   c.device = Device::kCuda;
   c.precision = Precision::kFp16;
   c.checkpoint_dir = dir("fp16").string();
-  // The subject is the scaler's state, whatever the tiny model's fp16 loss does: on an H100 this
-  // run's loss went non-finite in its second epoch once, which would end the run there.
+  // The subject is the scaler's state, whatever the tiny model's fp16 loss does: on an H100 its
+  // first evaluation's loss was NaN (fp16 overflows in this barely trained model's eval), which
+  // ends a run that does not allow it.
   c.allow_nonfinite_loss = true;
   Trainer first(c);
   const RunResult r = first.run();
@@ -436,6 +437,20 @@ TEST_F(TrainerEpochsTest, ANonFiniteLossStopsTheRunNamingItsStep) {
   EXPECT_EQ(a.epochs.size(), 2u);
   EXPECT_FALSE(a.target_reached) << "a run with a non-finite loss reaches no target";
   EXPECT_EQ(run_outcome(a, -1, -1, "train_resnet50", "").status, 0);
+
+  // Its checkpoints hold those losses (as null: JSON has no NaN), and it resumes from them.
+  const CheckpointDir ckpt(c.checkpoint_dir);
+  fs::remove(ckpt.file_for(2));
+  c.resume = true;
+  const RunResult rest = Trainer(c).run();
+  ASSERT_EQ(rest.epochs.size(), 2u);
+  EXPECT_TRUE(rest.epochs[0].resumed);
+  EXPECT_FALSE(std::isfinite(rest.epochs[0].train_loss)) << "read back as not finite";
+  EXPECT_EQ(rest.epochs[0].steps, a.epochs[0].steps);
+  EXPECT_NE(rest.nonfinite_loss.find("epoch 0 (read from the checkpoint): loss "),
+            std::string::npos)
+      << rest.nonfinite_loss;
+  EXPECT_FALSE(rest.target_reached) << "the resumed run of a run with a non-finite loss";
 }
 
 // A stop during the evaluation keeps the epoch's training: recorded without the evaluation and

@@ -1,7 +1,7 @@
 // Tests for the fused bottleneck's pieces on cuDNN's engines (cudnn_conv_bn_ops(),
 // lib/model/conv_bn_ops.h) against the reference pieces, on a GPU in fp16: the convolution with
-// and without its prologue and its sums, the weight gradient with its prologue, inputs the engines
-// do not take, and a whole block.
+// and without its prologue and its sums, the weight gradient with its prologue, the backward
+// through ReLU and BN, the block's output, inputs the engines do not take, and a whole block.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -99,6 +99,31 @@ TEST_F(CudnnConvBnOpsTest, TheBackwardThroughReluAndBnIsTheReferences) {
   const torch::Tensor dx_want = ref().dbn_apply(want, x);
   EXPECT_LT(rel(ref().dbn_apply(got, x), dx_want), 2e-2);
   EXPECT_LT(rel(ops().dbn_apply(want, x), dx_want), kTol);
+}
+
+// The block's output, relu(y * scale + bias + residual), with the residual as given and through
+// its own BN, against the reference's fp32 arithmetic.
+TEST_F(CudnnConvBnOpsTest, TheBlocksOutputIsTheReferences) {
+  torch::manual_seed(6);
+  const torch::Tensor y = half(torch::randn({8, 256, 14, 14}) * 2.0 + 0.5);
+  const torch::Tensor r = half(torch::randn({8, 256, 14, 14}));
+  const auto final_bn = [](double spread) {
+    BnFinal f;
+    f.scale = ((torch::rand({256}) + 0.5) * spread).cuda();
+    f.bias = (torch::randn({256}) * 0.2).cuda();
+    return f;
+  };
+  const BnFinal bn = final_bn(0.5), res_bn = final_bn(1.0);
+  for (const BnFinal* rb : {static_cast<const BnFinal*>(nullptr), &res_bn}) {
+    const torch::Tensor got = ops().output(y, bn, r, rb);
+    const torch::Tensor want = ref().output(y, bn, r, rb);
+    const char* what = rb != nullptr ? "the residual's BN" : "the residual as given";
+    EXPECT_EQ(got.scalar_type(), torch::kHalf) << what;
+    EXPECT_TRUE(got.is_contiguous(torch::MemoryFormat::ChannelsLast)) << what;
+    EXPECT_EQ(got.sizes(), y.sizes()) << what;
+    EXPECT_LT(rel(got, want), kTol) << what;
+    EXPECT_EQ(got.lt(0).sum().item<std::int64_t>(), 0) << what;
+  }
 }
 
 // An input the engines do not take (fp32 here) is the reference's, whatever the engines say.

@@ -22,11 +22,11 @@
 # and whose learning and numerics suites (label numerics) run again under every other ATen CPU
 # capability, the first of those with oneDNN off, it builds (beside the Release suites, at the
 # lowest priority) and runs, as CI does:
-#   build-asan/  the common/ and data_pipeline tests, the loader stress test and lib/'s concurrent
-#                units (the stop request, the signals, the watchdog) under ASan + UBSan
-#   build-tsan/  the same under ThreadSanitizer (suppressions: tests/support/sanitizers/tsan.supp)
-#   build-fuzz/  the libFuzzer target on the JPEG decode + augment path (clang), FUZZ_SECONDS long,
-#                on a seed corpus of every JPEG kind
+#   build-fuzz/  (clang, ASan + UBSan everywhere) the common/ and data_pipeline tests, the loader
+#                stress test and lib/'s concurrent units (the stop request, the signals, the
+#                watchdog); then the libFuzzer target on the JPEG decode + augment path,
+#                FUZZ_SECONDS long, on a seed corpus of every JPEG kind
+#   build-tsan/  the same suites under ThreadSanitizer (suppressions: tests/support/sanitizers/tsan.supp)
 # LibTorch itself is not instrumented; the sanitizer trees build only what they test. It ends with
 # the seconds each phase took and the list of FLAKY suites, if any.
 set -euo pipefail
@@ -178,15 +178,14 @@ run_suites() {
 build_checked_trees() {
   local start=$SECONDS
   renice -n 19 "$BASHPID" >/dev/null
-  cmake -S "$ROOT" -B "${BUILD_DIR}-asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DWORKLOAD_SANITIZE=address "${TORCH_CMAKE_ARGS[@]}" &&
-    cmake --build "${BUILD_DIR}-asan" -j "$JOBS" --target sanitize_tests &&
+  # The fuzzer's tree compiles everything with ASan + UBSan already, so it builds the sanitizer
+  # suites too: their ASan + UBSan pass, where a tree of its own (gcc) compiled the same units again.
+  CC=clang CXX=clang++ cmake -S "$ROOT" -B "${BUILD_DIR}-fuzz" -G Ninja \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORKLOAD_SANITIZE=fuzzer "${TORCH_CMAKE_ARGS[@]}" &&
+    cmake --build "${BUILD_DIR}-fuzz" -j "$JOBS" --target sanitize_tests fuzz_tests &&
     cmake -S "$ROOT" -B "${BUILD_DIR}-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DWORKLOAD_SANITIZE=thread "${TORCH_CMAKE_ARGS[@]}" &&
-    cmake --build "${BUILD_DIR}-tsan" -j "$JOBS" --target sanitize_tests &&
-    CC=clang CXX=clang++ cmake -S "$ROOT" -B "${BUILD_DIR}-fuzz" -G Ninja \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORKLOAD_SANITIZE=fuzzer "${TORCH_CMAKE_ARGS[@]}" &&
-    cmake --build "${BUILD_DIR}-fuzz" -j "$JOBS" --target fuzz_tests || return 1
+    cmake --build "${BUILD_DIR}-tsan" -j "$JOBS" --target sanitize_tests || return 1
   echo "test.sh: the sanitizer and fuzzer trees built in $((SECONDS - start)) s (nice 19)"
 }
 
@@ -221,22 +220,23 @@ if [ "${QUICK:-0}" != 1 ]; then
     exit 1
   fi
   tail -n 1 "$checked_log"
-  # The fuzzer is one process on one core for FUZZ_SECONDS: it runs beside the sanitizer suites,
-  # which run one at a time, instead of after them. Its output follows theirs.
+  log "sanitizer suites under ASan + UBSan in ${BUILD_DIR}-fuzz"
+  timed "suites ${BUILD_DIR}-fuzz (ASan + UBSan)" \
+    ctest --test-dir "${BUILD_DIR}-fuzz" --output-on-failure -L sanitize
+  # The fuzzer is one process on one core for FUZZ_SECONDS: it runs beside the TSan suites, which
+  # run one at a time, instead of after them. Its output follows theirs.
   fuzz_log="${BUILD_DIR}-fuzz.log"
-  log "fuzzing in ${BUILD_DIR}-fuzz (${FUZZ_SECONDS:-60} s) beside the sanitizer suites (log: $fuzz_log)"
+  log "fuzzing in ${BUILD_DIR}-fuzz (${FUZZ_SECONDS:-60} s) beside the TSan suites (log: $fuzz_log)"
   FUZZ_SECONDS=${FUZZ_SECONDS:-60} \
     ctest --test-dir "${BUILD_DIR}-fuzz" --output-on-failure -L fuzz > "$fuzz_log" 2>&1 &
   fuzz_pid=$!
   trap 'kill "$fuzz_pid" 2>/dev/null || true' EXIT
-  for kind in asan tsan; do
-    log "sanitizer suites in ${BUILD_DIR}-$kind"
-    timed "suites ${BUILD_DIR}-$kind" \
-      ctest --test-dir "${BUILD_DIR}-$kind" --output-on-failure -L sanitize
-  done
+  log "sanitizer suites under TSan in ${BUILD_DIR}-tsan"
+  timed "suites ${BUILD_DIR}-tsan" \
+    ctest --test-dir "${BUILD_DIR}-tsan" --output-on-failure -L sanitize
   log "the fuzzer's run"
   fuzz_rc=0
-  timed "fuzz ${BUILD_DIR}-fuzz, left after the sanitizer suites" wait "$fuzz_pid" || fuzz_rc=$?
+  timed "fuzz ${BUILD_DIR}-fuzz, left after the TSan suites" wait "$fuzz_pid" || fuzz_rc=$?
   cat "$fuzz_log"
   if [ "$fuzz_rc" != 0 ]; then
     log "the fuzzer failed (rc $fuzz_rc; the input it found is named above)"

@@ -1,8 +1,9 @@
 // The fused bottleneck's pieces on cuDNN's fused engines (lib/model/conv_bn_ops.h,
 // cudnn_conv_bn_ops()): the convolution with its prologue and its output's sums (ConvBNfprop), the
 // weight gradient with the prologue recomputed (ConvBNwgrad), the data gradient through ReLU into
-// the BN's gradients (DgradDreluBNBwdWeight), dBNApply and the block's output (pointwise graphs),
-// fp16, NHWC. The other pieces are the reference ones for now. Built where this build has cuDNN 9
+// the BN's gradients (DgradDreluBNBwdWeight; its backward-weights node alone for the last BN and
+// the shortcut's), dBNApply and the block's output (pointwise graphs), fp16, NHWC. BN finalize and
+// the plain data gradient are the reference's for now. Built where this build has cuDNN 9
 // (WORKLOAD_HAVE_CUDNN_GRAPH).
 #include <ATen/ATen.h>
 #include <ATen/cudnn/Handle.h>
@@ -32,7 +33,7 @@ namespace cg = cudnn_graph;
 std::array<std::int64_t, 4> dims(at::IntArrayRef s) { return {s[0], s[1], s[2], s[3]}; }
 
 /// Which graph a plan runs.
-enum class Kind { kConvStats, kWgrad, kDgradDreluBn, kDbnApply, kOutput };
+enum class Kind { kConvStats, kWgrad, kDgradDreluBn, kBnGrads, kDbnApply, kOutput };
 
 const char* kind_name(Kind k) {
   switch (k) {
@@ -42,6 +43,8 @@ const char* kind_name(Kind k) {
       return "weight gradient";
     case Kind::kDgradDreluBn:
       return "data gradient through ReLU into the batch norm";
+    case Kind::kBnGrads:
+      return "batch norm's gradients";
     case Kind::kDbnApply:
       return "batch norm's data gradient";
     case Kind::kOutput:
@@ -240,9 +243,43 @@ class CudnnConvBnOps final : public ConvBnOps {
     g.c = cc.view({-1});
     return g;
   }
+  // One read of dz and x where the reference makes about six fp32 passes (the block's last BN
+  // and its shortcut's).
   BnGrads bn_grads(const torch::Tensor& dz, const torch::Tensor& x, const BnFinal& bn_final,
                    const torch::Tensor& weight) const override {
-    return reference().bn_grads(dz, x, bn_final, weight);
+    if (!takes(x) || !takes(dz) || dz.sizes() != x.sizes()) {
+      return reference().bn_grads(dz, x, bn_final, weight);
+    }
+    const CachedPlan* p =
+        plan_for(Kind::kBnGrads, x.sizes(), {}, {}, ConvSpec{}, false, x.options());
+    if (p == nullptr) return reference().bn_grads(dz, x, bn_final, weight);
+    BnGrads g;
+    g.dz = dz;
+    const auto f = x.options().dtype(at::kFloat);
+    const std::int64_t c = x.size(1);
+    at::Tensor dweight = at::empty({1, c, 1, 1}, f), dbias = at::empty_like(dweight),
+               a = at::empty_like(dweight), b = at::empty_like(dweight),
+               cc = at::empty_like(dweight);
+    const at::Tensor mean = bound(bn_final.mean), invstd = bound(bn_final.invstd),
+                     gamma = bound(weight);
+    cg::Bindings bind;
+    bind.bind(p->x, x);
+    bind.bind(p->uid.at("dz"), dz);
+    bind.bind(p->uid.at("mean"), mean);
+    bind.bind(p->uid.at("invstd"), invstd);
+    bind.bind(p->uid.at("gamma"), gamma);
+    bind.bind(p->uid.at("dscale"), dweight);
+    bind.bind(p->uid.at("dbias"), dbias);
+    bind.bind(p->uid.at("eq_dy"), a);
+    bind.bind(p->uid.at("eq_x"), b);
+    bind.bind(p->uid.at("eq_bias"), cc);
+    run(*p, bind, x.options());
+    g.dweight = dweight.view({-1});
+    g.dbias = dbias.view({-1});
+    g.a = a.view({-1});
+    g.b = b.view({-1});
+    g.c = cc.view({-1});
+    return g;
   }
   torch::Tensor dbn_apply(const BnGrads& g, const torch::Tensor& x) const override {
     if (!takes(x) || !takes(g.dz)) return reference().dbn_apply(g, x);
@@ -344,6 +381,8 @@ class CudnnConvBnOps final : public ConvBnOps {
                     cudnnDataType_t dt) {
     if (kind == Kind::kDgradDreluBn) {
       build_dgrad_drelu_bn(p, x, w, y, spec, dt);
+    } else if (kind == Kind::kBnGrads) {
+      build_bn_grads(p, x, dt);
     } else if (kind == Kind::kDbnApply) {
       build_dbn_apply(p, x, dt);
     } else if (kind == Kind::kOutput) {
@@ -400,6 +439,22 @@ class CudnnConvBnOps final : public ConvBnOps {
     g.pointwise(CUDNN_POINTWISE_MUL, normed, p.uid["gamma"], scaled);
     g.pointwise(CUDNN_POINTWISE_ADD, scaled, p.uid["beta"], xbn);
     g.pointwise(CUDNN_POINTWISE_RELU_BWD, xbn, dconv, p.uid["dz"]);
+    g.bn_bwd_weights(p.x, p.uid["dz"], p.uid["mean"], p.uid["invstd"], p.uid["gamma"],
+                     p.uid["dscale"], p.uid["dbias"], p.uid["eq_dy"], p.uid["eq_x"],
+                     p.uid["eq_bias"]);
+  }
+
+  /// The BN's weight gradients and its data gradient's coefficients from its input x and the
+  /// gradient of its output dz: the backward-weights node of DgradDreluBNBwdWeight, alone.
+  static void build_bn_grads(CachedPlan& p, at::IntArrayRef x, cudnnDataType_t dt) {
+    cg::Graph& g = p.graph;
+    p.x = g.tensor(dt, dims(x));
+    p.uid["dz"] = g.tensor(dt, dims(x));
+    const std::array<std::int64_t, 4> pc = {1, x[1], 1, 1};
+    for (const char* name :
+         {"mean", "invstd", "gamma", "dscale", "dbias", "eq_dy", "eq_x", "eq_bias"}) {
+      p.uid[name] = g.tensor(CUDNN_DATA_FLOAT, pc);
+    }
     g.bn_bwd_weights(p.x, p.uid["dz"], p.uid["mean"], p.uid["invstd"], p.uid["gamma"],
                      p.uid["dscale"], p.uid["dbias"], p.uid["eq_dy"], p.uid["eq_x"],
                      p.uid["eq_bias"]);

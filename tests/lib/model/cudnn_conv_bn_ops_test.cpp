@@ -1,7 +1,8 @@
 // Tests for the fused bottleneck's pieces on cuDNN's engines (cudnn_conv_bn_ops(),
 // lib/model/conv_bn_ops.h) against the reference pieces, on a GPU in fp16: the convolution with
 // and without its prologue and its sums, the weight gradient with its prologue, the backward
-// through ReLU and BN, the block's output, inputs the engines do not take, and a whole block.
+// through ReLU and BN, the last BN's gradients, the block's output, inputs the engines do not
+// take, and a whole block.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -99,6 +100,25 @@ TEST_F(CudnnConvBnOpsTest, TheBackwardThroughReluAndBnIsTheReferences) {
   const torch::Tensor dx_want = ref().dbn_apply(want, x);
   EXPECT_LT(rel(ref().dbn_apply(got, x), dx_want), 2e-2);
   EXPECT_LT(rel(ops().dbn_apply(want, x), dx_want), kTol);
+}
+
+// The last BN's gradients (no convolution follows it: the backward-weights node alone) against
+// the reference's, and x's gradient from their coefficients.
+TEST_F(CudnnConvBnOpsTest, TheLastBnsGradientsAreTheReferences) {
+  torch::manual_seed(7);
+  const torch::Tensor x = half(torch::randn({8, 256, 14, 14}) * 1.5 + 0.3);  // the BN's input
+  const torch::Tensor dz = half(torch::randn({8, 256, 14, 14}));
+  const torch::Tensor weight = (torch::rand({256}) + 0.5).cuda();
+  const torch::Tensor xf = x.to(torch::kFloat);
+  torch::Tensor rm = torch::zeros({256}, torch::kCUDA), rv = torch::ones({256}, torch::kCUDA);
+  const std::int64_t count = std::int64_t{8} * 14 * 14;
+  const BnFinal f = ref().finalize(xf.sum({0, 2, 3}), (xf * xf).sum({0, 2, 3}), count, weight,
+                                   (torch::randn({256}) * 0.1).cuda(), rm, rv, 0.1, 1e-5);
+  const BnGrads got = ops().bn_grads(dz, x, f, weight);
+  const BnGrads want = ref().bn_grads(dz, x, f, weight);
+  EXPECT_LT(rel(got.dweight, want.dweight), 2e-2);
+  EXPECT_LT(rel(got.dbias, want.dbias), 2e-2);
+  EXPECT_LT(rel(ref().dbn_apply(got, x), ref().dbn_apply(want, x)), 2e-2);
 }
 
 // The block's output, relu(y * scale + bias + residual), with the residual as given and through

@@ -32,6 +32,10 @@ namespace cg = cudnn_graph;
 
 std::array<std::int64_t, 4> dims(at::IntArrayRef s) { return {s[0], s[1], s[2], s[3]}; }
 
+/// The BN backward-weights node's outputs, in BnGrads' order: dweight, dbias, a, b, c.
+constexpr std::array<const char*, 5> kBnBwdOutputs = {"dscale", "dbias", "eq_dy", "eq_x",
+                                                      "eq_bias"};
+
 /// Which graph a plan runs.
 enum class Kind { kConvStats, kWgrad, kDgradDreluBn, kBnGrads, kDbnApply, kOutput };
 
@@ -210,38 +214,13 @@ class CudnnConvBnOps final : public ConvBnOps {
     const CachedPlan* p = plan_for(Kind::kDgradDreluBn, x.sizes(), w.sizes(), dy.sizes().vec(),
                                    spec, false, x.options());
     if (p == nullptr) return reference().dgrad_drelu_bn(dy, wh, spec, x, bn_final, weight);
-    BnGrads g;
-    g.dz = at::empty_like(x);
-    const auto f = x.options().dtype(at::kFloat);
-    const std::int64_t c = x.size(1);
-    at::Tensor dweight = at::empty({1, c, 1, 1}, f), dbias = at::empty_like(dweight),
-               a = at::empty_like(dweight), b = at::empty_like(dweight),
-               cc = at::empty_like(dweight);
     // The pattern recomputes bn(x) from the batch statistics and the layer's own weight and bias.
-    const at::Tensor mean = bound(bn_final.mean), invstd = bound(bn_final.invstd),
-                     gamma = bound(weight),
-                     beta = bound(bn_final.bias + bn_final.mean * bn_final.scale);
+    const at::Tensor beta = bound(bn_final.bias + bn_final.mean * bn_final.scale);
     cg::Bindings bind;
-    bind.bind(p->x, x);
     bind.bind(p->w, wh);
     bind.bind(p->y, dy);
-    bind.bind(p->uid.at("dz"), g.dz);
-    bind.bind(p->uid.at("mean"), mean);
-    bind.bind(p->uid.at("invstd"), invstd);
-    bind.bind(p->uid.at("gamma"), gamma);
     bind.bind(p->uid.at("beta"), beta);
-    bind.bind(p->uid.at("dscale"), dweight);
-    bind.bind(p->uid.at("dbias"), dbias);
-    bind.bind(p->uid.at("eq_dy"), a);
-    bind.bind(p->uid.at("eq_x"), b);
-    bind.bind(p->uid.at("eq_bias"), cc);
-    run(*p, bind, x.options());
-    g.dweight = dweight.view({-1});
-    g.dbias = dbias.view({-1});
-    g.a = a.view({-1});
-    g.b = b.view({-1});
-    g.c = cc.view({-1});
-    return g;
+    return run_bn_bwd_weights(*p, bind, x, at::empty_like(x), bn_final, weight);
   }
   // One read of dz and x where the reference makes about six fp32 passes (the block's last BN
   // and its shortcut's).
@@ -253,33 +232,8 @@ class CudnnConvBnOps final : public ConvBnOps {
     const CachedPlan* p =
         plan_for(Kind::kBnGrads, x.sizes(), {}, {}, ConvSpec{}, false, x.options());
     if (p == nullptr) return reference().bn_grads(dz, x, bn_final, weight);
-    BnGrads g;
-    g.dz = dz;
-    const auto f = x.options().dtype(at::kFloat);
-    const std::int64_t c = x.size(1);
-    at::Tensor dweight = at::empty({1, c, 1, 1}, f), dbias = at::empty_like(dweight),
-               a = at::empty_like(dweight), b = at::empty_like(dweight),
-               cc = at::empty_like(dweight);
-    const at::Tensor mean = bound(bn_final.mean), invstd = bound(bn_final.invstd),
-                     gamma = bound(weight);
     cg::Bindings bind;
-    bind.bind(p->x, x);
-    bind.bind(p->uid.at("dz"), dz);
-    bind.bind(p->uid.at("mean"), mean);
-    bind.bind(p->uid.at("invstd"), invstd);
-    bind.bind(p->uid.at("gamma"), gamma);
-    bind.bind(p->uid.at("dscale"), dweight);
-    bind.bind(p->uid.at("dbias"), dbias);
-    bind.bind(p->uid.at("eq_dy"), a);
-    bind.bind(p->uid.at("eq_x"), b);
-    bind.bind(p->uid.at("eq_bias"), cc);
-    run(*p, bind, x.options());
-    g.dweight = dweight.view({-1});
-    g.dbias = dbias.view({-1});
-    g.a = a.view({-1});
-    g.b = b.view({-1});
-    g.c = cc.view({-1});
-    return g;
+    return run_bn_bwd_weights(*p, bind, x, dz, bn_final, weight);
   }
   torch::Tensor dbn_apply(const BnGrads& g, const torch::Tensor& x) const override {
     if (!takes(x) || !takes(g.dz)) return reference().dbn_apply(g, x);
@@ -329,6 +283,33 @@ class CudnnConvBnOps final : public ConvBnOps {
 
  private:
   static const ConvBnOps& reference() { return reference_conv_bn_ops(); }
+
+  /// Binds the BN backward-weights node's tensors (add_bn_bwd_tensors) to x, dz (an output where
+  /// the graph writes it), the statistics and fresh outputs, beside what `bind` holds already;
+  /// runs `p` and returns the BN's gradients.
+  static BnGrads run_bn_bwd_weights(const CachedPlan& p, cg::Bindings& bind, const at::Tensor& x,
+                                    const at::Tensor& dz, const BnFinal& bn_final,
+                                    const at::Tensor& weight) {
+    const at::Tensor mean = bound(bn_final.mean), invstd = bound(bn_final.invstd),
+                     gamma = bound(weight);
+    bind.bind(p.x, x);
+    bind.bind(p.uid.at("dz"), dz);
+    bind.bind(p.uid.at("mean"), mean);
+    bind.bind(p.uid.at("invstd"), invstd);
+    bind.bind(p.uid.at("gamma"), gamma);
+    std::array<at::Tensor, kBnBwdOutputs.size()> out;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      out[i] = at::empty({1, x.size(1), 1, 1}, x.options().dtype(at::kFloat));
+      bind.bind(p.uid.at(kBnBwdOutputs[i]), out[i]);
+    }
+    run(p, bind, x.options());
+    return BnGrads{dz,
+                   out[0].view({-1}),
+                   out[1].view({-1}),
+                   out[2].view({-1}),
+                   out[3].view({-1}),
+                   out[4].view({-1})};
+  }
 
   /// The engines' documented inputs: fp16, 4-D, channels last, on a GPU.
   static bool takes(const torch::Tensor& t) {
@@ -420,15 +401,10 @@ class CudnnConvBnOps final : public ConvBnOps {
                                    const std::vector<std::int64_t>& dy, ConvSpec spec,
                                    cudnnDataType_t dt) {
     cg::Graph& g = p.graph;
-    p.x = g.tensor(dt, dims(x));
+    add_bn_bwd_tensors(p, x, dt);
     p.w = g.tensor(dt, dims(w));
     p.y = g.tensor(dt, dims(dy));
-    const std::array<std::int64_t, 4> pc = {1, x[1], 1, 1};
-    for (const char* name :
-         {"mean", "invstd", "gamma", "beta", "dscale", "dbias", "eq_dy", "eq_x", "eq_bias"}) {
-      p.uid[name] = g.tensor(CUDNN_DATA_FLOAT, pc);
-    }
-    p.uid["dz"] = g.tensor(dt, dims(x));
+    p.uid["beta"] = g.tensor(CUDNN_DATA_FLOAT, {1, x[1], 1, 1});
     const std::int64_t dconv = g.virtual_like(dims(x)), centred = g.virtual_like(dims(x)),
                        normed = g.virtual_like(dims(x)), scaled = g.virtual_like(dims(x)),
                        xbn = g.virtual_like(dims(x));
@@ -439,25 +415,33 @@ class CudnnConvBnOps final : public ConvBnOps {
     g.pointwise(CUDNN_POINTWISE_MUL, normed, p.uid["gamma"], scaled);
     g.pointwise(CUDNN_POINTWISE_ADD, scaled, p.uid["beta"], xbn);
     g.pointwise(CUDNN_POINTWISE_RELU_BWD, xbn, dconv, p.uid["dz"]);
-    g.bn_bwd_weights(p.x, p.uid["dz"], p.uid["mean"], p.uid["invstd"], p.uid["gamma"],
-                     p.uid["dscale"], p.uid["dbias"], p.uid["eq_dy"], p.uid["eq_x"],
-                     p.uid["eq_bias"]);
+    add_bn_bwd_weights(p);
   }
 
   /// The BN's weight gradients and its data gradient's coefficients from its input x and the
   /// gradient of its output dz: the backward-weights node of DgradDreluBNBwdWeight, alone.
   static void build_bn_grads(CachedPlan& p, at::IntArrayRef x, cudnnDataType_t dt) {
+    add_bn_bwd_tensors(p, x, dt);
+    add_bn_bwd_weights(p);
+  }
+
+  /// The BN backward-weights node's tensors: its input x and dz in x's dtype, its statistics
+  /// (mean, invstd, gamma) and its outputs (kBnBwdOutputs) fp32 per channel.
+  static void add_bn_bwd_tensors(CachedPlan& p, at::IntArrayRef x, cudnnDataType_t dt) {
     cg::Graph& g = p.graph;
     p.x = g.tensor(dt, dims(x));
     p.uid["dz"] = g.tensor(dt, dims(x));
     const std::array<std::int64_t, 4> pc = {1, x[1], 1, 1};
-    for (const char* name :
-         {"mean", "invstd", "gamma", "dscale", "dbias", "eq_dy", "eq_x", "eq_bias"}) {
+    for (const char* name : {"mean", "invstd", "gamma"})
       p.uid[name] = g.tensor(CUDNN_DATA_FLOAT, pc);
-    }
-    g.bn_bwd_weights(p.x, p.uid["dz"], p.uid["mean"], p.uid["invstd"], p.uid["gamma"],
-                     p.uid["dscale"], p.uid["dbias"], p.uid["eq_dy"], p.uid["eq_x"],
-                     p.uid["eq_bias"]);
+    for (const char* name : kBnBwdOutputs) p.uid[name] = g.tensor(CUDNN_DATA_FLOAT, pc);
+  }
+
+  /// The node itself, after whatever writes dz.
+  static void add_bn_bwd_weights(CachedPlan& p) {
+    p.graph.bn_bwd_weights(p.x, p.uid["dz"], p.uid["mean"], p.uid["invstd"], p.uid["gamma"],
+                           p.uid["dscale"], p.uid["dbias"], p.uid["eq_dy"], p.uid["eq_x"],
+                           p.uid["eq_bias"]);
   }
 
   /// dBNApply: dx = a * dz + b * x + c per channel, in x's dtype.

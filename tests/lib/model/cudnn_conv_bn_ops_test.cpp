@@ -31,6 +31,14 @@ class CudnnConvBnOpsTest : public ::testing::Test {
   static torch::Tensor half(const torch::Tensor& t) {
     return t.to(torch::kCUDA, torch::kHalf).contiguous(torch::MemoryFormat::ChannelsLast);
   }
+  /// The BN of x's batch statistics (the reference's finalize), with `weight` and a random bias.
+  BnFinal batch_final(const torch::Tensor& x, const torch::Tensor& weight) const {
+    const torch::Tensor xf = x.to(torch::kFloat);
+    const std::int64_t c = x.size(1);
+    torch::Tensor rm = torch::zeros({c}, torch::kCUDA), rv = torch::ones({c}, torch::kCUDA);
+    return ref().finalize(xf.sum({0, 2, 3}), (xf * xf).sum({0, 2, 3}), x.numel() / c, weight,
+                          (torch::randn({c}) * 0.1).cuda(), rm, rv, 0.1, 1e-5);
+  }
   const ConvBnOps& ops() const { return *cudnn_conv_bn_ops(); }
   const ConvBnOps& ref() const { return reference_conv_bn_ops(); }
 };
@@ -86,11 +94,7 @@ TEST_F(CudnnConvBnOpsTest, TheBackwardThroughReluAndBnIsTheReferences) {
   const torch::Tensor w = half(torch::randn({64, 64, 3, 3}) / 24.0);
   const torch::Tensor dy = half(torch::randn({8, 64, 14, 14}));
   const torch::Tensor weight = (torch::rand({64}) + 0.5).cuda();
-  const torch::Tensor xf = x.to(torch::kFloat);
-  torch::Tensor rm = torch::zeros({64}, torch::kCUDA), rv = torch::ones({64}, torch::kCUDA);
-  const std::int64_t count = std::int64_t{8} * 14 * 14;
-  const BnFinal f = ref().finalize(xf.sum({0, 2, 3}), (xf * xf).sum({0, 2, 3}), count, weight,
-                                   (torch::randn({64}) * 0.1).cuda(), rm, rv, 0.1, 1e-5);
+  const BnFinal f = batch_final(x, weight);
   const BnGrads got = ops().dgrad_drelu_bn(dy, w, {1, 1}, x, f, weight);
   const BnGrads want = ref().dgrad_drelu_bn(dy, w, {1, 1}, x, f, weight);
   EXPECT_LT(rel(got.dz, want.dz), kTol);
@@ -109,11 +113,7 @@ TEST_F(CudnnConvBnOpsTest, TheLastBnsGradientsAreTheReferences) {
   const torch::Tensor x = half(torch::randn({8, 256, 14, 14}) * 1.5 + 0.3);  // the BN's input
   const torch::Tensor dz = half(torch::randn({8, 256, 14, 14}));
   const torch::Tensor weight = (torch::rand({256}) + 0.5).cuda();
-  const torch::Tensor xf = x.to(torch::kFloat);
-  torch::Tensor rm = torch::zeros({256}, torch::kCUDA), rv = torch::ones({256}, torch::kCUDA);
-  const std::int64_t count = std::int64_t{8} * 14 * 14;
-  const BnFinal f = ref().finalize(xf.sum({0, 2, 3}), (xf * xf).sum({0, 2, 3}), count, weight,
-                                   (torch::randn({256}) * 0.1).cuda(), rm, rv, 0.1, 1e-5);
+  const BnFinal f = batch_final(x, weight);
   const BnGrads got = ops().bn_grads(dz, x, f, weight);
   const BnGrads want = ref().bn_grads(dz, x, f, weight);
   EXPECT_LT(rel(got.dweight, want.dweight), 2e-2);

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <array>
+#include <utility>
 #include <vector>
 
 namespace workload {
@@ -89,19 +90,10 @@ class ReferenceConvBnOps final : public ConvBnOps {
 
   BnGrads bn_grads(const torch::Tensor& dz, const torch::Tensor& x, const BnFinal& f,
                    const torch::Tensor& weight) const override {
-    const double m = static_cast<double>(x.numel()) / static_cast<double>(x.size(1));
     const torch::Tensor dzf = dz.to(at::kFloat);
     const torch::Tensor xhat = (x.to(at::kFloat) - per_channel(f.mean)) * per_channel(f.invstd);
-    BnGrads g;
-    g.dz = dz;
-    g.dbias = dzf.sum({0, 2, 3});
-    g.dweight = (dzf * xhat).sum({0, 2, 3});
-    const torch::Tensor wf = weight.to(at::kFloat);
-    // dx = weight * invstd / M * (M dz - dbias - xhat dweight), as a * dz + b * x + c.
-    g.a = wf * f.invstd;
-    g.b = -wf * f.invstd * f.invstd * g.dweight / m;
-    g.c = -wf * f.invstd * g.dbias / m - g.b * f.mean;
-    return g;
+    return bn_grads_from_sums(dz, (dzf * xhat).sum({0, 2, 3}), dzf.sum({0, 2, 3}), f, weight,
+                              x.numel() / x.size(1));
   }
 
   torch::Tensor dbn_apply(const BnGrads& g, const torch::Tensor& x) const override {
@@ -124,6 +116,22 @@ class ReferenceConvBnOps final : public ConvBnOps {
 };
 
 }  // namespace
+
+BnGrads bn_grads_from_sums(const torch::Tensor& dz, torch::Tensor dweight, torch::Tensor dbias,
+                           const BnFinal& bn_final, const torch::Tensor& weight,
+                           std::int64_t count) {
+  const double m = static_cast<double>(count);
+  const torch::Tensor wf = weight.to(at::kFloat), &invstd = bn_final.invstd;
+  BnGrads g;
+  g.dz = dz;
+  g.dweight = std::move(dweight);
+  g.dbias = std::move(dbias);
+  // dx = weight * invstd / M * (M dz - dbias - xhat dweight), as a * dz + b * x + c.
+  g.a = wf * invstd;
+  g.b = -wf * invstd * invstd * g.dweight / m;
+  g.c = -wf * invstd * g.dbias / m - g.b * bn_final.mean;
+  return g;
+}
 
 const ConvBnOps& reference_conv_bn_ops() {
   static const ReferenceConvBnOps kOps;

@@ -52,6 +52,12 @@ struct BnGrads {
   torch::Tensor a, b, c;
 };
 
+/// A BN's gradients from its batch's sums, `dbias` = sum(dz) and `dweight` = sum(dz * xhat) over
+/// the `count` values of each channel: the coefficients of x's gradient follow from them (fp32).
+BnGrads bn_grads_from_sums(const torch::Tensor& dz, torch::Tensor dweight, torch::Tensor dbias,
+                           const BnFinal& bn_final, const torch::Tensor& weight,
+                           std::int64_t count);
+
 /// The pieces. Every tensor of activations is NCHW-shaped and laid out as its input is (channels
 /// last in the model); sums, statistics and coefficients are fp32 vectors. Thread-safety: an
 /// implementation is used from the training thread (and autograd's, in backward), never from two
@@ -109,10 +115,11 @@ const ConvBnOps& reference_conv_bn_ops();
 
 /// The pieces on cuDNN's fused engines where they take the inputs (fp16, channels last, on a GPU):
 /// the convolution with its prologue and sums, the weight gradient with its prologue, the data
-/// gradient through ReLU into the BN's gradients, and dBNApply; the others (the statistics, the
-/// last BN's gradients, the block's output), and any input or shape no engine takes, on the
-/// reference pieces (a shape that falls
-/// back is said once on stderr, with cuDNN's reason). Each plan is built at its shape's first call.
+/// gradient through ReLU into the BN's gradients, dBNApply and the block's output. The last BN's
+/// gradients run on cuDNN where an engine takes them alone, else in ATen's one reduction
+/// (batch_norm_backward_reduce). The statistics, and any input or shape no engine takes, run on
+/// the reference pieces (a shape that falls back is said once on stderr, with cuDNN's reason).
+/// Each plan is built at its shape's first call.
 /// Null in a build without cuDNN 9's graph API (lib/core/build_features.h).
 const ConvBnOps* cudnn_conv_bn_ops();
 

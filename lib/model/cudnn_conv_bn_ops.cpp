@@ -223,7 +223,8 @@ class CudnnConvBnOps final : public ConvBnOps {
     return run_bn_bwd_weights(*p, bind, x, at::empty_like(x), bn_final, weight);
   }
   // One read of dz and x where the reference makes about six fp32 passes (the block's last BN
-  // and its shortcut's).
+  // and its shortcut's): on cuDNN's backward-weights node where an engine takes it alone, else in
+  // ATen's one reduction (cuDNN 9.19's heuristics offered none on an H100 at batch 256).
   BnGrads bn_grads(const torch::Tensor& dz, const torch::Tensor& x, const BnFinal& bn_final,
                    const torch::Tensor& weight) const override {
     if (!takes(x) || !takes(dz) || dz.sizes() != x.sizes()) {
@@ -231,7 +232,7 @@ class CudnnConvBnOps final : public ConvBnOps {
     }
     const CachedPlan* p =
         plan_for(Kind::kBnGrads, x.sizes(), {}, {}, ConvSpec{}, false, x.options());
-    if (p == nullptr) return reference().bn_grads(dz, x, bn_final, weight);
+    if (p == nullptr) return reduced_bn_grads(dz, x, bn_final, weight);
     cg::Bindings bind;
     return run_bn_bwd_weights(*p, bind, x, dz, bn_final, weight);
   }
@@ -283,6 +284,20 @@ class CudnnConvBnOps final : public ConvBnOps {
 
  private:
   static const ConvBnOps& reference() { return reference_conv_bn_ops(); }
+
+  /// bn_grads in ATen's batch_norm_backward_reduce: dz and x read once (channels last, in their
+  /// dtype), the sums in fp32, what SyncBatchNorm's backward runs.
+  static BnGrads reduced_bn_grads(const at::Tensor& dz, const at::Tensor& x,
+                                  const BnFinal& bn_final, const at::Tensor& weight) {
+    // An fp32 weight beside fp16 activations selects the kernels that read fp32 statistics.
+    const at::Tensor wf = weight.to(at::kFloat).contiguous();
+    const auto sums = at::batch_norm_backward_reduce(dz, x, bn_final.mean.contiguous(),
+                                                     bn_final.invstd.contiguous(), wf,
+                                                     /*input_g=*/false, /*weight_g=*/true,
+                                                     /*bias_g=*/true);
+    return bn_grads_from_sums(dz, std::get<2>(sums), std::get<3>(sums), bn_final, weight,
+                              x.numel() / x.size(1));
+  }
 
   /// Binds the BN backward-weights node's tensors (add_bn_bwd_tensors) to x, dz (an output where
   /// the graph writes it), the statistics and fresh outputs, beside what `bind` holds already;

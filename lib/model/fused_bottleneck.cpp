@@ -158,7 +158,7 @@ struct FusedBottleneckFunction : public torch::autograd::Function<FusedBottlenec
     const BnFinal f1 = load_final(saved, 0), f2 = load_final(saved, 1), f3 = load_final(saved, 2);
 
     // The block's last ReLU follows the add: its gradient goes to bn3 and to the shortcut alike.
-    const torch::Tensor dz3 = grads[0] * saved[kOut].gt(0);
+    const torch::Tensor dz3 = at::threshold_backward(grads[0], saved[kOut], 0);
     const BnGrads g3 = ops.bn_grads(dz3.contiguous(a3.suggest_memory_format()), a3, f3, saved[kG3]);
     const torch::Tensor da3 = ops.dbn_apply(g3, a3);
     torch::Tensor dx_shortcut = dz3, dwd;

@@ -27,8 +27,8 @@
 #                watchdog); then the libFuzzer target on the JPEG decode + augment path,
 #                FUZZ_SECONDS long, on a seed corpus of every JPEG kind
 #   build-tsan/  (gcc) the same suites under ThreadSanitizer (suppressions: tests/support/sanitizers/tsan.supp)
-# The Release tree takes the compiler CMake finds, or CC and CXX: CI's .ci/run names clang, which
-# builds it in about 0.6 of gcc's CPU time.
+# The Release tree is built by clang on a machine without a GPU where clang is installed (as CI
+# builds it; CC and CXX choose another), else by the compiler CMake finds.
 # LibTorch itself is not instrumented; the sanitizer trees build only what they test. It ends with
 # the seconds each phase took and the list of FLAKY suites, if any.
 set -euo pipefail
@@ -58,6 +58,14 @@ select_libtorch
 export WITH_TEST_DEPS=1
 [ "${QUICK:-0}" != 1 ] && export WITH_FUZZ_DEPS=1
 timed "apt (install_deps)" install_deps
+
+# The Release tree's compiler: CC and CXX where set; else, on a machine without a GPU, clang where
+# installed (the fuzzer's deps bring it), as CI builds it. clang compiles this tree in about 0.6 of
+# gcc's CPU time, and clang-tidy's record holds the keys of clang's compile commands. On a GPU
+# machine, the compiler CMake finds, beside nvcc.
+if [ -z "${CXX:-}" ] && ! gpu_visible && command -v clang++ >/dev/null; then
+  export CC=clang CXX=clang++
+fi
 
 # The checks of the tree (scripts/dev/check_*.sh), all of them before failing: each names what it
 # found, or says it skipped where its tool (the reference version, CI's) is missing.

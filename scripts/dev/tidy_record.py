@@ -15,12 +15,20 @@ header read or no longer read, another LibTorch's paths, the tool, its settings,
 another key, and check_tidy.sh checks that unit again. check_tidy.sh without --record checks them
 all.
 
+A unit compiled with LibTorch's precompiled header (WORKLOAD_PCH,
+cmake/TorchPrecompiledHeader.cmake) is checked without it, as it is written: its command's
+precompiled-header arguments are left out, of the key and of what clang-tidy runs.
+
     tidy_record.py BUILD_DIR UNIT...
 
 prints "KEY UNIT" for each unit (UNIT relative to the repository root, as compile_commands.json
 names it from there), with "-" for KEY where the build has no dependency list for the unit (not
 built yet). The tool's version is read from `clang-tidy --version` (CLANG_TIDY: another binary).
-Run from the repository root.
+
+    tidy_record.py --plain-db BUILD_DIR OUT_DIR
+
+writes OUT_DIR/compile_commands.json: BUILD_DIR's, without the precompiled-header arguments, for
+clang-tidy -p OUT_DIR. Run from the repository root.
 """
 
 import hashlib
@@ -68,6 +76,56 @@ def dependency_lists(build: str) -> Dict[str, List[str]]:
     return deps
 
 
+def plain_arguments(command: str) -> Optional[List[str]]:
+    """The command's arguments without those of CMake's precompiled header (-Winvalid-pch, and
+    clang's "-Xclang -include-pch -Xclang FILE.pch -Xclang -include -Xclang .../cmake_pch.hxx" or
+    gcc's "-include .../cmake_pch.hxx"); None when it has none."""
+    args = shlex.split(command)
+    out: List[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "-Winvalid-pch":
+            i += 1
+            continue
+        if arg == "-Xclang" and i + 3 < len(args) and args[i + 2] == "-Xclang":
+            option, value = args[i + 1], args[i + 3]
+            if option == "-include-pch" or (option == "-include" and is_pch_header(value)):
+                i += 4
+                continue
+        if arg == "-include" and i + 1 < len(args) and is_pch_header(args[i + 1]):
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out if len(out) < len(args) else None
+
+
+def is_pch_header(path: str) -> bool:
+    return os.path.basename(path).startswith("cmake_pch.")
+
+
+def plain_command(command: str) -> str:
+    """The command as clang-tidy runs it: unchanged, or without the precompiled header."""
+    args = plain_arguments(command)
+    return command if args is None else shlex.join(args)
+
+
+def write_plain_db(build: str, out_dir: str) -> None:
+    with open(os.path.join(build, "compile_commands.json")) as db:
+        entries = json.load(db)
+    plain = []
+    for e in entries:
+        args = plain_arguments(e["command"])
+        if args is None:
+            plain.append(e)
+        else:
+            plain.append({k: v for k, v in e.items() if k != "command"} | {"arguments": args})
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "compile_commands.json"), "w") as f:
+        json.dump(plain, f, indent=1)
+
+
 def unit_keys(build: str, units: List[str]) -> Dict[str, Optional[str]]:
     root = os.getcwd()
     build_abs = os.path.abspath(build)
@@ -94,7 +152,8 @@ def unit_keys(build: str, units: List[str]) -> Dict[str, Optional[str]]:
             keys[unit] = None
             continue
         h = hashlib.sha256()
-        for part in (version.encode(), config, portable(entry["command"]).encode()):
+        command = plain_command(entry["command"])
+        for part in (version.encode(), config, portable(command).encode()):
             h.update(hashlib.sha256(part).digest())
         # Sorted by the portable name: sorting by the absolute one would order the tree's files
         # against the system's (/tmp/... before /usr/..., /work/... after) by where the tree is.
@@ -113,6 +172,18 @@ def main(argv: List[str]) -> int:
     if len(argv) < 2 or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return 0 if argv and argv[0] in ("-h", "--help") else 2
+    if argv[0] == "--plain-db":
+        if len(argv) != 3:
+            print("tidy_record.py: error: --plain-db needs BUILD_DIR OUT_DIR", file=sys.stderr)
+            return 2
+        if not os.path.isfile(os.path.join(argv[1], "compile_commands.json")):
+            print(
+                "tidy_record.py: error: %s/compile_commands.json not found" % argv[1],
+                file=sys.stderr,
+            )
+            return 2
+        write_plain_db(argv[1], argv[2])
+        return 0
     build, units = argv[0], argv[1:]
     if not os.path.isfile(os.path.join(build, "compile_commands.json")):
         print("tidy_record.py: error: %s/compile_commands.json not found" % build, file=sys.stderr)

@@ -3,12 +3,15 @@ tree built in two places gives the same keys; a change to a header a unit includ
 .clang-tidy, to the tool's version or to the compile flags changes that unit's key only where it
 reads the change; a header outside the tree counts by its path, the tool by its version line (not
 the host CPU it names); a unit the build has not compiled has no key ("-"); a missing build is a
-usage error.
+usage error. clang-tidy sees a unit without CMake's precompiled header (--plain-db): the
+header's arguments, clang's or gcc's, are left out of the command, and nothing else is.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_tidy_record.py
 """
 
+import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -147,6 +150,53 @@ class TidyRecordTest(ScratchCase):
             capture_output=True,
         )
         self.assertEqual(self.keys(root), {"src/a.cpp": "-", "src/b.cpp": "-"})
+
+    def test_the_plain_db_leaves_out_the_precompiled_header_and_nothing_else(self):
+        root = self.project("p")
+        with open(os.path.join(root, "CMakeLists.txt"), "a") as f:
+            f.write("target_precompile_headers(p PRIVATE <vector>)\n")
+        self.build(root)
+        with open(os.path.join(root, "build", "compile_commands.json")) as f:
+            built = {os.path.basename(e["file"]): e for e in json.load(f)}
+        self.assertIn("cmake_pch", built["a.cpp"]["command"])  # the compiler's own kind of header
+        r = subprocess.run(
+            [sys.executable, SCRIPT, "--plain-db", "build", "plain"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(root, "plain", "compile_commands.json")) as f:
+            plain = {os.path.basename(e["file"]): e for e in json.load(f)}
+        self.assertIn("a.cpp", plain)
+        for name in ("a.cpp", "b.cpp"):
+            args = plain[name]["arguments"]
+            self.assertFalse([a for a in args if "pch" in a], args)
+            kept = [a for a in shlex.split(built[name]["command"]) if "pch" not in a]
+            # What is left is the command, in order, less the "-include"/"-Xclang" that went with
+            # the header's paths.
+            self.assertEqual([a for a in kept if a not in ("-include", "-Xclang")], args)
+            self.assertEqual(plain[name]["directory"], built[name]["directory"])
+
+    def test_clangs_precompiled_header_arguments_are_left_out(self):
+        sys.path.insert(0, os.path.dirname(SCRIPT))
+        try:
+            import tidy_record
+        finally:
+            sys.path.pop(0)
+        clang = (
+            "/usr/bin/clang++ '-DX=\"a b\"' -O3 -Winvalid-pch -Xclang -include-pch -Xclang "
+            "/b/CMakeFiles/t.dir/cmake_pch.hxx.pch -Xclang -include -Xclang "
+            "/b/CMakeFiles/t.dir/cmake_pch.hxx -Xclang -fno-color-diagnostics -o u.o -c /s/u.cpp"
+        )
+        self.assertEqual(
+            tidy_record.plain_arguments(clang),
+            ["/usr/bin/clang++", '-DX="a b"', "-O3", "-Xclang", "-fno-color-diagnostics",
+             "-o", "u.o", "-c", "/s/u.cpp"],
+        )  # fmt: skip
+        plain = "/usr/bin/clang++ -O3 -include /s/own.h -o u.o -c /s/u.cpp"
+        self.assertIsNone(tidy_record.plain_arguments(plain))
+        self.assertEqual(tidy_record.plain_command(plain), plain)  # byte for byte: same key
 
     def test_a_missing_build_is_a_usage_error(self):
         root = self.project("p")

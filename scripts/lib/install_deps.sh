@@ -73,7 +73,13 @@ install_deps() {
   [ "${WITH_TEST_DEPS:-0}" = 1 ] &&
     packages+=(clang-format clang-tidy shellcheck black flake8 mypy curl)
   [ "${WITH_FUZZ_DEPS:-0}" = 1 ] && packages+=(clang libclang-rt-dev)
-  [ "$_want_debian_torch" = 1 ] && packages+=(libtorch-dev)
+  # Debian's LibTorch with the BLAS its package recommends (apt here installs no recommends): the
+  # generic libblas3 it depends on is the reference BLAS, whose unblocked sgemm (fully connected
+  # layers, LibTorch's own convolutions) made a CPU training step about twice as long, and the learning
+  # suite with LibTorch's own convolutions four times as long (docs/BENCHMARKS.md, "CI's time (issue
+  # 41, seventh round)"). The OpenMP build: it runs on LibTorch's own OpenMP threads
+  # (OMP_NUM_THREADS), where the pthread build would start a pool of its own.
+  [ "$_want_debian_torch" = 1 ] && packages+=(libtorch-dev libopenblas0-openmp)
   local missing=() p
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -233,8 +233,8 @@ if [ "${QUICK:-0}" != 1 ]; then
   log "sanitizer suites under ASan + UBSan in ${BUILD_DIR}-fuzz"
   timed "suites ${BUILD_DIR}-fuzz (ASan + UBSan)" \
     ctest --test-dir "${BUILD_DIR}-fuzz" --output-on-failure -j "$CTEST_JOBS" -L sanitize
-  # The fuzzer is one process on one core for FUZZ_SECONDS: it runs beside the TSan suites, which
-  # run one at a time, instead of after them. Its output follows theirs.
+  # The fuzzer is one process on one core for FUZZ_SECONDS: it runs beside the TSan suites instead
+  # of after them. Its output follows theirs.
   fuzz_log="${BUILD_DIR}-fuzz.log"
   log "fuzzing in ${BUILD_DIR}-fuzz (${FUZZ_SECONDS:-60} s) beside the TSan suites (log: $fuzz_log)"
   FUZZ_SECONDS=${FUZZ_SECONDS:-60} \
@@ -243,7 +243,7 @@ if [ "${QUICK:-0}" != 1 ]; then
   trap 'kill "$fuzz_pid" 2>/dev/null || true' EXIT
   log "sanitizer suites under TSan in ${BUILD_DIR}-tsan"
   timed "suites ${BUILD_DIR}-tsan" \
-    ctest --test-dir "${BUILD_DIR}-tsan" --output-on-failure -L sanitize
+    ctest --test-dir "${BUILD_DIR}-tsan" --output-on-failure -j "$CTEST_JOBS" -L sanitize
   log "the fuzzer's run"
   fuzz_rc=0
   timed "fuzz ${BUILD_DIR}-fuzz, left after the TSan suites" wait "$fuzz_pid" || fuzz_rc=$?

@@ -3,13 +3,16 @@
 // weight gradient with the prologue recomputed (ConvBNwgrad), the data gradient through ReLU into
 // the BN's gradients (DgradDreluBNBwdWeight; its backward-weights node alone for the last BN and
 // the shortcut's), dBNApply and the block's output (pointwise graphs), fp16, NHWC. BN finalize and
-// the plain data gradient are the reference's for now. Built where this build has cuDNN 9
+// the input gradient's coefficients in one kernel each (bn_stats/, where nvcc is found). The plain
+// data gradient is the reference's for now. Built where this build has cuDNN 9
 // (WORKLOAD_HAVE_CUDNN_GRAPH).
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
 #include <ATen/cudnn/Handle.h>
 
 #include <array>
 #include <cstdio>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,6 +22,9 @@
 
 #include "lib/model/conv_bn_ops.h"
 #include "lib/model/cudnn_graph/backend.h"
+#if defined(WORKLOAD_HAVE_BN_STATS_KERNELS)
+#include "lib/model/bn_stats/bn_stats_kernels.h"
+#endif
 
 // The plan's handle attribute is deprecated in cuDNN 9.x without a replacement in the backend API;
 // it still works.
@@ -193,14 +199,31 @@ class CudnnConvBnOps final : public ConvBnOps {
     return dw;
   }
 
-  // The rest: the reference pieces (LibTorch's kernels) until their engines are measured.
+  // One kernel where the reference launches about twenty (bn_stats/); the reference where this
+  // build has no nvcc or a vector is not an fp32 one of the device.
   BnFinal finalize(const torch::Tensor& sum, const torch::Tensor& sqsum, std::int64_t count,
                    const torch::Tensor& weight, const torch::Tensor& bias,
                    torch::Tensor& running_mean, torch::Tensor& running_var, double momentum,
                    double eps) const override {
+#if defined(WORKLOAD_HAVE_BN_STATS_KERNELS)
+    if (device_vectors(sum, {sum, sqsum, weight, bias, running_mean, running_var})) {
+      // One allocation for the four outputs.
+      const at::Tensor out = at::empty({4, sum.numel()}, sum.options());
+      BnFinal f{out[0], out[1], out[2], out[3]};
+      launch_bn_finalize(
+          BnFinalizeArgs{sum.data_ptr<float>(), sqsum.data_ptr<float>(), weight.data_ptr<float>(),
+                         bias.data_ptr<float>(), running_mean.data_ptr<float>(),
+                         running_var.data_ptr<float>(), f.mean.data_ptr<float>(),
+                         f.invstd.data_ptr<float>(), f.scale.data_ptr<float>(),
+                         f.bias.data_ptr<float>(), sum.numel(), count, momentum, eps},
+          at::cuda::getCurrentCUDAStream(sum.device().index()));
+      return f;
+    }
+#endif
     return reference().finalize(sum, sqsum, count, weight, bias, running_mean, running_var,
                                 momentum, eps);
   }
+  // The rest: the reference pieces (LibTorch's kernels) until their engines are measured.
   torch::Tensor dgrad(const torch::Tensor& dy, const torch::Tensor& w, ConvSpec spec,
                       at::IntArrayRef x_sizes) const override {
     return reference().dgrad(dy, w, spec, x_sizes);
@@ -295,8 +318,34 @@ class CudnnConvBnOps final : public ConvBnOps {
                                                      bn_final.invstd.contiguous(), wf,
                                                      /*input_g=*/false, /*weight_g=*/true,
                                                      /*bias_g=*/true);
-    return bn_grads_from_sums(dz, std::get<2>(sums), std::get<3>(sums), bn_final, weight,
-                              x.numel() / x.size(1));
+    const std::int64_t count = x.numel() / x.size(1);
+#if defined(WORKLOAD_HAVE_BN_STATS_KERNELS)
+    const at::Tensor &dweight = std::get<2>(sums), &dbias = std::get<3>(sums);
+    if (device_vectors(dweight, {dweight, dbias, bn_final.mean, bn_final.invstd, wf})) {
+      const at::Tensor abc = at::empty({3, dweight.numel()}, dweight.options());
+      BnGrads g{dz, dweight, dbias, abc[0], abc[1], abc[2]};
+      launch_bn_grad_coefficients(
+          BnGradCoefficientArgs{dweight.data_ptr<float>(), dbias.data_ptr<float>(),
+                                bn_final.mean.data_ptr<float>(), bn_final.invstd.data_ptr<float>(),
+                                wf.data_ptr<float>(), g.a.data_ptr<float>(), g.b.data_ptr<float>(),
+                                g.c.data_ptr<float>(), dweight.numel(), count},
+          at::cuda::getCurrentCUDAStream(dweight.device().index()));
+      return g;
+    }
+#endif
+    return bn_grads_from_sums(dz, std::get<2>(sums), std::get<3>(sums), bn_final, weight, count);
+  }
+
+  /// Whether every vector is a contiguous fp32 one of `like`'s length on `like`'s GPU: what the
+  /// per-channel kernels (bn_stats/) read and write.
+  static bool device_vectors(const at::Tensor& like, std::initializer_list<at::Tensor> vectors) {
+    for (const at::Tensor& v : vectors) {
+      if (!v.is_cuda() || v.device() != like.device() || v.scalar_type() != at::kFloat ||
+          !v.is_contiguous() || v.numel() != like.numel()) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /// Binds the BN backward-weights node's tensors (add_bn_bwd_tensors) to x, dz (an output where

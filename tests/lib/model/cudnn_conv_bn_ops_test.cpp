@@ -1,14 +1,15 @@
 // Tests for the fused bottleneck's pieces on cuDNN's engines (cudnn_conv_bn_ops(),
 // lib/model/conv_bn_ops.h) against the reference pieces, on a GPU in fp16: the convolution with
 // and without its prologue and its sums, the weight gradient with its prologue, the backward
-// through ReLU and BN, the last BN's gradients, the block's output, inputs the engines do not
-// take, and a whole block.
+// through ReLU and BN, the last BN's gradients and their coefficients, BN finalize with the running
+// statistics, the block's output, inputs the engines do not take, and a whole block.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <cstdio>
 #include <string>
+#include <tuple>
 
 #include "lib/model/conv_bn_ops.h"
 #include "lib/model/fused_bottleneck.h"
@@ -119,6 +120,57 @@ TEST_F(CudnnConvBnOpsTest, TheLastBnsGradientsAreTheReferences) {
   EXPECT_LT(rel(got.dweight, want.dweight), 2e-2);
   EXPECT_LT(rel(got.dbias, want.dbias), 2e-2);
   EXPECT_LT(rel(ref().dbn_apply(got, x), ref().dbn_apply(want, x)), 2e-2);
+  // The coefficients of these sums are bn_grads_from_sums' (one kernel where nvcc built it: its
+  // three outputs then share one allocation).
+  const BnGrads from_sums =
+      bn_grads_from_sums(dz, got.dweight, got.dbias, f, weight, x.numel() / x.size(1));
+  for (const auto& [name, a, b] :
+       {std::tuple{"a", got.a, from_sums.a}, std::tuple{"b", got.b, from_sums.b},
+        std::tuple{"c", got.c, from_sums.c}}) {
+    EXPECT_TRUE(a.is_cuda() && a.scalar_type() == torch::kFloat) << name;
+    EXPECT_LT(rel(a, b), 1e-6) << name;
+  }
+#if defined(WORKLOAD_HAVE_BN_STATS_KERNELS)
+  EXPECT_TRUE(got.a.storage().is_alias_of(got.c.storage())) << "not the one-kernel path";
+#endif
+}
+
+// BN finalize against the reference's double arithmetic, the running statistics included, on a
+// layer's sums: channels whose mean outweighs their spread (where E[y^2] - E[y]^2 cancels) beside
+// centred ones.
+TEST_F(CudnnConvBnOpsTest, TheStatisticsAreTheReferences) {
+  torch::manual_seed(9);
+  const std::int64_t c = 300;  // more than one block of threads
+  const torch::Tensor offset = torch::cat({torch::randn({c / 2}) * 40, torch::zeros({c / 2})});
+  const torch::Tensor y =
+      (torch::randn({16, c, 9, 9}) * (torch::rand({c}) + 0.2).view({1, -1, 1, 1}) +
+       offset.view({1, -1, 1, 1}))
+          .cuda();
+  const torch::Tensor sum = y.sum({0, 2, 3}), sqsum = (y * y).sum({0, 2, 3});
+  const torch::Tensor weight = (torch::rand({c}) + 0.5).cuda(), bias = torch::randn({c}).cuda();
+  const torch::Tensor rm0 = torch::randn({c}).cuda(), rv0 = (torch::rand({c}) + 0.5).cuda();
+  torch::Tensor rm = rm0.clone(), rv = rv0.clone(), rm_want = rm0.clone(), rv_want = rv0.clone();
+  const std::int64_t count = y.numel() / c;
+  const BnFinal got = ops().finalize(sum, sqsum, count, weight, bias, rm, rv, 0.1, 1e-5);
+  const BnFinal want = ref().finalize(sum, sqsum, count, weight, bias, rm_want, rv_want, 0.1, 1e-5);
+  for (const auto& [name, a, b] :
+       {std::tuple{"mean", got.mean, want.mean}, std::tuple{"invstd", got.invstd, want.invstd},
+        std::tuple{"scale", got.scale, want.scale}, std::tuple{"bias", got.bias, want.bias},
+        std::tuple{"running_mean", rm, rm_want}, std::tuple{"running_var", rv, rv_want}}) {
+    EXPECT_TRUE(a.is_cuda() && a.scalar_type() == torch::kFloat) << name;
+    EXPECT_EQ(a.sizes(), b.sizes()) << name;
+    EXPECT_LT(rel(a, b), 1e-6) << name;
+  }
+  EXPECT_GT(rel(rm, rm0), 1e-3);  // updated in place
+#if defined(WORKLOAD_HAVE_BN_STATS_KERNELS)
+  EXPECT_TRUE(got.mean.storage().is_alias_of(got.bias.storage())) << "not the one-kernel path";
+#endif
+  // A vector that is not an fp32 one of the device takes the reference.
+  torch::Tensor rm_cpu = rm0.cpu(), rv_cpu = rv0.cpu();
+  const BnFinal cpu = ops().finalize(sum.cpu(), sqsum.cpu(), count, weight.cpu(), bias.cpu(),
+                                     rm_cpu, rv_cpu, 0.1, 1e-5);
+  EXPECT_LT(rel(cpu.scale, want.scale.cpu()), 1e-6);
+  EXPECT_LT(rel(rm_cpu, rm_want.cpu()), 1e-6);
 }
 
 // The block's output, relu(y * scale + bias + residual), with the residual as given and through

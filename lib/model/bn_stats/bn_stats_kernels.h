@@ -1,0 +1,59 @@
+// A training batch norm's per-channel arithmetic in one kernel each, for the fused bottleneck on
+// cuDNN's engines (lib/model/cudnn_conv_bn_ops.cpp): the statistics finalised from the
+// convolution's sums, and the coefficients of the input's gradient from the BN's weight and bias
+// gradients. The reference (lib/model/conv_bn_ops.cpp) computes them in about twenty and ten of
+// LibTorch's elementwise kernels of a few microseconds each: 53 batch norms made them about 1,600
+// of a step's 2,000 launches (docs/BENCHMARKS.md, issue 45). Raw pointers to fp32 vectors of
+// `channels` values on the device; each launch is asynchronous on `stream`, and an error raised at
+// launch is thrown. Built where LibTorch carries CUDA, cuDNN 9 and nvcc are found
+// (WORKLOAD_HAVE_BN_STATS_KERNELS).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace workload {
+
+/// finalize's inputs and outputs (ConvBnOps::finalize): the sums of `count` values per channel,
+/// the layer's weight and bias, its running statistics (updated in place), and the batch's mean,
+/// inverse standard deviation, and bn(x) = x * scale + shift.
+struct BnFinalizeArgs {
+  const float* sum;
+  const float* sqsum;
+  const float* weight;
+  const float* bias;
+  float* running_mean;
+  float* running_var;
+  float* mean;
+  float* invstd;
+  float* scale;
+  float* shift;
+  std::int64_t channels;
+  std::int64_t count;
+  double momentum;
+  double eps;
+};
+
+/// The statistics in double, as the reference computes them, rounded to fp32; the running ones
+/// as PyTorch's BatchNorm updates them (momentum, the unbiased variance).
+void launch_bn_finalize(const BnFinalizeArgs& a, cudaStream_t stream);
+
+/// bn_grads_from_sums' coefficients: dx = a * dz + b * x + c per channel, from dweight = sum(dz *
+/// xhat), dbias = sum(dz), the batch's mean and invstd and the layer's weight, over `count` values.
+struct BnGradCoefficientArgs {
+  const float* dweight;
+  const float* dbias;
+  const float* mean;
+  const float* invstd;
+  const float* weight;
+  float* a;
+  float* b;
+  float* c;
+  std::int64_t channels;
+  std::int64_t count;
+};
+
+void launch_bn_grad_coefficients(const BnGradCoefficientArgs& g, cudaStream_t stream);
+
+}  // namespace workload

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <opencv2/core/utils/logger.hpp>
 #include <opencv2/imgproc.hpp>
+#include <string>
 
 #include "common/hash64.h"
 #include "data_pipeline/data_error.h"
@@ -181,10 +182,44 @@ std::uint64_t SampleTransform::apply(const std::uint8_t* data, std::size_t size,
   return write(view, params.flip, dst, times);
 }
 
+namespace {
+
+// The first bytes of a file, "XX XX XX XX", for a message.
+std::string head_bytes(const std::uint8_t* data, std::size_t size) {
+  char head[32];
+  std::snprintf(head, sizeof(head), "%02X %02X %02X %02X", size > 0 ? data[0] : 0,
+                size > 1 ? data[1] : 0, size > 2 ? data[2] : 0, size > 3 ? data[3] : 0);
+  return head;
+}
+
+#if defined(WORKLOAD_HAVE_IMGCODECS)
+bool starts_with(const std::uint8_t* data, std::size_t size, const char* magic, std::size_t n,
+                 std::size_t at = 0) {
+  return size >= at + n && std::memcmp(data + at, magic, n) == 0;
+}
+
+// The formats the fallback decodes, by their signatures: PNG, BMP, WebP, TIFF and PNM, a photo
+// data set's other formats. OpenCV's imdecode would try any codec its build has, and Debian's
+// reaches GDCM for a DICOM signature, whose reader asserts (aborts the process) on a malformed one
+// (a 132-byte input the fuzzer found). Everything else is a DataError before OpenCV sees it.
+bool fallback_format(const std::uint8_t* data, std::size_t size) {
+  return starts_with(data, size, "\x89PNG\r\n\x1a\n", 8) || starts_with(data, size, "BM", 2) ||
+         (starts_with(data, size, "RIFF", 4) && starts_with(data, size, "WEBP", 4, 8)) ||
+         starts_with(data, size, "II*\0", 4) || starts_with(data, size, "MM\0*", 4) ||
+         (size >= 2 && data[0] == 'P' && data[1] >= '1' && data[1] <= '6');
+}
+#endif
+
+}  // namespace
+
 RgbView SampleTransform::decode_other(const std::uint8_t* data, std::size_t size,
                                       const std::string& name, CounterRng& rng,
                                       AugmentParams& params, DecodeInfo* info) {
 #if defined(WORKLOAD_HAVE_IMGCODECS)
+  if (!fallback_format(data, size)) {
+    throw DataError(name + ": cannot decode: not a JPEG, PNG, BMP, WebP, TIFF or PNM file" +
+                    " (starts with " + head_bytes(data, size) + ")");
+  }
   const cv::Mat encoded(1, static_cast<int>(size), CV_8UC1, const_cast<std::uint8_t*>(data));
   cv::Mat bgr;
   try {
@@ -211,13 +246,10 @@ RgbView SampleTransform::decode_other(const std::uint8_t* data, std::size_t size
   view.stride = other_rgb_.step[0];
   return view;
 #else
-  char head[64];
-  std::snprintf(head, sizeof(head), "%02X %02X %02X %02X", size > 0 ? data[0] : 0,
-                size > 1 ? data[1] : 0, size > 2 ? data[2] : 0, size > 3 ? data[3] : 0);
   (void)rng;
   (void)params;
   (void)info;
-  throw DataError(name + ": not a JPEG file (starts with " + head +
+  throw DataError(name + ": not a JPEG file (starts with " + head_bytes(data, size) +
                   ") and this build has no OpenCV imgcodecs to decode other formats");
 #endif
 }

@@ -169,6 +169,32 @@ TEST(SampleTransformTest, NonJpegFilesUseTheFallbackOrFailClearly) {
 #else
   EXPECT_FALSE(SampleTransform::has_fallback_decoder());
 #endif
+  // A format outside the fallback's (JPEG, PNG, BMP, WebP, TIFF, PNM) is a DataError before any
+  // codec sees it: this DICOM signature, malformed, made Debian's OpenCV call GDCM, whose reader
+  // asserted and aborted the process (an input the fuzzer found).
+  std::vector<std::uint8_t> dicom = {':', '/'};
+  dicom.resize(127, 0xD8);
+  const std::string tail =
+      "\xBA"
+      "DICM/";  // "DICM" at byte 128: DICOM's signature
+  dicom.insert(dicom.end(), tail.begin(), tail.end());
+  test_util::write_file(tmp / "dicom.jpg", dicom);
+  try {
+    t.apply_file((tmp / "dicom.jpg").string(), rng, out.data());
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("dicom.jpg"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("3A 2F D8 D8"), std::string::npos) << e.what();
+  }
+#if defined(WORKLOAD_HAVE_IMGCODECS)
+  // The fallback's other formats decode: BMP here besides the PNG above.
+  std::vector<std::uint8_t> bmp;
+  ASSERT_TRUE(cv::imencode(".bmp", bgr, bmp));
+  test_util::write_file(tmp / "bmp_named.jpg", bmp);
+  DecodeInfo bmp_info;
+  t.apply_file((tmp / "bmp_named.jpg").string(), rng, out.data(), &bmp_info);
+  EXPECT_EQ(bmp_info.image_width, rgb.cols);
+#endif
   test_util::write_text(tmp / "text.jpg", "this is not an image at all\n");
   try {
     t.apply_file((tmp / "text.jpg").string(), rng, out.data());

@@ -6,6 +6,8 @@
 #   BUILD_DIR=b scripts/test.sh     another build directory
 #   SKIP_APT=1 scripts/test.sh      never call apt (without a package server, apt's failure is only
 #                                   a note anyway: CMake names what is really missing)
+#   APT_UNSAFE_IO=1 scripts/test.sh  dpkg unpacks without syncing each file: for a machine used once
+#                                   (.ci/run sets it)
 #   QUICK=1 scripts/test.sh         only the Release build's suite: no sanitizer or fuzzer builds
 #   CTEST_JOBS=1 scripts/test.sh    the suites one at a time (default 2 at once; a suite that fails
 #                                   beside another is run again alone, and named FLAKY when it
@@ -26,7 +28,8 @@
 #                stress test and lib/'s concurrent units (the stop request, the signals, the
 #                watchdog); then the libFuzzer target on the JPEG decode + augment path,
 #                FUZZ_SECONDS long, on a seed corpus of every JPEG kind
-#   build-tsan/  (gcc) the same suites under ThreadSanitizer (suppressions: tests/support/sanitizers/tsan.supp)
+#   build-tsan/  (gcc) those of them whose code runs on several threads (label threads) under
+#                ThreadSanitizer (suppressions: tests/support/sanitizers/tsan.supp)
 # The Release tree is built by clang on a machine without a GPU where clang is installed (as CI
 # builds it; CC and CXX choose another), else by the compiler CMake finds.
 # LibTorch itself is not instrumented; the sanitizer trees build only what they test. It ends with
@@ -66,6 +69,14 @@ timed "apt (install_deps)" install_deps
 if [ -z "${CXX:-}" ] && ! gpu_visible && command -v clang++ >/dev/null; then
   export CC=clang CXX=clang++
 fi
+# The linker of every tree on such a machine: lld where installed (install_deps brings it with the
+# test tools). It links a test executable in 0.4 s where GNU ld takes 2.0 s, and CI's three trees
+# link 141 programs (docs/BENCHMARKS.md, issue 41, eighth round). The GPU build keeps the default,
+# which nvcc's device links expect.
+LINKER_ARGS=()
+if ! gpu_visible && command -v ld.lld >/dev/null; then
+  for kind in EXE SHARED MODULE; do LINKER_ARGS+=("-DCMAKE_${kind}_LINKER_FLAGS=-fuse-ld=lld"); done
+fi
 
 # The checks of the tree (scripts/dev/check_*.sh), all of them before failing: each names what it
 # found, or says it skipped where its tool (the reference version, CI's) is missing.
@@ -88,7 +99,7 @@ configure_and_build() {  # <build dir> [extra cmake args...]
   shift
   log "configure $dir $*"
   cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
-    -DWORKLOAD_BUILD_TESTS=ON "${TORCH_CMAKE_ARGS[@]}" "$@"
+    -DWORKLOAD_BUILD_TESTS=ON "${TORCH_CMAKE_ARGS[@]}" "${LINKER_ARGS[@]}" "$@"
   read_build_facts "$dir"
   log "$(describe_build)"
   # On a GPU machine the CUDA test cases must run: refuse a CPU LibTorch there.
@@ -156,7 +167,7 @@ cpu_capabilities() {
 # run_suites <build dir> [ctest args...]: the suites, CTEST_JOBS at a time (CTest counts each
 # suite's PROCESSORS against -j, so they never need more cores than that). A suite that fails beside
 # others runs again alone: passing there makes it FLAKY (said now and listed at the end, a cause to
-# fix), failing there fails test.sh.
+# fix; a sanitizer tree's suite named with its tree), failing there fails test.sh.
 FLAKY=()
 run_suites() {
   local dir=$1
@@ -168,10 +179,12 @@ run_suites() {
   mapfile -t failed < <(cut -d: -f2- "$failed_log")
   log "the failed suites again, one at a time: ${failed[*]}"
   for name in "${failed[@]}"; do
+    local what=$name
+    [ "$dir" = "$BUILD_DIR" ] || what="$name in $dir"
     # shellcheck disable=SC2086
     if ctest --test-dir "$dir" --output-on-failure ${CTEST_ARGS:-} "$@" -R "^${name}\$"; then
-      echo "FLAKY: $name (failed beside others, passed alone)"
-      FLAKY+=("$name")
+      echo "FLAKY: $what (failed beside others, passed alone)"
+      FLAKY+=("$what")
     else
       still+=("$name")
     fi
@@ -191,11 +204,12 @@ build_checked_trees() {
   # The fuzzer's tree compiles everything with ASan + UBSan already, so it builds the sanitizer
   # suites too: their ASan + UBSan pass, where a tree of its own (gcc) compiled the same units again.
   CC=clang CXX=clang++ cmake -S "$ROOT" -B "${BUILD_DIR}-fuzz" -G Ninja \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORKLOAD_SANITIZE=fuzzer "${TORCH_CMAKE_ARGS[@]}" &&
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORKLOAD_SANITIZE=fuzzer "${TORCH_CMAKE_ARGS[@]}" \
+    "${LINKER_ARGS[@]}" &&
     cmake --build "${BUILD_DIR}-fuzz" -j "$JOBS" --target sanitize_tests fuzz_tests &&
     CC=gcc CXX=g++ cmake -S "$ROOT" -B "${BUILD_DIR}-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DWORKLOAD_SANITIZE=thread "${TORCH_CMAKE_ARGS[@]}" &&
-    cmake --build "${BUILD_DIR}-tsan" -j "$JOBS" --target sanitize_tests || return 1
+      -DWORKLOAD_SANITIZE=thread "${TORCH_CMAKE_ARGS[@]}" "${LINKER_ARGS[@]}" &&
+    cmake --build "${BUILD_DIR}-tsan" -j "$JOBS" --target tsan_tests || return 1
   echo "test.sh: the sanitizer and fuzzer trees built in $((SECONDS - start)) s (nice 19)"
 }
 
@@ -231,8 +245,7 @@ if [ "${QUICK:-0}" != 1 ]; then
   fi
   tail -n 1 "$checked_log"
   log "sanitizer suites under ASan + UBSan in ${BUILD_DIR}-fuzz"
-  timed "suites ${BUILD_DIR}-fuzz (ASan + UBSan)" \
-    ctest --test-dir "${BUILD_DIR}-fuzz" --output-on-failure -j "$CTEST_JOBS" -L sanitize
+  timed "suites ${BUILD_DIR}-fuzz (ASan + UBSan)" run_suites "${BUILD_DIR}-fuzz" -L sanitize
   # The fuzzer is one process on one core for FUZZ_SECONDS: it runs beside the TSan suites instead
   # of after them. Its output follows theirs.
   fuzz_log="${BUILD_DIR}-fuzz.log"
@@ -242,8 +255,7 @@ if [ "${QUICK:-0}" != 1 ]; then
   fuzz_pid=$!
   trap 'kill "$fuzz_pid" 2>/dev/null || true' EXIT
   log "sanitizer suites under TSan in ${BUILD_DIR}-tsan"
-  timed "suites ${BUILD_DIR}-tsan" \
-    ctest --test-dir "${BUILD_DIR}-tsan" --output-on-failure -j "$CTEST_JOBS" -L sanitize
+  timed "suites ${BUILD_DIR}-tsan" run_suites "${BUILD_DIR}-tsan" -L threads
   log "the fuzzer's run"
   fuzz_rc=0
   timed "fuzz ${BUILD_DIR}-fuzz, left after the TSan suites" wait "$fuzz_pid" || fuzz_rc=$?

@@ -68,10 +68,10 @@ install_deps() {
   # Gloo's headers, for data parallelism on the CPU with Debian's LibTorch (c10d's Gloo backend).
   [ "$_want_debian_torch" = 1 ] && packages+=(libgloo-dev)
   # test.sh's checks of the tree (scripts/dev/check_*.sh, clang-tidy's included), get_food101.sh's
-  # tests (curl fetches their file:// archives), and clang with its libFuzzer runtime for its fuzzer
-  # build.
+  # tests (curl fetches their file:// archives), lld (test.sh's linker), and clang with its
+  # libFuzzer runtime for its fuzzer build.
   [ "${WITH_TEST_DEPS:-0}" = 1 ] &&
-    packages+=(clang-format clang-tidy shellcheck black flake8 mypy curl)
+    packages+=(clang-format clang-tidy shellcheck black flake8 mypy curl lld)
   [ "${WITH_FUZZ_DEPS:-0}" = 1 ] && packages+=(clang libclang-rt-dev)
   # Debian's LibTorch with the BLAS its package recommends (apt here installs no recommends): the
   # generic libblas3 it depends on is the reference BLAS, whose unblocked sgemm (fully connected
@@ -90,8 +90,14 @@ install_deps() {
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
   # Short network timeouts: a machine without a package server should learn it in seconds.
   local net=(-o Acquire::Retries=1 -o Acquire::http::Timeout=15 -o Acquire::https::Timeout=15)
+  # APT_UNSAFE_IO=1, for a machine used once and thrown away (CI's: .ci/run sets it): dpkg unpacks
+  # without syncing each file to disk. The 551 packages a bare Debian 12 needs installed in 137 s
+  # instead of 160 (docs/BENCHMARKS.md, issue 41, eighth round); a crash during the install could
+  # leave files half written, which is why no other machine gets it.
+  local dpkg=()
+  [ "${APT_UNSAFE_IO:-0}" = 1 ] && dpkg=(-o Dpkg::Options::=--force-unsafe-io)
   if ! { $sudo apt-get "${net[@]}" update -qq &&
-         DEBIAN_FRONTEND=noninteractive $sudo apt-get "${net[@]}" install -y -qq \
+         DEBIAN_FRONTEND=noninteractive $sudo apt-get "${net[@]}" "${dpkg[@]}" install -y -qq \
            --no-install-recommends "${missing[@]}"; }; then
     echo "install_deps: note: apt could not install ${missing[*]} (no package server?); going on" \
          "with what is installed: CMake will name anything the build really lacks" >&2

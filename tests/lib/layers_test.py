@@ -89,12 +89,14 @@ def violations(root):
 
 
 def targets_per_folder(root):
-    """{folder of lib/ with a CMakeLists.txt: the targets it adds}."""
+    """{folder of lib/ with a CMakeLists.txt: the targets it adds}. A target added once per kind of
+    tree (lib/distributed's, smaller in the sanitizer trees) is one target."""
     out = {}
     for dirpath, _, names in os.walk(os.path.join(root, "lib")):
         if "CMakeLists.txt" in names and dirpath != os.path.join(root, "lib"):
             with open(os.path.join(dirpath, "CMakeLists.txt")) as f:
-                out[os.path.relpath(dirpath, root)] = re.findall(r"add_library\((\w+)", f.read())
+                added = re.findall(r"add_library\((\w+)", f.read())
+            out[os.path.relpath(dirpath, root)] = sorted(set(added))
     return out
 
 

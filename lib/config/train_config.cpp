@@ -145,10 +145,10 @@ void validate_modes(const TrainConfig& c) {
                      " autocast is implemented for CUDA only; use --precision fp32 with "
                      "--device cpu");
   }
-  if (c.weight_cast != WeightCast::kAuto && c.precision != Precision::kBf16) {
+  if (c.weight_cast != WeightCast::kAuto && c.precision == Precision::kFp32) {
     throw UsageError(
-        "--weight-cast: only meaningful with --precision bf16 (fp32 casts nothing; "
-        "fp16 casts each layer's weights as autocast does)");
+        "--weight-cast: only meaningful with --precision bf16 or fp16 (fp32 casts "
+        "nothing)");
   }
   if (c.fuse_conv_bn && c.mode != RunMode::kTrain) {
     throw UsageError("--fuse-conv-bn: only meaningful in training (--mode train)");

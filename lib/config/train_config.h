@@ -34,7 +34,8 @@ inline constexpr EnumName<Precision> kPrecisionNames[] = {
     {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}};
 constexpr const auto& enum_names(Precision) { return kPrecisionNames; }
 
-/// --precision bf16: how autocast's bf16 copies of the weights are made each forward.
+/// --precision bf16 or fp16: how autocast's low-precision copies of the weights are made each
+/// forward.
 enum class WeightCast {
   kAuto,      ///< kTogether in a single process, kPerLayer under torchrun (resolve_weight_cast).
   kTogether,  ///< All at the start of forward in one multi-tensor kernel, the gradients cast back
@@ -194,7 +195,7 @@ struct TrainConfig {
 
   // Experiments beyond the article; the defaults keep its behaviour.
   Precision precision = Precision::kFp32;
-  WeightCast weight_cast = WeightCast::kAuto;  ///< Only meaningful with Precision::kBf16.
+  WeightCast weight_cast = WeightCast::kAuto;  ///< Only meaningful with bf16 or fp16.
   NvtxDetail nvtx_detail = NvtxDetail::kSteps;
   std::string torch_profiler_trace;  ///< Chrome trace of the capture window (LibTorch profiler).
   RunMode mode = RunMode::kTrain;

@@ -144,7 +144,8 @@ void visit_train_flags(C& c, V&& v) {
             "as torch.amp.GradScaler, skipping a step whose gradients are not finite"},
            c.precision);
   v.choice({"weight-cast", kExperimentsGroup,
-            "with --precision bf16: together casts every weight to bf16 at the start of forward "
+            "with --precision bf16 or fp16: together casts every weight to that dtype at the start "
+            "of forward "
             "and every gradient back at the end of backward, one kernel each; per-layer is "
             "autocast's own cast where each layer runs, a kernel each way per weight; auto: "
             "together, per-layer under torchrun (where DDP overlaps the gradients' all-reduce "

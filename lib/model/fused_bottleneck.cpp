@@ -141,8 +141,9 @@ struct FusedBottleneckFunction : public torch::autograd::Function<FusedBottlenec
     const ConvSpec sd = shortcut ? spec_of(*m.downsample_conv) : ConvSpec{};
     ctx->saved_data["specs"] = std::vector<std::int64_t>{s1.pad, s1.stride, s2.pad, s2.stride,
                                                          s3.pad, s3.stride, sd.pad, sd.stride};
-    // Each parameter's dtype, for its gradient.
-    ctx->saved_data["param_dtype"] = static_cast<std::int64_t>(in[kInW1].scalar_type());
+    // The weights' and the batch norms' parameters' dtypes, for their gradients.
+    ctx->saved_data["weight_dtype"] = static_cast<std::int64_t>(in[kInW1].scalar_type());
+    ctx->saved_data["bn_dtype"] = static_cast<std::int64_t>(in[kInBn].scalar_type());
     return out;
   }
 
@@ -152,7 +153,8 @@ struct FusedBottleneckFunction : public torch::autograd::Function<FusedBottlenec
     const bool shortcut = ctx->saved_data["shortcut"].toBool();
     const std::vector<std::int64_t> sp = ctx->saved_data["specs"].toIntVector();
     const ConvSpec s1{sp[0], sp[1]}, s2{sp[2], sp[3]}, s3{sp[4], sp[5]}, sd{sp[6], sp[7]};
-    const auto param_dtype = static_cast<at::ScalarType>(ctx->saved_data["param_dtype"].toInt());
+    const auto weight_dtype = static_cast<at::ScalarType>(ctx->saved_data["weight_dtype"].toInt());
+    const auto bn_dtype = static_cast<at::ScalarType>(ctx->saved_data["bn_dtype"].toInt());
     const variable_list saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[kX], &a1 = saved[kA1], &a2 = saved[kA2], &a3 = saved[kA3];
     const BnFinal f1 = load_final(saved, 0), f2 = load_final(saved, 1), f3 = load_final(saved, 2);
@@ -181,20 +183,21 @@ struct FusedBottleneckFunction : public torch::autograd::Function<FusedBottlenec
 
     // One gradient an input of the list, then none for the two addresses.
     variable_list out((shortcut ? kInputsShortcut : kInputsPlain) + 2);
-    const auto param = [&](const torch::Tensor& g) { return g.to(param_dtype); };
+    const auto weight = [&](const torch::Tensor& g) { return g.to(weight_dtype); };
+    const auto bn = [&](const torch::Tensor& g) { return g.to(bn_dtype); };
     out[kInX] = dx;
-    out[kInW1] = param(dw1);
-    out[kInW2] = param(dw2);
-    out[kInW3] = param(dw3);
+    out[kInW1] = weight(dw1);
+    out[kInW2] = weight(dw2);
+    out[kInW3] = weight(dw3);
     const BnGrads* bn_grads[] = {&g1, &g2, &g3};
     for (std::size_t i = 0; i < 3; ++i) {
-      out[kInBn + 2 * i] = param(bn_grads[i]->dweight);
-      out[kInBn + 2 * i + 1] = param(bn_grads[i]->dbias);
+      out[kInBn + 2 * i] = bn(bn_grads[i]->dweight);
+      out[kInBn + 2 * i + 1] = bn(bn_grads[i]->dbias);
     }
     if (shortcut) {
-      out[kInWd] = param(dwd);
-      out[kInWd + 1] = param(gd->dweight);
-      out[kInWd + 2] = param(gd->dbias);
+      out[kInWd] = weight(dwd);
+      out[kInWd + 1] = bn(gd->dweight);
+      out[kInWd + 2] = bn(gd->dbias);
     }
     return out;
   }
@@ -223,14 +226,14 @@ bool fusable(const BottleneckModules& m) {
 }
 
 torch::Tensor fused_bottleneck(const ConvBnOps& ops, const BottleneckModules& m,
-                               const torch::Tensor& x) {
+                               const torch::Tensor& x, const ForwardWeights& w) {
   TORCH_CHECK(fusable(m), "fused_bottleneck: a block its pieces cannot run");
   std::vector<torch::Tensor> in = {
-      x,           m.conv1->weight, m.conv2->weight, m.conv3->weight, m.bn1->weight,
-      m.bn1->bias, m.bn2->weight,   m.bn2->bias,     m.bn3->weight,   m.bn3->bias};
+      x,           w[m.conv1->weight], w[m.conv2->weight], w[m.conv3->weight], m.bn1->weight,
+      m.bn1->bias, m.bn2->weight,      m.bn2->bias,        m.bn3->weight,      m.bn3->bias};
   if (m.downsample_conv != nullptr) {
     in.insert(in.end(),
-              {m.downsample_conv->weight, m.downsample_bn->weight, m.downsample_bn->bias});
+              {w[m.downsample_conv->weight], m.downsample_bn->weight, m.downsample_bn->bias});
   }
   return FusedBottleneckFunction::apply(
       at::TensorList(in), static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(&ops)),

@@ -9,6 +9,7 @@
 #include <torch/types.h>
 
 #include "lib/model/conv_bn_ops.h"
+#include "lib/model/weight_cast.h"
 
 namespace workload {
 
@@ -33,10 +34,13 @@ bool fusable(const BottleneckModules& m);
 /// relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1(x))))))) + shortcut(x)) in training mode, through
 /// `ops`, with the weights cast to x's dtype: the same values as the modules within rounding, the
 /// running statistics and num_batches_tracked updated as BatchNorm2d's forward updates them (the
-/// counters through DeferredBatchCounts where one collects). Backward is one node: the gradients of
-/// x, of the four weights and of the batch norms' weights and biases, in their own dtypes.
+/// counters through DeferredBatchCounts where one collects). Each convolution's weight is the one
+/// `w` gives: the low-precision copy the forward made of it with the model's others (one cast
+/// kernel each way for all of them, where a cast of its own per weight would launch two), or the
+/// module's own. Backward is one node: the gradients of x, of the weights it used and of the batch
+/// norms' weights and biases, each in its input's dtype.
 /// \pre fusable(m).
 torch::Tensor fused_bottleneck(const ConvBnOps& ops, const BottleneckModules& m,
-                               const torch::Tensor& x);
+                               const torch::Tensor& x, const ForwardWeights& w = {});
 
 }  // namespace workload

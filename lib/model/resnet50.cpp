@@ -73,7 +73,7 @@ torch::Tensor BottleneckImpl::forward(const torch::Tensor& x) { return forward_w
 torch::Tensor BottleneckImpl::forward_with(const torch::Tensor& x, const ForwardWeights& w) {
   if (conv_bn_ != nullptr && is_training()) {
     const BottleneckModules m = fusion_modules();
-    if (fusable(m)) return fused_bottleneck(*conv_bn_, m, x);
+    if (fusable(m)) return fused_bottleneck(*conv_bn_, m, x, w);
   }
   torch::Tensor out = norm_->bn_relu(*bn1_, conv_with(*conv1_, x, w));
   out = norm_->bn_relu(*bn2_, conv_with(*conv2_, out, w));

@@ -37,7 +37,8 @@ struct ModelFacts {
   std::int64_t num_classes = 0;
   std::int64_t parameters = 0;
   bool on_cuda = false;  ///< where it runs
-  /// --precision bf16: how the weights' bf16 copies were made (--weight-cast resolved).
+  /// --precision bf16 or fp16: how the weights' low-precision copies were made (--weight-cast
+  /// resolved).
   std::optional<WeightCast> weight_cast;
 };
 

@@ -254,7 +254,7 @@ void Trainer::build_model() {
   if (config_.loader.transform.layout != dp::ImageLayout::kNchw) to_channels_last(*model_);
   if (config_.fused_bn) model_->set_norm_activation(fused_norm_activation());
   if (config_.fuse_conv_bn) model_->set_conv_bn_ops(conv_bn_ops_for_run());
-  if (config_.precision == Precision::kBf16) {
+  if (config_.precision != Precision::kFp32) {
     model_->set_cast_weights_together(resolve_weight_cast(config_.weight_cast, dist_ != nullptr) ==
                                       WeightCast::kTogether);
   }
@@ -386,8 +386,8 @@ RunFacts Trainer::facts(RunResult result) const {
   f.config = config_;
   f.environment = collect_environment(device_.is_cuda());
   if (!model_.is_empty()) {
-    std::optional<WeightCast> cast;  // what ran: bf16 only
-    if (config_.precision == Precision::kBf16) {
+    std::optional<WeightCast> cast;  // what ran: bf16 and fp16 only
+    if (config_.precision != Precision::kFp32) {
       cast = model_->cast_weights_together() ? WeightCast::kTogether : WeightCast::kPerLayer;
     }
     f.model = ModelFacts{num_classes_, parameters(), device_.is_cuda(), cast};

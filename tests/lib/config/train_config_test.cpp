@@ -72,10 +72,17 @@ TEST(TrainConfigTest, CombinationsThatCannotRunNameTheirFlag) {
   for (const WeightCast w : {WeightCast::kTogether, WeightCast::kPerLayer}) {
     c = cpu_config();
     c.weight_cast = w;
-    expect_invalid(c, "--weight-cast: only meaningful with --precision bf16");
+    expect_invalid(c, "--weight-cast: only meaningful with --precision bf16 or fp16");
     c.device = Device::kCuda;
-    c.precision = Precision::kFp16;
-    expect_invalid(c, "--weight-cast: only meaningful with --precision bf16");
+    expect_invalid(c, "--weight-cast: only meaningful with --precision bf16 or fp16");
+    for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
+      c.precision = p;
+      if (cuda_available()) {
+        EXPECT_NO_THROW(validate(c));
+      } else {
+        expect_invalid(c, "--device cuda: no CUDA device");
+      }
+    }
   }
 
   c = cpu_config();

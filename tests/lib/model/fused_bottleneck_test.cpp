@@ -1,6 +1,7 @@
 // Tests for the fused bottleneck (lib/model/fused_bottleneck.h) on the reference pieces, on the
 // CPU in fp32: the block's output, every gradient and the running statistics as the modules make
-// them, with and without the shortcut's convolution, and the blocks it refuses.
+// them, with and without the shortcut's convolution, the weights' copies made together, and the
+// blocks it refuses.
 #include "lib/model/fused_bottleneck.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "lib/model/resnet50.h"
+#include "lib/model/weight_cast.h"
 
 namespace workload {
 namespace {
@@ -80,6 +82,39 @@ TEST(FusedBottleneckTest, ADownsamplingBlockStepsAsItsModules) { expect_same_ste
 // ResNet-50's last blocks see few values a channel (batch x 2 x 2).
 TEST(FusedBottleneckTest, AWideBlockOnATinyMapStepsAsItsModules) {
   expect_same_step(256, 64, 1, 2, 2);
+}
+
+// The weights' copies made together for the forward (ForwardWeights) are what the block's node
+// takes: its edges lead to the one cast node, the values and every gradient are those of the
+// block casting each weight itself, and the batch norms' gradients keep their own dtype.
+TEST(FusedBottleneckTest, WeightsCastTogetherAreTheCopiesTheBlockUses) {
+  auto [own, shared] = twin_blocks(8, 4, 2);
+  torch::manual_seed(8);
+  const torch::Tensor x0 =
+      torch::randn({2, 8, 6, 6}, torch::kDouble).contiguous(torch::MemoryFormat::ChannelsLast);
+  const torch::Tensor xa = x0.clone().requires_grad_(true), xb = x0.clone().requires_grad_(true);
+  const torch::Tensor ya = fused_bottleneck(reference_conv_bn_ops(), own->fusion_modules(), xa);
+  const ForwardWeights w(shared->conv_weights(), torch::kDouble);
+  const torch::Tensor yb =
+      fused_bottleneck(reference_conv_bn_ops(), shared->fusion_modules(), xb, w);
+  EXPECT_TRUE(torch::equal(ya, yb));
+  // x, then the three convolutions' weights: the shared block's come from the cast node.
+  const auto& edges = yb.grad_fn()->next_edges();
+  for (std::size_t i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(edges[i].is_valid()) << i;
+    EXPECT_NE(edges[i].function->name().find("CastTogether"), std::string::npos)
+        << edges[i].function->name();
+  }
+  const torch::Tensor probe = torch::randn_like(ya);
+  (ya * probe).sum().backward();
+  (yb * probe).sum().backward();
+  EXPECT_TRUE(torch::equal(xa.grad(), xb.grad()));
+  const auto pa = own->named_parameters();
+  for (const auto& p : shared->named_parameters()) {
+    ASSERT_TRUE(p.value().grad().defined()) << p.key();
+    EXPECT_EQ(p.value().grad().scalar_type(), torch::kFloat) << p.key();
+    EXPECT_TRUE(torch::equal(p.value().grad(), pa[p.key()].grad())) << p.key();
+  }
 }
 
 TEST(FusedBottleneckTest, ABlockItCannotRunIsNotFusable) {

@@ -283,7 +283,7 @@ TEST(TrainCliTest, ExperimentFlags) {
                      "--cuda-graph-memsets");
   EXPECT_EQ(parse({"--data=/x", "--device=cpu"}).config.weight_cast, WeightCast::kAuto);
   expect_usage_error({"--data=/x", "--device=cpu", "--weight-cast=together"},
-                     "--weight-cast: only meaningful with --precision bf16");
+                     "--weight-cast: only meaningful with --precision bf16 or fp16");
   expect_usage_error({"--data=/x", "--device=cpu", "--weight-cast=each"}, "--weight-cast");
   if (cuda_available()) {
     EXPECT_EQ(
@@ -292,6 +292,9 @@ TEST(TrainCliTest, ExperimentFlags) {
     EXPECT_EQ(
         parse({"--data=/x", "--precision=bf16", "--weight-cast", "together"}).config.weight_cast,
         WeightCast::kTogether);
+    EXPECT_EQ(
+        parse({"--data=/x", "--precision=fp16", "--weight-cast=per-layer"}).config.weight_cast,
+        WeightCast::kPerLayer);
     EXPECT_EQ(parse({"--data=/x", "--cuda-graph", "--cuda-graph-memsets=nodes"})
                   .config.cuda_graph_memsets,
               GraphMemsets::kNodes);

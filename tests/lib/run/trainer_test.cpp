@@ -692,30 +692,34 @@ TEST_F(TrainerTest, ACudaGraphOfTheDataParallelStepTrainsAsEagerDdp) {
   }
 }
 
-// --precision bf16 in one process casts the weights together unless told otherwise, and trains as
-// autocast's own casts do: the same batches, the same losses (cuDNN's algorithms may differ run to
-// run in the last bits; lib/model's test compares the two to the bit with deterministic cuDNN).
-TEST_F(TrainerTest, Bf16WeightsCastTogetherTrainAsAutocastsOwnCasts) {
+// --precision bf16 or fp16 in one process casts the weights together unless told otherwise, and
+// trains as autocast's own casts do: the same batches, the same losses (cuDNN's algorithms may
+// differ run to run in the last bits; lib/model's test compares the two to the bit with
+// deterministic cuDNN). fp16 scales the loss the same way either way.
+TEST_F(TrainerTest, WeightsCastTogetherTrainAsAutocastsOwnCasts) {
   if (!cuda_available()) GTEST_SKIP() << "needs a CUDA device";
-  TrainConfig c = config();
-  c.device = Device::kCuda;
-  c.precision = Precision::kBf16;
-  c.sync_every_step = true;  // a loss per step
-  auto run = [&](WeightCast w, const char* expected) {
-    c.weight_cast = w;
-    Trainer t(c);
-    EXPECT_EQ(t.model()->cast_weights_together(), std::string(expected) == "together");
-    const RunResult r = t.run();
-    EXPECT_EQ(report_json(t.facts(r))["model"]["weight_cast"], expected);
-    return r;
-  };
-  const RunResult together = run(WeightCast::kAuto, "together");
-  const RunResult per_layer = run(WeightCast::kPerLayer, "per-layer");
-  EXPECT_EQ(digests(together), digests(per_layer));
-  const double worst = worst_loss_difference(per_layer, together, 1e-3, "weight casts");
-  std::cout << "[ calibrate ] bf16 weights cast together against per layer: worst relative loss "
-               "difference "
-            << worst << "\n";
+  for (const Precision precision : {Precision::kBf16, Precision::kFp16}) {
+    SCOPED_TRACE(to_string(precision));
+    TrainConfig c = config();
+    c.device = Device::kCuda;
+    c.precision = precision;
+    c.sync_every_step = true;  // a loss per step
+    auto run = [&](WeightCast w, const char* expected) {
+      c.weight_cast = w;
+      Trainer t(c);
+      EXPECT_EQ(t.model()->cast_weights_together(), std::string(expected) == "together");
+      const RunResult r = t.run();
+      EXPECT_EQ(report_json(t.facts(r))["model"]["weight_cast"], expected);
+      return r;
+    };
+    const RunResult together = run(WeightCast::kAuto, "together");
+    const RunResult per_layer = run(WeightCast::kPerLayer, "per-layer");
+    EXPECT_EQ(digests(together), digests(per_layer));
+    const double worst = worst_loss_difference(per_layer, together, 1e-3, "weight casts");
+    std::cout << "[ calibrate ] " << to_string(precision)
+              << " weights cast together against per layer: worst relative loss difference "
+              << worst << "\n";
+  }
 }
 
 TEST_F(TrainerTest, CudaDeviceWithoutAGpuIsRejected) {

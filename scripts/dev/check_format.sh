@@ -17,10 +17,14 @@ if [ "$CHECK_FIX" = 1 ]; then
   clang-format -i "${files[@]}"
   exit 0
 fi
+# One process for every file: a start of clang-format costs about 0.1 s, more than a file's check.
+# Only when that fails are the files checked one by one, to name each that does not follow.
 bad=()
-for f in "${files[@]}"; do
-  clang-format --dry-run -Werror "$f" >/dev/null 2>&1 || bad+=("$f")
-done
+if ! clang-format --dry-run -Werror "${files[@]}" >/dev/null 2>&1; then
+  for f in "${files[@]}"; do
+    clang-format --dry-run -Werror "$f" >/dev/null 2>&1 || bad+=("$f")
+  done
+fi
 if [ ${#bad[@]} -gt 0 ]; then
   echo "check_format.sh: ${#bad[@]} file(s) do not follow .clang-format ($(clang-format --version)):" >&2
   printf '  %s\n' "${bad[@]}" >&2

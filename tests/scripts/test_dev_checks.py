@@ -112,6 +112,19 @@ class DevChecksTest(ScratchCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("lib/bad.cpp", r.stderr)
 
+    def test_only_the_unformatted_files_are_named(self):
+        # The check runs one clang-format over every file, then names them one by one.
+        self.need("clang-format")
+        self.write("lib/good.cpp", "int f() { return 1; }\n")
+        self.write("lib/bad.cpp", "int   f( ){return 1;}\n")
+        self.write("lib/bad2.h", "int   g( );\n")
+        r = self.check("check_format.sh")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("2 file(s) do not follow", r.stderr)
+        self.assertIn("lib/bad.cpp", r.stderr)
+        self.assertIn("lib/bad2.h", r.stderr)
+        self.assertNotIn("lib/good.cpp", r.stderr)
+
     def test_a_missing_tool_is_a_note_with_if_available_and_an_error_without(self):
         # A PATH with what the scripts need besides the checked tools.
         bin_dir = os.path.join(self.tmp, "bin")

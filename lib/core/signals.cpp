@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -36,35 +37,85 @@ std::function<void(int)>& target() {
   return *published;
 }
 
-extern "C" void on_stop_signal(int sig) {
-  const int saved_errno = errno;
+// SIGINT, SIGTERM and SIGHUP.
+sigset_t stop_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+// Records the first stop signal; a second one ends the process at once. Async-signal-safe.
+void record(int sig) {
   int none = 0;
   if (!g_signal.compare_exchange_strong(none, sig)) std::_Exit(exit_status(Ending::kStopped, sig));
+}
+
+// For a thread that does not block the signals (one started before the watcher, such as a
+// profiler's injection thread): records the signal and wakes the watcher.
+extern "C" void on_stop_signal(int sig) {
+  const int saved_errno = errno;
+  record(sig);
   const unsigned char byte = static_cast<unsigned char>(sig);
   const ssize_t written = ::write(g_wake[1], &byte, 1);
   static_cast<void>(written);  // nothing to do about a failure inside a handler
   errno = saved_errno;
 }
 
-void watch(sigset_t stop_signals, const std::shared_ptr<StopRequest>& stop) {
-  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+// The signal a readable descriptor holds, or 0 (none, or an interrupted read); -1 when it failed.
+int take_from_pipe(int fd) {
+  unsigned char byte = 0;
+  const ssize_t n = ::read(fd, &byte, 1);
+  if (n < 0 && errno == EINTR) return 0;
+  return n == 1 ? byte : -1;
+}
+
+int take_from_signalfd(int fd) {
+  signalfd_siginfo info{};
+  const ssize_t n = ::read(fd, &info, sizeof info);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return 0;
+  if (n != static_cast<ssize_t>(sizeof info)) return -1;
+  const int sig = static_cast<int>(info.ssi_signo);
+  record(sig);  // a second signal ends the process here
+  return sig;
+}
+
+// The watcher keeps the signals blocked, as every thread started after it does, and takes them
+// from a signalfd: a process-directed signal that no thread of ours can take waits there, and is
+// read as data. No handler runs on this thread, so no sanitizer holds one back: ThreadSanitizer
+// defers a handler to the thread's next intercepted call, and one run in several dozen under load
+// a watcher that took the signal through its handler slept on in poll() (issue 41). The pipe
+// carries what the handler took in a thread that does not block the signals.
+void watch(int signal_fd, const std::shared_ptr<StopRequest>& stop) {
   for (;;) {
-    // poll() before read(): ThreadSanitizer runs a handler at once only in a thread blocked in a
-    // call it knows to block (poll, not read), and would otherwise hold it, and the stop, forever.
-    pollfd readable{g_wake[0], POLLIN, 0};
-    if (::poll(&readable, 1, -1) < 0 && errno == EINTR) continue;
-    unsigned char byte = 0;
-    const ssize_t n = ::read(g_wake[0], &byte, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n != 1) break;
-    const int sig = byte;
+    pollfd readable[2] = {{signal_fd, POLLIN, 0}, {g_wake[0], POLLIN, 0}};
+    if (::poll(readable, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    int sig = 0;
+    if (readable[0].revents & POLLIN) {
+      sig = take_from_signalfd(signal_fd);
+    } else if (readable[1].revents & POLLIN) {
+      sig = take_from_pipe(g_wake[0]);
+    } else if ((readable[0].revents | readable[1].revents) != 0) {
+      sig = -1;  // an error or a hang-up on either descriptor
+    }
+    if (sig == 0) continue;
+    if (sig < 0) break;
     std::fprintf(stderr, "%s: %s received: stopping (again to exit at once)\n",
                  program_invocation_short_name, signal_name(sig).c_str());
     stop->request(sig);
     const std::lock_guard<std::mutex> lock(g_target_mu);
     if (target()) target()(sig);
   }
-  for (;;) pause();  // the pipe failed: stay, to take signals
+  // A descriptor failed (never seen): the handler takes the signals here from now on, so a second
+  // one still ends the process.
+  const sigset_t stop_signals = stop_signal_set();
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  for (;;) pause();
 }
 
 }  // namespace
@@ -73,11 +124,12 @@ SignalWatcher::SignalWatcher(std::shared_ptr<StopRequest> stop) {
   if (::pipe2(g_wake, O_CLOEXEC) != 0) {
     throw std::runtime_error(std::string("cannot create the signal pipe: ") + std::strerror(errno));
   }
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGHUP);
+  const sigset_t stop_signals = stop_signal_set();
+  const int signal_fd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC);
+  if (signal_fd < 0) {
+    throw std::runtime_error(std::string("cannot create the signal descriptor: ") +
+                             std::strerror(errno));
+  }
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
   action.sa_mask = stop_signals;
@@ -88,8 +140,7 @@ SignalWatcher::SignalWatcher(std::shared_ptr<StopRequest> stop) {
                              std::strerror(errno));
   }
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // inherited by every thread started later
-  // Also the thread of ours that takes a second signal (the handler then exits).
-  std::thread([stop_signals, stop = std::move(stop)] { watch(stop_signals, stop); }).detach();
+  std::thread([signal_fd, stop = std::move(stop)] { watch(signal_fd, stop); }).detach();
 }
 
 SignalWatcher::Publication::Publication(std::function<void(int)> request_stop) {

@@ -1,13 +1,15 @@
 // Tests for the signals of a run (lib/core/signals.h): a first SIGINT, SIGTERM or SIGHUP becomes
 // the process's stop request and reaches the published target, one that came before the publication
-// is passed on at once, a second one ends the process with 128 + its number, and the threads
-// started after the watcher leave the signals to it. The watcher takes the signals for the rest of
+// is passed on at once, a second one ends the process with 128 + its number, the threads started
+// after the watcher leave the signals to it, and one that a thread started before it takes (through
+// the handler) reaches it too. The watcher takes the signals for the rest of
 // its process's life, so each case runs in a child of its own (a death test, started by fork and
 // exec: ThreadSanitizer follows both), which exits 0 when what it saw was right and says what it
 // saw.
 #include "lib/core/signals.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -113,6 +115,37 @@ void later_thread_mask() {
 TEST_F(SignalsTest, TheThreadsStartedAfterTheWatcherBlockTheSignals) {
   EXPECT_EXIT(later_thread_mask(), testing::ExitedWithCode(0),
               "signals blocked in a later thread: requested 3");
+}
+
+// A child: a thread started before the watcher, with the default mask, as a profiler's injection
+// starts one before main(). It is then the only thread that can take a process-directed signal, so
+// the handler runs there and wakes the watcher through the pipe. The thread waits in poll(), where
+// a sanitizer runs a handler at once.
+void signal_in_a_foreign_thread() {
+  std::atomic<bool> done{false};
+  std::thread foreign([&done] {
+    while (!done.load()) ::poll(nullptr, 0, 20);
+  });
+  const auto stop = std::make_shared<StopRequest>();
+  const SignalWatcher watcher(stop);
+  std::atomic<int> published{-1};
+  const SignalWatcher::Publication publication([&published](int s) { published = s; });
+  ::kill(::getpid(), SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while ((stop->requested() != SIGTERM || published.load() != SIGTERM) &&
+         std::chrono::steady_clock::now() < deadline) {
+    stop->sleep_for(10ms);
+  }
+  done = true;
+  foreign.join();
+  finish(stop->requested() == SIGTERM && published.load() == SIGTERM, "through the handler",
+         stop->requested(), published.load());
+}
+
+TEST_F(SignalsTest, ASignalTakenByAThreadOfAnotherLibraryReachesTheWatcher) {
+  EXPECT_EXIT(signal_in_a_foreign_thread(), testing::ExitedWithCode(0),
+              "SIGTERM received: stopping \\(again to exit at once\\)\n"
+              "through the handler: requested 15, published 15");
 }
 
 }  // namespace

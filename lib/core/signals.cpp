@@ -72,6 +72,8 @@ int take_from_pipe(int fd) {
   return n == 1 ? byte : -1;
 }
 
+// From the signalfd, which holds what no thread could take; 0 when another thread's handler took
+// it first (EAGAIN).
 int take_from_signalfd(int fd) {
   signalfd_siginfo info{};
   const ssize_t n = ::read(fd, &info, sizeof info);
@@ -125,7 +127,10 @@ SignalWatcher::SignalWatcher(std::shared_ptr<StopRequest> stop) {
     throw std::runtime_error(std::string("cannot create the signal pipe: ") + std::strerror(errno));
   }
   const sigset_t stop_signals = stop_signal_set();
-  const int signal_fd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC);
+  // Non-blocking: a signal that woke the watcher's poll() may be taken by the handler in a thread
+  // that does not block it before the watcher reads, and a blocking read would then wait for the
+  // next signal, leaving the pipe unread (failure_modes_test's thread of another library, SIGHUP).
+  const int signal_fd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signal_fd < 0) {
     throw std::runtime_error(std::string("cannot create the signal descriptor: ") +
                              std::strerror(errno));

@@ -42,20 +42,26 @@ class SignalsTest : public testing::Test {
   std::_Exit(ok ? 0 : 1);
 }
 
+// Sends `sig` to the whole process and waits (up to kPatience) until it is the stop request and
+// has reached the published target; true when it has.
+bool send_and_await(int sig, StopRequest& stop, const std::atomic<int>& published) {
+  ::kill(::getpid(), sig);
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while ((stop.requested() != sig || published.load() != sig) &&
+         std::chrono::steady_clock::now() < deadline) {
+    stop.sleep_for(10ms);
+  }
+  return stop.requested() == sig && published.load() == sig;
+}
+
 // A child: the watcher, a target, `sig` sent to the whole process, the request awaited.
 void first_signal(int sig) {
   const auto stop = std::make_shared<StopRequest>();
   const SignalWatcher watcher(stop);
   std::atomic<int> published{-1};
   const SignalWatcher::Publication publication([&published](int s) { published = s; });
-  ::kill(::getpid(), sig);
-  const auto deadline = std::chrono::steady_clock::now() + kPatience;
-  while ((stop->requested() != sig || published.load() != sig) &&
-         std::chrono::steady_clock::now() < deadline) {
-    stop->sleep_for(10ms);
-  }
-  finish(stop->requested() == sig && published.load() == sig, "after the signal", stop->requested(),
-         published.load());
+  const bool ok = send_and_await(sig, *stop, published);
+  finish(ok, "after the signal", stop->requested(), published.load());
 }
 
 TEST_F(SignalsTest, AFirstSignalIsTheStopRequestAndReachesThePublishedTarget) {
@@ -130,16 +136,10 @@ void signal_in_a_foreign_thread() {
   const SignalWatcher watcher(stop);
   std::atomic<int> published{-1};
   const SignalWatcher::Publication publication([&published](int s) { published = s; });
-  ::kill(::getpid(), SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + kPatience;
-  while ((stop->requested() != SIGTERM || published.load() != SIGTERM) &&
-         std::chrono::steady_clock::now() < deadline) {
-    stop->sleep_for(10ms);
-  }
+  const bool ok = send_and_await(SIGTERM, *stop, published);
   done = true;
   foreign.join();
-  finish(stop->requested() == SIGTERM && published.load() == SIGTERM, "through the handler",
-         stop->requested(), published.load());
+  finish(ok, "through the handler", stop->requested(), published.load());
 }
 
 TEST_F(SignalsTest, ASignalTakenByAThreadOfAnotherLibraryReachesTheWatcher) {

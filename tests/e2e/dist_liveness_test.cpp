@@ -13,6 +13,8 @@
 #include <torch/cuda.h>
 
 #include <chrono>
+#include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -79,6 +81,24 @@ class SilentListener {
 int free_port() {
   SilentListener probe;
   return probe.port();
+}
+
+// A connection to 127.0.0.1:`port`, or -1.
+int connect_to(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+  if (fd >= 0) ::close(fd);
+  return -1;
+}
+
+// The step of the last progress line ("[step  12/1000] ...") in `out`, or 0.
+int last_step(const std::string& out) {
+  const std::size_t at = out.rfind("[step ");
+  return at == std::string::npos ? 0 : std::atoi(out.c_str() + at + 6);
 }
 
 // The processes of ours whose environment holds MASTER_PORT=`port` (and RANK=`rank`, unless -1):
@@ -212,7 +232,8 @@ TEST_P(DeadOrFrozenPeerTest, TheOtherRankEndsWithinTenSecondsNamingIt) {
   ASSERT_TRUE(wait_for(survivor, "[step   2/")) << survivor.out() << survivor.err();
   victim.signal(loss.signal);
   const auto t = Clock::now();
-  ASSERT_TRUE(survivor.wait(30)) << "the survivor still waits 30 s later";
+  ASSERT_TRUE(survivor.wait(30)) << "the survivor still waits 30 s later; its threads:\n"
+                                 << survivor.threads() << survivor.out() << survivor.err();
   const double took = seconds_since(t);
   EXPECT_LT(took, 10.0);
   EXPECT_EQ(survivor.exit_code(), 3) << survivor.err();
@@ -253,6 +274,28 @@ INSTANTIATE_TEST_SUITE_P(
              (info.param.signal == SIGKILL ? "Killed" : "Frozen") + "Rank" +
              std::to_string(info.param.victim);
     });
+
+// A client that stops in the middle of a request to the store (as SIGSTOP can leave a peer,
+// between two writes of one request) costs the store that connection, not its answers: the ranks
+// train on past the peer timeout. LibTorch 1.13's store waited for the rest of the request for
+// ever: every rank missed the store 5 s later, and rank 0's teardown never ended.
+TEST_F(DistLivenessTest, AClientStoppedInTheMiddleOfAStoreRequestSilencesItForNobody) {
+  const int port = free_port();
+  const auto args = train({"--steps=1000", report_flag()});
+  test_util::Process rank0(args, rank_env(0, port)), rank1(args, rank_env(1, port));
+  ASSERT_TRUE(wait_for(rank0, "[step   2/")) << rank0.out() << rank0.err();
+  const int client = connect_to(port);
+  ASSERT_GE(client, 0) << "cannot connect to the store at 127.0.0.1:" << port;
+  const unsigned char query = 3;  // the first byte of a request (c10d's query type); no more comes
+  ASSERT_EQ(::send(client, &query, 1, 0), 1);
+  const int step_then = last_step(rank0.out());
+  // The peer timeout (5 s) and three beats: a store silent all along would have ended both ranks.
+  std::this_thread::sleep_for(std::chrono::seconds(8));
+  EXPECT_FALSE(rank0.poll()) << rank0.err();
+  EXPECT_FALSE(rank1.poll()) << rank1.err();
+  EXPECT_GT(last_step(rank0.out()), step_then) << rank0.out();
+  ::close(client);
+}
 
 // Liveness is not progress: rank 1 sleeps 12 s inside a step (over twice the 5 s peer timeout)
 // while rank 0 waits for it in backward's all-reduce; both beat, and the run completes.

@@ -218,6 +218,28 @@ std::string Process::err() const {
   return std::string(bytes.begin(), bytes.end());
 }
 
+std::string Process::threads() const {
+  if (done_) return "";
+  std::string lines;
+  const fs::path tasks = "/proc/" + std::to_string(pid_) + "/task";
+  std::error_code ec;
+  for (const auto& task : fs::directory_iterator(tasks, ec)) {
+    auto first_line = [&](const char* file) {
+      std::ifstream in(task.path() / file);
+      std::string line;
+      std::getline(in, line);
+      return line;
+    };
+    // stat: "tid (name) state ...": the state follows the last ')'.
+    const std::string stat = first_line("stat");
+    const std::size_t paren = stat.rfind(')');
+    const std::string state = paren == std::string::npos ? "?" : stat.substr(paren + 2, 1);
+    lines += task.path().filename().string() + " " + first_line("comm") + " " + state + " " +
+             first_line("wchan") + "\n";
+  }
+  return lines;
+}
+
 TrainingSet::TrainingSet() {
   make_dataset(dir.path(), 3, 8, 3, 0.0);
   index = std::make_shared<const data_pipeline::Food101Index>(

@@ -52,6 +52,9 @@ class Process {
   int exit_code() const { return exit_code_; }
   std::string out() const;
   std::string err() const;
+  /// While the child runs: one line per thread, "<tid> <name> <state> <kernel wait channel>", from
+  /// /proc (what a test prints when a child it waits for does not end). Empty once it ended.
+  std::string threads() const;
 
  private:
   std::unique_ptr<TempDir> io_;

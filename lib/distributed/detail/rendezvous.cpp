@@ -213,6 +213,14 @@ Group rendezvous(const LaunchEnv& env, DistBackend backend, const torch::Device&
   try {
     progress.enter(Stage::kConnect);
     out.store = connect_run_store(env, timeout, serves_store(env));
+    if (serves_store(env)) {
+      // LibTorch 1.13's store serves one request at a time and reads the rest of a request with
+      // blocking receives: a peer frozen between two writes of one request (SIGSTOP, a debugger)
+      // silenced it for every rank, and its teardown then waited for ever on that receive. Bounded,
+      // it drops that connection and answers the others before they miss it (2.x's libuv server
+      // never blocks on one client).
+      bound_server_receives(env.master_port, watchdog.options().peer_timeout / 2);
+    }
     progress.enter(Stage::kJoin);
     join(*out.store, env, deadline, progress);
     progress.enter(Stage::kGroup);

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -107,6 +108,28 @@ int shutdown_connections_to(const std::vector<std::string>& addresses, int port)
       continue;
     }
     if (same_socket(id) && ::shutdown(id.fd, SHUT_RDWR) == 0) ++n;
+  }
+  return n;
+}
+
+int bound_server_receives(int port, std::chrono::milliseconds timeout) {
+  timeval bound{};
+  bound.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  bound.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+  std::vector<SocketId> listeners, accepted;
+  for (const SocketId& id : tcp_sockets()) {
+    if (local_port_of(id.fd) != port) continue;
+    // A listening socket has no peer; one it accepted has. (A client of this process connected to
+    // `port` has another local port.)
+    (peer_of(id.fd).second < 0 ? listeners : accepted).push_back(id);
+  }
+  if (listeners.empty()) return 0;
+  int n = 0;
+  // The listeners first: a connection accepted after the scan inherits the bound.
+  for (const std::vector<SocketId>* ids : {&listeners, &accepted}) {
+    for (const SocketId& id : *ids) {
+      if (::setsockopt(id.fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound)) == 0) ++n;
+    }
   }
   return n;
 }

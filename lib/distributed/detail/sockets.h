@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,13 @@ void shutdown_sockets(const std::vector<SocketId>& ids);
 /// shutdown(SHUT_RDWR) on every TCP connection of this process to `port` at one of `addresses`
 /// (numeric, as resolve() gives them; any address when empty). Returns how many.
 int shutdown_connections_to(const std::vector<std::string>& addresses, int port);
+
+/// Bounds every blocking receive of the TCP server listening on `port` in this process: SO_RCVTIMEO
+/// on its listening sockets, which the connections it accepts from now on inherit (Linux copies
+/// socket options to an accepted socket), and on the connections it accepted already. A receive
+/// that waits `timeout` without a byte then fails instead of waiting for ever. Returns how many
+/// sockets it bounded: 0 when nothing listens on `port` here.
+int bound_server_receives(int port, std::chrono::milliseconds timeout);
 
 /// The numeric addresses `host` resolves to ("127.0.0.1", "::1"); empty when it does not resolve.
 std::vector<std::string> resolve(const std::string& host);

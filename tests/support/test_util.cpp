@@ -233,7 +233,8 @@ std::string Process::threads() const {
     // stat: "tid (name) state ...": the state follows the last ')'.
     const std::string stat = first_line("stat");
     const std::size_t paren = stat.rfind(')');
-    const std::string state = paren == std::string::npos ? "?" : stat.substr(paren + 2, 1);
+    const std::string state =
+        paren == std::string::npos || paren + 2 >= stat.size() ? "?" : stat.substr(paren + 2, 1);
     lines += task.path().filename().string() + " " + first_line("comm") + " " + state + " " +
              first_line("wchan") + "\n";
   }

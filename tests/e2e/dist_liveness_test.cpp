@@ -83,17 +83,29 @@ int free_port() {
   return probe.port();
 }
 
-// A connection to 127.0.0.1:`port`, or -1.
-int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
-  if (fd >= 0) ::close(fd);
-  return -1;
-}
+// A connection to 127.0.0.1:`port` (fd() -1 when it cannot connect), closed with this object.
+class Connection {
+ public:
+  explicit Connection(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~Connection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
 
 // The step of the last progress line ("[step  12/1000] ...") in `out`, or 0.
 int last_step(const std::string& out) {
@@ -284,17 +296,16 @@ TEST_F(DistLivenessTest, AClientStoppedInTheMiddleOfAStoreRequestSilencesItForNo
   const auto args = train({"--steps=1000", report_flag()});
   test_util::Process rank0(args, rank_env(0, port)), rank1(args, rank_env(1, port));
   ASSERT_TRUE(wait_for(rank0, "[step   2/")) << rank0.out() << rank0.err();
-  const int client = connect_to(port);
-  ASSERT_GE(client, 0) << "cannot connect to the store at 127.0.0.1:" << port;
+  const Connection client(port);
+  ASSERT_GE(client.fd(), 0) << "cannot connect to the store at 127.0.0.1:" << port;
   const unsigned char query = 3;  // the first byte of a request (c10d's query type); no more comes
-  ASSERT_EQ(::send(client, &query, 1, 0), 1);
+  ASSERT_EQ(::send(client.fd(), &query, 1, 0), 1);
   const int step_then = last_step(rank0.out());
   // The peer timeout (5 s) and three beats: a store silent all along would have ended both ranks.
   std::this_thread::sleep_for(std::chrono::seconds(8));
   EXPECT_FALSE(rank0.poll()) << rank0.err();
   EXPECT_FALSE(rank1.poll()) << rank1.err();
   EXPECT_GT(last_step(rank0.out()), step_then) << rank0.out();
-  ::close(client);
 }
 
 // Liveness is not progress: rank 1 sleeps 12 s inside a step (over twice the 5 s peer timeout)

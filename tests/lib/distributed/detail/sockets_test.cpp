@@ -115,11 +115,17 @@ TEST(BoundServerReceivesTest, AReceiveOnAConnectionTheServerAcceptedEndsAfterThe
   const Fd late(server.accept());
   ASSERT_GE(late.get(), 0);
 
+  // On a failure, ends every receive still waiting, so that its future (which joins) can go.
+  const auto end_receives = [&] {
+    for (const int fd : {early.get(), late.get(), late_client.get()}) ::shutdown(fd, SHUT_RDWR);
+  };
   std::future<Receive> client_side = receive_async(late_client.get());
   for (const int fd : {early.get(), late.get()}) {
     std::future<Receive> pending = receive_async(fd);
-    ASSERT_EQ(pending.wait_for(std::chrono::seconds(10)), std::future_status::ready)
-        << "a receive still waiting 10 s later";
+    if (pending.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      end_receives();
+      FAIL() << "a receive still waiting 10 s later";
+    }
     const Receive r = pending.get();
     EXPECT_EQ(r.got, -1);
     EXPECT_TRUE(r.error == EAGAIN || r.error == EWOULDBLOCK) << r.error;
@@ -144,7 +150,10 @@ TEST(ShutdownSocketsTest, AWaitingReceiveEndsAtTheEndOfTheStream) {
   std::future<Receive> pending = receive_async(client.get());
   EXPECT_EQ(pending.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
   shutdown_sockets(opened);
-  ASSERT_EQ(pending.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  if (pending.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    ::shutdown(client.get(), SHUT_RDWR);  // so that the future (which joins) can go
+    FAIL() << "the receive still waits 10 s after shutdown_sockets()";
+  }
   EXPECT_EQ(pending.get().got, 0);
 }
 

@@ -68,6 +68,11 @@ class ReferenceConvBnOps final : public ConvBnOps {
                                                 {1, 1}, false, {0, 0}, 1, mask(true, false)));
   }
 
+  torch::Tensor dgrad_add(const torch::Tensor& dy, const torch::Tensor& w, ConvSpec spec,
+                          const torch::Tensor& r) const override {
+    return dgrad(dy, w, spec, r.sizes()) + r;
+  }
+
   torch::Tensor wgrad(const torch::Tensor& x, const torch::Tensor& dy, ConvSpec spec,
                       at::IntArrayRef w_sizes,
                       const std::optional<Prologue>& prologue) const override {

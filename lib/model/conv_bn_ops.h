@@ -82,6 +82,11 @@ class ConvBnOps {
   virtual torch::Tensor dgrad(const torch::Tensor& dy, const torch::Tensor& w, ConvSpec spec,
                               at::IntArrayRef x_sizes) const = 0;
 
+  /// A block's input gradient, its two paths summed: dgrad(dy, w) + r, with r the other path's
+  /// gradient, of the input's sizes.
+  virtual torch::Tensor dgrad_add(const torch::Tensor& dy, const torch::Tensor& w, ConvSpec spec,
+                                  const torch::Tensor& r) const = 0;
+
   /// The gradient of conv's weight, of `w_sizes`, from dy, its input recomputed as conv_stats
   /// applied it (the prologue on x).
   virtual torch::Tensor wgrad(const torch::Tensor& x, const torch::Tensor& dy, ConvSpec spec,
@@ -115,7 +120,8 @@ const ConvBnOps& reference_conv_bn_ops();
 
 /// The pieces on cuDNN's fused engines where they take the inputs (fp16, channels last, on a GPU):
 /// the convolution with its prologue and sums, the weight gradient with its prologue, the data
-/// gradient through ReLU into the BN's gradients, dBNApply and the block's output. The last BN's
+/// gradient through ReLU into the BN's gradients, dBNApply, the block's output and its input's
+/// gradient with the shortcut's added in the data gradient's epilogue. The last BN's
 /// gradients run on cuDNN where an engine takes them alone, else in ATen's one reduction
 /// (batch_norm_backward_reduce). The statistics, and any input or shape no engine takes, run on
 /// the reference pieces (a shape that falls back is said once on stderr, with cuDNN's reason).

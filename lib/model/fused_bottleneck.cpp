@@ -179,7 +179,7 @@ struct FusedBottleneckFunction : public torch::autograd::Function<FusedBottlenec
     const BnGrads g1 = ops.dgrad_drelu_bn(da2, saved[kW2], s2, a1, f1, saved[kG1]);
     const torch::Tensor da1 = ops.dbn_apply(g1, a1);
     const torch::Tensor dw1 = ops.wgrad(x, da1, s1, saved[kW1].sizes(), std::nullopt);
-    const torch::Tensor dx = ops.dgrad(da1, saved[kW1], s1, x.sizes()) + dx_shortcut;
+    const torch::Tensor dx = ops.dgrad_add(da1, saved[kW1], s1, dx_shortcut);
 
     // One gradient an input of the list, then none for the two addresses.
     variable_list out((shortcut ? kInputsShortcut : kInputsPlain) + 2);

@@ -110,6 +110,9 @@ TEST(ConvBnOpsTest, TheConvolutionsGradientsAndTheReluBnChainAreAutogradsOnes) {
   const torch::Tensor rin = r.detach().requires_grad_(true);
   torch::conv2d(rin, w.detach(), {}, 2, 1).backward(dy);
   EXPECT_LT(rel(ops().dgrad(dy, w.detach(), spec, rin.sizes()), rin.grad()), kTol);
+  // With a second path's gradient added (a block's input: the shortcut's).
+  const torch::Tensor other = nhwc(torch::randn(rin.sizes()));
+  EXPECT_LT(rel(ops().dgrad_add(dy, w.detach(), spec, other), rin.grad() + other), kTol);
 }
 
 TEST(ConvBnOpsTest, TheOutputAddsTheResidualThroughItsBnOrAsItIs) {

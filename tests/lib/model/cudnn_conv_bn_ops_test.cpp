@@ -2,7 +2,8 @@
 // lib/model/conv_bn_ops.h) against the reference pieces, on a GPU in fp16: the convolution with
 // and without its prologue and its sums, the weight gradient with its prologue, the backward
 // through ReLU and BN, the last BN's gradients and their coefficients, BN finalize with the running
-// statistics, the block's output, inputs the engines do not take, and a whole block.
+// statistics, the block's output, the block's input gradient with the shortcut's, inputs the
+// engines do not take, and a whole block.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -196,6 +197,35 @@ TEST_F(CudnnConvBnOpsTest, TheBlocksOutputIsTheReferences) {
     EXPECT_LT(rel(got, want), kTol) << what;
     EXPECT_EQ(got.lt(0).sum().item<std::int64_t>(), 0) << what;
   }
+}
+
+// A block's input gradient, the data gradient with the shortcut's added in its epilogue, against
+// the reference's data gradient plus the shortcut's: 1x1 and 3x3, stride 1 and 2 (x's sizes as r
+// gives them), and an r the engines do not take (NCHW) on the reference.
+TEST_F(CudnnConvBnOpsTest, TheInputGradientWithTheShortcutsIsTheReferences) {
+  torch::manual_seed(8);
+  for (const auto& [c, k, r, stride] : std::vector<std::array<std::int64_t, 4>>{
+           {256, 64, 1, 1}, {64, 64, 3, 1}, {64, 128, 1, 2}, {32, 32, 3, 2}}) {
+    const std::int64_t hw = 14, out_hw = (hw + 2 * ((r - 1) / 2) - r) / stride + 1;
+    const torch::Tensor dy = half(torch::randn({8, k, out_hw, out_hw}));
+    const torch::Tensor w = half(torch::randn({k, c, r, r}) / std::sqrt(double(k * r * r)));
+    const torch::Tensor res = half(torch::randn({8, c, hw, hw}));
+    const ConvSpec spec{(r - 1) / 2, stride};
+    const std::string what = "c " + std::to_string(c) + " k " + std::to_string(k) + " r " +
+                             std::to_string(r) + " stride " + std::to_string(stride);
+    const torch::Tensor got = ops().dgrad_add(dy, w, spec, res);
+    const torch::Tensor want = ref().dgrad(dy, w, spec, res.sizes()).to(torch::kFloat) + res;
+    EXPECT_EQ(got.sizes(), res.sizes()) << what;
+    EXPECT_EQ(got.scalar_type(), torch::kHalf) << what;
+    EXPECT_TRUE(got.is_contiguous(torch::MemoryFormat::ChannelsLast)) << what;
+    EXPECT_LT(rel(got, want), kTol) << what;
+    // The shortcut's share is there: without it the sum is far from the data gradient alone.
+    EXPECT_GT(rel(got, ref().dgrad(dy, w, spec, res.sizes())), 0.3) << what;
+  }
+  const torch::Tensor dy = half(torch::randn({2, 16, 8, 8}));
+  const torch::Tensor w = half(torch::randn({16, 16, 1, 1}) / 4.0);
+  const torch::Tensor nchw = torch::randn({2, 16, 8, 8}, torch::kCUDA).to(torch::kHalf);
+  EXPECT_LT(rel(ops().dgrad_add(dy, w, {0, 1}, nchw), ref().dgrad_add(dy, w, {0, 1}, nchw)), 1e-3);
 }
 
 // An input the engines do not take (fp32 here) is the reference's, whatever the engines say.

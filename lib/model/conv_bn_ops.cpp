@@ -69,8 +69,9 @@ class ReferenceConvBnOps final : public ConvBnOps {
   }
 
   torch::Tensor dgrad_add(const torch::Tensor& dy, const torch::Tensor& w, ConvSpec spec,
-                          const torch::Tensor& r) const override {
-    return dgrad(dy, w, spec, r.sizes()) + r;
+                          const torch::Tensor& r, const torch::Tensor& relu_out) const override {
+    const torch::Tensor sum = dgrad(dy, w, spec, r.sizes()) + r;
+    return relu_out.defined() ? at::threshold_backward(sum, relu_out, 0) : sum;
   }
 
   torch::Tensor wgrad(const torch::Tensor& x, const torch::Tensor& dy, ConvSpec spec,

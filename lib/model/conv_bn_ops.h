@@ -83,9 +83,10 @@ class ConvBnOps {
                               at::IntArrayRef x_sizes) const = 0;
 
   /// A block's input gradient, its two paths summed: dgrad(dy, w) + r, with r the other path's
-  /// gradient, of the input's sizes.
+  /// gradient, of the input's sizes. Where `relu_out` is defined (the block's input, a ReLU's
+  /// output), the sum goes on through that ReLU's backward: zero where relu_out is not positive.
   virtual torch::Tensor dgrad_add(const torch::Tensor& dy, const torch::Tensor& w, ConvSpec spec,
-                                  const torch::Tensor& r) const = 0;
+                                  const torch::Tensor& r, const torch::Tensor& relu_out) const = 0;
 
   /// The gradient of conv's weight, of `w_sizes`, from dy, its input recomputed as conv_stats
   /// applied it (the prologue on x).

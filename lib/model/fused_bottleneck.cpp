@@ -94,7 +94,8 @@ enum Input : std::size_t {
 /// The one node of a block: forward in ConvBnOps' pieces, backward in theirs.
 struct FusedBottleneckFunction : public torch::autograd::Function<FusedBottleneckFunction> {
   static torch::Tensor forward(AutogradContext* ctx, at::TensorList in, std::int64_t ops_address,
-                               std::int64_t modules_address) {
+                               std::int64_t modules_address, bool input_relu,
+                               bool output_grad_through_relu) {
     const auto& ops = *reinterpret_cast<const ConvBnOps*>(ops_address);            // NOLINT
     const auto& m = *reinterpret_cast<const BottleneckModules*>(modules_address);  // NOLINT
     const torch::Tensor& x = in[kInX];
@@ -138,6 +139,8 @@ struct FusedBottleneckFunction : public torch::autograd::Function<FusedBottlenec
     ctx->save_for_backward(saved);
     ctx->saved_data["ops"] = ops_address;
     ctx->saved_data["shortcut"] = shortcut;
+    ctx->saved_data["input_relu"] = input_relu;
+    ctx->saved_data["output_grad_through_relu"] = output_grad_through_relu;
     const ConvSpec sd = shortcut ? spec_of(*m.downsample_conv) : ConvSpec{};
     ctx->saved_data["specs"] = std::vector<std::int64_t>{s1.pad, s1.stride, s2.pad, s2.stride,
                                                          s3.pad, s3.stride, sd.pad, sd.stride};
@@ -160,7 +163,10 @@ struct FusedBottleneckFunction : public torch::autograd::Function<FusedBottlenec
     const BnFinal f1 = load_final(saved, 0), f2 = load_final(saved, 1), f3 = load_final(saved, 2);
 
     // The block's last ReLU follows the add: its gradient goes to bn3 and to the shortcut alike.
-    const torch::Tensor dz3 = at::threshold_backward(grads[0], saved[kOut], 0);
+    // A next fused block with input_relu has applied it already.
+    const torch::Tensor dz3 = ctx->saved_data["output_grad_through_relu"].toBool()
+                                  ? grads[0]
+                                  : at::threshold_backward(grads[0], saved[kOut], 0);
     const BnGrads g3 = ops.bn_grads(dz3.contiguous(a3.suggest_memory_format()), a3, f3, saved[kG3]);
     const torch::Tensor da3 = ops.dbn_apply(g3, a3);
     torch::Tensor dx_shortcut = dz3, dwd;
@@ -179,10 +185,12 @@ struct FusedBottleneckFunction : public torch::autograd::Function<FusedBottlenec
     const BnGrads g1 = ops.dgrad_drelu_bn(da2, saved[kW2], s2, a1, f1, saved[kG1]);
     const torch::Tensor da1 = ops.dbn_apply(g1, a1);
     const torch::Tensor dw1 = ops.wgrad(x, da1, s1, saved[kW1].sizes(), std::nullopt);
-    const torch::Tensor dx = ops.dgrad_add(da1, saved[kW1], s1, dx_shortcut);
+    const torch::Tensor dx =
+        ops.dgrad_add(da1, saved[kW1], s1, dx_shortcut,
+                      ctx->saved_data["input_relu"].toBool() ? x : torch::Tensor());
 
-    // One gradient an input of the list, then none for the two addresses.
-    variable_list out((shortcut ? kInputsShortcut : kInputsPlain) + 2);
+    // One gradient an input of the list, then none for the two addresses and the two links.
+    variable_list out((shortcut ? kInputsShortcut : kInputsPlain) + 4);
     const auto weight = [&](const torch::Tensor& g) { return g.to(weight_dtype); };
     const auto bn = [&](const torch::Tensor& g) { return g.to(bn_dtype); };
     out[kInX] = dx;
@@ -226,7 +234,7 @@ bool fusable(const BottleneckModules& m) {
 }
 
 torch::Tensor fused_bottleneck(const ConvBnOps& ops, const BottleneckModules& m,
-                               const torch::Tensor& x, const ForwardWeights& w) {
+                               const torch::Tensor& x, const ForwardWeights& w, ReluLinks links) {
   TORCH_CHECK(fusable(m), "fused_bottleneck: a block its pieces cannot run");
   std::vector<torch::Tensor> in = {
       x,           w[m.conv1->weight], w[m.conv2->weight], w[m.conv3->weight], m.bn1->weight,
@@ -237,7 +245,8 @@ torch::Tensor fused_bottleneck(const ConvBnOps& ops, const BottleneckModules& m,
   }
   return FusedBottleneckFunction::apply(
       at::TensorList(in), static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(&ops)),
-      static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(&m)));
+      static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(&m)), links.input_relu,
+      links.output_grad_through_relu);
 }
 
 }  // namespace workload

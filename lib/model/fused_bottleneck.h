@@ -26,6 +26,19 @@ struct BottleneckModules {
   torch::nn::BatchNorm2dImpl* downsample_bn = nullptr;
 };
 
+/// How a fused block's backward meets its neighbours': the ReLU between two blocks has its
+/// gradient applied once, in the later block's input gradient (cuDNN's data-gradient epilogue),
+/// where each block would otherwise pass over the whole gradient for it.
+struct ReluLinks {
+  /// The block's input is a ReLU's output that only this block reads (every block's but the
+  /// network's first): x's gradient is returned through that ReLU, zero where x is 0. Whatever
+  /// reads it next applies the same ReLU's backward again, or leaves it out (the next field).
+  bool input_relu = false;
+  /// The block's output goes only to a fused block with input_relu: the gradient it gets back is
+  /// already through the block's last ReLU, whose backward is then not applied again.
+  bool output_grad_through_relu = false;
+};
+
 /// Whether fused_bottleneck() computes what the modules would: every batch norm training, with
 /// affine weights, a momentum (not the cumulative average) and tracked running statistics, and
 /// every convolution without bias, dilation or groups. Otherwise the block runs its modules.
@@ -38,9 +51,11 @@ bool fusable(const BottleneckModules& m);
 /// `w` gives: the low-precision copy the forward made of it with the model's others (one cast
 /// kernel each way for all of them, where a cast of its own per weight would launch two), or the
 /// module's own. Backward is one node: the gradients of x, of the weights it used and of the batch
-/// norms' weights and biases, each in its input's dtype.
+/// norms' weights and biases, each in its input's dtype; x's through the ReLU before the block
+/// where `links` says so.
 /// \pre fusable(m).
 torch::Tensor fused_bottleneck(const ConvBnOps& ops, const BottleneckModules& m,
-                               const torch::Tensor& x, const ForwardWeights& w = {});
+                               const torch::Tensor& x, const ForwardWeights& w = {},
+                               ReluLinks links = {});
 
 }  // namespace workload

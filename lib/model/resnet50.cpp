@@ -70,11 +70,13 @@ BottleneckModules BottleneckImpl::fusion_modules() {
 
 torch::Tensor BottleneckImpl::forward(const torch::Tensor& x) { return forward_with(x, {}); }
 
-torch::Tensor BottleneckImpl::forward_with(const torch::Tensor& x, const ForwardWeights& w) {
-  if (conv_bn_ != nullptr && is_training()) {
-    const BottleneckModules m = fusion_modules();
-    if (fusable(m)) return fused_bottleneck(*conv_bn_, m, x, w);
-  }
+bool BottleneckImpl::fuses() {
+  return conv_bn_ != nullptr && is_training() && fusable(fusion_modules());
+}
+
+torch::Tensor BottleneckImpl::forward_with(const torch::Tensor& x, const ForwardWeights& w,
+                                           ReluLinks links) {
+  if (fuses()) return fused_bottleneck(*conv_bn_, fusion_modules(), x, w, links);
   torch::Tensor out = norm_->bn_relu(*bn1_, conv_with(*conv1_, x, w));
   out = norm_->bn_relu(*bn2_, conv_with(*conv2_, out, w));
   return norm_->bn_add_relu(*bn3_, conv_with(*conv3_, out, w), [&] {
@@ -177,14 +179,23 @@ torch::Tensor ResNet50Impl::forward_impl(const torch::Tensor& x, const ForwardHo
       {"layer4.0", "layer4.1", "layer4.2"}};
   static const char* const kLayerNames[4] = {"layer1", "layer2", "layer3", "layer4"};
   torch::nn::Sequential* layers[4] = {&layer1_, &layer2_, &layer3_, &layer4_};
+  std::vector<BottleneckImpl*> blocks;
+  for (auto* layer : layers) {
+    for (auto& block : **layer) blocks.push_back(&block.get<BottleneckImpl>());
+  }
+  // Between two fused blocks, the ReLU's backward is applied once, by the later one. The first
+  // block's input is the max pool's output, whose gradient the stem's ReLU takes.
+  std::size_t i = 0;
+  const auto links = [&](std::size_t k) {
+    const bool next_fused = k + 1 < blocks.size() && blocks[k + 1]->fuses();
+    return ReluLinks{/*input_relu=*/k > 0, /*output_grad_through_relu=*/next_fused};
+  };
   for (int l = 0; l < 4; ++l) {
     mark(kLayerNames[l], true);
-    int b = 0;
-    for (auto& block : **layers[l]) {
+    for (std::size_t b = 0; b < layers[l]->get()->size(); ++b, ++i) {
       mark(kBlockNames[l][b], true);
-      y = block.get<BottleneckImpl>().forward_with(y, w);
+      y = blocks[i]->forward_with(y, w, links(i));
       mark(kBlockNames[l][b], false);
-      ++b;
     }
     mark(kLayerNames[l], false);
   }

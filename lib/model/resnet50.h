@@ -30,8 +30,11 @@ class BottleneckImpl : public torch::nn::Module {
   BottleneckImpl(std::int64_t in_planes, std::int64_t planes, std::int64_t stride);
   torch::Tensor forward(const torch::Tensor& x);
   /// forward(x) with the convolutions' weights taken from `weights` (their cast copies, where
-  /// the model made them).
-  torch::Tensor forward_with(const torch::Tensor& x, const ForwardWeights& weights);
+  /// the model made them); a fused forward's backward meets its neighbours' as `links` says.
+  torch::Tensor forward_with(const torch::Tensor& x, const ForwardWeights& weights,
+                             ReluLinks links = {});
+  /// Whether the training forward runs fused_bottleneck(): ops set, training, fusable().
+  bool fuses();
   /// The block's convolution weights, in the order forward uses them.
   std::vector<torch::Tensor> conv_weights() const;
   /// How the block's BatchNorms and what follows them run (module_norm_activation() until set).

@@ -112,7 +112,13 @@ TEST(ConvBnOpsTest, TheConvolutionsGradientsAndTheReluBnChainAreAutogradsOnes) {
   EXPECT_LT(rel(ops().dgrad(dy, w.detach(), spec, rin.sizes()), rin.grad()), kTol);
   // With a second path's gradient added (a block's input: the shortcut's).
   const torch::Tensor other = nhwc(torch::randn(rin.sizes()));
-  EXPECT_LT(rel(ops().dgrad_add(dy, w.detach(), spec, other), rin.grad() + other), kTol);
+  EXPECT_LT(rel(ops().dgrad_add(dy, w.detach(), spec, other, {}), rin.grad() + other), kTol);
+  // ... and through the ReLU whose output the input is: zero where it is.
+  const torch::Tensor relu_out = r.detach();
+  ASSERT_GT(relu_out.eq(0).sum().item<std::int64_t>(), 0);
+  EXPECT_LT(rel(ops().dgrad_add(dy, w.detach(), spec, other, relu_out),
+                (rin.grad() + other) * relu_out.gt(0)),
+            kTol);
 }
 
 TEST(ConvBnOpsTest, TheOutputAddsTheResidualThroughItsBnOrAsItIs) {

@@ -200,8 +200,9 @@ TEST_F(CudnnConvBnOpsTest, TheBlocksOutputIsTheReferences) {
 }
 
 // A block's input gradient, the data gradient with the shortcut's added in its epilogue, against
-// the reference's data gradient plus the shortcut's: 1x1 and 3x3, stride 1 and 2 (x's sizes as r
-// gives them), and an r the engines do not take (NCHW) on the reference.
+// the reference's data gradient plus the shortcut's, with and without the ReLU's backward before
+// the block: 1x1 and 3x3, stride 1 and 2 (x's sizes as r gives them), and an r the engines do not
+// take (NCHW) on the reference.
 TEST_F(CudnnConvBnOpsTest, TheInputGradientWithTheShortcutsIsTheReferences) {
   torch::manual_seed(8);
   for (const auto& [c, k, r, stride] : std::vector<std::array<std::int64_t, 4>>{
@@ -213,19 +214,28 @@ TEST_F(CudnnConvBnOpsTest, TheInputGradientWithTheShortcutsIsTheReferences) {
     const ConvSpec spec{(r - 1) / 2, stride};
     const std::string what = "c " + std::to_string(c) + " k " + std::to_string(k) + " r " +
                              std::to_string(r) + " stride " + std::to_string(stride);
-    const torch::Tensor got = ops().dgrad_add(dy, w, spec, res);
     const torch::Tensor want = ref().dgrad(dy, w, spec, res.sizes()).to(torch::kFloat) + res;
-    EXPECT_EQ(got.sizes(), res.sizes()) << what;
-    EXPECT_EQ(got.scalar_type(), torch::kHalf) << what;
-    EXPECT_TRUE(got.is_contiguous(torch::MemoryFormat::ChannelsLast)) << what;
-    EXPECT_LT(rel(got, want), kTol) << what;
-    // The shortcut's share is there: without it the sum is far from the data gradient alone.
-    EXPECT_GT(rel(got, ref().dgrad(dy, w, spec, res.sizes())), 0.3) << what;
+    // Through the ReLU whose output the block's input is (half of it zeros), and without it.
+    const torch::Tensor relu_out = half(torch::relu(torch::randn({8, c, hw, hw})));
+    for (const bool masked : {false, true}) {
+      const std::string case_name = what + (masked ? ", through the ReLU" : "");
+      const torch::Tensor got =
+          ops().dgrad_add(dy, w, spec, res, masked ? relu_out : torch::Tensor());
+      const torch::Tensor expected = masked ? want * relu_out.gt(0) : want;
+      EXPECT_EQ(got.sizes(), res.sizes()) << case_name;
+      EXPECT_EQ(got.scalar_type(), torch::kHalf) << case_name;
+      EXPECT_TRUE(got.is_contiguous(torch::MemoryFormat::ChannelsLast)) << case_name;
+      EXPECT_LT(rel(got, expected), kTol) << case_name;
+      // The shortcut's share is there: without it the sum is far from the data gradient alone.
+      EXPECT_GT(rel(got, ref().dgrad(dy, w, spec, res.sizes())), 0.3) << case_name;
+      if (masked) EXPECT_EQ(got.ne(0).logical_and(relu_out.eq(0)).sum().item<std::int64_t>(), 0);
+    }
   }
   const torch::Tensor dy = half(torch::randn({2, 16, 8, 8}));
   const torch::Tensor w = half(torch::randn({16, 16, 1, 1}) / 4.0);
   const torch::Tensor nchw = torch::randn({2, 16, 8, 8}, torch::kCUDA).to(torch::kHalf);
-  EXPECT_LT(rel(ops().dgrad_add(dy, w, {0, 1}, nchw), ref().dgrad_add(dy, w, {0, 1}, nchw)), 1e-3);
+  EXPECT_LT(rel(ops().dgrad_add(dy, w, {0, 1}, nchw, {}), ref().dgrad_add(dy, w, {0, 1}, nchw, {})),
+            1e-3);
 }
 
 // An input the engines do not take (fp32 here) is the reference's, whatever the engines say.

@@ -1,7 +1,7 @@
 // Tests for the fused bottleneck (lib/model/fused_bottleneck.h) on the reference pieces, on the
 // CPU in fp32: the block's output, every gradient and the running statistics as the modules make
-// them, with and without the shortcut's convolution, the weights' copies made together, and the
-// blocks it refuses.
+// them, with and without the shortcut's convolution, the weights' copies made together, two blocks
+// linked through the ReLU between them, and the blocks it refuses.
 #include "lib/model/fused_bottleneck.h"
 
 #include <gtest/gtest.h>
@@ -114,6 +114,41 @@ TEST(FusedBottleneckTest, WeightsCastTogetherAreTheCopiesTheBlockUses) {
     ASSERT_TRUE(p.value().grad().defined()) << p.key();
     EXPECT_EQ(p.value().grad().scalar_type(), torch::kFloat) << p.key();
     EXPECT_TRUE(torch::equal(p.value().grad(), pa[p.key()].grad())) << p.key();
+  }
+}
+
+// Two fused blocks in a row, linked (ReluLinks): the ReLU between them has its backward applied
+// once, in the second block's input gradient, and the first block skips its own. The chain's
+// output, the input's gradient and every parameter's are the modules' chain's. Half the first
+// block's outputs are zeros, where a gradient applied twice is the same but one applied never is
+// not: a link broken on either side fails the first block's gradients.
+TEST(FusedBottleneckTest, TwoLinkedBlocksApplyTheReluBetweenThemOnce) {
+  auto [a_modules, a_fused] = twin_blocks(16, 4, 1);
+  auto [b_modules, b_fused] = twin_blocks(16, 4, 1);
+  torch::manual_seed(9);
+  const torch::Tensor x0 =
+      torch::randn({4, 16, 8, 8}).contiguous(torch::MemoryFormat::ChannelsLast);
+  const torch::Tensor xa = x0.clone().requires_grad_(true), xb = x0.clone().requires_grad_(true);
+  const torch::Tensor ya = b_modules->forward(a_modules->forward(xa));
+  const ConvBnOps& ops = reference_conv_bn_ops();
+  const torch::Tensor mid = fused_bottleneck(ops, a_fused->fusion_modules(), xb, {},
+                                             ReluLinks{/*input_relu=*/false,
+                                                       /*output_grad_through_relu=*/true});
+  EXPECT_GT(mid.eq(0).sum().item<std::int64_t>(), mid.numel() / 4);
+  const torch::Tensor yb = fused_bottleneck(ops, b_fused->fusion_modules(), mid, {},
+                                            ReluLinks{/*input_relu=*/true,
+                                                      /*output_grad_through_relu=*/false});
+  EXPECT_LT(rel(yb, ya), 1e-5) << "output";
+  const torch::Tensor probe = torch::randn_like(ya);
+  (ya * probe).sum().backward();
+  (yb * probe).sum().backward();
+  EXPECT_LT(rel(xb.grad(), xa.grad()), 1e-4) << "input gradient";
+  for (const auto& [modules, fused] : {std::pair{a_modules, a_fused}, {b_modules, b_fused}}) {
+    const auto pm = modules->named_parameters();
+    for (const auto& p : fused->named_parameters()) {
+      ASSERT_TRUE(p.value().grad().defined()) << p.key();
+      EXPECT_LT(rel(p.value().grad(), pm[p.key()].grad()), 1e-4) << p.key();
+    }
   }
 }
 

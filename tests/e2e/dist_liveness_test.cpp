@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "lib/core/build_features.h"
+#include "lib/core/unique_fd.h"
 #include "lib/distributed/launch_env.h"
 #include "tests/support/test_util.h"
 
@@ -91,20 +92,14 @@ class Connection {
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<std::uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      ::close(fd_);
-      fd_ = -1;
+    if (fd_ && ::connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      fd_.close();
     }
   }
-  ~Connection() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
 
  private:
-  int fd_;
+  workload::UniqueFd fd_;
 };
 
 // The step of the last progress line ("[step  12/1000] ...") in `out`, or 0.

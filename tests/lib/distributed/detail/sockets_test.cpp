@@ -14,25 +14,12 @@
 #include <cstdint>
 #include <future>
 
+#include "lib/core/unique_fd.h"
+
 namespace workload::detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A socket's descriptor, closed with it.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 sockaddr_in loopback(int port) {
   sockaddr_in addr{};
@@ -59,7 +46,7 @@ class Listener {
   int accept() const { return ::accept(fd_.get(), nullptr, nullptr); }
 
  private:
-  Fd fd_;
+  UniqueFd fd_;
   int port_ = 0;
 };
 
@@ -94,7 +81,7 @@ std::future<Receive> receive_async(int fd) {
 
 TEST(BoundServerReceivesTest, NothingListeningOnThePortIsNothingBounded) {
   const Listener server;
-  const Fd client(connect_to(server.port()));
+  const UniqueFd client(connect_to(server.port()));
   ASSERT_GE(client.get(), 0);
   EXPECT_EQ(bound_server_receives(server.port() == 65535 ? 65534 : server.port() + 1,
                                   std::chrono::milliseconds(100)),
@@ -106,13 +93,13 @@ TEST(BoundServerReceivesTest, NothingListeningOnThePortIsNothingBounded) {
 // socket to that port (another local port) is not the server's and keeps waiting.
 TEST(BoundServerReceivesTest, AReceiveOnAConnectionTheServerAcceptedEndsAfterTheBound) {
   const Listener server;
-  const Fd early_client(connect_to(server.port()));
-  const Fd early(server.accept());
+  const UniqueFd early_client(connect_to(server.port()));
+  const UniqueFd early(server.accept());
   ASSERT_GE(early.get(), 0);
   EXPECT_EQ(bound_server_receives(server.port(), std::chrono::milliseconds(300)), 2)
       << "the listener and the connection it accepted";
-  const Fd late_client(connect_to(server.port()));
-  const Fd late(server.accept());
+  const UniqueFd late_client(connect_to(server.port()));
+  const UniqueFd late(server.accept());
   ASSERT_GE(late.get(), 0);
 
   // On a failure, ends every receive still waiting, so that its future (which joins) can go.
@@ -142,7 +129,7 @@ TEST(BoundServerReceivesTest, AReceiveOnAConnectionTheServerAcceptedEndsAfterThe
 TEST(ShutdownSocketsTest, AWaitingReceiveEndsAtTheEndOfTheStream) {
   const Listener server;
   const std::vector<SocketId> before = tcp_sockets();
-  const Fd client(connect_to(server.port()));
+  const UniqueFd client(connect_to(server.port()));
   ASSERT_GE(client.get(), 0);
   const std::vector<SocketId> opened = new_sockets(before, tcp_sockets(), -1);
   ASSERT_EQ(opened.size(), 1u);

@@ -215,6 +215,9 @@ struct TrainConfig {
   /// BN and ReLU to its input and sums its output for the next (lib/model/fused_bottleneck.h), on
   /// cuDNN's fused engines at fp16 on a GPU, on LibTorch's kernels otherwise. Training only.
   bool fuse_conv_bn = false;
+  /// The stem's 3-channel input padded to 4 with a zero channel, and its weight with a zero
+  /// slice, as the MLPerf record's stem (ResNet50Impl::set_stem_pad): the same sums, other kernels.
+  bool stem_pad = false;
 
   // Data parallelism, when a launcher (torchrun) put this process in a distributed run; ignored
   // by a single process. Every other setting then means what it means per rank.

@@ -190,6 +190,12 @@ void visit_train_flags(C& c, V&& v) {
              "(cuDNN's fused engines with --precision fp16 on CUDA; LibTorch's kernels, slower, "
              "otherwise); training only"},
             c.fuse_conv_bn);
+  v.boolean(
+      {"stem-pad", kExperimentsGroup,
+       "the first convolution's 3-channel input padded to 4 with a zero channel (and its "
+       "weight with a zero slice), as the MLPerf record's stem: the same sums, other kernels, "
+       "where cuDNN otherwise pads the input itself"},
+      c.stem_pad);
   v.choice({"dist-backend", kDistributedGroup,
             "collectives between ranks (default: nccl with --device cuda, gloo with cpu)"},
            c.dist_backend);

@@ -157,6 +157,24 @@ ForwardWeights ResNet50Impl::forward_weights(const torch::Tensor& x) const {
   return ForwardWeights(cast_weights_, *dtype);
 }
 
+torch::Tensor ResNet50Impl::stem_conv(const torch::Tensor& x, const ForwardWeights& weights) const {
+  if (!stem_pad_ || x.dim() != 4 || x.size(1) != 3) return conv_with(*conv1_, x, weights);
+  // The input in the dtype the convolution runs in (autocast's, where it is on), so that padding
+  // and casting are one copy; the weight's zero slice takes no gradient of its own.
+  const at::ScalarType dtype = autocast_dtype(x.device().type()).value_or(x.scalar_type());
+  const auto last = at::MemoryFormat::ChannelsLast;
+  torch::Tensor padded =
+      at::zeros({x.size(0), 4, x.size(2), x.size(3)}, x.options().dtype(dtype).memory_format(last));
+  padded.narrow(1, 0, 3).copy_(x);
+  const torch::Tensor& w = weights[conv1_->weight];
+  const torch::Tensor w4 =
+      torch::cat({w, at::zeros({w.size(0), 1, w.size(2), w.size(3)}, w.options())}, 1)
+          .contiguous(last);
+  namespace F = torch::nn::functional;
+  const auto& o = conv1_->options;
+  return F::conv2d(padded, w4, F::Conv2dFuncOptions().stride(o.stride()).padding(o.padding()));
+}
+
 torch::Tensor ResNet50Impl::forward(const torch::Tensor& x) { return forward_impl(x, nullptr); }
 
 torch::Tensor ResNet50Impl::forward_with_hook(const torch::Tensor& x, const ForwardHook& hook) {
@@ -170,7 +188,7 @@ torch::Tensor ResNet50Impl::forward_impl(const torch::Tensor& x, const ForwardHo
   DeferredBatchCounts counts;
   const ForwardWeights w = forward_weights(x);
   mark("stem", true);
-  torch::Tensor y = maxpool_(norm_->bn_relu(*bn1_, conv_with(*conv1_, x, w)));
+  torch::Tensor y = maxpool_(norm_->bn_relu(*bn1_, stem_conv(x, w)));
   mark("stem", false);
   static const char* const kBlockNames[4][6] = {
       {"layer1.0", "layer1.1", "layer1.2"},

@@ -91,6 +91,10 @@ class ResNet50Impl : public torch::nn::Module {
   /// each weight's gradient ready as soon as its layer's backward is, which DDP's overlap needs).
   void set_cast_weights_together(bool together) { cast_together_ = together; }
   bool cast_weights_together() const { return cast_together_; }
+  /// Whether the stem's convolution takes a 3-channel input padded to 4 (true: a zero channel,
+  /// made in the convolution's dtype, and a zero slice of its weight, as the MLPerf record's stem;
+  /// the same sums) or as it comes (false, the default, where cuDNN pads it inside).
+  void set_stem_pad(bool pad) { stem_pad_ = pad; }
   /// The weights autocast casts to its lower precision: every convolution's, in the order forward
   /// uses them, then the head's weight and bias. The parameters themselves (not copies).
   const std::vector<torch::Tensor>& low_precision_weights() const { return cast_weights_; }
@@ -101,6 +105,8 @@ class ResNet50Impl : public torch::nn::Module {
   ForwardWeights forward_weights(const torch::Tensor& x) const;
   /// forward(x), calling `hook` (when not null) around the stem, each stage, block and the head.
   torch::Tensor forward_impl(const torch::Tensor& x, const ForwardHook* hook);
+  /// The stem's convolution of x, padded to 4 channels where set_stem_pad() says so.
+  torch::Tensor stem_conv(const torch::Tensor& x, const ForwardWeights& weights) const;
   std::int64_t num_classes_;
   std::int64_t in_planes_ = 64;
   torch::nn::Conv2d conv1_{nullptr};
@@ -112,6 +118,7 @@ class ResNet50Impl : public torch::nn::Module {
   std::shared_ptr<const NormActivation> norm_ = module_norm_activation();
   std::vector<torch::Tensor> cast_weights_;  // low_precision_weights()
   bool cast_together_ = false;
+  bool stem_pad_ = false;
 };
 TORCH_MODULE(ResNet50);
 

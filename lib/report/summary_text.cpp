@@ -43,7 +43,8 @@ std::string experiment_line(const RunFacts& f) {
   const auto& lo = c.loader;
   if (c.precision == article.precision && lo.transform.dtype == article.loader.transform.dtype &&
       c.mode == article.mode && c.nvtx_detail == article.nvtx_detail && !c.sync_every_step &&
-      !c.cuda_graph && !c.fused_bn && !c.fuse_conv_bn && c.torch_profiler_trace.empty()) {
+      !c.cuda_graph && !c.fused_bn && !c.fuse_conv_bn && !c.stem_pad &&
+      c.torch_profiler_trace.empty()) {
     return {};
   }
   const std::string bn =
@@ -57,6 +58,7 @@ std::string experiment_line(const RunFacts& f) {
          to_string(c.nvtx_detail) +
          (c.fused_bn ? ", batch norm fused with ReLU and add (cuDNN)" : "") +
          (c.fuse_conv_bn ? ", convolutions carrying their batch norms" : "") +
+         (c.stem_pad ? ", the stem's input padded to 4 channels" : "") +
          (c.cuda_graph ? ", step replayed from a CUDA graph" : "") +
          (c.sync_every_step ? ", loss read every step" : "") +
          (c.torch_profiler_trace.empty() ? ""

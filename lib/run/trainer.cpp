@@ -254,6 +254,7 @@ void Trainer::build_model() {
   if (config_.loader.transform.layout != dp::ImageLayout::kNchw) to_channels_last(*model_);
   if (config_.fused_bn) model_->set_norm_activation(fused_norm_activation());
   if (config_.fuse_conv_bn) model_->set_conv_bn_ops(conv_bn_ops_for_run());
+  model_->set_stem_pad(config_.stem_pad);
   if (config_.precision != Precision::kFp32) {
     model_->set_cast_weights_together(resolve_weight_cast(config_.weight_cast, dist_ != nullptr) ==
                                       WeightCast::kTogether);

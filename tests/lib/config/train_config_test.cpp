@@ -209,7 +209,9 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
       // a checkpoint directory owned by one run, and no figures from a broken one (issue 42)
       "start_over", "allow_nonfinite_loss",
       // autocast's weight casts made together (issue 32)
-      "weight_cast"};
+      "weight_cast",
+      // the stem's input padded to 4 channels (issue 45)
+      "stem_pad"};
   // clang-format on
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["batch_size"], 128);

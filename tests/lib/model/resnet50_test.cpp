@@ -222,6 +222,41 @@ TEST(ResNet50Test, WithoutAutocastNothingIsCast) {
   EXPECT_EQ(nodes_named(asked, "ToCopyBackward0"), 0);
 }
 
+// The stem's input padded to 4 channels adds zeros to the first convolution's sums: in double, the
+// loss and every gradient are the unpadded model's to rounding, the parameters keep their shapes,
+// and the padded weight is a node of the graph (the padding ran).
+TEST(ResNet50Test, TheStemPaddedTo4ChannelsComputesTheSameStep) {
+  torch::manual_seed(31);
+  ResNet50 m(5);
+  m->to(torch::kDouble);
+  to_channels_last(*m);
+  const torch::Tensor x =
+      torch::randn({2, 3, 32, 32}, torch::kDouble).contiguous(torch::MemoryFormat::ChannelsLast);
+  const torch::Tensor y = torch::tensor({1, 4});
+  const auto step = [&](bool pad, std::map<std::string, int>* nodes) {
+    m->set_stem_pad(pad);
+    m->zero_grad();
+    const torch::Tensor loss = torch::nn::functional::cross_entropy(m->forward(x), y);
+    *nodes = graph_nodes(loss);
+    loss.backward();
+    std::vector<torch::Tensor> out = {loss.detach().clone()};
+    for (const auto& p : m->parameters()) out.push_back(p.grad().clone());
+    return out;
+  };
+  std::map<std::string, int> plain_nodes, padded_nodes;
+  const std::vector<torch::Tensor> plain = step(false, &plain_nodes);
+  const std::vector<torch::Tensor> padded = step(true, &padded_nodes);
+  EXPECT_EQ(plain_nodes.count("CatBackward0"), 0u);
+  EXPECT_EQ(padded_nodes.count("CatBackward0"), 1u);
+  ASSERT_EQ(plain.size(), padded.size());
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(plain[i].sizes(), padded[i].sizes()) << "tensor " << i;
+    EXPECT_TRUE(torch::allclose(padded[i], plain[i], 1e-9, 1e-12)) << "tensor " << i;
+  }
+  EXPECT_EQ(m->named_parameters()["conv1.weight"].sizes(),
+            (std::vector<std::int64_t>{64, 3, 7, 7}));
+}
+
 // The run's configuration: CUDA bf16 autocast, cuDNN's fused batch norm where this build has it.
 // Deterministic cuDNN so that two backward passes can be compared to the bit.
 TEST(ResNet50Test, GpuWeightsCastTogetherGiveAutocastsLossAndGradientsInOneNode) {

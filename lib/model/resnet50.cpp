@@ -162,14 +162,14 @@ torch::Tensor ResNet50Impl::stem_conv(const torch::Tensor& x, const ForwardWeigh
   // The input in the dtype the convolution runs in (autocast's, where it is on), so that padding
   // and casting are one copy; the weight's zero slice takes no gradient of its own.
   const at::ScalarType dtype = autocast_dtype(x.device().type()).value_or(x.scalar_type());
-  const auto last = at::MemoryFormat::ChannelsLast;
-  torch::Tensor padded =
-      at::zeros({x.size(0), 4, x.size(2), x.size(3)}, x.options().dtype(dtype).memory_format(last));
+  const at::MemoryFormat format = x.suggest_memory_format();  // the model's layout
+  torch::Tensor padded = at::zeros({x.size(0), 4, x.size(2), x.size(3)},
+                                   x.options().dtype(dtype).memory_format(format));
   padded.narrow(1, 0, 3).copy_(x);
   const torch::Tensor& w = weights[conv1_->weight];
   const torch::Tensor w4 =
       torch::cat({w, at::zeros({w.size(0), 1, w.size(2), w.size(3)}, w.options())}, 1)
-          .contiguous(last);
+          .contiguous(format);
   namespace F = torch::nn::functional;
   const auto& o = conv1_->options;
   return F::conv2d(padded, w4, F::Conv2dFuncOptions().stride(o.stride()).padding(o.padding()));

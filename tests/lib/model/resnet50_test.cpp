@@ -255,6 +255,15 @@ TEST(ResNet50Test, TheStemPaddedTo4ChannelsComputesTheSameStep) {
   }
   EXPECT_EQ(m->named_parameters()["conv1.weight"].sizes(),
             (std::vector<std::int64_t>{64, 3, 7, 7}));
+  // An NCHW model pads in NCHW, to the same logits.
+  ResNet50 nchw(5);
+  nchw->to(torch::kDouble);
+  nchw->eval();
+  const torch::NoGradGuard no_grad;
+  const torch::Tensor plain_logits = nchw->forward(x.contiguous());
+  nchw->set_stem_pad(true);
+  const torch::Tensor padded_logits = nchw->forward(x.contiguous());
+  EXPECT_TRUE(torch::allclose(padded_logits, plain_logits, 1e-9, 1e-12));
 }
 
 // The run's configuration: CUDA bf16 autocast, cuDNN's fused batch norm where this build has it.

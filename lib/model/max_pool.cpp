@@ -11,8 +11,6 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/autograd.h>
 
-#include <optional>
-
 #include "lib/model/max_pool/max_pool_kernels.h"
 #endif
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "common/cuda_check.h"
 
@@ -144,15 +145,21 @@ unsigned blocks(std::int64_t items) {
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-// 16 bytes of channels a thread where the channels and every pointer allow it, one otherwise.
-template <typename T>
-int vector_width(const MaxPoolGeometry& g, std::initializer_list<const void*> pointers) {
+// Calls launch(width, grid) with width 16 bytes of T's channels a thread where the channels and
+// every pointer allow it, 1 otherwise, and grid the blocks for `positions` times the channel
+// groups; then checks the launch.
+template <typename T, typename Launch>
+void launch_by_width(const MaxPoolGeometry& g, std::int64_t positions,
+                     std::initializer_list<const void*> pointers, Launch launch) {
   constexpr int kWide = 16 / sizeof(T);
-  if (g.channels % kWide != 0) return 1;
-  for (const void* p : pointers) {
-    if (p != nullptr && !aligned16(p)) return 1;
+  bool wide = g.channels % kWide == 0;
+  for (const void* p : pointers) wide = wide && aligned16(p);
+  if (wide) {
+    launch(std::integral_constant<int, kWide>{}, blocks(positions * (g.channels / kWide)));
+  } else {
+    launch(std::integral_constant<int, 1>{}, blocks(positions * g.channels));
   }
-  return kWide;
+  WORKLOAD_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T>
@@ -160,16 +167,10 @@ void forward_as(const void* x, void* y, std::uint8_t* argmax, const MaxPoolGeome
                 cudaStream_t stream) {
   const auto* in = static_cast<const T*>(x);
   auto* out = static_cast<T*>(y);
-  constexpr int kWide = 16 / sizeof(T);
-  if (vector_width<T>(g, {x, y}) == kWide) {
-    const std::int64_t items = g.batch * g.out_h * g.out_w * (g.channels / kWide);
-    max_pool_forward_nhwc_argmax8<T, kWide>
-        <<<blocks(items), kThreads, 0, stream>>>(in, out, argmax, g);
-  } else {
-    const std::int64_t items = g.batch * g.out_h * g.out_w * g.channels;
-    max_pool_forward_nhwc_argmax8<T, 1><<<blocks(items), kThreads, 0, stream>>>(in, out, argmax, g);
-  }
-  WORKLOAD_CUDA_CHECK(cudaGetLastError());
+  launch_by_width<T>(g, g.batch * g.out_h * g.out_w, {x, y}, [&](auto width, unsigned grid) {
+    max_pool_forward_nhwc_argmax8<T, decltype(width)::value>
+        <<<grid, kThreads, 0, stream>>>(in, out, argmax, g);
+  });
 }
 
 template <typename T>
@@ -177,16 +178,10 @@ void backward_as(const void* dy, const std::uint8_t* argmax, void* dx, const Max
                  cudaStream_t stream) {
   const auto* d = static_cast<const T*>(dy);
   auto* out = static_cast<T*>(dx);
-  constexpr int kWide = 16 / sizeof(T);
-  if (vector_width<T>(g, {dy, dx}) == kWide) {
-    const std::int64_t items = g.batch * g.in_h * g.in_w * (g.channels / kWide);
-    max_pool_backward_nhwc_argmax8<T, kWide>
-        <<<blocks(items), kThreads, 0, stream>>>(d, argmax, out, g);
-  } else {
-    const std::int64_t items = g.batch * g.in_h * g.in_w * g.channels;
-    max_pool_backward_nhwc_argmax8<T, 1><<<blocks(items), kThreads, 0, stream>>>(d, argmax, out, g);
-  }
-  WORKLOAD_CUDA_CHECK(cudaGetLastError());
+  launch_by_width<T>(g, g.batch * g.in_h * g.in_w, {dy, dx}, [&](auto width, unsigned grid) {
+    max_pool_backward_nhwc_argmax8<T, decltype(width)::value>
+        <<<grid, kThreads, 0, stream>>>(d, argmax, out, g);
+  });
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // A max pool for the stem: LibTorch's values and gradients, with the argmax kept in one byte per
 // output value on CUDA channels-last tensors (max_pool/), where LibTorch's kernels keep an int64
 // index and its channels-last backward takes several times a memory pass (1.8 ms a step at batch
-// 256 on an H100, docs/BENCHMARKS.md, issue 45). Not yet the model's: its GPU cases
-// (tests/lib/model/max_pool_test.cpp) have not run.
+// 256 on an H100, docs/BENCHMARKS.md, issue 45). The stem pools with it
+// (ResNet50Impl::forward_impl); tests/lib/model/max_pool_test.cpp holds it to LibTorch bit for bit.
 #pragma once
 
 #include <torch/nn/options/pooling.h>

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "lib/device/autocast_guard.h"
+#include "lib/model/max_pool.h"
 
 namespace workload {
 
@@ -188,7 +189,7 @@ torch::Tensor ResNet50Impl::forward_impl(const torch::Tensor& x, const ForwardHo
   DeferredBatchCounts counts;
   const ForwardWeights w = forward_weights(x);
   mark("stem", true);
-  torch::Tensor y = maxpool_(norm_->bn_relu(*bn1_, stem_conv(x, w)));
+  torch::Tensor y = max_pool2d(norm_->bn_relu(*bn1_, stem_conv(x, w)), maxpool_->options);
   mark("stem", false);
   static const char* const kBlockNames[4][6] = {
       {"layer1.0", "layer1.1", "layer1.2"},

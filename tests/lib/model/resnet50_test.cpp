@@ -1,6 +1,7 @@
 // Tests for ResNet50: torchvision's architecture (parameter count, names, init), channels_last,
 // the hooked forward, that one SGD step lowers the loss on a fixed batch, and the weights cast
-// together under autocast (the same loss and gradients as autocast's own casts, in one node).
+// together under autocast (the same loss and gradients as autocast's own casts, in one node), and
+// the stem's pool (the model's own where its kernels take the tensor).
 #include "lib/model/resnet50.h"
 
 #include <ATen/Context.h>
@@ -20,6 +21,7 @@
 #include "lib/core/build_features.h"
 #include "lib/device/autocast_guard.h"
 #include "lib/device/cuda_device.h"
+#include "lib/model/max_pool.h"
 
 namespace workload {
 namespace {
@@ -264,6 +266,47 @@ TEST(ResNet50Test, TheStemPaddedTo4ChannelsComputesTheSameStep) {
   nchw->set_stem_pad(true);
   const torch::Tensor padded_logits = nchw->forward(x.contiguous());
   EXPECT_TRUE(torch::allclose(padded_logits, plain_logits, 1e-9, 1e-12));
+}
+
+// The stem pools through max_pool2d() (lib/model/max_pool.h): one node of its own where this
+// build's kernels take the stem's tensor (a CUDA channels-last one), LibTorch's pool otherwise (the
+// CPU). Either way the model's autograd graph holds exactly one max pool.
+TEST(ResNet50Test, TheStemPoolsWithTheModelsOwnMaxPoolWhereItsKernelsTakeTheTensor) {
+  std::vector<torch::Device> devices = {torch::kCPU};
+  if (cuda_available()) devices.emplace_back(torch::kCUDA);
+  for (const torch::Device& device : devices) {
+    SCOPED_TRACE(device.str());
+    torch::manual_seed(37);
+    ResNet50 m(5);
+    m->to(device);
+    to_channels_last(*m);
+    const torch::Tensor x = torch::randn({2, 3, 64, 64}, torch::TensorOptions().device(device))
+                                .contiguous(torch::MemoryFormat::ChannelsLast);
+    const torch::Tensor loss = torch::nn::functional::cross_entropy(
+        m->forward(x), torch::tensor({1, 4}, torch::TensorOptions().device(device)));
+    const std::map<std::string, int> nodes = graph_nodes(loss);
+    int own = 0;
+    for (const auto& [name, n] : nodes)
+      if (name.find("MaxPoolFunction") != std::string::npos) own += n;
+    const int libtorch = nodes.count("MaxPool2DWithIndicesBackward0") != 0
+                             ? nodes.at("MaxPool2DWithIndicesBackward0")
+                             : 0;
+    // The stem's pool input: 64 channels at half the image's size, in the model's layout.
+    const torch::Tensor stem_like =
+        torch::empty({2, 64, 32, 32}, x.options()).contiguous(torch::MemoryFormat::ChannelsLast);
+    const torch::nn::MaxPool2dOptions stem_pool =
+        torch::nn::MaxPool2dOptions(3).stride(2).padding(1);
+    if (max_pool_kernels_take(stem_like, stem_pool)) {
+      EXPECT_EQ(own, 1);
+      EXPECT_EQ(libtorch, 0);
+    } else {
+      EXPECT_EQ(own, 0);
+      EXPECT_EQ(libtorch, 1);
+    }
+    if (!device.is_cuda()) {
+      EXPECT_FALSE(max_pool_kernels_take(stem_like, stem_pool));
+    }
+  }
 }
 
 // The run's configuration: CUDA bf16 autocast, cuDNN's fused batch norm where this build has it.

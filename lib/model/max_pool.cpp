@@ -44,6 +44,15 @@ std::int64_t pooled(std::int64_t in, const Window& w) {
   return (in + 2 * w.pad - w.kernel) / w.stride + 1;
 }
 
+// max_pool_kernels_take(), with the window it found in `w`.
+bool kernels_window(const torch::Tensor& x, const torch::nn::MaxPool2dOptions& options, Window* w) {
+  if (!x.defined() || !x.is_cuda() || x.dim() != 4 || !square_window(options, w)) return false;
+  const auto t = x.scalar_type();
+  if (t != at::kFloat && t != at::kHalf && t != at::kBFloat16) return false;
+  if (!x.is_contiguous(at::MemoryFormat::ChannelsLast)) return false;
+  return x.numel() > 0 && pooled(x.size(2), *w) > 0 && pooled(x.size(3), *w) > 0;
+}
+
 PoolDtype pool_dtype(at::ScalarType t) {
   switch (t) {
     case at::kHalf:
@@ -109,11 +118,7 @@ struct MaxPoolFunction : public torch::autograd::Function<MaxPoolFunction> {
 bool max_pool_kernels_take(const torch::Tensor& x, const torch::nn::MaxPool2dOptions& options) {
 #if defined(WORKLOAD_HAVE_MAX_POOL_KERNELS)
   Window w;
-  if (!x.defined() || !x.is_cuda() || x.dim() != 4 || !square_window(options, &w)) return false;
-  const auto t = x.scalar_type();
-  if (t != at::kFloat && t != at::kHalf && t != at::kBFloat16) return false;
-  if (!x.is_contiguous(at::MemoryFormat::ChannelsLast)) return false;
-  return x.numel() > 0 && pooled(x.size(2), w) > 0 && pooled(x.size(3), w) > 0;
+  return kernels_window(x, options, &w);
 #else
   (void)x;
   (void)options;
@@ -123,9 +128,8 @@ bool max_pool_kernels_take(const torch::Tensor& x, const torch::nn::MaxPool2dOpt
 
 torch::Tensor max_pool2d(const torch::Tensor& x, const torch::nn::MaxPool2dOptions& options) {
 #if defined(WORKLOAD_HAVE_MAX_POOL_KERNELS)
-  if (max_pool_kernels_take(x, options)) {
-    Window w;
-    square_window(options, &w);
+  Window w;
+  if (kernels_window(x, options, &w)) {
     const c10::cuda::CUDAGuard device(x.device());
     if (torch::GradMode::is_enabled() && x.requires_grad()) {
       return MaxPoolFunction::apply(x, w.kernel, w.stride, w.pad);

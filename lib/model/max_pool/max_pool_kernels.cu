@@ -184,32 +184,37 @@ void backward_as(const void* dy, const std::uint8_t* argmax, void* dx, const Max
   });
 }
 
+// Calls f(Tag<T>{}) with the element type T that `dtype` names.
+template <typename T>
+struct Tag {
+  using type = T;
+};
+template <typename F>
+void by_dtype(PoolDtype dtype, F&& f) {
+  switch (dtype) {
+    case PoolDtype::kFloat:
+      return f(Tag<float>{});
+    case PoolDtype::kHalf:
+      return f(Tag<__half>{});
+    case PoolDtype::kBFloat16:
+      return f(Tag<__nv_bfloat16>{});
+  }
+}
+
 }  // namespace
 
 void launch_max_pool_forward(const void* x, void* y, std::uint8_t* argmax, const MaxPoolGeometry& g,
                              PoolDtype dtype, cudaStream_t stream) {
   if (g.batch * g.channels * g.out_h * g.out_w == 0) return;
-  switch (dtype) {
-    case PoolDtype::kFloat:
-      return forward_as<float>(x, y, argmax, g, stream);
-    case PoolDtype::kHalf:
-      return forward_as<__half>(x, y, argmax, g, stream);
-    case PoolDtype::kBFloat16:
-      return forward_as<__nv_bfloat16>(x, y, argmax, g, stream);
-  }
+  by_dtype(dtype,
+           [&](auto tag) { forward_as<typename decltype(tag)::type>(x, y, argmax, g, stream); });
 }
 
 void launch_max_pool_backward(const void* dy, const std::uint8_t* argmax, void* dx,
                               const MaxPoolGeometry& g, PoolDtype dtype, cudaStream_t stream) {
   if (g.batch * g.channels * g.in_h * g.in_w == 0) return;
-  switch (dtype) {
-    case PoolDtype::kFloat:
-      return backward_as<float>(dy, argmax, dx, g, stream);
-    case PoolDtype::kHalf:
-      return backward_as<__half>(dy, argmax, dx, g, stream);
-    case PoolDtype::kBFloat16:
-      return backward_as<__nv_bfloat16>(dy, argmax, dx, g, stream);
-  }
+  by_dtype(dtype,
+           [&](auto tag) { backward_as<typename decltype(tag)::type>(dy, argmax, dx, g, stream); });
 }
 
 }  // namespace workload

@@ -16,10 +16,10 @@ a cosine to 0, set every step; RandomResizedCrop(224) + RandomHorizontalFlip for
 (drop_last, shuffled each epoch), Resize(256) + CenterCrop(224) for the evaluation on the test split
 after every epoch (no grad, eval mode); channels_last, bf16 autocast with --precision bf16, fp16
 autocast with torch.amp.GradScaler's defaults with --precision fp16 (the steps it skipped counted in
-the report); the DataLoader with --workers processes, pinned, persistent. Prints one line per
-epoch and writes --report in train_resnet50's `training` form (program "reference_epochs"), which
-scripts/learning_curve.py reads. Wall time counts from the first training step, evaluations
-included.
+the report, and which they were: skipped_at, the run's 0-based steps); the DataLoader with --workers
+processes, pinned, persistent. Prints one line per epoch and writes --report in train_resnet50's
+`training` form (program "reference_epochs"), which scripts/learning_curve.py reads. Wall time
+counts from the first training step, evaluations included.
 
 Exit status (nsys_analysis.common.exit_status): 0 done; 1 PyTorch, torchvision or a CUDA device
 missing (named on stderr), or the report could not be written; 2 a bad flag; 130 Ctrl-C.
@@ -128,7 +128,7 @@ def train(args):
     loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
     amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
     scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
-    skipped = 0
+    skipped_at = []
     epochs, step = [], 0
     started = time.perf_counter()
     for epoch in range(args.epochs):
@@ -148,7 +148,8 @@ def train(args):
             scaler.step(opt)
             scaler.update()
             # GradScaler halves its scale exactly when it skipped the step.
-            skipped += int(scaler.is_enabled() and scaler.get_scale() < scale_before)
+            if scaler.is_enabled() and scaler.get_scale() < scale_before:
+                skipped_at.append(step)
             loss_sum += loss.detach()
             step += 1
         train_loss = loss_sum.item() / steps_per_epoch
@@ -194,7 +195,8 @@ def train(args):
         }
         if scaler.is_enabled():
             record["loss_scale"] = scaler.get_scale()
-            record["skipped_steps"] = skipped
+            record["skipped_steps"] = len(skipped_at)
+            record["skipped_at"] = list(skipped_at)
         epochs.append(record)
         print(
             "[epoch %d/%d] loss %.4f | top-1 %.2f%% top-5 %.2f%% (eval loss %.4f, %.1f s) | "

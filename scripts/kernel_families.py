@@ -5,8 +5,9 @@ usage: kernel_families.py SUMMARY.json [SUMMARY.json ...] [--names NAME ...] [--
 
 Each SUMMARY.json is analyze.py's summary of one capture (its `kernel_families`, computed over every
 kernel of the export: nsys_analysis.capture.kernels.kernel_family_table). Prints a Markdown table,
-one row per family (batch norm, the fused BN+ReLU and BN+add+ReLU, ReLU, add, convolution, GEMM,
-optimizer, pooling, copies and casts, other) and, per run, its share of the kernel time and its
+one row per family (batch norm, the fused BN+ReLU and BN+add+ReLU, the BN apply passes of
+--fuse-conv-bn on cuDNN's pointwise kernels, ReLU, add, convolution, GEMM, optimizer, pooling,
+copies and casts, other) and, per run, its share of the kernel time and its
 milliseconds per step, then the kernel time per step and the run's images/s; below it, per run, the
 largest kernels that no family names ("other", by short label). --names labels the columns (default:
 each file's folder name). Example, eager against --fused-bn at bf16:

@@ -37,26 +37,36 @@ def is_layout_conversion(name):
 # cuDNN's fused batch norm (--fused-bn) names its operation in the backward kernel
 # (batchnorm_relu_bwtr_..., batchnorm_add_relu_bwtr_...), the forward only in template flags
 # (_fused_bn_forward).
+# The convolutions fused with their batch norms (--fuse-conv-bn, fp16, cuDNN 9.19 on an H100) run
+# as cuDNN's precompiled fusion kernels (implicit_gemm::fprop/dgrad/wgrad_indexed::..._bn_stat_ or
+# _bn_apply_: the convolution patterns below take them), as runtime-compiled convolutions with a
+# pointwise epilogue (cudnn_generated_fort_native_sm90_convBwdData_pointwise_...), and as
+# runtime-compiled pointwise graphs (cudnn_generated_pointwise_..._cutlass_sm80_...: each batch
+# norm's dBNApply in backward and the block's output in forward). The last name holds "cutlass" but
+# is no GEMM, so its pattern comes first. The batch norm's own statistics and gradient coefficients
+# are the workload's small per-channel kernels (bn_finalize, bn_grad_coefficients).
 _KERNEL_LABEL_PATTERNS = [
+    (r"^cudnn_generated_pointwise", "cuDNN pointwise"),
     (r"batchnorm_add_relu_bwtr", "BN+add+ReLU bwd"),
     (r"batchnorm_relu_bwtr", "BN+ReLU bwd"),
-    (r"batchnorm_bwtr|batch_norm_backward|bn_bw|BatchNormBwd", "BN bwd"),
+    (r"batchnorm_bwtr|batch_norm_backward|bn_bw|BatchNormBwd|\bbn_grad_coefficients", "BN bwd"),
     (
         r"batchnorm_fwtr|batch_norm_(?:collect|elemt|transform)|bn_fw|BatchNormFwd"
-        r"|batch_norm_forward",
+        r"|batch_norm_forward|\bbn_finalize",
         "BN fwd",
     ),
     (r"nchw_?(?:to|2)_?nhwc", "NCHW->NHWC"),
     (r"nhwc_?(?:to|2)_?nchw", "NHWC->NCHW"),
-    (r"wgrad|Conv2dWgrad", "conv wgrad"),
-    (r"dgrad|Conv2dDgrad", "conv dgrad"),
-    (r"fprop|Conv2dFprop|implicit_convolve", "conv fprop"),
+    (r"wgrad|Conv2dWgrad|convBwdFilter", "conv wgrad"),
+    (r"dgrad|Conv2dDgrad|convBwdData", "conv dgrad"),
+    (r"fprop|Conv2dFprop|implicit_convolve|convFwd", "conv fprop"),
     # cuDNN's other convolution algorithms (NCHW or older GPUs): Winograd transforms and FFT passes.
     (r"winograd", "conv winograd"),
     (r"fft2d_|fft_rt_|flip_filter", "conv FFT"),
     (r"threshold_kernel", "ReLU bwd"),
     (r"clamp_scalar|clamp_min", "ReLU fwd"),
     (r"multi_tensor_apply|_foreach|sgd", "SGD"),
+    (r"amp_update_scale|non_finite_check_and_unscale", "loss scaler"),
     (r"max_pool_backward", "max-pool bwd"),
     (r"max_pool_forward", "max-pool fwd"),
     (r"avg_pool|adaptive_avg", "avg-pool"),
@@ -108,6 +118,9 @@ def short_kernel_label(name):
         if pattern.search(name):
             return label
     base = re.sub(r"^void\s+", "", name)
+    # An anonymous namespace (`<unnamed>::` as nsys demangles it, `(anonymous namespace)::` as
+    # c++filt does) is no template: dropped first, or `<.*` below would cut the name there.
+    base = re.sub(r"<unnamed>::|\(anonymous namespace\)::", "", base)
     base = re.sub(r"<.*", "", base).split("(")[0].split("::")[-1]
     return base[:28] + ("..." if len(base) > 28 else "")
 
@@ -125,12 +138,14 @@ def kernel_labels(names):
 
 
 # Kernel families, in table order: what a fused batch norm removes (ReLU, the residual add's
-# forward) and what it merges (batch norm with them); then what neither touches. "copies and casts"
+# forward) and what it merges (batch norm with them), and the pointwise passes that apply a batch
+# norm fused into the convolutions; then what neither touches. "copies and casts"
 # is mostly autocast's per-step casts of the weights to bf16 (ATen's copy kernels).
 KERNEL_FAMILIES = (
     "batch norm",
     "BN+ReLU (fused)",
     "BN+add+ReLU (fused)",
+    "BN apply (cuDNN pointwise)",
     "ReLU",
     "add",
     "convolution",
@@ -149,6 +164,7 @@ _FAMILY_OF_LABEL = {
     "BN+ReLU bwd": "BN+ReLU (fused)",
     "BN+add+ReLU fwd": "BN+add+ReLU (fused)",
     "BN+add+ReLU bwd": "BN+add+ReLU (fused)",
+    "cuDNN pointwise": "BN apply (cuDNN pointwise)",
     "ReLU fwd": "ReLU",
     "ReLU bwd": "ReLU",
     # Forward residual adds and, in backward, autograd's sum of the two gradients of a block's
@@ -164,6 +180,7 @@ _FAMILY_OF_LABEL = {
     "GEMM": "GEMM",
     "split-K reduce": "GEMM",
     "SGD": "optimizer",
+    "loss scaler": "optimizer",
     "max-pool fwd": "pooling",
     "max-pool bwd": "pooling",
     "avg-pool": "pooling",

@@ -236,6 +236,76 @@ class FusedBatchNormKernelTest(unittest.TestCase):
         self.assertEqual(len(set(KERNEL_FAMILIES)), len(KERNEL_FAMILIES))
 
 
+# The fused step (--fused-bn --precision fp16 --fuse-conv-bn --cuda-graph, batch 400) on an H100,
+# cuDNN 9.19, as nsys's kernel summary names its kernels (cut where noted: the rest is long template
+# arguments).
+CUDNN_POINTWISE = (
+    "cudnn_generated_pointwise_pointwise_pointwise_pointwise_cutlass_sm80_"
+    "knob_37_32x64x1_16x64x1_1_kernel0_0"
+)
+CUDNN_DGRAD_EPILOGUE = (
+    "cudnn_generated_fort_native_sm90_convBwdData_pointwise_pointwise_knob_40_128x128x64_5_0"
+)
+FUSED_FPROP_STATS = (
+    "void xmma__5x_cudnn::gemm::warp_specialized_kernel_gmma_utmaldg<"
+    "xmma__5x_cudnn::implicit_gemm::fprop::"
+    "Warp_specialized_gmma_fprop_bn_stat_kernel_traits<"  # cut
+)
+FUSED_WGRAD_PROLOGUE = (
+    "void xmma__5x_cudnn::gemm::warp_specialized_kernel_gmma_utmaldg<"
+    "xmma__5x_cudnn::implicit_gemm::wgrad_indexed::"
+    "Warp_specialized_gmma_bn_apply_kernel_traits<"  # cut
+)
+ATEN_BN_REDUCE = (
+    "void at::native::batch_norm_backward_reduce_channels_last_kernel<(int)4, c10::Half, float, "
+    "float>(const T2 *, const T2 *, const T3 *, const T3 *, T3 *)"  # cut
+)
+BN_FINALIZE = "workload::<unnamed>::bn_finalize(workload::BnFinalizeArgs)"
+BN_GRAD_COEFFICIENTS = "workload::<unnamed>::bn_grad_coefficients(workload::BnGradCoefficientArgs)"
+GRAPH_MEMSET = (
+    "workload::<unnamed>::graph_memset(unsigned char *, unsigned long, unsigned int, unsigned int, "
+    "unsigned long, unsigned long)"
+)
+SCALER = (
+    "at::native::amp_update_scale_cuda_kernel(float *, int *, const float *, double, double, int)"
+)
+
+
+class FusedConvBnKernelTest(unittest.TestCase):
+    def test_fused_step_kernels_have_their_families(self):
+        expected = {
+            # 13.1 of the step's 55.2 ms of kernels: elementwise passes, no GEMM despite "cutlass".
+            CUDNN_POINTWISE: ("cuDNN pointwise", "BN apply (cuDNN pointwise)"),
+            CUDNN_DGRAD_EPILOGUE: ("conv dgrad", "convolution"),
+            FUSED_FPROP_STATS: ("conv fprop", "convolution"),
+            FUSED_WGRAD_PROLOGUE: ("conv wgrad", "convolution"),
+            ATEN_BN_REDUCE: ("BN bwd", "batch norm"),
+            BN_FINALIZE: ("BN fwd", "batch norm"),
+            BN_GRAD_COEFFICIENTS: ("BN bwd", "batch norm"),
+            SCALER: ("loss scaler", "optimizer"),
+        }
+        for name, (label, family) in expected.items():
+            self.assertEqual((short_kernel_label(name), kernel_family(name)), (label, family), name)
+
+    def test_anonymous_namespaces_keep_the_function_name(self):
+        self.assertEqual(short_kernel_label(GRAPH_MEMSET), "graph_memset")
+        self.assertEqual(
+            short_kernel_label(
+                "void at::native::<unnamed>::indexSelectSmallIndex<float, long, unsigned int, "
+                "(int)1, (int)1, (int)-2>(at::cuda::detail::TensorInfo<T1, T3>)"
+            ),
+            "indexSelectSmallIndex",
+        )
+        self.assertEqual(short_kernel_label("void (anonymous namespace)::halo<int>(int)"), "halo")
+        parts = kernel_family_table([(GRAPH_MEMSET, 2e6), (CUDNN_POINTWISE, 1e6)])[-1]["parts"]
+        self.assertEqual([p["label"] for p in parts], ["graph_memset"])
+
+    def test_pointwise_family_sits_with_the_batch_norms(self):
+        i = KERNEL_FAMILIES.index("BN apply (cuDNN pointwise)")
+        self.assertEqual(KERNEL_FAMILIES[i - 1], "BN+add+ReLU (fused)")
+        self.assertEqual(KERNEL_FAMILIES[i + 1], "ReLU")
+
+
 class RealFixtureKernelTest(RealFixtureCase):
     def test_channels_last_cudnn_conversions_are_not_layout_mismatches(self):
         names = {k.name for k in self.ex.kernels}

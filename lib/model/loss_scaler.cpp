@@ -4,7 +4,9 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <cstddef>
 #include <string>
+#include <vector>
 
 #include "lib/core/usage_error.h"
 
@@ -106,6 +108,15 @@ void LossScaler::update() {
                                    options_.backoff_factor, options_.growth_interval);
   }
   skipped_.add_(found_inf_.to(torch::kInt64));
+}
+
+std::vector<std::int64_t> skipped_steps_of(const torch::Tensor& flags, std::int64_t first_step) {
+  const at::Tensor set = at::nonzero(flags.reshape({-1}).ne(0)).reshape({-1}).to(at::kCPU);
+  std::vector<std::int64_t> steps;
+  steps.reserve(static_cast<std::size_t>(set.numel()));
+  const auto index = set.accessor<std::int64_t, 1>();
+  for (std::int64_t k = 0; k < set.numel(); ++k) steps.push_back(first_step + index[k]);
+  return steps;
 }
 
 LossScaler::State LossScaler::state() const {

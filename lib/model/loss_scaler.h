@@ -73,6 +73,11 @@ class LossScaler {
   torch::Tensor skipped_;         // int64 [1]
 };
 
+/// The run-wide steps a scaler skipped, from one found-inf flag a step (`flags`: found_inf() copied
+/// after each step's update(), any dtype, any device; element k is step first_step + k), in order.
+/// Reads the flags' device (this waits for it).
+std::vector<std::int64_t> skipped_steps_of(const torch::Tensor& flags, std::int64_t first_step);
+
 namespace detail {
 /// unscale()'s arithmetic in tensor operations, for devices without PyTorch's kernel (and for
 /// testing that kernel against): found_inf (float32 [1]) := any non-finite in grads; each

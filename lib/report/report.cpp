@@ -295,6 +295,11 @@ Json epoch_json(const EpochRecord& e) {
   }
   if (e.resumed) j["resumed"] = true;
   if (e.eval_cut) j["eval_cut"] = true;
+  if (e.loss_scale) {
+    j["loss_scale"] = *e.loss_scale;
+    j["skipped_steps"] = e.skipped_steps;
+    j["skipped_at"] = e.skipped_at;
+  }
   return j;
 }
 
@@ -341,6 +346,11 @@ EpochRecord epoch_from_json(const Json& j) {
   }
   e.resumed = j.value("resumed", false);
   e.eval_cut = j.value("eval_cut", false);
+  if (j.contains("loss_scale") && j["loss_scale"].is_number()) {
+    e.loss_scale = j["loss_scale"].get<double>();
+    e.skipped_steps = j.value("skipped_steps", std::int64_t{0});
+    e.skipped_at = j.value("skipped_at", std::vector<std::int64_t>());
+  }
   return e;
 }
 

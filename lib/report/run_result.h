@@ -67,6 +67,13 @@ struct EpochRecord {
   std::optional<EvalRecord> eval;
   std::optional<CheckpointRecord> checkpoint;
   bool resumed = false;  ///< Read from the checkpoint a resumed run started from.
+  /// --precision fp16's loss scaling at the epoch's end: the scale, the steps skipped in the run so
+  /// far (the scaler's count, resumed sessions included), and which they were (run-wide 0-based
+  /// steps, in order; those of epochs resumed from a checkpoint that lacks them are left out).
+  /// Unset (and the list empty) for other precisions.
+  std::optional<double> loss_scale;
+  std::int64_t skipped_steps = 0;
+  std::vector<std::int64_t> skipped_at;
   /// A stop (a signal) came during its evaluation: the evaluation was cut short and left out, and
   /// the epoch's training kept (its checkpoint written) before the run stopped.
   bool eval_cut = false;

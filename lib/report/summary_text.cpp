@@ -1,8 +1,13 @@
 // What train_resnet50 prints (lib/report/summary_text.h).
 #include "lib/report/summary_text.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "lib/core/version.h"
 #include "lib/report/report.h"
@@ -262,6 +267,24 @@ void window_lines(SummaryLines& l, const TrainConfig& c, const RunResult& result
   }
 }
 
+// ": steps 0, 1 and 3" for the steps an fp16 run's epochs recorded as skipped, when they are all of
+// the `skipped` (a run resumed from a checkpoint without them, or one without epochs, names none);
+// the first kListed, then how many more.
+std::string skipped_steps_named(const RunResult& result, std::int64_t skipped) {
+  constexpr std::size_t kListed = 8;
+  if (skipped <= 0 || result.epochs.empty() || !result.epochs.back().loss_scale) return "";
+  const std::vector<std::int64_t>& at = result.epochs.back().skipped_at;
+  if (static_cast<std::int64_t>(at.size()) != skipped) return "";
+  std::string out = at.size() == 1 ? ": step " : ": steps ";
+  const std::size_t listed = std::min(at.size(), kListed);
+  for (std::size_t i = 0; i < listed; ++i) {
+    if (i > 0) out += i + 1 == listed && listed == at.size() ? " and " : ", ";
+    out += std::to_string(at[i]);
+  }
+  if (listed < at.size()) out += " and " + std::to_string(at.size() - listed) + " more";
+  return out;
+}
+
 // How the run ended: skipped images, the last loss, a non-finite loss, a stop, the rank.
 void ending_lines(SummaryLines& l, const RunFacts& f, const StepSummary& s) {
   const RunResult& result = f.result;
@@ -280,7 +303,8 @@ void ending_lines(SummaryLines& l, const RunFacts& f, const StepSummary& s) {
     const LossScaler::State& st = f.loss_scaling->state;
     l.line("loss scale (fp16)", printed("%g", st.scale) + " at the end; " +
                                     std::to_string(st.skipped_steps) +
-                                    " steps skipped (a gradient not finite)");
+                                    " steps skipped (a gradient not finite)" +
+                                    skipped_steps_named(result, st.skipped_steps));
   }
   if (result.interrupted) l.line("interrupted", interruption(result));
   if (f.dist) {

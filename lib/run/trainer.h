@@ -177,10 +177,12 @@ class Trainer {
   /// the run's time before this session.
   double take_resumed_epochs(RunResult& result);
   /// One epoch's steps from the run's step `step` (advanced past them), opening and closing
-  /// `window` where --capture-at puts it; each step's loss into `losses`. Returns the steps done:
-  /// fewer than steps_per_epoch() when a stop cut the epoch short.
+  /// `window` where --capture-at puts it; each step's loss into `losses`, and with fp16 its
+  /// found-inf flag into `found` (undefined otherwise). Returns the steps done: fewer than
+  /// steps_per_epoch() when a stop cut the epoch short.
   std::int64_t train_epoch(std::int64_t& step, CaptureWindow& window, RunResult& result,
-                           const Progress& progress, const torch::Tensor& losses);
+                           const Progress& progress, const torch::Tensor& losses,
+                           const torch::Tensor& found);
   /// The evaluation after `rec`'s epoch, when --eval-every (or the last epoch) calls for one, into
   /// rec.eval. Returns true when a stop cut it short (rec.eval_cut; the run stops after the
   /// checkpoint). Its failures are named as the evaluation's.

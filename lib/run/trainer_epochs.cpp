@@ -109,7 +109,8 @@ double Trainer::take_resumed_epochs(RunResult& result) {
 }
 
 std::int64_t Trainer::train_epoch(std::int64_t& step, CaptureWindow& window, RunResult& result,
-                                  const Progress& progress, const torch::Tensor& losses) {
+                                  const Progress& progress, const torch::Tensor& losses,
+                                  const torch::Tensor& found) {
   // The capture window: steps [capture_at, capture_at + --steps) and what lies between them.
   const std::int64_t window_first = config_.capture_at.value_or(-1);
   const std::int64_t window_end = window_first + config_.steps;
@@ -131,6 +132,7 @@ std::int64_t Trainer::train_epoch(std::int64_t& step, CaptureWindow& window, Run
     run_step_.reset();
     if (!ran) break;
     losses.select(0, done).copy_(executor_->loss().detach());
+    if (found.defined()) found.narrow(0, done, 1).copy_(scaler_->found_inf());
     if (in_window && step + 1 == window_end) window.close();
   }
   return done;
@@ -169,16 +171,29 @@ void Trainer::run_epochs(RunResult& result, const Progress& progress) {
   // and the first step whose loss is not finite, are read once at its end.
   const torch::Tensor epoch_losses =
       torch::zeros({spe}, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
+  // fp16: each step's found-inf flag, kept and read as its loss is, for the steps the scaler
+  // skipped.
+  const torch::Tensor epoch_found =
+      scaler_ ? torch::zeros({spe}, scaler_->found_inf().options()) : torch::Tensor();
   std::int64_t step = first_epoch_ * spe;
   for (std::int64_t e = first_epoch_; e < config_.epochs; ++e) {
     const auto t_epoch = SteadyClock::now();
     EpochRecord rec;
     rec.epoch = e;
-    rec.steps = train_epoch(step, window, result, progress, epoch_losses);
+    rec.steps = train_epoch(step, window, result, progress, epoch_losses, epoch_found);
     if (rec.steps < spe) break;  // a partial epoch: its steps are recorded, not evaluated or saved
     const torch::Tensor losses = epoch_losses.narrow(0, 0, rec.steps);
     rec.train_loss = losses.sum().item<double>() / static_cast<double>(rec.steps);  // drains
     if (!std::isfinite(rec.train_loss) && note_nonfinite(result, losses, e * spe, e)) break;
+    if (scaler_) {
+      if (!result.epochs.empty()) rec.skipped_at = result.epochs.back().skipped_at;
+      for (const std::int64_t s : skipped_steps_of(epoch_found.narrow(0, 0, rec.steps), e * spe)) {
+        rec.skipped_at.push_back(s);
+      }
+      const LossScaler::State scaling = scaler_->state();
+      rec.loss_scale = scaling.scale;
+      rec.skipped_steps = scaling.skipped_steps;
+    }
     rec.train_s = s_since(t_epoch);
     train_s += rec.train_s;
     rec.images_per_s = static_cast<double>(rec.steps * batch * world) / rec.train_s;

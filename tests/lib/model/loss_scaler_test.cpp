@@ -8,6 +8,7 @@
 #include <torch/version.h>  // TORCH_VERSION_MAJOR below: undefined (so 0) without it
 
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <utility>
@@ -96,6 +97,36 @@ TEST(LossScalerTest, TheScaleFollowsGradScalersRule) {
         << "step " << k << ": scale " << got.scale << ", tracker " << got.growth_tracker
         << ", skipped " << got.skipped_steps;
   }
+}
+
+TEST(LossScalerTest, SkippedStepsAreTheFlagsSet) {
+  const auto flags = torch::tensor({0.0f, 1.0f, 0.0f, 1.0f, 1.0f});
+  EXPECT_EQ(skipped_steps_of(flags, 10), (std::vector<std::int64_t>{11, 13, 14}));
+  EXPECT_EQ(skipped_steps_of(flags.narrow(0, 0, 1), 0), std::vector<std::int64_t>{});
+  EXPECT_EQ(skipped_steps_of(torch::zeros({0}), 5), std::vector<std::int64_t>{});
+  EXPECT_EQ(skipped_steps_of(torch::tensor({1, 0, 2}, torch::kInt64), 0),
+            (std::vector<std::int64_t>{0, 2}));
+}
+
+// The trainer's way: found_inf() copied into a buffer after each step's update(), read once at
+// the end, names the steps the scaler counted as skipped.
+TEST(LossScalerTest, FoundInfCopiedAfterEachStepNamesTheSkippedSteps) {
+  LossScaler s(torch::kCPU);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> values = {inf, 1.0f, nan, 1.0f, 1.0f, inf, 1.0f};
+  const torch::Tensor found =
+      torch::zeros({static_cast<std::int64_t>(values.size())}, s.found_inf().options());
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    auto g = gradients(torch::kCPU, 1.0f);
+    g[1][2] = values[k];
+    s.unscale(g);
+    s.update();
+    found.narrow(0, static_cast<std::int64_t>(k), 1).copy_(s.found_inf());
+  }
+  const std::vector<std::int64_t> skipped = skipped_steps_of(found, 100);
+  EXPECT_EQ(skipped, (std::vector<std::int64_t>{100, 102, 105}));
+  EXPECT_EQ(static_cast<std::int64_t>(skipped.size()), s.state().skipped_steps);
 }
 
 TEST(LossScalerTest, TheScaleDoesNotGrowPastFloat32) {

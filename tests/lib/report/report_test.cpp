@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <limits>
+#include <vector>
 
 #include "tests/support/test_util.h"
 
@@ -188,6 +190,32 @@ TEST(ReportTest, AnEpochsNonFiniteLossesReadBackAsNotFinite) {
   // A missing number is still 0, and a number of the wrong type still an error.
   EXPECT_EQ(epoch_from_json({{"epoch", 1}}).train_loss, 0.0);
   EXPECT_THROW(epoch_from_json({{"train_loss", "low"}}), nlohmann::json::exception);
+}
+
+// An fp16 epoch's loss scaling (its scale, the run's skipped steps and which they were) is written
+// and read back, so a resumed run lists the earlier epochs' skips too; other epochs have none.
+TEST(ReportTest, AnFp16EpochsLossScalingReadsBack) {
+  EpochRecord e;
+  e.epoch = 2;
+  EXPECT_FALSE(epoch_json(e).contains("loss_scale"));
+  EXPECT_FALSE(epoch_json(e).contains("skipped_at"));
+  e.loss_scale = 16384.0;
+  e.skipped_steps = 2;
+  e.skipped_at = {0, 2};
+  const nlohmann::ordered_json written = nlohmann::ordered_json::parse(epoch_json(e).dump());
+  EXPECT_EQ(written["loss_scale"], 16384.0);
+  EXPECT_EQ(written["skipped_steps"], 2);
+  EXPECT_EQ(written["skipped_at"], nlohmann::ordered_json::parse("[0, 2]"));
+  const EpochRecord back = epoch_from_json(written);
+  ASSERT_TRUE(back.loss_scale.has_value());
+  EXPECT_EQ(*back.loss_scale, 16384.0);
+  EXPECT_EQ(back.skipped_steps, 2);
+  EXPECT_EQ(back.skipped_at, (std::vector<std::int64_t>{0, 2}));
+  // A checkpoint written before the list: the scale and count without it.
+  const EpochRecord older = epoch_from_json({{"epoch", 1}, {"loss_scale", 8.0}});
+  EXPECT_EQ(older.loss_scale, 8.0);
+  EXPECT_TRUE(older.skipped_at.empty());
+  EXPECT_FALSE(epoch_from_json({{"epoch", 1}}).loss_scale.has_value());
 }
 
 TEST(ReportTest, Hex64IsFixedWidth) {

@@ -118,5 +118,34 @@ TEST(SummaryTextTest, AnFp16RunSaysItsLastScaleAndItsSkippedSteps) {
       << format_summary(f);
 }
 
+// With epochs, the steps they recorded as skipped are named, when they are all the skipped ones.
+TEST(SummaryTextTest, AnFp16RunsEpochsNameTheSkippedSteps) {
+  RunFacts f = loader_run();
+  f.result.steps.resize(2);
+  f.loss_scaling = LossScalingFacts{LossScaler::Options{}, LossScaler::State{8192.0, 936, 3}};
+  EpochRecord e;
+  e.loss_scale = 8192.0;
+  e.skipped_steps = 3;
+  e.skipped_at = {0, 1, 3};
+  f.result.epochs = {e};
+  EXPECT_NE(format_summary(f).find("3 steps skipped (a gradient not finite): steps 0, 1 and 3\n"),
+            std::string::npos)
+      << format_summary(f);
+  // A list short of the count (epochs resumed from a checkpoint without it) names none.
+  f.result.epochs[0].skipped_at = {0, 1};
+  EXPECT_NE(format_summary(f).find("3 steps skipped (a gradient not finite)\n"), std::string::npos)
+      << format_summary(f);
+  f.loss_scaling->state.skipped_steps = 1;
+  f.result.epochs[0].skipped_at = {7};
+  EXPECT_NE(format_summary(f).find("1 steps skipped (a gradient not finite): step 7\n"),
+            std::string::npos)
+      << format_summary(f);
+  f.loss_scaling->state.skipped_steps = 11;
+  f.result.epochs[0].skipped_at = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  EXPECT_NE(format_summary(f).find(": steps 0, 1, 2, 3, 4, 5, 6, 7 and 3 more\n"),
+            std::string::npos)
+      << format_summary(f);
+}
+
 }  // namespace
 }  // namespace workload

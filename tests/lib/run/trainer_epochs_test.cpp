@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -210,6 +211,23 @@ TEST_F(TrainerEpochsTest, AnFp16RunKeepsItsLossScalingInTheCheckpointAndResumesI
   EXPECT_EQ(last.meta["loss_scaler"]["scale"].get<double>(), end.scale);
   EXPECT_EQ(last.meta["loss_scaler"]["skipped_steps"].get<std::int64_t>(), end.skipped_steps);
   EXPECT_EQ(report_json(facts)["loss_scaling"]["final_scale"].get<double>(), end.scale);
+  // Each epoch records the scale at its end, the skipped steps so far, and which they were: the
+  // steps whose found-inf flag was set, in order, as many as the scaler counted.
+  const std::int64_t spe = first.steps_per_epoch();
+  for (std::size_t k = 0; k < r.epochs.size(); ++k) {
+    const EpochRecord& e = r.epochs[k];
+    ASSERT_TRUE(e.loss_scale.has_value()) << "epoch " << k;
+    EXPECT_EQ(static_cast<std::int64_t>(e.skipped_at.size()), e.skipped_steps) << "epoch " << k;
+    EXPECT_TRUE(std::is_sorted(e.skipped_at.begin(), e.skipped_at.end())) << "epoch " << k;
+    for (const std::int64_t s : e.skipped_at) {
+      EXPECT_GE(s, 0);
+      EXPECT_LT(s, (static_cast<std::int64_t>(k) + 1) * spe) << "epoch " << k;
+    }
+  }
+  EXPECT_EQ(*r.epochs.back().loss_scale, end.scale);
+  EXPECT_EQ(r.epochs.back().skipped_steps, end.skipped_steps);
+  std::printf("[ fp16     ] skipped steps: %zu, scale %g\n", r.epochs.back().skipped_at.size(),
+              end.scale);
 
   // The run "died" during epoch 3: it resumes from epoch 2's checkpoint and its scaler.
   const Checkpoint second = read_checkpoint_file(ckpt.file_for(2));
@@ -227,6 +245,13 @@ TEST_F(TrainerEpochsTest, AnFp16RunKeepsItsLossScalingInTheCheckpointAndResumesI
   EXPECT_GE(after.skipped_steps, saved_skips) << "counted on from the checkpoint";
   EXPECT_LE(after.scale, saved_scale) << "continued from the checkpoint's scale";
   ASSERT_TRUE(rest.epochs[2].eval);
+  // The resumed epochs' skipped steps come back from the checkpoint, and the new epoch's follow.
+  EXPECT_EQ(rest.epochs[1].skipped_at, r.epochs[1].skipped_at);
+  const std::vector<std::int64_t>& all = rest.epochs[2].skipped_at;
+  ASSERT_GE(all.size(), r.epochs[1].skipped_at.size());
+  EXPECT_TRUE(
+      std::equal(r.epochs[1].skipped_at.begin(), r.epochs[1].skipped_at.end(), all.begin()));
+  EXPECT_EQ(static_cast<std::int64_t>(all.size()), after.skipped_steps);
 }
 
 TEST_F(TrainerEpochsTest, BadCheckpointsAreErrorsNamingTheFile) {

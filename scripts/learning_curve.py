@@ -9,10 +9,11 @@ Each REPORT.json is a train_resnet50 --report of an --epochs run (or
 scripts/experiments/reference_epochs.py's) (its `training.epochs`: per epoch the training loss, the
 evaluation's top-1, top-5 and loss, images/s and the run's wall time at the epoch's end; a resumed
 run's report holds the epochs of the run it continued). Prints a Markdown table per run (epoch,
-train loss, eval loss, top-1, top-5, images/s, wall time), then the best top-1 and when it came, and
-draws four panels into --out (default learning_curve.png): training and evaluation loss, and top-1,
-each against the epoch and against wall time. --names labels the runs (default: each report's file
-name without .json).
+train loss, eval loss, top-1, top-5, images/s, wall time; for an fp16 run also the loss scale and
+the steps skipped so far), then the best top-1 and when it came (and which steps an fp16 run
+skipped), and draws four panels into --out (default learning_curve.png): training and evaluation
+loss, and top-1, each against the epoch and against wall time. --names labels the runs (default:
+each report's file name without .json).
 
 Example, the default recipe against the article's constant 0.1:
 
@@ -121,8 +122,10 @@ def load(path):
             raise UsageError(
                 "%s: training.epochs[%d].eval lacks a number for top1, top5 or loss" % (path, i)
             )
+        scaling = _loss_scaling(path, i, entry)
         epochs.append(
             {
+                "scaling": scaling,
                 "epoch": int(entry["epoch"]) + 1,
                 "train_loss": _loss(entry["train_loss"]),
                 "elapsed_s": entry["elapsed_s"],
@@ -142,14 +145,46 @@ def load(path):
     return epochs, training
 
 
+def _loss_scaling(path, i, entry):
+    """An fp16 epoch's loss scaling (loss_scale, skipped_steps, skipped_at: what train_resnet50 and
+    reference_epochs.py write) as a dict, or None for an epoch without it (other precisions, or an
+    older report). Raises UsageError naming the file when the fields are of another form."""
+    if entry.get("loss_scale") is None:
+        return None
+    at = entry.get("skipped_at", [])
+    if not (
+        _number(entry["loss_scale"])
+        and isinstance(entry.get("skipped_steps", 0), int)
+        and isinstance(at, list)
+        and all(isinstance(s, int) and not isinstance(s, bool) for s in at)
+    ):
+        raise UsageError(
+            "%s: training.epochs[%d] has loss_scale but not a number for it, a count for "
+            "skipped_steps or a list of steps for skipped_at" % (path, i)
+        )
+    return {
+        "scale": entry["loss_scale"],
+        "skipped": entry.get("skipped_steps", len(at)),
+        "at": list(at),
+    }
+
+
+def _steps_named(steps):
+    """ "0, 1 and 3" """
+    words = [str(s) for s in steps]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
 def _pct(v):
     return fmt(100.0 * v, 2) if v is not None else "-"
 
 
 def run_table(name, epochs, training):
     """Markdown lines for one run."""
-    rows = [
-        [
+    fp16 = any(e["scaling"] for e in epochs)
+    rows = []
+    for e in epochs:
+        row = [
             str(e["epoch"]) + (" (resumed)" if e["resumed"] else ""),
             fmt(e["train_loss"], 4),
             fmt(e["eval_loss"], 4) if e["eval_loss"] is not None else "-",
@@ -158,16 +193,17 @@ def run_table(name, epochs, training):
             fmt(e["images_per_s"], 1),
             fmt(e["elapsed_s"], 1),
         ]
-        for e in epochs
-    ]
+        if fp16:
+            s = e["scaling"]
+            row += ["%g" % s["scale"], str(s["skipped"])] if s else ["-", "-"]
+        rows.append(row)
+    header = ["epoch", "train loss", "eval loss", "top-1 %", "top-5 %", "images/s", "wall s"]
+    if fp16:
+        header += ["loss scale", "skipped"]
     lines = [
         "### %s" % name,
         "",
-        table(
-            ["epoch", "train loss", "eval loss", "top-1 %", "top-5 %", "images/s", "wall s"],
-            rows,
-            ["l"] + ["r"] * 6,
-        ),
+        table(header, rows, ["l"] + ["r"] * (len(header) - 1)),
     ]
     scored = [e for e in epochs if e["eval_top1"] is not None]
     if scored:
@@ -177,6 +213,13 @@ def run_table(name, epochs, training):
             "Best top-1 %s%% after epoch %d, at %s s."
             % (_pct(best["eval_top1"]), best["epoch"], fmt(best["elapsed_s"], 1)),
         ]
+    last = epochs[-1]["scaling"]
+    if last and last["skipped"]:
+        named = len(last["at"]) == last["skipped"]
+        lines.append(
+            "Loss scaling (fp16): %d steps skipped%s."
+            % (last["skipped"], ": steps %s (0-based)" % _steps_named(last["at"]) if named else "")
+        )
     if training.get("nonfinite_loss"):
         lines.append(
             "A loss was not finite at %s: the figures after it are no result."

@@ -145,6 +145,36 @@ class LearningCurveTest(TempDirCase):
         self.assertEqual(rc, 2)
         self.assertIn("--out", err)
 
+    def test_an_fp16_run_shows_its_loss_scale_and_names_its_skipped_steps(self):
+        # The fields train_resnet50's fp16 epochs and reference_epochs.py --precision fp16 write.
+        fp16 = [
+            dict(
+                _epoch(0, 1.2, 0.25, 2.5), loss_scale=8192.0, skipped_steps=3, skipped_at=[0, 1, 3]
+            ),
+            dict(
+                _epoch(1, 1.0, 0.5, 5.0), loss_scale=8192.0, skipped_steps=3, skipped_at=[0, 1, 3]
+            ),
+        ]
+        rc, out, err = self.run_main(self.write("fp16.json", _report(fp16)), "--no-figures")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| loss scale | skipped |", out)
+        self.assertIn("| 8192 | 3 |", out)
+        self.assertIn("Loss scaling (fp16): 3 steps skipped: steps 0, 1 and 3 (0-based).", out)
+        # A count the list does not cover (epochs resumed from an older checkpoint) names none.
+        short = [dict(fp16[1], skipped_at=[3])]
+        rc, out, _ = self.run_main(self.write("short.json", _report(short)), "--no-figures")
+        self.assertIn("Loss scaling (fp16): 3 steps skipped.", out)
+        # Other precisions: no columns, no line.
+        rc, out, _ = self.run_main(
+            self.write("bf16.json", _report([_epoch(0, 1.0, 0.5, 1.0)])), "--no-figures"
+        )
+        self.assertNotIn("loss scale", out)
+        self.assertNotIn("Loss scaling", out)
+        bad = self.write("bad.json", _report([dict(fp16[0], skipped_at="0, 1")]))
+        rc, _, err = self.run_main(bad, "--no-figures")
+        self.assertEqual(rc, 2)
+        self.assertIn("bad.json: training.epochs[0] has loss_scale", err)
+
     def test_a_run_that_went_on_after_a_non_finite_loss_is_drawn_and_said(self):
         # --allow-nonfinite-loss: the report writes NaN as null and names the first such loss.
         doc = _report(

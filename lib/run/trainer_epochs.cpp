@@ -185,6 +185,9 @@ void Trainer::run_epochs(RunResult& result, const Progress& progress) {
     const torch::Tensor losses = epoch_losses.narrow(0, 0, rec.steps);
     rec.train_loss = losses.sum().item<double>() / static_cast<double>(rec.steps);  // drains
     if (!std::isfinite(rec.train_loss) && note_nonfinite(result, losses, e * spe, e)) break;
+    rec.train_s = s_since(t_epoch);
+    train_s += rec.train_s;
+    rec.images_per_s = static_cast<double>(rec.steps * batch * world) / rec.train_s;
     if (scaler_) {
       if (!result.epochs.empty()) rec.skipped_at = result.epochs.back().skipped_at;
       for (const std::int64_t s : skipped_steps_of(epoch_found.narrow(0, 0, rec.steps), e * spe)) {
@@ -194,9 +197,6 @@ void Trainer::run_epochs(RunResult& result, const Progress& progress) {
       rec.loss_scale = scaling.scale;
       rec.skipped_steps = scaling.skipped_steps;
     }
-    rec.train_s = s_since(t_epoch);
-    train_s += rec.train_s;
-    rec.images_per_s = static_cast<double>(rec.steps * batch * world) / rec.train_s;
     rec.lr = lr_schedule_->lr_at(step - 1);
     const bool cut = evaluate_epoch(rec);
     rec.elapsed_s = elapsed_before + s_since(t_run);

@@ -199,6 +199,11 @@ class Trainer {
                       std::int64_t epoch) const;
   // The same for `rec`'s evaluation loss.
   bool note_nonfinite_eval(RunResult& result, const EpochRecord& rec) const;
+  // fp16: `rec`'s loss scaling at its epoch's end: the scaler's scale and skipped-step count, and
+  // the skipped steps named (the earlier epochs' in `result`, then those whose flag in `found`, one
+  // a step from first_step on, is set). Synchronizes with the device.
+  void note_loss_scaling(EpochRecord& rec, const torch::Tensor& found, std::int64_t first_step,
+                         const RunResult& result) const;
   void note_nonfinite_steps(RunResult& result) const;
   /// Inside `checkpoint`: the state after `epochs_done` epochs with the epochs' records (rank 0
   /// writes; the others only time the range).

@@ -82,6 +82,15 @@ bool Trainer::note_nonfinite(RunResult& result, const torch::Tensor& losses,
   return result.nonfinite_stopped;
 }
 
+void Trainer::note_loss_scaling(EpochRecord& rec, const torch::Tensor& found,
+                                std::int64_t first_step, const RunResult& result) const {
+  if (!result.epochs.empty()) rec.skipped_at = result.epochs.back().skipped_at;
+  for (const std::int64_t s : skipped_steps_of(found, first_step)) rec.skipped_at.push_back(s);
+  const LossScaler::State scaling = scaler_->state();
+  rec.loss_scale = scaling.scale;
+  rec.skipped_steps = scaling.skipped_steps;
+}
+
 bool Trainer::note_nonfinite_eval(RunResult& result, const EpochRecord& rec) const {
   if (!rec.eval || std::isfinite(rec.eval->loss) || !result.nonfinite_loss.empty()) return false;
   result.nonfinite_loss = "the evaluation after epoch " + std::to_string(rec.epoch) + ": loss " +
@@ -188,15 +197,7 @@ void Trainer::run_epochs(RunResult& result, const Progress& progress) {
     rec.train_s = s_since(t_epoch);
     train_s += rec.train_s;
     rec.images_per_s = static_cast<double>(rec.steps * batch * world) / rec.train_s;
-    if (scaler_) {
-      if (!result.epochs.empty()) rec.skipped_at = result.epochs.back().skipped_at;
-      for (const std::int64_t s : skipped_steps_of(epoch_found.narrow(0, 0, rec.steps), e * spe)) {
-        rec.skipped_at.push_back(s);
-      }
-      const LossScaler::State scaling = scaler_->state();
-      rec.loss_scale = scaling.scale;
-      rec.skipped_steps = scaling.skipped_steps;
-    }
+    if (scaler_) note_loss_scaling(rec, epoch_found.narrow(0, 0, rec.steps), e * spe, result);
     rec.lr = lr_schedule_->lr_at(step - 1);
     const bool cut = evaluate_epoch(rec);
     rec.elapsed_s = elapsed_before + s_since(t_run);

@@ -161,14 +161,17 @@ void run_graph(cudnnHandle_t h, const Graph& graph, Bindings& b, const FusionPro
     try {
       configs.push_back(engine_configs(g, mode, o.max_plans));
     } catch (const CudnnRefusal& e) {
-      row.engines.push_back({-1, false, name, false, e.what(), 0, 0});
+      row.engines.push_back({-1, false, false, name, false, e.what(), 0, 0});
       continue;
     }
     for (const Desc& cfg : configs.back()) {
       EngineTry t;
       t.heuristics = name;
       try {
-        std::tie(t.global_index, t.runtime_compiled) = engine_of(cfg);
+        const cudnn_graph::EngineInfo info = engine_of(cfg);
+        t.global_index = info.global_index;
+        t.runtime_compiled = info.runtime_compiled;
+        t.nondeterministic = info.nondeterministic;
       } catch (const CudnnRefusal& e) {
         t.status = e.what();
         row.engines.push_back(t);
@@ -651,6 +654,7 @@ nlohmann::json probe_rows_to_json(const std::vector<ProbeRow>& rows) {
     for (const EngineTry& e : r.engines) {
       j["engines"].push_back({{"global_index", e.global_index},
                               {"runtime_compiled", e.runtime_compiled},
+                              {"nondeterministic", e.nondeterministic},
                               {"heuristics", e.heuristics},
                               {"built", e.built},
                               {"status", e.status},
@@ -666,14 +670,14 @@ nlohmann::json probe_rows_to_json(const std::vector<ProbeRow>& rows) {
 
 namespace {
 
-/// "2, 3 rtc (not built)": the engines a row tried; build_ms: the fastest one's build time.
+/// "2, 3 rtc nd (not built)": the engines a row tried; build_ms: the fastest one's build time.
 std::string engines_text(const ProbeRow& r, double* build_ms) {
   std::string engines;
   for (const EngineTry& e : r.engines) {
     if (e.global_index < 0) continue;
     if (!engines.empty()) engines += ", ";
     engines += std::to_string(e.global_index) + (e.runtime_compiled ? " rtc" : "") +
-               (e.built ? "" : " (not built)");
+               (e.nondeterministic ? " nd" : "") + (e.built ? "" : " (not built)");
     if (e.global_index == r.best_engine) *build_ms = e.build_ms;
   }
   return engines;
@@ -690,7 +694,8 @@ std::string printed(const char* format, double v) {
 std::string probe_rows_to_table(const std::vector<ProbeRow>& rows) {
   std::ostringstream s;
   s << "| shape (N as given) | dtype | pattern | engines offered (global index; rtc: "
-       "runtime-compiled) | best µs | vs plain | build ms (best) | errors against FP32 |\n"
+       "runtime-compiled; nd: nondeterministic) | best µs | vs plain | build ms (best) | errors "
+       "against FP32 |\n"
     << "|---|---|---|---|---|---|---|---|\n";
   for (const ProbeRow& r : rows) {
     double build_ms = 0;

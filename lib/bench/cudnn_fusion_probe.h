@@ -64,6 +64,7 @@ struct FusionProbeOptions {
 struct EngineTry {
   std::int64_t global_index = -1;
   bool runtime_compiled = false;  ///< CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION
+  bool nondeterministic = false;  ///< CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC
   std::string heuristics;         ///< "A" or "fallback"
   bool built = false;             ///< the execution plan finalized
   std::string status;             ///< why not, when not

@@ -150,6 +150,11 @@ void validate_modes(const TrainConfig& c) {
         "--weight-cast: only meaningful with --precision bf16 or fp16 (fp32 casts "
         "nothing)");
   }
+  if (c.deterministic && c.cudnn_benchmark) {
+    throw UsageError(
+        "--deterministic: --cudnn-benchmark times cuDNN's algorithms in each run and may pick "
+        "other ones; give one of the two");
+  }
   if (c.fuse_conv_bn && c.mode != RunMode::kTrain) {
     throw UsageError("--fuse-conv-bn: only meaningful in training (--mode train)");
   }

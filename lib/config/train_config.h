@@ -145,6 +145,10 @@ struct TrainConfig {
   bool reuse_iterator = true;
   Device device = Device::kCuda;
   bool cudnn_benchmark = false;
+  /// Two runs with the same flags and seed train to the same bits: LibTorch's cuDNN calls take
+  /// deterministic algorithms only, and with fuse_conv_bn the batch norms' sums are added in a
+  /// fixed order (lib/model/conv_bn_ops.h, SumOrder::kOrdered) instead of by the engines.
+  bool deterministic = false;
   int intra_op_threads = 1;
   /// The peak learning rate; nullopt (--lr not given): the linear scaling rule's, 0.1 x global
   /// batch / 256 (lib/model/lr_schedule.h, plan_lr).

@@ -110,6 +110,11 @@ void visit_train_flags(C& c, V&& v) {
          c.target_top1, 0.0, 1.0);
   v.choice({"device", kRunGroup, "where the model runs"}, c.device);
   v.boolean({"cudnn-benchmark", kRunGroup, "let cuDNN time its algorithms"}, c.cudnn_benchmark);
+  v.boolean({"deterministic", kRunGroup,
+             "two runs with the same flags and seed train to the same bits: cuDNN's deterministic "
+             "algorithms only, and with --fuse-conv-bn the batch norms' sums added in a fixed "
+             "order, not by the fused engines' blocks as they finish (slower)"},
+            c.deterministic);
   v.integer({"intra-op-threads", kRunGroup, "LibTorch CPU threads (the article uses 1)"},
             c.intra_op_threads, 1, 1024);
   v.choice({"lr-schedule", kRunGroup,

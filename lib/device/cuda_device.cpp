@@ -32,13 +32,15 @@ void device_synchronize() {
 #endif
 }
 
-void use_cuda_device(int index, bool cudnn_benchmark) {
+void use_cuda_device(int index, bool cudnn_benchmark, bool deterministic) {
 #if defined(WORKLOAD_TORCH_CUDA)
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
   at::globalContext().setBenchmarkCuDNN(cudnn_benchmark);
+  at::globalContext().setDeterministicCuDNN(deterministic);
 #else
   (void)index;
   (void)cudnn_benchmark;
+  (void)deterministic;
 #endif
 }
 

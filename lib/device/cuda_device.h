@@ -14,9 +14,9 @@ bool cuda_available();
 void device_synchronize();
 
 /// Makes GPU `index` the calling thread's current device (before anything else touches CUDA, and
-/// before profiler calls) and sets cuDNN's algorithm search (--cudnn-benchmark). No-op without
-/// CUDA.
-void use_cuda_device(int index, bool cudnn_benchmark);
+/// before profiler calls) and sets cuDNN's algorithm search (--cudnn-benchmark) and whether
+/// LibTorch's cuDNN calls take deterministic algorithms only (--deterministic). No-op without CUDA.
+void use_cuda_device(int index, bool cudnn_benchmark, bool deterministic = false);
 
 /// Makes a high-priority stream of the current device, from LibTorch's pool, the calling thread's
 /// current stream for its lifetime, then restores the previous one. Made before the model goes to

@@ -145,7 +145,9 @@ const ConvBnOps& reference_conv_bn_ops() {
 }
 
 #if !defined(WORKLOAD_HAVE_CUDNN_GRAPH)
-const ConvBnOps* cudnn_conv_bn_ops() { return nullptr; }  // cudnn_conv_bn_ops.cpp where built
+const ConvBnOps* cudnn_conv_bn_ops(SumOrder /*order*/) {
+  return nullptr;
+}  // cudnn_conv_bn_ops.cpp where built
 #endif
 
 }  // namespace workload

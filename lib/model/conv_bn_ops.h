@@ -119,6 +119,19 @@ class ConvBnOps {
 /// dtype, the sums and statistics in fp32). What the fused engines are tested against.
 const ConvBnOps& reference_conv_bn_ops();
 
+/// How the sums a batch norm needs are added on cuDNN's fused engines.
+enum class SumOrder {
+  /// The engines' own: the convolution's statistics epilogue and the BN's backward-weights node,
+  /// whose thread blocks add their shares in whatever order they finish. Two runs of the same
+  /// inputs differ in the last bits of most channels' sums (measured on an H100, cuDNN 9.19, where
+  /// the engines carry no nondeterministic note), so training runs drift apart from the first step.
+  kEngines,
+  /// In a fixed order: the convolution's output summed again by a two-stage kernel (bn_stats/),
+  /// the BN's gradients by ATen's batch_norm_backward_reduce from the engine's dz. The same bits
+  /// every run, for one more read of each convolution's output and of each BN's input and dz.
+  kOrdered,
+};
+
 /// The pieces on cuDNN's fused engines where they take the inputs (fp16, channels last, on a GPU):
 /// the convolution with its prologue and sums, the weight gradient with its prologue, the data
 /// gradient through ReLU into the BN's gradients, dBNApply, the block's output and its input's
@@ -126,8 +139,9 @@ const ConvBnOps& reference_conv_bn_ops();
 /// gradients run on cuDNN where an engine takes them alone, else in ATen's one reduction
 /// (batch_norm_backward_reduce). The statistics, and any input or shape no engine takes, run on
 /// the reference pieces (a shape that falls back is said once on stderr, with cuDNN's reason).
-/// Each plan is built at its shape's first call.
-/// Null in a build without cuDNN 9's graph API (lib/core/build_features.h).
-const ConvBnOps* cudnn_conv_bn_ops();
+/// Each plan is built at its shape's first call, on the first engine that builds among those
+/// cuDNN does not mark nondeterministic, else on any (said once on stderr); `order` is how the
+/// sums are added. Null in a build without cuDNN 9's graph API (lib/core/build_features.h).
+const ConvBnOps* cudnn_conv_bn_ops(SumOrder order = SumOrder::kEngines);
 
 }  // namespace workload

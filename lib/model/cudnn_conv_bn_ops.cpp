@@ -11,6 +11,7 @@
 #include <ATen/cudnn/Handle.h>
 
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <initializer_list>
 #include <map>
@@ -18,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "lib/model/conv_bn_ops.h"
@@ -75,6 +77,7 @@ struct CachedPlan {
   cg::Graph graph;
   std::vector<std::vector<cg::Desc>> configs;  // outlive the plan finalized from one
   std::unique_ptr<cg::Plan> plan;
+  bool nondeterministic = false;  // the plan's engine is (no deterministic one built)
   std::string why;
   std::int64_t x = -1, w = -1, y = -1, sum = -1, sqsum = -1, scale = -1, bias = -1;
   std::map<std::string, std::int64_t> uid;  // the backward graphs' other tensors, by name
@@ -100,7 +103,30 @@ std::int64_t input_of(CachedPlan& p, cudnnDataType_t dt, at::IntArrayRef x, bool
   return t3;
 }
 
-/// The first engine of heuristics A, then of the fallback, whose plan builds.
+/// The plan of `cfg` on `h`, or null where cuDNN refuses it (`why` then says what it said).
+std::unique_ptr<cg::Plan> plan_of(cudnnHandle_t h, const cg::Desc& cfg, std::string& why) {
+  auto plan =
+      std::make_unique<cg::Plan>(cg::Plan{cg::Desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR), 0});
+  try {
+    plan->plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &h)
+        .set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg)
+        .finalize("execution plan");
+    std::int64_t n = 0;
+    cg::check(cudnnBackendGetAttribute(plan->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                       CUDNN_TYPE_INT64, 1, &n, &plan->workspace),
+              "plan workspace size");
+  } catch (const cg::CudnnRefusal& e) {
+    why = e.what();
+    return nullptr;
+  }
+  return plan;
+}
+
+/// The first engine whose plan builds, in the heuristics' order (A, then the fallback), among the
+/// engines cuDNN does not mark nondeterministic first; only where none of those builds does a
+/// marked one run (`p.nondeterministic` says so). The mark does not cover the sums of the
+/// statistics epilogue and the backward-weights node, which vary run to run on unmarked engines
+/// too: SumOrder::kOrdered adds those again in a fixed order.
 void plan_first_engine(cudnnHandle_t h, CachedPlan& p) {
   const cg::Desc g = p.graph.finalize(h);
   for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
@@ -108,26 +134,23 @@ void plan_first_engine(cudnnHandle_t h, CachedPlan& p) {
       p.configs.push_back(cg::engine_configs(g, mode, 8));
     } catch (const cg::CudnnRefusal& e) {
       p.why = e.what();
-      continue;
     }
-    for (const cg::Desc& cfg : p.configs.back()) {
-      auto plan = std::make_unique<cg::Plan>(
-          cg::Plan{cg::Desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR), 0});
-      try {
-        plan->plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &h)
-            .set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg)
-            .finalize("execution plan");
-        std::int64_t n = 0;
-        cg::check(
-            cudnnBackendGetAttribute(plan->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                     CUDNN_TYPE_INT64, 1, &n, &plan->workspace),
-            "plan workspace size");
-      } catch (const cg::CudnnRefusal& e) {
-        p.why = e.what();
-        continue;
+  }
+  for (const bool deterministic : {true, false}) {
+    for (const std::vector<cg::Desc>& configs : p.configs) {
+      for (const cg::Desc& cfg : configs) {
+        try {
+          if (cg::engine_of(cfg).nondeterministic == deterministic) continue;
+        } catch (const cg::CudnnRefusal& e) {
+          p.why = e.what();
+          continue;
+        }
+        p.plan = plan_of(h, cfg, p.why);
+        if (p.plan) {
+          p.nondeterministic = !deterministic;
+          return;
+        }
       }
-      p.plan = std::move(plan);
-      return;
     }
   }
   if (p.why.empty()) p.why = "the heuristics offered no engine";
@@ -158,6 +181,8 @@ void run(const CachedPlan& p, cg::Bindings& b, const at::TensorOptions& o) {
 
 class CudnnConvBnOps final : public ConvBnOps {
  public:
+  explicit CudnnConvBnOps(SumOrder order) : order_(order) {}
+
   ConvStats conv_stats(const torch::Tensor& x, const torch::Tensor& w, ConvSpec spec,
                        const std::optional<Prologue>& prologue) const override {
     const torch::Tensor wh = w.to(x.scalar_type()).contiguous(at::MemoryFormat::ChannelsLast);
@@ -179,6 +204,7 @@ class CudnnConvBnOps final : public ConvBnOps {
     b.bind(p->sqsum, out.sqsum);
     const PrologueTensors kept = bind_prologue(*p, prologue, x.scalar_type(), b);
     run(*p, b, x.options());
+    if (order_ == SumOrder::kOrdered) return with_ordered_sums(std::move(out.y));
     out.sum = out.sum.view({-1});
     out.sqsum = out.sqsum.view({-1});
     return out;
@@ -267,7 +293,10 @@ class CudnnConvBnOps final : public ConvBnOps {
     bind.bind(p->w, wh);
     bind.bind(p->y, dy);
     bind.bind(p->uid.at("beta"), beta);
-    return run_bn_bwd_weights(*p, bind, x, at::empty_like(x), bn_final, weight);
+    const BnGrads g = run_bn_bwd_weights(*p, bind, x, at::empty_like(x), bn_final, weight);
+    // The engine's dz (the same bits every run); its sums again in a fixed order.
+    if (order_ == SumOrder::kOrdered) return reduced_bn_grads(g.dz, x, bn_final, weight);
+    return g;
   }
   // One read of dz and x where the reference makes about six fp32 passes (the block's last BN
   // and its shortcut's): on cuDNN's backward-weights node where an engine takes it alone, else in
@@ -279,7 +308,9 @@ class CudnnConvBnOps final : public ConvBnOps {
     }
     const CachedPlan* p =
         plan_for(Kind::kBnGrads, x.sizes(), {}, {}, ConvSpec{}, false, x.options());
-    if (p == nullptr) return reduced_bn_grads(dz, x, bn_final, weight);
+    if (p == nullptr || order_ == SumOrder::kOrdered) {
+      return reduced_bn_grads(dz, x, bn_final, weight);
+    }
     cg::Bindings bind;
     return run_bn_bwd_weights(*p, bind, x, dz, bn_final, weight);
   }
@@ -331,6 +362,26 @@ class CudnnConvBnOps final : public ConvBnOps {
 
  private:
   static const ConvBnOps& reference() { return reference_conv_bn_ops(); }
+
+  /// y and its sums per channel added in a fixed order (SumOrder::kOrdered): one kernel pass over
+  /// y where nvcc built it (bn_stats/), else the reference's fp32 sums (ATen's reductions).
+  static ConvStats with_ordered_sums(at::Tensor y) {
+#if defined(WORKLOAD_HAVE_BN_STATS_KERNELS)
+    if (y.scalar_type() == at::kHalf && y.is_contiguous(at::MemoryFormat::ChannelsLast) &&
+        y.size(1) % 2 == 0 && reinterpret_cast<std::uintptr_t>(y.data_ptr()) % 4 == 0) {
+      const std::int64_t c = y.size(1), rows = y.numel() / c;
+      const auto f = y.options().dtype(at::kFloat);
+      const at::Tensor sums = at::empty({2, c}, f);
+      const at::Tensor partial = at::empty({channel_sums_workspace(rows, c)}, f);
+      launch_channel_sums(ChannelSumsArgs{y.data_ptr(), rows, c, sums[0].data_ptr<float>(),
+                                          sums[1].data_ptr<float>(), partial.data_ptr<float>()},
+                          at::cuda::getCurrentCUDAStream(y.device().index()));
+      return {std::move(y), sums[0], sums[1]};
+    }
+#endif
+    const at::Tensor yf = y.to(at::kFloat);
+    return {std::move(y), yf.sum({0, 2, 3}), (yf * yf).sum({0, 2, 3})};
+  }
 
   /// bn_grads in ATen's batch_norm_backward_reduce: dz and x read once (channels last, in their
   /// dtype), the sums in fp32, what SyncBatchNorm's backward runs.
@@ -439,6 +490,12 @@ class CudnnConvBnOps final : public ConvBnOps {
                      "notice: the fused bottleneck's %s of x %s, w %s runs on LibTorch's kernels "
                      "(cuDNN: %s)\n",
                      kind_name(kind), c10::str(x).c_str(), c10::str(w).c_str(), p->why.c_str());
+      } else if (p->nondeterministic) {
+        std::fprintf(stderr,
+                     "notice: the fused bottleneck's %s of x %s, w %s runs on an engine cuDNN "
+                     "marks nondeterministic (no deterministic one took it): two runs of the same "
+                     "inputs may differ in the last bits\n",
+                     kind_name(kind), c10::str(x).c_str(), c10::str(w).c_str());
       }
       it = plans_.emplace(key, std::move(p)).first;
     }
@@ -600,18 +657,20 @@ class CudnnConvBnOps final : public ConvBnOps {
     g.pointwise(CUDNN_POINTWISE_RELU_FWD, sum, -1, p.y);
   }
 
+  const SumOrder order_;
   mutable std::mutex mutex_;  // the training thread's forward, autograd's thread's backward
   mutable std::map<PlanKey, std::unique_ptr<CachedPlan>> plans_;
 };
 
 }  // namespace
 
-const ConvBnOps* cudnn_conv_bn_ops() {
-  // Never destroyed: its plans hold cuDNN descriptors, and a static's destructor would free them
+const ConvBnOps* cudnn_conv_bn_ops(SumOrder order) {
+  // Never destroyed: their plans hold cuDNN descriptors, and a static's destructor would free them
   // after the CUDA context and cuDNN are gone at the program's exit (resnet50_test ended in a
   // segmentation fault after its last case passed). LibTorch keeps its cuDNN handles the same way.
-  static const auto* const kOps = new CudnnConvBnOps();
-  return kOps;
+  static const auto* const kEngines = new CudnnConvBnOps(SumOrder::kEngines);
+  static const auto* const kOrdered = new CudnnConvBnOps(SumOrder::kOrdered);
+  return order == SumOrder::kOrdered ? kOrdered : kEngines;
 }
 
 }  // namespace workload

@@ -48,7 +48,7 @@ std::string experiment_line(const RunFacts& f) {
   const auto& lo = c.loader;
   if (c.precision == article.precision && lo.transform.dtype == article.loader.transform.dtype &&
       c.mode == article.mode && c.nvtx_detail == article.nvtx_detail && !c.sync_every_step &&
-      !c.cuda_graph && !c.fused_bn && !c.fuse_conv_bn && !c.stem_pad &&
+      !c.cuda_graph && !c.fused_bn && !c.fuse_conv_bn && !c.stem_pad && !c.deterministic &&
       c.torch_profiler_trace.empty()) {
     return {};
   }
@@ -64,6 +64,7 @@ std::string experiment_line(const RunFacts& f) {
          (c.fused_bn ? ", batch norm fused with ReLU and add (cuDNN)" : "") +
          (c.fuse_conv_bn ? ", convolutions carrying their batch norms" : "") +
          (c.stem_pad ? ", the stem's input padded to 4 channels" : "") +
+         (c.deterministic ? ", deterministic (the same bits every run)" : "") +
          (c.cuda_graph ? ", step replayed from a CUDA graph" : "") +
          (c.sync_every_step ? ", loss read every step" : "") +
          (c.torch_profiler_trace.empty() ? ""

@@ -194,7 +194,7 @@ void Trainer::index_splits() {
 
 void Trainer::open_device(int gpu) {
   if (!device_.is_cuda()) return;
-  use_cuda_device(gpu, config_.cudnn_benchmark);
+  use_cuda_device(gpu, config_.cudnn_benchmark, config_.deterministic);
   step_stream_.emplace(input_wants_priority_stream(config_) || executor_wants_own_stream(config_));
 }
 
@@ -237,7 +237,8 @@ void Trainer::plan_run() {
 }
 
 const ConvBnOps* Trainer::conv_bn_ops_for_run() {
-  const ConvBnOps* cudnn = cudnn_conv_bn_ops();
+  const ConvBnOps* cudnn =
+      cudnn_conv_bn_ops(config_.deterministic ? SumOrder::kOrdered : SumOrder::kEngines);
   const bool fp16_cuda = config_.precision == Precision::kFp16 && device_.is_cuda();
   if (fp16_cuda && cudnn != nullptr) return cudnn;
   notices_.push_back(std::string("--fuse-conv-bn: the fused bottleneck runs on LibTorch's kernels, "

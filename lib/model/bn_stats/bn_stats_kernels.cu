@@ -1,6 +1,12 @@
 // One thread per channel: a batch norm's statistics from its sums, and its input gradient's
-// coefficients (lib/model/bn_stats/bn_stats_kernels.h).
+// coefficients; a convolution output's sums in two fixed-order stages
+// (lib/model/bn_stats/bn_stats_kernels.h).
 #include "lib/model/bn_stats/bn_stats_kernels.h"
+
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
 
 #include "common/cuda_check.h"
 
@@ -49,7 +55,105 @@ __global__ void bn_grad_coefficients(BnGradCoefficientArgs g) {
   g.c[c] = -w * invstd * g.dbias[c] / m - b * g.mean[c];
 }
 
+// The partial sums' blocks: a function of the shape only, so the order of the additions is the
+// same on any device. At most a wave of resident blocks on an H100 or H200, and at least 64 rows
+// each.
+constexpr std::int64_t kMaxPartialBlocks = 1024;
+constexpr std::int64_t kMinRowsPerBlock = 64;
+
+std::int64_t partial_blocks(std::int64_t rows) {
+  return std::clamp<std::int64_t>((rows + kMinRowsPerBlock - 1) / kMinRowsPerBlock, 1,
+                                  kMaxPartialBlocks);
+}
+
+// Stage 1: block b sums rows [b * rows_per_block, ...) of each channel into partial[b][c] (and
+// the squares into partial[blocks + b][c]). A thread takes a pair of channels (one half2 load);
+// when a row has fewer pairs than the block has threads, `groups` threads share a pair, each
+// taking every groups-th row, and their sums are added in group order through shared memory.
+__global__ void channel_partials(const __half2* y, std::int64_t rows, std::int64_t channels,
+                                 std::int64_t rows_per_block, float* partial) {
+  extern __shared__ float shared[];
+  const std::int64_t pairs = channels / 2;
+  const int lanes = static_cast<int>(pairs < blockDim.x ? pairs : blockDim.x);
+  const int groups = static_cast<int>(blockDim.x) / lanes;
+  const int lane = static_cast<int>(threadIdx.x) % lanes;
+  const int group = static_cast<int>(threadIdx.x) / lanes;
+  const std::int64_t first = blockIdx.x * rows_per_block;
+  const std::int64_t last = first + rows_per_block < rows ? first + rows_per_block : rows;
+  float* sq_partial = partial + static_cast<std::int64_t>(gridDim.x) * channels;
+  // The threads past lanes * groups (where lanes does not divide the block) take no rows.
+  const bool active = group < groups;
+  for (std::int64_t pair = lane; active && pair < pairs; pair += lanes) {
+    float2 s = {0, 0}, q = {0, 0};
+    for (std::int64_t r = first + group; r < last; r += groups) {
+      const float2 v = __half22float2(y[r * pairs + pair]);
+      s.x += v.x;
+      s.y += v.y;
+      q.x += v.x * v.x;
+      q.y += v.y * v.y;
+    }
+    const std::int64_t c = 2 * pair;
+    if (groups == 1) {
+      partial[blockIdx.x * channels + c] = s.x;
+      partial[blockIdx.x * channels + c + 1] = s.y;
+      sq_partial[blockIdx.x * channels + c] = q.x;
+      sq_partial[blockIdx.x * channels + c + 1] = q.y;
+    } else {  // here pairs == lanes: one pair a thread
+      shared[group * channels + c] = s.x;
+      shared[group * channels + c + 1] = s.y;
+      shared[(groups + group) * channels + c] = q.x;
+      shared[(groups + group) * channels + c + 1] = q.y;
+    }
+  }
+  if (groups == 1) return;
+  __syncthreads();
+  if (group != 0) return;
+  for (std::int64_t c = 2 * lane; c < 2 * lane + 2; ++c) {
+    float s = 0, q = 0;
+    for (int g = 0; g < groups; ++g) {
+      s += shared[g * channels + c];
+      q += shared[(groups + g) * channels + c];
+    }
+    partial[blockIdx.x * channels + c] = s;
+    sq_partial[blockIdx.x * channels + c] = q;
+  }
+}
+
+// Stage 2: one thread per channel adds the blocks' partial sums in block order, in double.
+__global__ void channel_totals(const float* partial, std::int64_t blocks, std::int64_t channels,
+                               float* sum, float* sqsum) {
+  const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= channels) return;
+  double s = 0, q = 0;
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    s += partial[b * channels + c];
+    q += partial[(blocks + b) * channels + c];
+  }
+  sum[c] = static_cast<float>(s);
+  sqsum[c] = static_cast<float>(q);
+}
+
 }  // namespace
+
+std::int64_t channel_sums_workspace(std::int64_t rows, std::int64_t channels) {
+  return 2 * partial_blocks(rows) * channels;
+}
+
+void launch_channel_sums(const ChannelSumsArgs& a, cudaStream_t stream) {
+  if (a.channels <= 0) return;
+  const std::int64_t n_blocks = partial_blocks(a.rows);
+  const std::int64_t rows_per_block = (a.rows + n_blocks - 1) / n_blocks;
+  const std::int64_t pairs = a.channels / 2;
+  const std::int64_t lanes = std::min<std::int64_t>(pairs, kThreads);
+  const std::int64_t groups = kThreads / lanes;
+  const std::size_t shared = groups > 1 ? 2 * groups * a.channels * sizeof(float) : 0;
+  channel_partials<<<static_cast<unsigned>(n_blocks), kThreads, shared, stream>>>(
+      static_cast<const __half2*>(a.y), a.rows, a.channels, rows_per_block, a.partial);
+  WORKLOAD_CUDA_CHECK(cudaGetLastError());
+  channel_totals<<<blocks(a.channels), kThreads, 0, stream>>>(a.partial, n_blocks, a.channels,
+                                                              a.sum, a.sqsum);
+  WORKLOAD_CUDA_CHECK(cudaGetLastError());
+}
 
 void launch_bn_finalize(const BnFinalizeArgs& a, cudaStream_t stream) {
   if (a.channels <= 0) return;

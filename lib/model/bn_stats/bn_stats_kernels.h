@@ -1,12 +1,12 @@
 // A training batch norm's per-channel arithmetic in one kernel each, for the fused bottleneck on
 // cuDNN's engines (lib/model/cudnn_conv_bn_ops.cpp): the statistics finalised from the
-// convolution's sums, and the coefficients of the input's gradient from the BN's weight and bias
-// gradients. The reference (lib/model/conv_bn_ops.cpp) computes them in about twenty and ten of
-// LibTorch's elementwise kernels of a few microseconds each: 53 batch norms made them about 1,600
-// of a step's 2,000 launches (docs/BENCHMARKS.md, issue 45). Raw pointers to fp32 vectors of
-// `channels` values on the device; each launch is asynchronous on `stream`, and an error raised at
-// launch is thrown. Built where LibTorch carries CUDA, cuDNN 9 and nvcc are found
-// (WORKLOAD_HAVE_BN_STATS_KERNELS).
+// convolution's sums, the coefficients of the input's gradient from the BN's weight and bias
+// gradients, and (--deterministic) a convolution output's sums in a fixed order. The reference
+// (lib/model/conv_bn_ops.cpp) computes them in about twenty and ten of LibTorch's elementwise
+// kernels of a few microseconds each: 53 batch norms made them about 1,600 of a step's 2,000
+// launches (docs/BENCHMARKS.md, issue 45). Raw pointers to fp32 vectors of `channels` values on the
+// device; each launch is asynchronous on `stream`, and an error raised at launch is thrown. Built
+// where LibTorch carries CUDA, cuDNN 9 and nvcc are found (WORKLOAD_HAVE_BN_STATS_KERNELS).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -55,5 +55,24 @@ struct BnGradCoefficientArgs {
 };
 
 void launch_bn_grad_coefficients(const BnGradCoefficientArgs& g, cudaStream_t stream);
+
+/// Each channel's sum and sum of squares over the `rows` rows of a [rows, channels] fp16 matrix
+/// (an NHWC tensor), in fp32, added in the same order every run: each of a fixed number of blocks
+/// sums its own rows, then one thread per channel adds the blocks' partial sums in block order.
+/// What cuDNN's statistics epilogue (GenStats) computes, whose blocks add theirs with atomics in
+/// the order they finish. One read of y.
+struct ChannelSumsArgs {
+  const void* y;  ///< fp16 (__half), rows x channels, channels contiguous and even, 4-byte aligned
+  std::int64_t rows;
+  std::int64_t channels;
+  float* sum;
+  float* sqsum;
+  float* partial;  ///< workspace of channel_sums_workspace(rows, channels) floats
+};
+
+/// The floats launch_channel_sums needs as its workspace.
+std::int64_t channel_sums_workspace(std::int64_t rows, std::int64_t channels);
+
+void launch_channel_sums(const ChannelSumsArgs& s, cudaStream_t stream);
 
 }  // namespace workload

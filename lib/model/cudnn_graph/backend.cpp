@@ -224,29 +224,40 @@ std::vector<Desc> engine_configs(const Desc& graph, cudnnBackendHeurMode_t mode,
   return cfgs;
 }
 
-/// The engine of a configuration: its global index and whether it compiles at run time.
-std::pair<std::int64_t, bool> engine_of(const Desc& cfg) {
+/// The engine of a configuration and its notes.
+EngineInfo engine_of(const Desc& cfg) {
   Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t e = engine.get();
   std::int64_t n = 0;
   check(cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e),
         "engine of a configuration");
-  std::int64_t index = -1;
-  check(
-      cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index),
-      "engine global index");
-  std::array<cudnnBackendBehaviorNote_t, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT> notes{};
+  EngineInfo info;
+  check(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
+                                 &info.global_index),
+        "engine global index");
+  // A note cuDNN does not report reads as absent: the engine is taken as neither.
+  std::array<cudnnBackendBehaviorNote_t, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT> behavior{};
   std::int64_t count = 0;
-  bool rtc = false;
   if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
                                CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &count,
-                               notes.data()) == CUDNN_STATUS_SUCCESS) {
+                               behavior.data()) == CUDNN_STATUS_SUCCESS) {
     for (std::int64_t i = 0; i < count; ++i) {
-      rtc = rtc || notes[static_cast<std::size_t>(i)] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
+      info.runtime_compiled = info.runtime_compiled || behavior[static_cast<std::size_t>(i)] ==
+                                                           CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
     }
   }
-  return {index, rtc};
+  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> numerical{};
+  count = 0;
+  if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                               CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &count,
+                               numerical.data()) == CUDNN_STATUS_SUCCESS) {
+    for (std::int64_t i = 0; i < count; ++i) {
+      info.nondeterministic = info.nondeterministic || numerical[static_cast<std::size_t>(i)] ==
+                                                           CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+    }
+  }
+  return info;
 }
 
 /// The variant pack binding `b` and a workspace to a plan's run (built once, run many times).

@@ -126,8 +126,17 @@ struct Plan {
 /// The engine configurations heuristics `mode` offers for `graph` (at most `max`).
 std::vector<Desc> engine_configs(const Desc& graph, cudnnBackendHeurMode_t mode, int max);
 
-/// The engine of a configuration: its global index and whether it compiles at run time.
-std::pair<std::int64_t, bool> engine_of(const Desc& cfg);
+/// What cuDNN says of the engine behind a configuration.
+struct EngineInfo {
+  std::int64_t global_index = -1;
+  bool runtime_compiled = false;  ///< CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION
+  /// CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC: two runs on the same inputs may differ in the last
+  /// bits (an engine that reduces with atomics, in whatever order its blocks finish).
+  bool nondeterministic = false;
+};
+
+/// The engine of a configuration and its notes.
+EngineInfo engine_of(const Desc& cfg);
 
 /// The tensors bound to a graph's uids, and host scalars passed by value.
 struct Bindings {

@@ -56,14 +56,14 @@ TEST(CudnnFusionProbeTest, AnUnknownPatternOrDtypeIsRefusedBeforeAnyDeviceWork) 
 
 TEST(CudnnFusionProbeTest, TheTableAndTheJsonHoldEveryRow) {
   ProbeRow ok{"56x56x64-64r3s1", "fp16", "conv_genstats", "ok", {}, 153.0, 2, 134.0, 2.5, {}};
-  ok.engines = {{2, false, "A", true, "", 12.5, 153.0},
-                {3, true, "A", false, "not supported", 0, 0}};
+  ok.engines = {{2, false, true, "A", true, "", 12.5, 153.0},
+                {3, true, false, "A", false, "not supported", 0, 0}};
   ok.errors = {{"y", 4.2e-4}, {"sum", 1.1e-5}};
   ProbeRow refused{
       "56x56x64-64r3s1", "bf16", "sbr_wgrad", "no engine ran this graph", {}, 0, -1, 0, 0.5, {}};
   const std::string table = probe_rows_to_table({ok, refused});
   EXPECT_NE(
-      table.find("| 56x56x64-64r3s1 | fp16 | conv_genstats | 2, 3 rtc (not built) | 153.0 [2] "
+      table.find("| 56x56x64-64r3s1 | fp16 | conv_genstats | 2 nd, 3 rtc (not built) | 153.0 [2] "
                  "| 1.14x | 12.5 | y 4.2e-04, sum 1.1e-05 |"),
       std::string::npos)
       << table;
@@ -72,6 +72,8 @@ TEST(CudnnFusionProbeTest, TheTableAndTheJsonHoldEveryRow) {
   const auto j = probe_rows_to_json({ok, refused});
   ASSERT_EQ(j.size(), 2u);
   EXPECT_EQ(j[0]["engines"][1]["runtime_compiled"], true);
+  EXPECT_EQ(j[0]["engines"][0]["nondeterministic"], true);
+  EXPECT_EQ(j[0]["engines"][1]["nondeterministic"], false);
   EXPECT_EQ(j[0]["errors"]["sum"], 1.1e-5);
   EXPECT_EQ(j[0]["seconds"], 2.5);
   EXPECT_EQ(j[1]["status"], "no engine ran this graph");

@@ -54,6 +54,12 @@ TEST(TrainConfigTest, CombinationsThatCannotRunNameTheirFlag) {
   expect_invalid(c, "--precision fp16: fp16 autocast is implemented for CUDA only");
 
   c = cpu_config();
+  c.deterministic = true;
+  EXPECT_NO_THROW(validate(c));
+  c.cudnn_benchmark = true;
+  expect_invalid(c, "--deterministic: --cudnn-benchmark times cuDNN's algorithms");
+
+  c = cpu_config();
   c.fuse_conv_bn = true;
   EXPECT_NO_THROW(validate(c));  // LibTorch's kernels on the CPU
   c.mode = RunMode::kForward;
@@ -186,7 +192,7 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
   const std::set<std::string> expected = {
       "data", "split", "batch_size", "warmup", "steps", "workers", "prefetch_factor",
       "pin_memory", "work_unit", "reuse_iterator", "seed", "device", "image_size",
-      "cudnn_benchmark", "intra_op_threads", "lr", "momentum", "weight_decay", "synthetic",
+      "cudnn_benchmark", "deterministic", "intra_op_threads", "lr", "momentum", "weight_decay", "synthetic",
       "copy_stream", "nvtx", "on_bad_image", "report", "precision", "host_dtype", "nvtx_detail",
       "torch_profiler_trace", "mode", "forward_bn", "sync_every_step",
       // data parallelism (issue 12)
@@ -241,6 +247,7 @@ TEST(TrainConfigTest, TheReportHoldsEveryFlagButQuietAndTheDefaultsAreTheArticle
   EXPECT_EQ(j["memory_format"], "channels_last");
   EXPECT_EQ(j["cuda_graph"], false);
   EXPECT_EQ(j["fused_bn"], false);
+  EXPECT_EQ(j["deterministic"], false);
 }
 
 TEST(TrainConfigTest, InjectedStallsParseAndPrint) {

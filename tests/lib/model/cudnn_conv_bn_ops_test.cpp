@@ -2,15 +2,18 @@
 // lib/model/conv_bn_ops.h) against the reference pieces, on a GPU in fp16: the convolution with
 // and without its prologue and its sums, the weight gradient with its prologue, the backward
 // through ReLU and BN, the last BN's gradients and their coefficients, BN finalize with the running
-// statistics, the block's output, the block's input gradient with the shortcut's, inputs the
-// engines do not take, and a whole block.
+// statistics, the block's output, the block's input gradient with the shortcut's, the same bits
+// from the same inputs, inputs the engines do not take, and a whole block.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <array>
 #include <cstdio>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "lib/model/conv_bn_ops.h"
 #include "lib/model/fused_bottleneck.h"
@@ -42,6 +45,7 @@ class CudnnConvBnOpsTest : public ::testing::Test {
                           (torch::randn({c}) * 0.1).cuda(), rm, rv, 0.1, 1e-5);
   }
   const ConvBnOps& ops() const { return *cudnn_conv_bn_ops(); }
+  const ConvBnOps& ordered() const { return *cudnn_conv_bn_ops(SumOrder::kOrdered); }
   const ConvBnOps& ref() const { return reference_conv_bn_ops(); }
 };
 
@@ -236,6 +240,175 @@ TEST_F(CudnnConvBnOpsTest, TheInputGradientWithTheShortcutsIsTheReferences) {
   const torch::Tensor nchw = torch::randn({2, 16, 8, 8}, torch::kCUDA).to(torch::kHalf);
   EXPECT_LT(rel(ops().dgrad_add(dy, w, {0, 1}, nchw, {}), ref().dgrad_add(dy, w, {0, 1}, nchw, {})),
             1e-3);
+}
+
+using Named = std::vector<std::pair<std::string, torch::Tensor>>;
+
+/// How many of `got`'s values differ from `first`'s, tensor by tensor.
+std::vector<std::int64_t> differing(const Named& first, const Named& got) {
+  std::vector<std::int64_t> n;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    n.push_back(first[i].second.ne(got[i].second).sum().item<std::int64_t>());
+  }
+  return n;
+}
+
+/// Each piece on `o` at one shape (c -> k, r x r, stride 1, 56 x 56, batch 32), its outputs by
+/// name: a batch and sizes where the engines split their reductions across many blocks.
+class Pieces {
+ public:
+  Pieces(std::int64_t c, std::int64_t k, std::int64_t r)
+      : spec_{(r - 1) / 2, 1},
+        x_(half(torch::randn({32, c, 56, 56}) * 1.5 + 0.3)),
+        w_(half(torch::randn({k, c, r, r}) / std::sqrt(double(c * r * r)))),
+        dy_(half(torch::randn({32, k, 56, 56}))),
+        res_(half(torch::randn({32, c, 56, 56}))),
+        relu_out_(half(torch::relu(torch::randn({32, c, 56, 56})))),
+        weight_((torch::rand({c}) + 0.5).cuda()),
+        kweight_((torch::rand({k}) + 0.5).cuda()),
+        kbias_((torch::randn({k}) * 0.1).cuda()) {
+    const torch::Tensor xf = x_.to(torch::kFloat);
+    torch::Tensor rm = torch::zeros({c}, torch::kCUDA), rv = torch::ones({c}, torch::kCUDA);
+    f_ = reference_conv_bn_ops().finalize(xf.sum({0, 2, 3}), (xf * xf).sum({0, 2, 3}),
+                                          x_.numel() / c, weight_, torch::zeros({c}).cuda(), rm, rv,
+                                          0.1, 1e-5);
+  }
+  Named run(const ConvBnOps& o) const {
+    Named out;
+    const ConvStats cs = o.conv_stats(x_, w_, spec_, Prologue{f_.scale, f_.bias});
+    out.emplace_back("conv_stats y", cs.y);
+    out.emplace_back("conv_stats sum", cs.sum);
+    out.emplace_back("conv_stats sqsum", cs.sqsum);
+    const std::int64_t k = w_.size(0);
+    torch::Tensor rm = torch::zeros({k}, torch::kCUDA), rv = torch::ones({k}, torch::kCUDA);
+    const BnFinal kf =
+        o.finalize(cs.sum, cs.sqsum, cs.y.numel() / k, kweight_, kbias_, rm, rv, 0.1, 1e-5);
+    out.emplace_back("finalize scale", kf.scale);
+    out.emplace_back("finalize running_var", rv);
+    out.emplace_back("wgrad", o.wgrad(x_, dy_, spec_, w_.sizes(), Prologue{f_.scale, f_.bias}));
+    const BnGrads g = o.dgrad_drelu_bn(dy_, w_, spec_, x_, f_, weight_);
+    out.emplace_back("dgrad_drelu_bn dz", g.dz);
+    out.emplace_back("dgrad_drelu_bn dweight", g.dweight);
+    out.emplace_back("dgrad_drelu_bn dbias", g.dbias);
+    out.emplace_back("dbn_apply", o.dbn_apply(g, x_));
+    const BnGrads last = o.bn_grads(res_, x_, f_, weight_);
+    out.emplace_back("bn_grads dweight", last.dweight);
+    out.emplace_back("bn_grads dbias", last.dbias);
+    out.emplace_back("dgrad_add", o.dgrad_add(dy_, w_, spec_, res_, relu_out_));
+    out.emplace_back("output", o.output(x_, f_, res_, &f_));
+    return out;
+  }
+  std::string name() const {
+    return "c " + std::to_string(x_.size(1)) + " k " + std::to_string(w_.size(0)) + " r " +
+           std::to_string(w_.size(2));
+  }
+
+ private:
+  static torch::Tensor half(const torch::Tensor& t) {
+    return t.to(torch::kCUDA, torch::kHalf).contiguous(torch::MemoryFormat::ChannelsLast);
+  }
+  ConvSpec spec_;
+  torch::Tensor x_, w_, dy_, res_, relu_out_, weight_, kweight_, kbias_;
+  BnFinal f_;
+};
+
+// With SumOrder::kOrdered each piece run three times on the same inputs gives the same bits each
+// time. The engines' own sums (SumOrder::kEngines) are printed beside: how many values differ
+// from their first run's, the run-to-run variation the ordered sums remove.
+TEST_F(CudnnConvBnOpsTest, WithOrderedSumsEveryPieceGivesTheSameBitsEachRun) {
+  torch::manual_seed(9);
+  for (const auto& [c, k, r] :
+       std::vector<std::array<std::int64_t, 3>>{{64, 64, 3}, {64, 256, 1}, {256, 64, 1}}) {
+    const Pieces pieces(c, k, r);
+    const Named first = pieces.run(ordered());
+    for (int i = 0; i < 2; ++i) {
+      const Named again = pieces.run(ordered());
+      const std::vector<std::int64_t> n = differing(first, again);
+      for (std::size_t t = 0; t < n.size(); ++t) {
+        EXPECT_EQ(n[t], 0) << pieces.name() << ": " << again[t].first << " differs from the "
+                           << "first run's in " << n[t] << " of " << again[t].second.numel()
+                           << " values";
+      }
+    }
+    const Named engines = pieces.run(ops());
+    const std::vector<std::int64_t> n = differing(engines, pieces.run(ops()));
+    for (std::size_t t = 0; t < n.size(); ++t) {
+      if (n[t] > 0) {
+        std::printf("[ engines  ] %s: %s, %lld of %lld values differ between two runs\n",
+                    pieces.name().c_str(), engines[t].first.c_str(), static_cast<long long>(n[t]),
+                    static_cast<long long>(engines[t].second.numel()));
+      }
+    }
+  }
+}
+
+// The ordered sums are the engines' quantities: the convolution's sums those of its own output
+// (in double, to fp32's accumulation), the data gradient and the other pieces the engines' bit for
+// bit, the BN's gradients the reference's within fp16's rounding. Output channels 64 to 2048 (the
+// kernel's shared and looped layouts).
+TEST_F(CudnnConvBnOpsTest, TheOrderedSumsAreTheSumsOfTheSameValues) {
+  torch::manual_seed(11);
+  for (const auto& [c, k, hw] : std::vector<std::array<std::int64_t, 3>>{
+           {64, 64, 56}, {64, 256, 56}, {256, 512, 28}, {512, 2048, 7}}) {
+    const torch::Tensor x = half(torch::randn({32, c, hw, hw}));
+    const torch::Tensor w = half(torch::randn({k, c, 1, 1}) / std::sqrt(double(c)));
+    const Prologue p{(torch::rand({c}) + 0.5).cuda(), (torch::randn({c}) * 0.1).cuda()};
+    const ConvStats got = ordered().conv_stats(x, w, {0, 1}, p);
+    const ConvStats engines = ops().conv_stats(x, w, {0, 1}, p);
+    const std::string what = "c " + std::to_string(c) + " k " + std::to_string(k);
+    EXPECT_TRUE(torch::equal(got.y, engines.y)) << what;
+    const torch::Tensor yd = got.y.to(torch::kDouble);
+    const torch::Tensor scale = yd.abs().sum({0, 2, 3});
+    const auto worst = [&](const torch::Tensor& a, const torch::Tensor& b) {
+      return ((a.to(torch::kDouble) - b).abs() / scale).max().item<double>();
+    };
+    EXPECT_LT(worst(got.sum, yd.sum({0, 2, 3})), 5e-6) << what;
+    EXPECT_LT(rel(got.sqsum, (yd * yd).sum({0, 2, 3})), 5e-6) << what;
+    EXPECT_LT(rel(got.sqsum, engines.sqsum), 1e-3) << what;
+  }
+  const Pieces pieces(64, 64, 3);
+  const Named a = pieces.run(ordered()), b = pieces.run(ops()), want = pieces.run(ref());
+  for (std::size_t t = 0; t < a.size(); ++t) {
+    const std::string& name = a[t].first;
+    if (name == "dgrad_drelu_bn dz" || name == "wgrad" || name == "dgrad_add" || name == "output" ||
+        name == "conv_stats y") {
+      EXPECT_TRUE(torch::equal(a[t].second, b[t].second)) << name;
+    }
+    EXPECT_LT(rel(a[t].second, want[t].second), 2e-2) << name;
+  }
+}
+
+// A whole block's step three times on the same input and parameters, with the ordered sums: the
+// output, the input's gradient and every parameter's, bit for bit.
+TEST_F(CudnnConvBnOpsTest, WithOrderedSumsABlocksStepGivesTheSameBitsEachRun) {
+  torch::manual_seed(10);
+  Bottleneck block(256, 64, 1);
+  block->to(torch::kCUDA);
+  to_channels_last(*block);
+  block->train();
+  const BottleneckModules m = block->fusion_modules();
+  const torch::Tensor x0 = half(torch::relu(torch::randn({32, 256, 56, 56})));
+  const torch::Tensor probe = torch::randn({32, 256, 56, 56}, torch::kCUDA);
+  const auto run = [&] {
+    for (auto& p : block->parameters()) p.mutable_grad() = torch::Tensor();
+    const torch::Tensor x = x0.clone().requires_grad_(true);
+    const torch::Tensor y = fused_bottleneck(ordered(), m, x);
+    (y.to(torch::kFloat) * probe).sum().backward();
+    Named out = {{"output", y.detach()}, {"input's gradient", x.grad()}};
+    for (const auto& p : block->named_parameters()) {
+      out.emplace_back(p.key() + "'s gradient", p.value().grad().clone());
+    }
+    return out;
+  };
+  const Named first = run();
+  for (int i = 0; i < 2; ++i) {
+    const Named again = run();
+    const std::vector<std::int64_t> n = differing(first, again);
+    for (std::size_t t = 0; t < n.size(); ++t) {
+      EXPECT_EQ(n[t], 0) << again[t].first << " differs from the first run's in " << n[t]
+                         << " values";
+    }
+  }
 }
 
 // An input the engines do not take (fp32 here) is the reference's, whatever the engines say.

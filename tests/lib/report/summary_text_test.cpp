@@ -51,6 +51,13 @@ TEST(SummaryTextTest, TheBannerNamesExperimentsTheRankAndEachNotice) {
   EXPECT_NE(
       format_banner(f, {}, "").find("\nexperiment: precision bf16 (weights cast per-layer), "),
       std::string::npos);
+  // --deterministic alone is an experiment line of its own.
+  RunFacts d = loader_run();
+  d.config.deterministic = true;
+  EXPECT_NE(format_banner(d, {}, "").find("mode train, nvtx detail steps, deterministic (the same "
+                                          "bits every run)\n"),
+            std::string::npos)
+      << format_banner(d, {}, "");
 }
 
 TEST(SummaryTextTest, TheBannerSaysTheLearningRateSchedule) {

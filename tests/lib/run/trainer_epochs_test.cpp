@@ -65,16 +65,24 @@ double median_loss(const std::vector<StepRecord>& steps, std::size_t first, std:
   return losses[losses.size() / 2];
 }
 
+// The lowest of the steps' losses in [first, last).
+double lowest_loss(const std::vector<StepRecord>& steps, std::size_t first, std::size_t last) {
+  double lowest = steps[first].loss.value();
+  for (std::size_t i = first + 1; i < last; ++i) lowest = std::min(lowest, steps[i].loss.value());
+  return lowest;
+}
+
 // What the run learns is chaotic: any difference in rounding (another ATen capability, oneDNN's
-// convolutions or LibTorch's own, another thread count) takes it elsewhere, so the bars are those
-// that 30 runs over the kernel paths met with room to spare: seeds 1 to 6 under
-// ATEN_CPU_CAPABILITY default, avx2 and avx512 with oneDNN and avx2 without, seeds 1 to 3 under
-// default and avx512 without (docs/BENCHMARKS.md, "Learning tests across CPU kernel paths"). The
-// mean of an epoch's step losses is no such figure: the images are flat class colours, so a batch
-// of 8 normalised by its own statistics mistakes an image of a class it holds once (a 4/3/1 batch),
-// and once the logits are in the tens that one image costs more than the other seven together. The
-// last epoch's mean loss measured 0.00 to 2.77 against the first's 1.18 to 1.48 (3 runs of 30 above
-// it); its median 0.000 to 0.182 against 1.07 to 1.60, at most 0.114 of it.
+// convolutions or LibTorch's own, another thread count, another CPU, since oneDNN picks its kernels
+// from the CPU itself) takes it elsewhere, so the bars are those that runs over the kernel paths
+// met with room to spare (docs/BENCHMARKS.md, "Learning tests across CPU kernel paths" and "The
+// loss bar on an AMD EPYC"). No typical step loss is such a figure: the images are flat class
+// colours, so a batch of 8 normalised by its own statistics mistakes an image of a class it holds
+// once (a 4/3/1 batch), and once the logits are in the tens that one image costs more than the
+// other seven together. On an AMD EPYC (avx2, oneDNN, seed 5) the last epoch's median step loss was
+// 1.06 times the first's, while that run's evaluation reached a top-1 of 1.0. What all 24 runs
+// there did is fit some whole batch of the last epoch: its lowest step loss was at most 0.051 of
+// the first epoch's median. A run that learns nothing (an LR of 1e-9) stays at 0.83 of it.
 TEST_F(TrainerEpochsTest, TheDefaultRecipeLearnsATinySplitAboveChance) {
   TrainConfig c = config(8);  // the default recipe: scaled peak, 25% warm-up, cosine
   c.sync_every_step = true;   // every step's loss (the same steps, read on the host)
@@ -96,9 +104,10 @@ TEST_F(TrainerEpochsTest, TheDefaultRecipeLearnsATinySplitAboveChance) {
   EXPECT_GE(*r.best_top1, 0.6);
   EXPECT_GE(r.epochs.back().eval->top1, 0.5);
   EXPECT_GE(*r.best_top1, r.epochs.back().eval->top1);
-  // The typical step of the last epoch against the first's: at most 0.114 of it in every run.
-  const double first = median_loss(r.steps, 0, 9), last = median_loss(r.steps, 63, 72);
-  EXPECT_LT(last, first / 4) << "median step loss: first epoch " << first << ", last " << last;
+  // The last epoch's best step against the first epoch's typical one: at most 0.051 of it.
+  const double first = median_loss(r.steps, 0, 9), best_last = lowest_loss(r.steps, 63, 72);
+  EXPECT_LT(best_last, first / 4) << "first epoch's median step loss " << first
+                                  << ", last epoch's lowest " << best_last;
   // The report's training section.
   const auto j = report_json(t.facts(r));
   ASSERT_TRUE(j.contains("training"));

@@ -232,7 +232,9 @@ TEST_F(CudnnConvBnOpsTest, TheInputGradientWithTheShortcutsIsTheReferences) {
       EXPECT_LT(rel(got, expected), kTol) << case_name;
       // The shortcut's share is there: without it the sum is far from the data gradient alone.
       EXPECT_GT(rel(got, ref().dgrad(dy, w, spec, res.sizes())), 0.3) << case_name;
-      if (masked) EXPECT_EQ(got.ne(0).logical_and(relu_out.eq(0)).sum().item<std::int64_t>(), 0);
+      if (masked) {
+        EXPECT_EQ(got.ne(0).logical_and(relu_out.eq(0)).sum().item<std::int64_t>(), 0);
+      }
     }
   }
   const torch::Tensor dy = half(torch::randn({2, 16, 8, 8}));

@@ -56,8 +56,8 @@ __global__ void bn_grad_coefficients(BnGradCoefficientArgs g) {
 }
 
 // The partial sums' blocks: a function of the shape only, so the order of the additions is the
-// same on any device. One for every 64 rows, up to 1024 (about a wave of resident blocks on an
-// H100 or H200).
+// same on any device (it depends on the shape and, through the load width, on whether y is 16-byte
+// aligned, which LibTorch's allocations always are). One for every 64 rows, up to 1024.
 constexpr std::int64_t kMaxPartialBlocks = 1024;
 constexpr std::int64_t kMinRowsPerBlock = 64;
 

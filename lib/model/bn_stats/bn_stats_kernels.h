@@ -57,10 +57,11 @@ struct BnGradCoefficientArgs {
 void launch_bn_grad_coefficients(const BnGradCoefficientArgs& g, cudaStream_t stream);
 
 /// Each channel's sum and sum of squares over the `rows` rows of a [rows, channels] fp16 matrix
-/// (an NHWC tensor), in fp32, added in the same order every run: each of a fixed number of blocks
-/// sums its own rows (16-byte loads where channels is a multiple of 8 and y 16-byte aligned), then
-/// 32 threads per channel add the blocks' partial sums in double, each a fixed share in block
-/// order, and one of them their 32 totals in thread order.
+/// (an NHWC tensor), in fp32, added in the same order every run (an order set by the shape and by
+/// whether y is 16-byte aligned): each of a fixed number of blocks sums its own rows (16-byte
+/// loads where channels is a multiple of 8 and y 16-byte aligned), then 32 threads per channel add
+/// the blocks' partial sums in double, each a fixed share in block order, and one of them their 32
+/// totals in thread order.
 /// What cuDNN's statistics epilogue (GenStats) computes, whose blocks add theirs with atomics in
 /// the order they finish. One read of y.
 struct ChannelSumsArgs {

@@ -139,6 +139,12 @@ BnGrads bn_grads_from_sums(const torch::Tensor& dz, torch::Tensor dweight, torch
   return g;
 }
 
+std::pair<BnGrads, BnGrads> ConvBnOps::bn_grads_pair(const torch::Tensor& dz, const BnInput& first,
+                                                     const BnInput& second) const {
+  return {bn_grads(dz, first.x, first.stats, first.weight),
+          bn_grads(dz, second.x, second.stats, second.weight)};
+}
+
 const ConvBnOps& reference_conv_bn_ops() {
   static const ReferenceConvBnOps kOps;
   return kOps;

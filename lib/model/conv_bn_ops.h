@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 namespace workload {
 
@@ -50,6 +51,14 @@ struct BnGrads {
   torch::Tensor dweight;
   torch::Tensor dbias;
   torch::Tensor a, b, c;
+};
+
+/// What a batch norm's backward reads besides the gradient of its output: its input x, its batch
+/// statistics and its weight.
+struct BnInput {
+  torch::Tensor x;
+  BnFinal stats;
+  torch::Tensor weight;
 };
 
 /// A BN's gradients from its batch's sums, `dbias` = sum(dz) and `dweight` = sum(dz * xhat) over
@@ -106,6 +115,12 @@ class ConvBnOps {
   virtual BnGrads bn_grads(const torch::Tensor& dz, const torch::Tensor& x, const BnFinal& bn_final,
                            const torch::Tensor& weight) const = 0;
 
+  /// bn_grads of two BNs whose outputs were added, so that dz is the gradient of both (a block's
+  /// last BN and its shortcut's): each one's as bn_grads gives it. Here bn_grads twice; an
+  /// implementation may read dz once for both.
+  virtual std::pair<BnGrads, BnGrads> bn_grads_pair(const torch::Tensor& dz, const BnInput& first,
+                                                    const BnInput& second) const;
+
   /// dx = a * dz + b * x + c, per channel, in x's dtype.
   virtual torch::Tensor dbn_apply(const BnGrads& g, const torch::Tensor& x) const = 0;
 
@@ -127,8 +142,9 @@ enum class SumOrder {
   /// the engines carry no nondeterministic note), so training runs drift apart from the first step.
   kEngines,
   /// In a fixed order: the convolution's output summed again by a two-stage kernel (bn_stats/),
-  /// the BN's gradients by ATen's batch_norm_backward_reduce from the engine's dz. The same bits
-  /// every run, for one more read of each convolution's output and of each BN's input and dz.
+  /// the BN's gradients from the engine's dz by another (where nvcc built them; else ATen's
+  /// reductions, batch_norm_backward_reduce for the gradients). The same bits every run, for one
+  /// more read of each convolution's output and of each BN's input and dz.
   kOrdered,
 };
 
@@ -136,8 +152,10 @@ enum class SumOrder {
 /// the convolution with its prologue and sums, the weight gradient with its prologue, the data
 /// gradient through ReLU into the BN's gradients, dBNApply, the block's output and its input's
 /// gradient with the shortcut's added in the data gradient's epilogue. The last BN's
-/// gradients run on cuDNN where an engine takes them alone, else in ATen's one reduction
-/// (batch_norm_backward_reduce). The statistics, and any input or shape no engine takes, run on
+/// gradients run on cuDNN where an engine takes them alone, else in one reduction: a two-stage
+/// kernel in a fixed order (bn_stats/, where nvcc built it; with the shortcut's BN in the same read
+/// of dz, bn_grads_pair), else ATen's batch_norm_backward_reduce. The statistics, and any input
+/// or shape no engine takes, run on
 /// the reference pieces (a shape that falls back is said once on stderr, with cuDNN's reason).
 /// Each plan is built at its shape's first call, on the first engine that builds among those
 /// cuDNN does not mark nondeterministic, else on any (said once on stderr); `order` is how the

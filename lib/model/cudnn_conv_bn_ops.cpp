@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -300,7 +301,8 @@ class CudnnConvBnOps final : public ConvBnOps {
   }
   // One read of dz and x where the reference makes about six fp32 passes (the block's last BN
   // and its shortcut's): on cuDNN's backward-weights node where an engine takes it alone, else in
-  // ATen's one reduction (cuDNN 9.19's heuristics offered none on an H100 at batch 256).
+  // one reduction (reduced_bn_grads; cuDNN 9.19's heuristics offered none on an H100 at batch
+  // 256).
   BnGrads bn_grads(const torch::Tensor& dz, const torch::Tensor& x, const BnFinal& bn_final,
                    const torch::Tensor& weight) const override {
     if (!takes(x) || !takes(dz) || dz.sizes() != x.sizes()) {
@@ -313,6 +315,17 @@ class CudnnConvBnOps final : public ConvBnOps {
     }
     cg::Bindings bind;
     return run_bn_bwd_weights(*p, bind, x, dz, bn_final, weight);
+  }
+  // Both BNs' sums in one read of dz by the ordered kernel where it takes them (no engine took
+  // even one alone: bn_grads), else bn_grads of each.
+  std::pair<BnGrads, BnGrads> bn_grads_pair(const torch::Tensor& dz, const BnInput& first,
+                                            const BnInput& second) const override {
+#if defined(WORKLOAD_HAVE_BN_STATS_KERNELS)
+    if (auto g = kernel_bn_grads(dz, {first, second})) {
+      return {std::move((*g)[0]), std::move((*g)[1])};
+    }
+#endif
+    return ConvBnOps::bn_grads_pair(dz, first, second);
   }
   torch::Tensor dbn_apply(const BnGrads& g, const torch::Tensor& x) const override {
     if (!takes(x) || !takes(g.dz)) return reference().dbn_apply(g, x);
@@ -383,19 +396,31 @@ class CudnnConvBnOps final : public ConvBnOps {
     return {std::move(y), yf.sum({0, 2, 3}), (yf * yf).sum({0, 2, 3})};
   }
 
-  /// bn_grads in ATen's batch_norm_backward_reduce: dz and x read once (channels last, in their
-  /// dtype), the sums in fp32, what SyncBatchNorm's backward runs.
+  /// bn_grads in one reduction: dz and x read once, the sums in fp32. The ordered kernel's
+  /// (bn_stats/) where nvcc built it and it takes the inputs, else ATen's
+  /// batch_norm_backward_reduce (what SyncBatchNorm's backward runs).
   static BnGrads reduced_bn_grads(const at::Tensor& dz, const at::Tensor& x,
                                   const BnFinal& bn_final, const at::Tensor& weight) {
+#if defined(WORKLOAD_HAVE_BN_STATS_KERNELS)
+    if (auto g = kernel_bn_grads(dz, {BnInput{x, bn_final, weight}})) return std::move((*g)[0]);
+#endif
     // An fp32 weight beside fp16 activations selects the kernels that read fp32 statistics.
     const at::Tensor wf = weight.to(at::kFloat).contiguous();
     const auto sums = at::batch_norm_backward_reduce(dz, x, bn_final.mean.contiguous(),
                                                      bn_final.invstd.contiguous(), wf,
                                                      /*input_g=*/false, /*weight_g=*/true,
                                                      /*bias_g=*/true);
-    const std::int64_t count = x.numel() / x.size(1);
+    return coefficients(dz, std::get<2>(sums), std::get<3>(sums), bn_final, wf,
+                        x.numel() / x.size(1));
+  }
+
+  /// bn_grads_from_sums: in one kernel where nvcc built it and the vectors are the GPU's fp32
+  /// ones (the three coefficients then share one allocation), else in LibTorch's operations.
+  static BnGrads coefficients(const at::Tensor& dz, const at::Tensor& dweight,
+                              const at::Tensor& dbias, const BnFinal& bn_final,
+                              const at::Tensor& weight, std::int64_t count) {
 #if defined(WORKLOAD_HAVE_BN_STATS_KERNELS)
-    const at::Tensor &dweight = std::get<2>(sums), &dbias = std::get<3>(sums);
+    const at::Tensor wf = weight.to(at::kFloat).contiguous();
     if (device_vectors(dweight, {dweight, dbias, bn_final.mean, bn_final.invstd, wf})) {
       const at::Tensor abc = at::empty({3, dweight.numel()}, dweight.options());
       BnGrads g{dz, dweight, dbias, abc[0], abc[1], abc[2]};
@@ -408,8 +433,55 @@ class CudnnConvBnOps final : public ConvBnOps {
       return g;
     }
 #endif
-    return bn_grads_from_sums(dz, std::get<2>(sums), std::get<3>(sums), bn_final, weight, count);
+    return bn_grads_from_sums(dz, dweight, dbias, bn_final, weight, count);
   }
+
+#if defined(WORKLOAD_HAVE_BN_STATS_KERNELS)
+  /// The gradients of one BN, or of two whose outputs were added (dz the gradient of both), from
+  /// one read of dz and of each x by the ordered kernel (bn_stats/); none where it does not take
+  /// the inputs: every tensor fp16, channels last and contiguous, of dz's sizes on its GPU, 4-byte
+  /// aligned, with an even number of channels, and the statistics fp32 vectors there.
+  static std::optional<std::vector<BnGrads>> kernel_bn_grads(const at::Tensor& dz,
+                                                             const std::vector<BnInput>& bns) {
+    const auto takes_rows = [&](const at::Tensor& t) {
+      return t.is_cuda() && t.device() == dz.device() && t.scalar_type() == at::kHalf &&
+             t.dim() == 4 && t.sizes() == dz.sizes() &&
+             t.is_contiguous(at::MemoryFormat::ChannelsLast) &&
+             reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 4 == 0;
+    };
+    if (!takes_rows(dz) || dz.size(1) % 2 != 0 || dz.size(1) == 0 || bns.empty() ||
+        bns.size() > 2) {
+      return std::nullopt;
+    }
+    const std::int64_t c = dz.size(1), rows = dz.numel() / c;
+    const at::Tensor like = at::empty({c}, dz.options().dtype(at::kFloat));
+    for (const BnInput& bn : bns) {
+      if (!takes_rows(bn.x) || !device_vectors(like, {bn.stats.mean, bn.stats.invstd})) {
+        return std::nullopt;
+      }
+    }
+    const auto f = like.options();
+    // Each BN's dweight and dbias.
+    const at::Tensor sums = at::empty({2 * static_cast<std::int64_t>(bns.size()), c}, f);
+    const at::Tensor partial = at::empty({bn_backward_sums_workspace(rows, c)}, f);
+    BnBackwardSumsArgs a{
+        dz.data_ptr(), rows, c, static_cast<int>(bns.size()), {}, partial.data_ptr<float>()};
+    for (std::size_t i = 0; i < bns.size(); ++i) {
+      a.bn[i] = {bns[i].x.data_ptr(), bns[i].stats.mean.data_ptr<float>(),
+                 bns[i].stats.invstd.data_ptr<float>(),
+                 sums[static_cast<std::int64_t>(2 * i)].data_ptr<float>(),
+                 sums[static_cast<std::int64_t>(2 * i + 1)].data_ptr<float>()};
+    }
+    launch_bn_backward_sums(a, at::cuda::getCurrentCUDAStream(dz.device().index()));
+    std::vector<BnGrads> out;
+    for (std::size_t i = 0; i < bns.size(); ++i) {
+      out.push_back(coefficients(dz, sums[static_cast<std::int64_t>(2 * i)],
+                                 sums[static_cast<std::int64_t>(2 * i + 1)], bns[i].stats,
+                                 bns[i].weight, rows));
+    }
+    return out;
+  }
+#endif
 
   /// Whether every vector is a contiguous fp32 one of `like`'s length on `like`'s GPU: what the
   /// per-channel kernels (bn_stats/) read and write.

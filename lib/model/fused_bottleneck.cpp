@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -167,13 +168,20 @@ struct FusedBottleneckFunction : public torch::autograd::Function<FusedBottlenec
     const torch::Tensor dz3 = ctx->saved_data["output_grad_through_relu"].toBool()
                                   ? grads[0]
                                   : at::threshold_backward(grads[0], saved[kOut], 0);
-    const BnGrads g3 = ops.bn_grads(dz3.contiguous(a3.suggest_memory_format()), a3, f3, saved[kG3]);
-    const torch::Tensor da3 = ops.dbn_apply(g3, a3);
-    torch::Tensor dx_shortcut = dz3, dwd;
+    // With a shortcut, dz3 is its BN's output gradient too: both BNs' sums in one read of it.
+    const torch::Tensor dz3c = dz3.contiguous(a3.suggest_memory_format());
+    BnGrads g3;
     std::optional<BnGrads> gd;
     if (shortcut) {
+      std::tie(g3, gd) = ops.bn_grads_pair(dz3c, BnInput{a3, f3, saved[kG3]},
+                                           BnInput{saved[kAd], load_final(saved, 3), saved[kGd]});
+    } else {
+      g3 = ops.bn_grads(dz3c, a3, f3, saved[kG3]);
+    }
+    const torch::Tensor da3 = ops.dbn_apply(g3, a3);
+    torch::Tensor dx_shortcut = dz3, dwd;
+    if (shortcut) {
       const torch::Tensor& ad = saved[kAd];
-      gd = ops.bn_grads(g3.dz, ad, load_final(saved, 3), saved[kGd]);
       const torch::Tensor dad = ops.dbn_apply(*gd, ad);
       dx_shortcut = ops.dgrad(dad, saved[kWd], sd, x.sizes());
       dwd = ops.wgrad(x, dad, sd, saved[kWd].sizes(), std::nullopt);

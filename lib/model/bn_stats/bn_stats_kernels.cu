@@ -1,12 +1,13 @@
 // One thread per channel: a batch norm's statistics from its sums, and its input gradient's
-// coefficients; a convolution output's sums in two fixed-order stages
-// (lib/model/bn_stats/bn_stats_kernels.h).
+// coefficients; per-channel sums over rows (a convolution output's, a batch norm's backward) in
+// two fixed-order stages (lib/model/bn_stats/bn_stats_kernels.h).
 #include "lib/model/bn_stats/bn_stats_kernels.h"
 
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 #include "common/cuda_check.h"
 
@@ -84,28 +85,92 @@ __device__ __forceinline__ Halves<V> load_halves(const __half* at) {
   return *reinterpret_cast<const Halves<V>*>(at);
 }
 
-template <int V>
-__device__ __forceinline__ void accumulate(const Halves<V>& h, float (&s)[V], float (&q)[V]) {
-  const auto* pairs = reinterpret_cast<const __half2*>(&h.raw);
-#pragma unroll
-  for (int k = 0; k < V / 2; ++k) {
-    const float2 v = __half22float2(pairs[k]);
-    s[2 * k] += v.x;
-    s[2 * k + 1] += v.y;
-    q[2 * k] += v.x * v.x;
-    q[2 * k + 1] += v.y * v.y;
-  }
-}
+// What a pass sums per channel over the rows of fp16 matrices of one shape: Op::kSums sums, the
+// constants of a chunk of V channels (loaded once, before its rows), one row's loads, and how they
+// add to the sums, in row order.
 
-// Stage 1: block b sums rows [b * rows_per_block, ...) of each channel into partial[b][c] (and
-// the squares into partial[blocks + b][c]). A thread takes V channels (one load); when a row has
-// fewer such chunks than the block has threads, `groups` threads share a chunk, each taking every
-// groups-th row, and their sums are added in group order through shared memory. Each thread adds
-// its rows in row order; four rows' loads are issued before their additions, so that enough bytes
-// are in flight to keep the memory busy.
+// A convolution output's sums: y and y * y.
 template <int V>
-__global__ void channel_partials(const __half* y, std::int64_t rows, std::int64_t channels,
+struct SquareSums {
+  static constexpr int kSums = 2;
+  const __half* y;
+  struct Row {
+    Halves<V> y;
+  };
+  struct Chunk {};
+  __device__ Chunk chunk(std::int64_t /*c0*/) const { return {}; }
+  __device__ Row load(std::int64_t at) const { return {load_halves<V>(y + at)}; }
+  __device__ static void add(const Row& r, const Chunk& /*k*/, float (&acc)[kSums][V]) {
+    const auto* pairs = reinterpret_cast<const __half2*>(&r.y.raw);
+#pragma unroll
+    for (int k = 0; k < V / 2; ++k) {
+      const float2 v = __half22float2(pairs[k]);
+      acc[0][2 * k] += v.x;
+      acc[0][2 * k + 1] += v.y;
+      acc[1][2 * k] += v.x * v.x;
+      acc[1][2 * k + 1] += v.y * v.y;
+    }
+  }
+};
+
+// A batch norm's backward sums, for X batch norms whose outputs were added (so one dz is the
+// gradient of each): dz, then dz * (x_i - mean_i) for each.
+template <int V, int X>
+struct GradSums {
+  static constexpr int kSums = 1 + X;
+  const __half* dz;
+  const __half* x[X];
+  const float* mean[X];
+  struct Row {
+    Halves<V> dz;
+    Halves<V> x[X];
+  };
+  struct Chunk {
+    float mean[X][V];
+  };
+  __device__ Chunk chunk(std::int64_t c0) const {
+    Chunk k;
+#pragma unroll
+    for (int i = 0; i < X; ++i) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) k.mean[i][j] = mean[i][c0 + j];
+    }
+    return k;
+  }
+  __device__ Row load(std::int64_t at) const {
+    Row r;
+    r.dz = load_halves<V>(dz + at);
+#pragma unroll
+    for (int i = 0; i < X; ++i) r.x[i] = load_halves<V>(x[i] + at);
+    return r;
+  }
+  __device__ static void add(const Row& r, const Chunk& k, float (&acc)[kSums][V]) {
+    const auto* d = reinterpret_cast<const __half2*>(&r.dz.raw);
+#pragma unroll
+    for (int j = 0; j < V / 2; ++j) {
+      const float2 g = __half22float2(d[j]);
+      acc[0][2 * j] += g.x;
+      acc[0][2 * j + 1] += g.y;
+#pragma unroll
+      for (int i = 0; i < X; ++i) {
+        const float2 v = __half22float2(reinterpret_cast<const __half2*>(&r.x[i].raw)[j]);
+        acc[1 + i][2 * j] += g.x * (v.x - k.mean[i][2 * j]);
+        acc[1 + i][2 * j + 1] += g.y * (v.y - k.mean[i][2 * j + 1]);
+      }
+    }
+  }
+};
+
+// Stage 1: block b sums rows [b * rows_per_block, ...) of each channel into partial[s][b][c], for
+// each of Op's sums s. A thread takes V channels (one load an input); when a row has fewer such
+// chunks than the block has threads, `groups` threads share a chunk, each taking every groups-th
+// row, and their sums are added in group order through shared memory. Each thread adds its rows
+// in row order; four rows' loads are issued before their additions, so that enough bytes are in
+// flight to keep the memory busy.
+template <int V, class Op>
+__global__ void channel_partials(Op op, std::int64_t rows, std::int64_t channels,
                                  std::int64_t rows_per_block, float* partial) {
+  constexpr int kSums = Op::kSums;
   extern __shared__ float shared[];
   const std::int64_t chunks = channels / V;
   const int lanes = static_cast<int>(chunks < blockDim.x ? chunks : blockDim.x);
@@ -114,32 +179,36 @@ __global__ void channel_partials(const __half* y, std::int64_t rows, std::int64_
   const int group = static_cast<int>(threadIdx.x) / lanes;
   const std::int64_t first = blockIdx.x * rows_per_block;
   const std::int64_t last = first + rows_per_block < rows ? first + rows_per_block : rows;
-  float* sq_partial = partial + static_cast<std::int64_t>(gridDim.x) * channels;
+  const auto out = [&](int s, std::int64_t c) -> float& {
+    return partial[(static_cast<std::int64_t>(s) * gridDim.x + blockIdx.x) * channels + c];
+  };
   // The threads past lanes * groups (where lanes does not divide the block) take no rows.
   const bool active = group < groups;
   for (std::int64_t chunk = lane; active && chunk < chunks; chunk += lanes) {
-    float s[V] = {}, q[V] = {};
+    float acc[kSums][V] = {};
     const std::int64_t c0 = chunk * V;
+    const typename Op::Chunk k = op.chunk(c0);
     std::int64_t r = first + group;
     for (; r + 3 * groups < last; r += 4 * groups) {
-      const Halves<V> h0 = load_halves<V>(y + r * channels + c0);
-      const Halves<V> h1 = load_halves<V>(y + (r + groups) * channels + c0);
-      const Halves<V> h2 = load_halves<V>(y + (r + 2 * groups) * channels + c0);
-      const Halves<V> h3 = load_halves<V>(y + (r + 3 * groups) * channels + c0);
-      accumulate<V>(h0, s, q);
-      accumulate<V>(h1, s, q);
-      accumulate<V>(h2, s, q);
-      accumulate<V>(h3, s, q);
+      const typename Op::Row h0 = op.load(r * channels + c0);
+      const typename Op::Row h1 = op.load((r + groups) * channels + c0);
+      const typename Op::Row h2 = op.load((r + 2 * groups) * channels + c0);
+      const typename Op::Row h3 = op.load((r + 3 * groups) * channels + c0);
+      Op::add(h0, k, acc);
+      Op::add(h1, k, acc);
+      Op::add(h2, k, acc);
+      Op::add(h3, k, acc);
     }
-    for (; r < last; r += groups) accumulate<V>(load_halves<V>(y + r * channels + c0), s, q);
+    for (; r < last; r += groups) Op::add(op.load(r * channels + c0), k, acc);
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      if (groups == 1) {
-        partial[blockIdx.x * channels + c0 + k] = s[k];
-        sq_partial[blockIdx.x * channels + c0 + k] = q[k];
-      } else {  // here chunks == lanes: one chunk a thread
-        shared[group * channels + c0 + k] = s[k];
-        shared[(groups + group) * channels + c0 + k] = q[k];
+    for (int s = 0; s < kSums; ++s) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        if (groups == 1) {
+          out(s, c0 + j) = acc[s][j];
+        } else {  // here chunks == lanes: one chunk a thread
+          shared[(s * groups + group) * channels + c0 + j] = acc[s][j];
+        }
       }
     }
   }
@@ -147,56 +216,110 @@ __global__ void channel_partials(const __half* y, std::int64_t rows, std::int64_
   __syncthreads();
   if (group != 0) return;
   for (std::int64_t c = V * lane; c < V * lane + V; ++c) {
-    float s = 0, q = 0;
-    for (int g = 0; g < groups; ++g) {
-      s += shared[g * channels + c];
-      q += shared[(groups + g) * channels + c];
+    for (int s = 0; s < kSums; ++s) {
+      float t = 0;
+      for (int g = 0; g < groups; ++g) t += shared[(s * groups + g) * channels + c];
+      out(s, c) = t;
     }
-    partial[blockIdx.x * channels + c] = s;
-    sq_partial[blockIdx.x * channels + c] = q;
   }
 }
 
 // Stage 2: a block of kTotalsThreads x kTotalsThreads takes kTotalsThreads channels (x, adjacent
 // in memory); thread y adds the partial sums of blocks y, y + kTotalsThreads, ... in that order,
-// in double, and thread y = 0 then adds the threads' totals in y order.
+// in double, and thread y = 0 then adds the threads' totals in y order. Sum s goes to out[s],
+// times scale[s] per channel where that is given; the first sum to first_again too, where given.
 constexpr int kTotalsThreads = 32;
 
+template <int S>
+struct Totals {
+  float* out[S];
+  const float* scale[S];
+  float* first_again;
+};
+
+template <int S>
 __global__ void channel_totals(const float* partial, std::int64_t blocks, std::int64_t channels,
-                               float* sum, float* sqsum) {
-  __shared__ double s_of[kTotalsThreads][kTotalsThreads];
-  __shared__ double q_of[kTotalsThreads][kTotalsThreads];
+                               Totals<S> t) {
+  __shared__ double of[S][kTotalsThreads][kTotalsThreads];
   const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(kTotalsThreads) + threadIdx.x;
-  double s = 0, q = 0;
+  double acc[S] = {};
   if (c < channels) {
     for (std::int64_t b = threadIdx.y; b < blocks; b += kTotalsThreads) {
-      s += partial[b * channels + c];
-      q += partial[(blocks + b) * channels + c];
+#pragma unroll
+      for (int s = 0; s < S; ++s) acc[s] += partial[(s * blocks + b) * channels + c];
     }
   }
-  s_of[threadIdx.y][threadIdx.x] = s;
-  q_of[threadIdx.y][threadIdx.x] = q;
+#pragma unroll
+  for (int s = 0; s < S; ++s) of[s][threadIdx.y][threadIdx.x] = acc[s];
   __syncthreads();
   if (threadIdx.y != 0 || c >= channels) return;
-  s = 0;
-  q = 0;
-  for (int y = 0; y < kTotalsThreads; ++y) {
-    s += s_of[y][threadIdx.x];
-    q += q_of[y][threadIdx.x];
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    double total = 0;
+    for (int y = 0; y < kTotalsThreads; ++y) total += of[s][y][threadIdx.x];
+    const auto v = static_cast<float>(total);
+    const float result = t.scale[s] != nullptr ? v * t.scale[s][c] : v;
+    t.out[s][c] = result;
+    if (s == 0 && t.first_again != nullptr) t.first_again[c] = result;
   }
-  sum[c] = static_cast<float>(s);
-  sqsum[c] = static_cast<float>(q);
+}
+
+// The two stages of Op over `rows` rows, into `totals`.
+template <int V, class Op>
+void launch_sums(const Op& op, std::int64_t rows, std::int64_t channels, float* partial,
+                 const Totals<Op::kSums>& totals, cudaStream_t stream) {
+  const std::int64_t n_blocks = partial_blocks(rows);
+  const std::int64_t rows_per_block = (rows + n_blocks - 1) / n_blocks;
+  const std::int64_t lanes = std::min<std::int64_t>(channels / V, kThreads);
+  const std::int64_t groups = kThreads / lanes;
+  const std::size_t shared = groups > 1 ? Op::kSums * groups * channels * sizeof(float) : 0;
+  channel_partials<V, Op><<<static_cast<unsigned>(n_blocks), kThreads, shared, stream>>>(
+      op, rows, channels, rows_per_block, partial);
+  WORKLOAD_CUDA_CHECK(cudaGetLastError());
+  const auto total_blocks = static_cast<unsigned>((channels + kTotalsThreads - 1) / kTotalsThreads);
+  channel_totals<Op::kSums><<<total_blocks, dim3(kTotalsThreads, kTotalsThreads), 0, stream>>>(
+      partial, n_blocks, channels, totals);
+  WORKLOAD_CUDA_CHECK(cudaGetLastError());
+}
+
+// 16-byte loads where every row's chunk of 8 channels is 16-byte aligned in each input.
+bool wide_loads(std::int64_t channels, std::initializer_list<const void*> inputs) {
+  if (channels % 8 != 0) return false;
+  for (const void* p : inputs) {
+    if (p != nullptr && reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
 }
 
 template <int V>
-void launch_partials(const ChannelSumsArgs& a, std::int64_t n_blocks, std::int64_t rows_per_block,
-                     cudaStream_t stream) {
-  const std::int64_t lanes = std::min<std::int64_t>(a.channels / V, kThreads);
-  const std::int64_t groups = kThreads / lanes;
-  const std::size_t shared = groups > 1 ? 2 * groups * a.channels * sizeof(float) : 0;
-  channel_partials<V><<<static_cast<unsigned>(n_blocks), kThreads, shared, stream>>>(
-      static_cast<const __half*>(a.y), a.rows, a.channels, rows_per_block, a.partial);
-  WORKLOAD_CUDA_CHECK(cudaGetLastError());
+SquareSums<V> square_sums(const ChannelSumsArgs& a) {
+  return {static_cast<const __half*>(a.y)};
+}
+
+template <int V, int X>
+GradSums<V, X> grad_sums(const BnBackwardSumsArgs& a) {
+  GradSums<V, X> op{static_cast<const __half*>(a.dz), {}, {}};
+  for (int i = 0; i < X; ++i) {
+    op.x[i] = static_cast<const __half*>(a.bn[i].x);
+    op.mean[i] = a.bn[i].mean;
+  }
+  return op;
+}
+
+template <int X>
+void launch_grad_sums(const BnBackwardSumsArgs& a, cudaStream_t stream) {
+  Totals<1 + X> totals{};
+  totals.out[0] = a.bn[0].dbias;
+  if (X == 2) totals.first_again = a.bn[1].dbias;
+  for (int i = 0; i < X; ++i) {
+    totals.out[1 + i] = a.bn[i].dweight;
+    totals.scale[1 + i] = a.bn[i].invstd;
+  }
+  if (wide_loads(a.channels, {a.dz, a.bn[0].x, X == 2 ? a.bn[1].x : nullptr})) {
+    launch_sums<8>(grad_sums<8, X>(a), a.rows, a.channels, a.partial, totals, stream);
+  } else {
+    launch_sums<2>(grad_sums<2, X>(a), a.rows, a.channels, a.partial, totals, stream);
+  }
 }
 
 }  // namespace
@@ -207,19 +330,25 @@ std::int64_t channel_sums_workspace(std::int64_t rows, std::int64_t channels) {
 
 void launch_channel_sums(const ChannelSumsArgs& a, cudaStream_t stream) {
   if (a.channels <= 0) return;
-  const std::int64_t n_blocks = partial_blocks(a.rows);
-  const std::int64_t rows_per_block = (a.rows + n_blocks - 1) / n_blocks;
-  // 16-byte loads where every row's chunk of 8 channels is 16-byte aligned.
-  if (a.channels % 8 == 0 && reinterpret_cast<std::uintptr_t>(a.y) % 16 == 0) {
-    launch_partials<8>(a, n_blocks, rows_per_block, stream);
+  const Totals<2> totals{{a.sum, a.sqsum}, {nullptr, nullptr}, nullptr};
+  if (wide_loads(a.channels, {a.y})) {
+    launch_sums<8>(square_sums<8>(a), a.rows, a.channels, a.partial, totals, stream);
   } else {
-    launch_partials<2>(a, n_blocks, rows_per_block, stream);
+    launch_sums<2>(square_sums<2>(a), a.rows, a.channels, a.partial, totals, stream);
   }
-  const auto total_blocks =
-      static_cast<unsigned>((a.channels + kTotalsThreads - 1) / kTotalsThreads);
-  channel_totals<<<total_blocks, dim3(kTotalsThreads, kTotalsThreads), 0, stream>>>(
-      a.partial, n_blocks, a.channels, a.sum, a.sqsum);
-  WORKLOAD_CUDA_CHECK(cudaGetLastError());
+}
+
+std::int64_t bn_backward_sums_workspace(std::int64_t rows, std::int64_t channels) {
+  return 3 * partial_blocks(rows) * channels;
+}
+
+void launch_bn_backward_sums(const BnBackwardSumsArgs& a, cudaStream_t stream) {
+  if (a.channels <= 0) return;
+  if (a.bn_count == 2) {
+    launch_grad_sums<2>(a, stream);
+  } else {
+    launch_grad_sums<1>(a, stream);
+  }
 }
 
 void launch_bn_finalize(const BnFinalizeArgs& a, cudaStream_t stream) {

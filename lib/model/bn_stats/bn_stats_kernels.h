@@ -1,7 +1,8 @@
 // A training batch norm's per-channel arithmetic in one kernel each, for the fused bottleneck on
 // cuDNN's engines (lib/model/cudnn_conv_bn_ops.cpp): the statistics finalised from the
 // convolution's sums, the coefficients of the input's gradient from the BN's weight and bias
-// gradients, and (--deterministic) a convolution output's sums in a fixed order. The reference
+// gradients, the weight and bias gradients of the BNs no convolution follows, and
+// (--deterministic) a convolution output's sums in a fixed order. The reference
 // (lib/model/conv_bn_ops.cpp) computes them in about twenty and ten of LibTorch's elementwise
 // kernels of a few microseconds each: 53 batch norms made them about 1,600 of a step's 2,000
 // launches (docs/BENCHMARKS.md, issue 45). Raw pointers to fp32 vectors of `channels` values on the
@@ -77,5 +78,34 @@ struct ChannelSumsArgs {
 std::int64_t channel_sums_workspace(std::int64_t rows, std::int64_t channels);
 
 void launch_channel_sums(const ChannelSumsArgs& s, cudaStream_t stream);
+
+/// A batch norm's weight and bias gradients from its input x and the gradient of its output dz,
+/// fp16 [rows, channels] matrices (NHWC) of one shape: dbias = sum(dz) and dweight = invstd *
+/// sum(dz * (x - mean)) per channel, what ATen's batch_norm_backward_reduce returns as
+/// grad_bias and grad_weight. The sums in fp32, added in launch_channel_sums' fixed order (the same
+/// bits every run). With bn_count 2, the second BN is one whose output was added to the first's,
+/// so that dz is the gradient of both (a block's last BN and its shortcut's): its gradients too,
+/// dz read once (its dbias holds the first's values). One read of dz and of each x.
+struct BnBackwardSumsArgs {
+  struct Bn {
+    const void* x;  ///< fp16 (__half), the BN's input, rows x channels
+    const float* mean;
+    const float* invstd;
+    float* dweight;
+    float* dbias;
+  };
+  const void*
+      dz;  ///< fp16, rows x channels; dz and each x contiguous, channels even, 4-byte aligned
+  std::int64_t rows;
+  std::int64_t channels;
+  int bn_count;  ///< 1 or 2: the BNs of bn[] that dz is the gradient of
+  Bn bn[2];
+  float* partial;  ///< workspace of bn_backward_sums_workspace(rows, channels) floats
+};
+
+/// The floats launch_bn_backward_sums needs as its workspace (for one BN or two).
+std::int64_t bn_backward_sums_workspace(std::int64_t rows, std::int64_t channels);
+
+void launch_bn_backward_sums(const BnBackwardSumsArgs& a, cudaStream_t stream);
 
 }  // namespace workload

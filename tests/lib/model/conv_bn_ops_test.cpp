@@ -82,6 +82,38 @@ TEST(ConvBnOpsTest, TheBnGradientsAndTheirCoefficientsAreAutogradsOnes) {
   EXPECT_LT(rel(ops().dbn_apply(g, xd), x.grad()), 1e-4);
 }
 
+// Two BNs whose outputs are added (a block's last BN and its shortcut's): bn_grads_pair gives each
+// one's gradients, autograd's through the sum.
+TEST(ConvBnOpsTest, TwoBnsWhoseOutputsAreAddedGetAutogradsGradients) {
+  torch::manual_seed(5);
+  const torch::Tensor x1 = nhwc(torch::randn({4, 3, 5, 5}) * 1.5 + 0.5).requires_grad_(true);
+  const torch::Tensor x2 = nhwc(torch::randn({4, 3, 5, 5}) * 0.5 - 1.0).requires_grad_(true);
+  const torch::Tensor w1 = (torch::rand({3}) + 0.5).requires_grad_(true);
+  const torch::Tensor w2 = (torch::rand({3}) + 0.5).requires_grad_(true);
+  const torch::Tensor b1 = torch::randn({3}).requires_grad_(true);
+  const torch::Tensor b2 = torch::randn({3}).requires_grad_(true);
+  const torch::Tensor dz = nhwc(torch::randn({4, 3, 5, 5}));
+  (torch::batch_norm(x1, w1, b1, {}, {}, true, 0.1, 1e-5, false) +
+   torch::batch_norm(x2, w2, b2, {}, {}, true, 0.1, 1e-5, false))
+      .backward(dz);
+  const auto input = [](const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+    torch::Tensor rm = torch::zeros({3}), rv = torch::ones({3});
+    const torch::Tensor xd = x.detach();
+    return BnInput{xd,
+                   ops().finalize(xd.sum({0, 2, 3}), (xd * xd).sum({0, 2, 3}), 100, w.detach(),
+                                  b.detach(), rm, rv, 0.1, 1e-5),
+                   w.detach()};
+  };
+  const BnInput first = input(x1, w1, b1), second = input(x2, w2, b2);
+  const auto [g1, g2] = ops().bn_grads_pair(dz, first, second);
+  EXPECT_LT(rel(g1.dweight, w1.grad()), 1e-4);
+  EXPECT_LT(rel(g1.dbias, b1.grad()), 1e-4);
+  EXPECT_LT(rel(g2.dweight, w2.grad()), 1e-4);
+  EXPECT_LT(rel(g2.dbias, b2.grad()), 1e-4);
+  EXPECT_LT(rel(ops().dbn_apply(g1, first.x), x1.grad()), 1e-4);
+  EXPECT_LT(rel(ops().dbn_apply(g2, second.x), x2.grad()), 1e-4);
+}
+
 // dgrad and wgrad are autograd's convolution gradients; dgrad_drelu_bn is ReLU's and BN's after
 // it, with the BN folded as finalize folds it.
 TEST(ConvBnOpsTest, TheConvolutionsGradientsAndTheReluBnChainAreAutogradsOnes) {

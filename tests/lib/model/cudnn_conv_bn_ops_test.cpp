@@ -1,7 +1,8 @@
 // Tests for the fused bottleneck's pieces on cuDNN's engines (cudnn_conv_bn_ops(),
 // lib/model/conv_bn_ops.h) against the reference pieces, on a GPU in fp16: the convolution with
 // and without its prologue and its sums, the weight gradient with its prologue, the backward
-// through ReLU and BN, the last BN's gradients and their coefficients, BN finalize with the running
+// through ReLU and BN, the last BN's gradients and their coefficients (alone and beside the
+// shortcut's), BN finalize with the running
 // statistics, the block's output, the block's input gradient with the shortcut's, the same bits
 // from the same inputs, inputs the engines do not take, and a whole block.
 #include <gtest/gtest.h>
@@ -138,6 +139,40 @@ TEST_F(CudnnConvBnOpsTest, TheLastBnsGradientsAreTheReferences) {
 #if defined(WORKLOAD_HAVE_BN_STATS_KERNELS)
   EXPECT_TRUE(got.a.storage().is_alias_of(got.c.storage())) << "not the one-kernel path";
 #endif
+}
+
+// Two BNs whose outputs were added (a block's last BN and its shortcut's), dz the gradient of
+// both: each one's gradients as the reference's, and where nvcc built the kernels, from one read
+// of dz, bit for bit what each gets alone, in either sum order.
+TEST_F(CudnnConvBnOpsTest, TwoBnsSharingTheirOutputsGradientAreEachAlone) {
+  torch::manual_seed(12);
+  const torch::Tensor dz = half(torch::randn({8, 256, 14, 14}));
+  const torch::Tensor x1 = half(torch::randn({8, 256, 14, 14}) * 1.5 + 0.3);
+  const torch::Tensor x2 = half(torch::randn({8, 256, 14, 14}) * 0.7 - 0.2);
+  const torch::Tensor w1 = (torch::rand({256}) + 0.5).cuda(),
+                      w2 = (torch::rand({256}) + 0.5).cuda();
+  const BnInput first{x1, batch_final(x1, w1), w1}, second{x2, batch_final(x2, w2), w2};
+  for (const ConvBnOps* o : {&ops(), &ordered()}) {
+    const auto [g1, g2] = o->bn_grads_pair(dz, first, second);
+    const std::pair<BnGrads, BnGrads> want = {ref().bn_grads(dz, x1, first.stats, w1),
+                                              ref().bn_grads(dz, x2, second.stats, w2)};
+    for (const auto& [name, got, w, x] :
+         {std::tuple{"first", g1, want.first, x1}, std::tuple{"second", g2, want.second, x2}}) {
+      EXPECT_LT(rel(got.dweight, w.dweight), 2e-2) << name;
+      EXPECT_LT(rel(got.dbias, w.dbias), 2e-2) << name;
+      EXPECT_LT(rel(ref().dbn_apply(got, x), ref().dbn_apply(w, x)), 2e-2) << name;
+    }
+#if defined(WORKLOAD_HAVE_BN_STATS_KERNELS)
+    EXPECT_TRUE(g1.dweight.storage().is_alias_of(g2.dweight.storage())) << "not one kernel";
+    const BnGrads alone1 = o->bn_grads(dz, x1, first.stats, w1);
+    const BnGrads alone2 = o->bn_grads(dz, x2, second.stats, w2);
+    EXPECT_TRUE(torch::equal(g1.dweight, alone1.dweight));
+    EXPECT_TRUE(torch::equal(g1.dbias, alone1.dbias));
+    EXPECT_TRUE(torch::equal(g2.dweight, alone2.dweight));
+    EXPECT_TRUE(torch::equal(g2.dbias, alone2.dbias));
+    EXPECT_TRUE(torch::equal(g2.c, alone2.c));
+#endif
+  }
 }
 
 // BN finalize against the reference's double arithmetic, the running statistics included, on a
@@ -296,6 +331,10 @@ class Pieces {
     const BnGrads last = o.bn_grads(res_, x_, f_, weight_);
     out.emplace_back("bn_grads dweight", last.dweight);
     out.emplace_back("bn_grads dbias", last.dbias);
+    const auto [p1, p2] = o.bn_grads_pair(res_, {x_, f_, weight_}, {relu_out_, f_, weight_});
+    out.emplace_back("bn_grads_pair dweight", p1.dweight);
+    out.emplace_back("bn_grads_pair second dweight", p2.dweight);
+    out.emplace_back("bn_grads_pair dbias", p2.dbias);
     out.emplace_back("dgrad_add", o.dgrad_add(dy_, w_, spec_, res_, relu_out_));
     out.emplace_back("output", o.output(x_, f_, res_, &f_));
     return out;

@@ -151,12 +151,12 @@ enum class SumOrder {
 /// The pieces on cuDNN's fused engines where they take the inputs (fp16, channels last, on a GPU):
 /// the convolution with its prologue and sums, the weight gradient with its prologue, the data
 /// gradient through ReLU into the BN's gradients, dBNApply, the block's output and its input's
-/// gradient with the shortcut's added in the data gradient's epilogue. The last BN's
-/// gradients run on cuDNN where an engine takes them alone, else in one reduction: a two-stage
-/// kernel in a fixed order (bn_stats/, where nvcc built it; with the shortcut's BN in the same read
-/// of dz, bn_grads_pair), else ATen's batch_norm_backward_reduce. The statistics, and any input
-/// or shape no engine takes, run on
-/// the reference pieces (a shape that falls back is said once on stderr, with cuDNN's reason).
+/// gradient with the shortcut's added in the data gradient's epilogue. The last BN's gradients
+/// run in one reduction, a two-stage kernel in a fixed order (bn_stats/, where nvcc built it; with
+/// the shortcut's BN in the same read of dz, bn_grads_pair), else on cuDNN where an engine takes
+/// them alone, else in ATen's batch_norm_backward_reduce. The statistics, and any input or shape
+/// no engine takes, run on the reference pieces (a shape that falls back is said once on stderr,
+/// with cuDNN's reason).
 /// Each plan is built at its shape's first call, on the first engine that builds among those
 /// cuDNN does not mark nondeterministic, else on any (said once on stderr); `order` is how the
 /// sums are added. Null in a build without cuDNN 9's graph API (lib/core/build_features.h).

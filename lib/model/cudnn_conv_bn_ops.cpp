@@ -1,11 +1,12 @@
 // The fused bottleneck's pieces on cuDNN's fused engines (lib/model/conv_bn_ops.h,
 // cudnn_conv_bn_ops()): the convolution with its prologue and its output's sums (ConvBNfprop), the
 // weight gradient with the prologue recomputed (ConvBNwgrad), the data gradient through ReLU into
-// the BN's gradients (DgradDreluBNBwdWeight; its backward-weights node alone for the last BN and
-// the shortcut's), dBNApply and the block's output (pointwise graphs), the block's input gradient
-// with the shortcut's added in the data gradient's epilogue, fp16, NHWC. BN finalize and the input
-// gradient's coefficients in one kernel each (bn_stats/, where nvcc is found). The plain data
-// gradient is the reference's. Built where this build has cuDNN 9 (WORKLOAD_HAVE_CUDNN_GRAPH).
+// the BN's gradients (DgradDreluBNBwdWeight), dBNApply and the block's output (pointwise graphs),
+// the block's input gradient with the shortcut's added in the data gradient's epilogue, fp16, NHWC.
+// BN finalize, the input gradient's coefficients, and the last BN's and the shortcut's gradients
+// in one kernel each (bn_stats/, where nvcc is found; else the last BNs' on the backward-weights
+// node alone, where an engine takes it). The plain data gradient is the reference's. Built where
+// this build has cuDNN 9 (WORKLOAD_HAVE_CUDNN_GRAPH).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cudnn/Handle.h>
@@ -300,11 +301,15 @@ class CudnnConvBnOps final : public ConvBnOps {
     return g;
   }
   // One read of dz and x where the reference makes about six fp32 passes (the block's last BN
-  // and its shortcut's): on cuDNN's backward-weights node where an engine takes it alone, else in
-  // one reduction (reduced_bn_grads; cuDNN 9.19's heuristics offered none on an H100 at batch
-  // 256).
+  // and its shortcut's): the ordered kernel where nvcc built it and it takes them (bn_stats/: the
+  // same bits every run, at about 0.85 of an H100's memory rate), else cuDNN's backward-weights
+  // node where an engine takes it alone (cuDNN 9.19's heuristics offered none on an H100 at batch
+  // 256), else ATen's reduction.
   BnGrads bn_grads(const torch::Tensor& dz, const torch::Tensor& x, const BnFinal& bn_final,
                    const torch::Tensor& weight) const override {
+#if defined(WORKLOAD_HAVE_BN_STATS_KERNELS)
+    if (auto g = kernel_bn_grads(dz, {BnInput{x, bn_final, weight}})) return std::move((*g)[0]);
+#endif
     if (!takes(x) || !takes(dz) || dz.sizes() != x.sizes()) {
       return reference().bn_grads(dz, x, bn_final, weight);
     }
@@ -316,8 +321,8 @@ class CudnnConvBnOps final : public ConvBnOps {
     cg::Bindings bind;
     return run_bn_bwd_weights(*p, bind, x, dz, bn_final, weight);
   }
-  // Both BNs' sums in one read of dz by the ordered kernel where it takes them (no engine took
-  // even one alone: bn_grads), else bn_grads of each.
+  // Both BNs' sums in one read of dz by the ordered kernel where it takes them, else bn_grads of
+  // each.
   std::pair<BnGrads, BnGrads> bn_grads_pair(const torch::Tensor& dz, const BnInput& first,
                                             const BnInput& second) const override {
 #if defined(WORKLOAD_HAVE_BN_STATS_KERNELS)

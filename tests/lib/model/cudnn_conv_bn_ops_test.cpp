@@ -113,8 +113,8 @@ TEST_F(CudnnConvBnOpsTest, TheBackwardThroughReluAndBnIsTheReferences) {
   EXPECT_LT(rel(ops().dbn_apply(want, x), dx_want), kTol);
 }
 
-// The last BN's gradients (no convolution follows it: the backward-weights node alone) against
-// the reference's, and x's gradient from their coefficients.
+// The last BN's gradients (no convolution follows it: the ordered kernel, or the backward-weights
+// node alone) against the reference's, and x's gradient from their coefficients.
 TEST_F(CudnnConvBnOpsTest, TheLastBnsGradientsAreTheReferences) {
   torch::manual_seed(7);
   const torch::Tensor x = half(torch::randn({8, 256, 14, 14}) * 1.5 + 0.3);  // the BN's input

@@ -70,7 +70,7 @@ TEST_F(CudnnGraphGpuTest, APlainConvolutionRunsAsLibTorchsOne) {
   const Desc graph = g.finalize(handle_);
   std::vector<Desc> cfgs = engine_configs(graph, CUDNN_HEUR_MODE_A, 4);
   ASSERT_FALSE(cfgs.empty()) << "heuristics offered no engine for a plain convolution";
-  EXPECT_GE(engine_of(cfgs.front()).first, 0);
+  EXPECT_GE(engine_of(cfgs.front()).global_index, 0);
   bool ran = false;
   for (const Desc& cfg : cfgs) {
     Plan plan{Desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR), 0};

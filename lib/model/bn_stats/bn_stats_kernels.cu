@@ -57,8 +57,8 @@ __global__ void bn_grad_coefficients(BnGradCoefficientArgs g) {
 }
 
 // The partial sums' blocks: a function of the shape only, so the order of the additions is the
-// same on any device (it depends on the shape and, through the load width, on whether y is 16-byte
-// aligned, which LibTorch's allocations always are). One for every 64 rows, up to 1024.
+// same on any device (it depends on the shape and, through the load width, on whether the inputs
+// are 16-byte aligned, which LibTorch's allocations always are). One for every 64 rows, up to 1024.
 constexpr std::int64_t kMaxPartialBlocks = 1024;
 constexpr std::int64_t kMinRowsPerBlock = 64;
 
@@ -67,8 +67,8 @@ std::int64_t partial_blocks(std::int64_t rows) {
                                   kMaxPartialBlocks);
 }
 
-// V halves of a row, loaded at once: 16 bytes (V = 8) where the row's channels and y allow it,
-// else a half2 (V = 2).
+// V halves of a row, loaded at once: 16 bytes (V = 8) where the row's channels and every input's
+// alignment allow it, else a half2 (V = 2).
 template <int V>
 struct Halves;
 template <>

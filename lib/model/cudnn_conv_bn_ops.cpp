@@ -459,15 +459,14 @@ class CudnnConvBnOps final : public ConvBnOps {
       return std::nullopt;
     }
     const std::int64_t c = dz.size(1), rows = dz.numel() / c;
-    const at::Tensor like = at::empty({c}, dz.options().dtype(at::kFloat));
+    const auto f = dz.options().dtype(at::kFloat);
+    // Each BN's dweight and dbias; a row of it is what the statistics are checked against.
+    const at::Tensor sums = at::empty({2 * static_cast<std::int64_t>(bns.size()), c}, f);
     for (const BnInput& bn : bns) {
-      if (!takes_rows(bn.x) || !device_vectors(like, {bn.stats.mean, bn.stats.invstd})) {
+      if (!takes_rows(bn.x) || !device_vectors(sums[0], {bn.stats.mean, bn.stats.invstd})) {
         return std::nullopt;
       }
     }
-    const auto f = like.options();
-    // Each BN's dweight and dbias.
-    const at::Tensor sums = at::empty({2 * static_cast<std::int64_t>(bns.size()), c}, f);
     const at::Tensor partial = at::empty({bn_backward_sums_workspace(rows, c)}, f);
     BnBackwardSumsArgs a{
         dz.data_ptr(), rows, c, static_cast<int>(bns.size()), {}, partial.data_ptr<float>()};

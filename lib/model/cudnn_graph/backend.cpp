@@ -224,6 +224,26 @@ std::vector<Desc> engine_configs(const Desc& graph, cudnnBackendHeurMode_t mode,
   return cfgs;
 }
 
+namespace {
+
+/// Whether engine `e`'s notes of one kind (behaviour or numerical: `attr`, `type`, up to `Count`
+/// of enum `Note`) include `wanted`. A list cuDNN does not report reads as empty.
+template <typename Note, std::size_t Count>
+bool has_note(cudnnBackendDescriptor_t e, cudnnBackendAttributeName_t attr,
+              cudnnBackendAttributeType_t type, Note wanted) {
+  std::array<Note, Count> notes{};
+  std::int64_t count = 0;
+  if (cudnnBackendGetAttribute(e, attr, type, static_cast<std::int64_t>(Count), &count,
+                               notes.data()) != CUDNN_STATUS_SUCCESS) {
+    return false;
+  }
+  const auto end =
+      notes.begin() + std::clamp<std::int64_t>(count, 0, static_cast<std::int64_t>(Count));
+  return std::find(notes.begin(), end, wanted) != end;
+}
+
+}  // namespace
+
 /// The engine of a configuration and its notes.
 EngineInfo engine_of(const Desc& cfg) {
   Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
@@ -237,26 +257,12 @@ EngineInfo engine_of(const Desc& cfg) {
                                  &info.global_index),
         "engine global index");
   // A note cuDNN does not report reads as absent: the engine is taken as neither.
-  std::array<cudnnBackendBehaviorNote_t, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT> behavior{};
-  std::int64_t count = 0;
-  if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                               CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &count,
-                               behavior.data()) == CUDNN_STATUS_SUCCESS) {
-    for (std::int64_t i = 0; i < count; ++i) {
-      info.runtime_compiled = info.runtime_compiled || behavior[static_cast<std::size_t>(i)] ==
-                                                           CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
-    }
-  }
-  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> numerical{};
-  count = 0;
-  if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                               CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &count,
-                               numerical.data()) == CUDNN_STATUS_SUCCESS) {
-    for (std::int64_t i = 0; i < count; ++i) {
-      info.nondeterministic = info.nondeterministic || numerical[static_cast<std::size_t>(i)] ==
-                                                           CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
-    }
-  }
+  info.runtime_compiled = has_note<cudnnBackendBehaviorNote_t, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT>(
+      e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+      CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
+  info.nondeterministic = has_note<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT>(
+      e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+      CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);
   return info;
 }
 

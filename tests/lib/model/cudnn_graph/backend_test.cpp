@@ -1,12 +1,14 @@
 // Tests for cuDNN's graph API as lib/model/cudnn_graph/backend.h owns it: the types it maps, the
 // refusal it raises with cuDNN's reason, a graph it refuses at build time, and on a GPU a plain
-// forward convolution planned from the heuristics' engines against LibTorch's.
+// forward convolution planned from the heuristics' engines against LibTorch's, and the engines'
+// notes read from their configurations.
 #include "lib/model/cudnn_graph/backend.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <set>
 #include <string>
 
 namespace workload::cudnn_graph {
@@ -101,6 +103,36 @@ TEST_F(CudnnGraphGpuTest, APlainConvolutionRunsAsLibTorchsOne) {
   const at::Tensor ref = at::conv2d(x.to(at::kFloat), w.to(at::kFloat), {}, 1, 1);
   const double err = (y.to(at::kFloat) - ref).norm().item<double>() / ref.norm().item<double>();
   EXPECT_LT(err, 5e-3);
+}
+
+// The heuristics (A and the fallback, as the probe asks) offer a plain fp16 convolution both
+// precompiled engines and the runtime-compiled one (fusion probe, docs/BENCHMARKS.md: 62, 1, 28, 0
+// and 71 rtc for ResNet-50's 56x56x64 3x3), and engine_of tells them apart by their behaviour
+// notes, and each configuration by its index.
+TEST_F(CudnnGraphGpuTest, TheNotesTellARuntimeCompiledEngineFromAPrecompiledOne) {
+  Graph g;
+  const std::int64_t xi = g.tensor(CUDNN_DATA_HALF, {4, 64, 56, 56}),
+                     wi = g.tensor(CUDNN_DATA_HALF, {64, 64, 3, 3}),
+                     yi = g.tensor(CUDNN_DATA_HALF, {4, 64, 56, 56});
+  g.conv(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, ConvGeometry{1, 1}, xi, wi, yi);
+  const Desc graph = g.finalize(handle_);
+  std::set<std::int64_t> indices, compiled, precompiled;
+  for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    std::vector<Desc> cfgs;
+    try {
+      cfgs = engine_configs(graph, mode, 16);
+    } catch (const CudnnRefusal&) {
+      continue;  // a mode with no engine for it; the other may have them
+    }
+    for (const Desc& cfg : cfgs) {
+      const EngineInfo info = engine_of(cfg);
+      indices.insert(info.global_index);
+      (info.runtime_compiled ? compiled : precompiled).insert(info.global_index);
+    }
+  }
+  EXPECT_GT(indices.size(), 1U) << "every configuration read as the same engine";
+  EXPECT_FALSE(precompiled.empty()) << "every engine read as runtime-compiled";
+  EXPECT_FALSE(compiled.empty()) << "no engine read as runtime-compiled";
 }
 
 }  // namespace

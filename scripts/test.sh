@@ -19,11 +19,12 @@
 # only a CPU LibTorch is an error (ALLOW_CPU_LIBTORCH=1 to test on the CPU anyway). First, the
 # checks of the tree: every C++ file follows .clang-format, every shell script passes shellcheck,
 # every Python file black, flake8 and mypy (scripts/dev/check_{format,shell,python}.sh), and after
-# the build every unit clang-tidy (scripts/dev/check_tidy.sh); each is skipped with a note where its
-# tool, Debian 12's version, is missing. Besides the Release build (build/), whose suites run once
-# and whose learning and numerics suites (label numerics) run again under every other ATen CPU
-# capability, the first of those with oneDNN off, it builds (beside the Release suites, at the
-# lowest priority) and runs, as CI does:
+# the build every unit clang-tidy (scripts/dev/check_tidy.sh) and, on a machine without a GPU, the
+# units only a GPU build compiles with the GPU build's switches (scripts/dev/check_gpu_units.py);
+# each is skipped with a note where its tool (Debian 12's version; the CUDA toolkit) is missing.
+# Besides the Release build (build/), whose suites run once and whose learning and numerics suites
+# (label numerics) run again under every other ATen CPU capability, the first of those with oneDNN
+# off, it builds (beside the Release suites, at the lowest priority) and runs, as CI does:
 #   build-fuzz/  (clang, ASan + UBSan everywhere) the common/ and data_pipeline tests, the loader
 #                stress test and lib/'s concurrent units (the stop request, the signals, the
 #                watchdog); then the libFuzzer target on the JPEG decode + augment path,
@@ -221,6 +222,15 @@ log "clang-tidy over $BUILD_DIR's units"
 if ! timed "clang-tidy (units changed since the record)" scripts/dev/check_tidy.sh --if-available \
   --record scripts/dev/clang_tidy_clean.txt "$BUILD_DIR"; then
   log "clang-tidy found the above (fix, or silence on the line with a reason: .clang-tidy)"
+  exit 1
+fi
+# The units only a GPU build compiles, with its switches against the CUDA toolkit's headers
+# (scripts/dev/check_gpu_units.py): a change that breaks them fails here, not on the next GPU
+# machine. Those scripts/dev/gpu_units_clean.txt records with the same inputs are not compiled again.
+log "the GPU-only units, compiled with the GPU build's switches"
+if ! timed "GPU-only units (changed since the record)" python3 scripts/dev/check_gpu_units.py \
+  --if-available --record scripts/dev/gpu_units_clean.txt "$BUILD_DIR"; then
+  log "a GPU-only unit does not compile (above): a GPU build would fail the same way"
   exit 1
 fi
 if [ "${QUICK:-0}" != 1 ]; then

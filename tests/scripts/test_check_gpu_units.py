@@ -16,7 +16,7 @@ import subprocess
 import sys
 import unittest
 
-from scripts.support.testutil import REPO, ScratchCase
+from scripts.support.testutil import REPO, ScratchCase, write_file
 
 SCRIPT = os.path.join(REPO, "scripts", "dev", "check_gpu_units.py")
 sys.path.insert(0, os.path.dirname(SCRIPT))
@@ -70,11 +70,7 @@ class CheckGpuUnitsTest(ScratchCase):
         self.write(root, "build/compile_commands.json", json.dumps(db))
         return root
 
-    @staticmethod
-    def write(root, rel, text):
-        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
-        with open(os.path.join(root, rel), "w") as f:
-            f.write(text)
+    write = staticmethod(write_file)
 
     @staticmethod
     def run_script(root, *args):

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import unittest
 
-from scripts.support.testutil import REPO, ScratchCase
+from scripts.support.testutil import REPO, ScratchCase, write_file
 
 SCRIPT = os.path.join(REPO, "scripts", "dev", "tidy_record.py")
 UNITS = ["src/a.cpp", "src/b.cpp"]
@@ -45,11 +45,7 @@ class TidyRecordTest(ScratchCase):
             self.write(root, rel, text)
         return root
 
-    @staticmethod
-    def write(root, rel, text):
-        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
-        with open(os.path.join(root, rel), "w") as f:
-            f.write(text)
+    write = staticmethod(write_file)
 
     def outside(self):
         """The folder of outside.h: between the trees "a_tree" and "c_tree" in sort order, so that

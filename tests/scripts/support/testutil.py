@@ -27,6 +27,13 @@ AS_UNPRIVILEGED = (
 )
 
 
+def write_file(root, rel, text):
+    """Writes root/rel (its folders made as needed)."""
+    os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+    with open(os.path.join(root, rel), "w") as f:
+        f.write(text)
+
+
 def write_exe(path, body, interpreter=sys.executable):
     """Writes an executable script: `#!interpreter` then body. Returns path."""
     with open(path, "w") as f:

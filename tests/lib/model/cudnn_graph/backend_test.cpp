@@ -42,6 +42,20 @@ class CudnnGraphGpuTest : public ::testing::Test {
   void TearDown() override {
     if (handle_ != nullptr) cudnnDestroy(handle_);
   }
+  /// A forward convolution x [n, c, hw, hw] * w [k, c, 3, 3] -> y (fp16, NHWC, padding 1),
+  /// finalized.
+  struct ConvGraph {
+    Desc graph;
+    std::int64_t x, w, y;
+  };
+  ConvGraph plain_conv(std::int64_t n, std::int64_t c, std::int64_t k, std::int64_t hw) const {
+    Graph g;
+    const std::int64_t xi = g.tensor(CUDNN_DATA_HALF, {n, c, hw, hw}),
+                       wi = g.tensor(CUDNN_DATA_HALF, {k, c, 3, 3}),
+                       yi = g.tensor(CUDNN_DATA_HALF, {n, k, hw, hw});
+    g.conv(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, ConvGeometry{1, 1}, xi, wi, yi);
+    return {g.finalize(handle_), xi, wi, yi};
+  }
   cudnnHandle_t handle_ = nullptr;
 };
 
@@ -64,13 +78,8 @@ TEST_F(CudnnGraphGpuTest, APlainConvolutionRunsAsLibTorchsOne) {
   const at::Tensor x = at::randn({4, 32, 8, 8}, o).contiguous(at::MemoryFormat::ChannelsLast);
   const at::Tensor w = at::randn({16, 32, 3, 3}, o).contiguous(at::MemoryFormat::ChannelsLast);
   at::Tensor y = at::empty({4, 16, 8, 8}, o).contiguous(at::MemoryFormat::ChannelsLast);
-  Graph g;
-  const std::int64_t xi = g.tensor(CUDNN_DATA_HALF, {4, 32, 8, 8}),
-                     wi = g.tensor(CUDNN_DATA_HALF, {16, 32, 3, 3}),
-                     yi = g.tensor(CUDNN_DATA_HALF, {4, 16, 8, 8});
-  g.conv(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, ConvGeometry{1, 1}, xi, wi, yi);
-  const Desc graph = g.finalize(handle_);
-  std::vector<Desc> cfgs = engine_configs(graph, CUDNN_HEUR_MODE_A, 4);
+  const ConvGraph conv = plain_conv(4, 32, 16, 8);
+  std::vector<Desc> cfgs = engine_configs(conv.graph, CUDNN_HEUR_MODE_A, 4);
   ASSERT_FALSE(cfgs.empty()) << "heuristics offered no engine for a plain convolution";
   EXPECT_GE(engine_of(cfgs.front()).global_index, 0);
   bool ran = false;
@@ -90,9 +99,9 @@ TEST_F(CudnnGraphGpuTest, APlainConvolutionRunsAsLibTorchsOne) {
     const at::Tensor ws =
         plan.workspace > 0 ? at::empty({plan.workspace}, o.dtype(at::kByte)) : at::Tensor();
     Bindings b;
-    b.bind(xi, x);
-    b.bind(wi, w);
-    b.bind(yi, y);
+    b.bind(conv.x, x);
+    b.bind(conv.w, w);
+    b.bind(conv.y, y);
     check(cudnnSetStream(handle_, nullptr), "cudnnSetStream");
     execute(handle_, plan, variant_pack(b, ws));
     ran = true;
@@ -110,12 +119,7 @@ TEST_F(CudnnGraphGpuTest, APlainConvolutionRunsAsLibTorchsOne) {
 // and 71 rtc for ResNet-50's 56x56x64 3x3), and engine_of tells them apart by their behaviour
 // notes, and each configuration by its index.
 TEST_F(CudnnGraphGpuTest, TheNotesTellARuntimeCompiledEngineFromAPrecompiledOne) {
-  Graph g;
-  const std::int64_t xi = g.tensor(CUDNN_DATA_HALF, {4, 64, 56, 56}),
-                     wi = g.tensor(CUDNN_DATA_HALF, {64, 64, 3, 3}),
-                     yi = g.tensor(CUDNN_DATA_HALF, {4, 64, 56, 56});
-  g.conv(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, ConvGeometry{1, 1}, xi, wi, yi);
-  const Desc graph = g.finalize(handle_);
+  const Desc graph = plain_conv(4, 64, 64, 56).graph;
   std::set<std::int64_t> indices, compiled, precompiled;
   for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     std::vector<Desc> cfgs;

@@ -10,6 +10,7 @@
 
 #include <set>
 #include <string>
+#include <utility>
 
 namespace workload::cudnn_graph {
 namespace {
@@ -42,9 +43,10 @@ class CudnnGraphGpuTest : public ::testing::Test {
   void TearDown() override {
     if (handle_ != nullptr) cudnnDestroy(handle_);
   }
-  /// A forward convolution x [n, c, hw, hw] * w [k, c, 3, 3] -> y (fp16, NHWC, padding 1),
-  /// finalized.
+  /// A forward convolution x [n, c, hw, hw] * w [k, c, 3, 3] -> y (fp16, NHWC, padding 1): the
+  /// finalized graph, with the descriptors it refers to (kept alive beside it), and the uids.
   struct ConvGraph {
+    Graph ops;
     Desc graph;
     std::int64_t x, w, y;
   };
@@ -54,7 +56,8 @@ class CudnnGraphGpuTest : public ::testing::Test {
                        wi = g.tensor(CUDNN_DATA_HALF, {k, c, 3, 3}),
                        yi = g.tensor(CUDNN_DATA_HALF, {n, k, hw, hw});
     g.conv(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, ConvGeometry{1, 1}, xi, wi, yi);
-    return {g.finalize(handle_), xi, wi, yi};
+    Desc graph = g.finalize(handle_);
+    return {std::move(g), std::move(graph), xi, wi, yi};
   }
   cudnnHandle_t handle_ = nullptr;
 };
@@ -119,12 +122,12 @@ TEST_F(CudnnGraphGpuTest, APlainConvolutionRunsAsLibTorchsOne) {
 // and 71 rtc for ResNet-50's 56x56x64 3x3), and engine_of tells them apart by their behaviour
 // notes, and each configuration by its index.
 TEST_F(CudnnGraphGpuTest, TheNotesTellARuntimeCompiledEngineFromAPrecompiledOne) {
-  const Desc graph = plain_conv(4, 64, 64, 56).graph;
+  const ConvGraph conv = plain_conv(4, 64, 64, 56);
   std::set<std::int64_t> indices, compiled, precompiled;
   for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     std::vector<Desc> cfgs;
     try {
-      cfgs = engine_configs(graph, mode, 16);
+      cfgs = engine_configs(conv.graph, mode, 16);
     } catch (const CudnnRefusal&) {
       continue;  // a mode with no engine for it; the other may have them
     }

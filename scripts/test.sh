@@ -20,8 +20,9 @@
 # checks of the tree: every C++ file follows .clang-format, every shell script passes shellcheck,
 # every Python file black, flake8 and mypy (scripts/dev/check_{format,shell,python}.sh), and after
 # the build every unit clang-tidy (scripts/dev/check_tidy.sh) and, on a machine without a GPU, the
-# units only a GPU build compiles with the GPU build's switches (scripts/dev/check_gpu_units.py);
-# each is skipped with a note where its tool (Debian 12's version; the CUDA toolkit) is missing.
+# units only a GPU build compiles and the GPU branches of the others, with the GPU build's switches
+# (scripts/dev/check_gpu_units.py); each is skipped with a note where its tool (Debian 12's
+# version; the CUDA toolkit) is missing.
 # Besides the Release build (build/), whose suites run once and whose learning and numerics suites
 # (label numerics) run again under every other ATen CPU capability, the first of those with oneDNN
 # off, it builds (beside the Release suites, at the lowest priority) and runs, as CI does:
@@ -224,13 +225,16 @@ if ! timed "clang-tidy (units changed since the record)" scripts/dev/check_tidy.
   log "clang-tidy found the above (fix, or silence on the line with a reason: .clang-tidy)"
   exit 1
 fi
-# The units only a GPU build compiles, with its switches against the CUDA toolkit's headers
-# (scripts/dev/check_gpu_units.py): a change that breaks them fails here, not on the next GPU
-# machine. Those scripts/dev/gpu_units_clean.txt records with the same inputs are not compiled again.
-log "the GPU-only units, compiled with the GPU build's switches"
-if ! timed "GPU-only units (changed since the record)" python3 scripts/dev/check_gpu_units.py \
-  --if-available --record scripts/dev/gpu_units_clean.txt "$BUILD_DIR"; then
-  log "a GPU-only unit does not compile (above): a GPU build would fail the same way"
+# The units only a GPU build compiles, and the units whose GPU branches (#if WORKLOAD_TORCH_CUDA, the
+# WORKLOAD_HAVE_* switches) this build left out, with the GPU build's switches against the CUDA
+# toolkit's headers (scripts/dev/check_gpu_units.py): a change that breaks them fails here, not on
+# the next GPU machine. Those scripts/dev/gpu_units_clean.txt records with the same inputs are not
+# compiled again.
+log "the GPU-only units and GPU branches, compiled with the GPU build's switches"
+if ! timed "GPU-only units and branches (changed since the record)" \
+  python3 scripts/dev/check_gpu_units.py --if-available --record scripts/dev/gpu_units_clean.txt \
+  "$BUILD_DIR"; then
+  log "a unit does not compile with the GPU build's switches (above): a GPU build would fail too"
   exit 1
 fi
 if [ "${QUICK:-0}" != 1 ]; then

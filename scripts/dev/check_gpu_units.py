@@ -17,10 +17,10 @@ The GPU-only units are the tracked .cpp and .cu files of app/, lib/, data_pipeli
 BUILD_DIR does not compile, less those that other builds compile (NOT_GPU_ONLY below), and less
 tests/ where BUILD_DIR has no tests. The switches are those a GPU build with BUILD_DIR's LibTorch
 would set (CMakeLists.txt): against Debian's LibTorch 1.13 neither the memset rewrite's (2.8) nor
-NCCL's (2.x's c10d), and the code takes its 1.x branches. LibTorch's generated
-c10/cuda/impl/cuda_cmake_macros.h, which a CPU LibTorch lacks, is stood in for by an empty header. A
-unit that needs a header of an optional library the machine lacks (nvJPEG, NCCL) is skipped, saying
-which.
+NCCL's (c10d's ProcessGroup::setBoundDeviceId), and the code takes its 1.x branches. LibTorch's
+generated c10/cuda/impl/cuda_cmake_macros.h, which a CPU LibTorch lacks, is stood in for by an empty
+header. A unit that needs a header of an optional library the machine lacks (nvJPEG, NCCL) is
+skipped, saying which.
 
     check_gpu_units.py [--if-available] [--record FILE [--update-record]] [BUILD_DIR] [UNIT...]
 
@@ -152,7 +152,7 @@ def cmake_cache(build: str) -> Dict[str, str]:
 def gpu_switches(build: str) -> List[str]:
     """The switches a GPU build with this build's LibTorch would set (CMakeLists.txt): GPU_DEFINES,
     the memset rewrite's from LibTorch 2.8, NCCL's where c10d's ProcessGroup can be bound to a
-    device (2.x). Read from BUILD_DIR's cache; without one, all of them."""
+    device (setBoundDeviceId). Read from BUILD_DIR's cache; without one, all of them."""
     cache = cmake_cache(build)
     switches = list(GPU_DEFINES)
     version = re.match(r"(\d+)\.(\d+)", cache.get("WORKLOAD_TORCH_VERSION", ""))

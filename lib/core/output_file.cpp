@@ -147,14 +147,16 @@ OutputFile::OutputFile(std::string flag, std::string path)
   if (path_.empty()) throw UsageError(flag_ + ": expected a file path, got ''");
   target_ = resolve_links(flag_, path_);
   device_ = checked_target(flag_, path_, target_);
-  // A replaced file keeps its permissions; a new one gets 0666 less the umask, as open() gives.
+  // A replaced file keeps its permissions (chmod, which the umask does not touch); a new one gets
+  // 0666 less the umask, as open() creates it.
   struct stat st {};
-  const mode_t mode = !device_ && ::stat(target_.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0666;
+  const bool replacing = !device_ && ::stat(target_.c_str(), &st) == 0;
+  const mode_t mode = replacing ? (st.st_mode & 07777) : 0666;
   const char* tmp = std::getenv("TMPDIR");
   const std::string dir = device_ ? (tmp && *tmp ? tmp : "/tmp") : directory_of(target_);
   try {
     staging_ = create_staging(dir, target_, mode);
-    if (!device_ && ::chmod(staging_.c_str(), mode) != 0) fail("cannot set its permissions");
+    if (replacing && ::chmod(staging_.c_str(), mode) != 0) fail("cannot set its permissions");
   } catch (const std::runtime_error& e) {
     fail(e.what());
   }

@@ -1,7 +1,8 @@
 // Tests for a run's output files: a regular file is replaced atomically (its permissions kept, no
-// staging file left), a symlink is followed, a character device is written in place and stays one,
-// a FIFO, a socket or a directory is refused up front and left as it was, a `PATH.tmp` in the way
-// changes nothing, and two paths naming one file are recognised.
+// staging file left), a new one gets the umask's permissions, a symlink is followed, a character
+// device is written in place and stays one, a FIFO, a socket or a directory is refused up front and
+// left as it was, a `PATH.tmp` in the way changes nothing, and two paths naming one file are
+// recognised.
 #include "lib/core/output_file.h"
 
 #include <gtest/gtest.h>
@@ -54,6 +55,16 @@ TEST(OutputFileTest, ARegularFileIsReplacedWithItsPermissionsAndNoStagingLeft) {
   ASSERT_EQ(::stat(p.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0640u);
   EXPECT_EQ(entries(tmp.path()), 1u);
+}
+
+TEST(OutputFileTest, ANewFileGetsTheUmasksPermissions) {
+  test_util::TempDir tmp;
+  const mode_t old = ::umask(027);
+  write_output_file("--report", (tmp / "new.json").string(), "one");
+  ::umask(old);
+  struct stat st {};
+  ASSERT_EQ(::stat((tmp / "new.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u) << "0666 less the umask 027, as open() would create it";
 }
 
 TEST(OutputFileTest, ASymlinkIsFollowedAndStaysALink) {

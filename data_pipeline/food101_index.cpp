@@ -69,13 +69,20 @@ fs::path resolve_dataset_dir(const fs::path& root) {
   if (!fs::is_directory(root, ec)) {
     throw DataError(root.string() + ": dataset root is not a directory");
   }
-  if (fs::is_directory(root / "food-101" / "meta", ec)) return root / "food-101";
-  if (fs::is_directory(root / "meta", ec)) return root;
+  if (const std::optional<fs::path> dir = find_dataset_dir(root)) return *dir;
   throw DataError(root.string() +
                   ": not a Food-101 layout (expected food-101/meta/ or meta/ inside it)");
 }
 
 }  // namespace
+
+std::optional<fs::path> find_dataset_dir(const fs::path& root) {
+  std::error_code ec;
+  if (root.empty()) return std::nullopt;
+  if (fs::is_directory(root / "food-101" / "meta", ec)) return root / "food-101";
+  if (fs::is_directory(root / "meta", ec)) return root;
+  return std::nullopt;
+}
 
 Food101Index::Food101Index(fs::path dataset_dir, std::string split,
                            std::vector<std::string> classes, std::vector<Sample> samples)

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,11 @@ struct Sample {
   std::filesystem::path path;  ///< Absolute or root-relative path of the image file.
   std::int64_t label;          ///< Zero-based line number of the class in meta/classes.txt.
 };
+
+/// The dataset directory of a Food-101 layout under `root`: root/food-101 when it holds meta/,
+/// else `root` when it does; nullopt when neither does (or `root` is empty). Looks at directories
+/// only.
+std::optional<std::filesystem::path> find_dataset_dir(const std::filesystem::path& root);
 
 /// The samples of one split of a Food-101-layout dataset:
 ///   <root>/food-101/{images/<class>/<id>.jpg, meta/classes.txt, meta/train.txt, meta/test.txt}

@@ -135,11 +135,23 @@ void check_output_file(const std::string& flag, const std::string& path) {
   checked_target(flag, path, resolve_links(flag, path));
 }
 
-bool same_output_file(const std::string& a, const std::string& b) {
+fs::path output_target(const std::string& path) {
+  std::string target;
+  try {
+    target = resolve_links("", path);
+  } catch (const UsageError&) {
+    return {};
+  }
   std::error_code ec;
-  const fs::path ta = fs::weakly_canonical(resolve_links("", a), ec);
-  const fs::path tb = fs::weakly_canonical(resolve_links("", b), ec);
-  return ta == tb;
+  const fs::path absolute = fs::absolute(target, ec);
+  if (ec) return {};
+  fs::path out = fs::weakly_canonical(absolute, ec);
+  return ec ? fs::path() : out;
+}
+
+bool same_output_file(const std::string& a, const std::string& b) {
+  const fs::path target = output_target(a);
+  return !target.empty() && target == output_target(b);
 }
 
 OutputFile::OutputFile(std::string flag, std::string path)

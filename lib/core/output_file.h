@@ -2,6 +2,7 @@
 // end without ever replacing what is not a regular file.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 namespace workload {
@@ -13,6 +14,10 @@ namespace workload {
 /// an empty path, a missing or unwritable directory, a directory, a FIFO, a socket, a block device,
 /// an unwritable file or a symlink loop.
 void check_output_file(const std::string& flag, const std::string& path);
+
+/// The file an output at `path` is written to: absolute, its symlinks followed (a dangling one's
+/// target included), `.` and `..` resolved. Empty when that cannot be told (a symlink loop).
+std::filesystem::path output_target(const std::string& path);
 
 /// True when the outputs at `a` and `b` would be the same file (after symlinks, `.` and `..`).
 bool same_output_file(const std::string& a, const std::string& b);

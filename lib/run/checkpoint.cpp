@@ -31,6 +31,7 @@ namespace {
 constexpr const char* kPrefix = "checkpoint-e";
 constexpr const char* kSuffix = ".ckpt";
 constexpr const char* kTmpSuffix = ".tmp";
+constexpr const char* kLockName = ".lock";
 
 std::string system_error(int err) { return std::strerror(err); }
 
@@ -92,6 +93,14 @@ bool is_checkpoint_tmp(const std::string& name) {
          std::all_of(rest.begin() + 1, rest.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+}  // namespace
+
+bool is_checkpoint_dir_file(const std::string& name) {
+  return name == kLockName || epoch_of(name) >= 0 || is_checkpoint_tmp(name);
+}
+
+namespace {
+
 // The command line of this process, its arguments joined by spaces (for the lock's holder).
 std::string own_command_line() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -128,7 +137,7 @@ void check_checkpoint_dir(const std::string& dir) {
 }
 
 CheckpointLock::CheckpointLock(const std::string& dir) {
-  const std::string path = (fs::path(dir) / ".lock").string();
+  const std::string path = (fs::path(dir) / kLockName).string();
   fd_ = UniqueFd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (!fd_) {
     throw UsageError("--checkpoint-dir " + dir + ": cannot create its lock " + path + ": " +

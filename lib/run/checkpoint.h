@@ -59,6 +59,10 @@ Checkpoint read_checkpoint_file(const std::string& path);
 /// \throws UsageError naming --checkpoint-dir and what is wrong.
 void check_checkpoint_dir(const std::string& dir);
 
+/// True for a file name a checkpoint directory keeps: a checkpoint (checkpoint-eNNNNNN.ckpt), a
+/// temporary file of one, or the lock (.lock). An output of the run may not take such a name there.
+bool is_checkpoint_dir_file(const std::string& name);
+
 /// The one run that writes into a checkpoint directory: an exclusive lock (flock) on DIR/.lock,
 /// which holds its owner's pid and command line. The kernel releases it when the owner's process
 /// ends however it ends, so a killed run leaves no stale lock. Thread-safety: none needed.

@@ -2,12 +2,17 @@
 #include "lib/run/train_cli.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 
+#include "data_pipeline/food101_index.h"
 #include "lib/config/flag_table.h"
 #include "lib/config/train_flags.h"
+#include "lib/core/output_file.h"
 #include "lib/device/cuda_device.h"
 #include "lib/distributed/data_parallel.h"
 #include "lib/run/checkpoint.h"
@@ -31,6 +36,41 @@ void declare_requests(cxxopts::Options& options) {
       request_value());
 }
 
+namespace fs = std::filesystem;
+
+bool is_within(const fs::path& path, const fs::path& dir) {
+  if (path.empty() || dir.empty()) return false;
+  auto [d, p] = std::mismatch(dir.begin(), dir.end(), path.begin(), path.end());
+  return d == dir.end() && p != path.end();
+}
+
+// The run's outputs (--report, --torch-profiler-trace) may not replace what it reads or keeps: a
+// file its --checkpoint-dir keeps (a checkpoint, the one resumed from included, or the lock), or a
+// file of the dataset --data names.
+void check_outputs_spare_inputs(const TrainConfig& c) {
+  const fs::path checkpoints =
+      c.checkpoint_dir.empty() ? fs::path() : output_target(c.checkpoint_dir);
+  const std::optional<fs::path> dataset =
+      c.data.empty() ? std::nullopt : data_pipeline::find_dataset_dir(c.data);
+  const fs::path data = dataset ? output_target(dataset->string()) : fs::path();
+  const std::pair<const char*, const std::string*> outputs[] = {
+      {"--report", &c.report}, {"--torch-profiler-trace", &c.torch_profiler_trace}};
+  for (const auto& [flag, path] : outputs) {
+    if (path->empty()) continue;
+    const fs::path target = output_target(*path);
+    if (!checkpoints.empty() && !target.empty() && target.parent_path() == checkpoints &&
+        is_checkpoint_dir_file(target.filename().string())) {
+      throw UsageError(std::string(flag) + " " + *path + ": a file --checkpoint-dir " +
+                       c.checkpoint_dir + " keeps (checkpoints and their lock); give the " +
+                       "output another name");
+    }
+    if (is_within(target, data)) {
+      throw UsageError(std::string(flag) + " " + *path + ": inside the dataset --data " + c.data +
+                       " reads (" + dataset->string() + "); write the output elsewhere");
+    }
+  }
+}
+
 }  // namespace
 
 TrainConfig default_train_config() {
@@ -50,6 +90,7 @@ void validate_run(const TrainConfig& config) {
   if (config.epochs == 0) plan_lr(config, 1);
   // Checked, not created: --print-config and profile.sh's --dry-run leave no directory behind.
   if (!config.checkpoint_dir.empty()) check_checkpoint_dir(config.checkpoint_dir);
+  check_outputs_spare_inputs(config);
 }
 
 ParsedArgs parse_train_args(int argc, const char* const* argv) {

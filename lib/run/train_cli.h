@@ -27,7 +27,8 @@ TrainConfig default_train_config();
 /// Every check of a configuration before it runs, the one entry point of the parser and the
 /// Trainer alike: validate() (lib/config/train_config.h: flags, combinations, machine, build,
 /// output paths), what needs the step's plan (check_stalls, lib/run/stall_injector.h) and the
-/// learning-rate schedule (plan_lr, lib/model/lr_schedule.h).
+/// learning-rate schedule (plan_lr, lib/model/lr_schedule.h), and that no output replaces a file of
+/// the dataset or the checkpoint directory.
 /// \throws UsageError naming the flag.
 void validate_run(const TrainConfig& config);
 

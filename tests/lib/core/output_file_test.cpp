@@ -1,8 +1,8 @@
 // Tests for a run's output files: a regular file is replaced atomically (its permissions kept, no
 // staging file left), a new one gets the umask's permissions, a symlink is followed, a character
 // device is written in place and stays one, a FIFO, a socket or a directory is refused up front and
-// left as it was, a `PATH.tmp` in the way changes nothing, and two paths naming one file are
-// recognised.
+// left as it was, a `PATH.tmp` in the way changes nothing, an output's target is told through
+// symlinks, and two paths naming one file are recognised.
 #include "lib/core/output_file.h"
 
 #include <gtest/gtest.h>
@@ -65,6 +65,19 @@ TEST(OutputFileTest, ANewFileGetsTheUmasksPermissions) {
   struct stat st {};
   ASSERT_EQ(::stat((tmp / "new.json").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0640u) << "0666 less the umask 027, as open() would create it";
+}
+
+TEST(OutputFileTest, AnOutputsTargetFollowsEvenADanglingLinkAndIsAbsolute) {
+  test_util::TempDir tmp;
+  fs::create_directories(tmp / "d");
+  fs::create_symlink("d/later.json", tmp / "link.json");  // relative, and not there yet
+  EXPECT_EQ(output_target((tmp / "link.json").string()),
+            fs::canonical(tmp.path()) / "d" / "later.json");
+  EXPECT_EQ(output_target((tmp / "d" / ".." / "x.json").string()),
+            fs::canonical(tmp.path()) / "x.json");
+  EXPECT_TRUE(output_target("x.json").is_absolute());
+  fs::create_symlink("loop", tmp / "loop");
+  EXPECT_TRUE(output_target((tmp / "loop").string()).empty());
 }
 
 TEST(OutputFileTest, ASymlinkIsFollowedAndStaysALink) {

@@ -1,4 +1,5 @@
-// Tests for checkpoint files: the round trip, atomic replacement, and every way a file can be bad.
+// Tests for checkpoint files: the round trip, atomic replacement, and every way a file can be bad;
+// the names a checkpoint directory keeps.
 #include "lib/run/checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -162,6 +163,18 @@ TEST(CheckpointDir, NewestIgnoresTemporaryAndForeignNamesAndKeepsTwo) {
 
 // The header is checked against the file's size before anything else is read: a huge file that is
 // no checkpoint (sparse here: 30 GB of holes) is refused at once, not read whole.
+TEST(CheckpointDir, TheNamesItKeepsAreTold) {
+  for (const char* kept : {"checkpoint-e000001.ckpt", "checkpoint-e123456789012.ckpt", ".lock",
+                           "checkpoint-e000002.ckpt.tmp", "checkpoint-e000002.ckpt.tmp.4242"}) {
+    EXPECT_TRUE(is_checkpoint_dir_file(kept)) << kept;
+  }
+  for (const char* other :
+       {"report.json", "checkpoint-e.ckpt", "checkpoint-e0001x.ckpt",
+        "checkpoint-e000001.ckpt.json", "checkpoint-e000001.ckpt.tmp.x", ".lock2", "lock", ""}) {
+    EXPECT_FALSE(is_checkpoint_dir_file(other)) << other;
+  }
+}
+
 TEST(CheckpointFile, AHugeFileIsRefusedFromItsHeaderAlone) {
   test_util::TempDir tmp;
   const fs::path huge = tmp.path() / "checkpoint-e000009.ckpt";

@@ -347,6 +347,50 @@ TEST(TrainCliTest, EpochFlagsAndTheirCombinations) {
                      "--checkpoint-dir " + file + ": not a directory");
 }
 
+// An output may not replace a file the checkpoint directory keeps or a file of the dataset, however
+// the path reaches it; one beside them is fine.
+TEST(TrainCliTest, AnOutputNeverReplacesACheckpointOrADatasetFile) {
+  namespace fs = std::filesystem;
+  test_util::TempDir tmp;
+  const fs::path ckpt = tmp.path() / "ckpt";
+  fs::create_directories(ckpt);
+  const std::vector<std::string> epochs = {"--data=/x", "--device=cpu", "--epochs=2",
+                                           "--checkpoint-dir=" + ckpt.string()};
+  auto with = [](std::vector<std::string> args, const std::string& extra) {
+    args.push_back(extra);
+    return args;
+  };
+  for (const char* kept : {"checkpoint-e000001.ckpt", ".lock", "checkpoint-e000002.ckpt.tmp.41"}) {
+    expect_usage_error(with(epochs, "--report=" + (ckpt / kept).string()),
+                       "a file --checkpoint-dir " + ckpt.string() + " keeps");
+  }
+  // Through a symlink, and through a `..` component.
+  fs::create_symlink(ckpt / "checkpoint-e000003.ckpt", tmp.path() / "link.json");
+  expect_usage_error(with(epochs, "--report=" + (tmp.path() / "link.json").string()),
+                     "--report " + (tmp.path() / "link.json").string() + ": a file --checkpoint");
+  expect_usage_error(
+      with(epochs, "--report=" + (ckpt / ".." / "ckpt" / "checkpoint-e000009.ckpt").string()),
+      "keeps");
+  EXPECT_EQ(parse(with(epochs, "--report=" + (ckpt / "report.json").string())).config.report,
+            (ckpt / "report.json").string());
+
+  // The dataset: --data's food-101/, or the directory itself when it holds meta/.
+  fs::create_directories(tmp.path() / "data" / "food-101" / "meta");
+  fs::create_directories(tmp.path() / "data" / "food-101" / "images");
+  const std::string data = (tmp.path() / "data").string();
+  expect_usage_error(
+      {"--data=" + data, "--device=cpu", "--report=" + data + "/food-101/meta/train.txt"},
+      "--report " + data + "/food-101/meta/train.txt: inside the dataset --data");
+  expect_usage_error({"--data=" + data, "--device=cpu",
+                      "--torch-profiler-trace=" + data + "/food-101/images/x.jpg"},
+                     "--torch-profiler-trace " + data + "/food-101/images/x.jpg: inside");
+  expect_usage_error(
+      {"--data=" + data + "/food-101", "--device=cpu", "--report=" + data + "/food-101/r.json"},
+      "inside the dataset");
+  EXPECT_EQ(parse({"--data=" + data, "--device=cpu", "--report=" + data + "/r.json"}).config.report,
+            data + "/r.json");
+}
+
 TEST(TrainCliTest, HelpAndVersion) {
   const ParsedArgs h = parse({"--help"});
   EXPECT_TRUE(h.help);

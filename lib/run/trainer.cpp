@@ -91,7 +91,9 @@ void Trainer::open_checkpoints() {
 }
 
 // The checkpoint resumed from must be this run's: the same fingerprint. Its schedule spans its
-// --epochs, so a resumed run cannot lengthen it; that mismatch is named as the flag.
+// --epochs, so a resumed run cannot lengthen it; that mismatch (the run's optimizer steps, and the
+// warm-up they set, differ and nothing else does) is named as the flag. Another warm-up alone is
+// named as the field, as every other setting is.
 void Trainer::check_resumed_fingerprint(const std::string& path) {
   nlohmann::ordered_json found = resume_->meta.value("fingerprint", nlohmann::ordered_json());
   nlohmann::ordered_json expected = fingerprint_;
@@ -107,7 +109,11 @@ void Trainer::check_resumed_fingerprint(const std::string& path) {
     if (found_rest.is_object()) found_rest.erase(key);
     expected_rest.erase(key);
   }
-  if (fingerprint_mismatch(found_rest, expected_rest).empty() && steps_per_epoch_ > 0) {
+  const bool other_length =
+      !found.is_object() || found.value("optimizer_steps", std::int64_t{-1}) !=
+                                expected.value("optimizer_steps", std::int64_t{-1});
+  if (other_length && fingerprint_mismatch(found_rest, expected_rest).empty() &&
+      steps_per_epoch_ > 0) {
     const std::int64_t epochs = found.value("optimizer_steps", std::int64_t{0}) / steps_per_epoch_;
     throw UsageError("--epochs " + std::to_string(config_.epochs) + ": " + path + " is a run of " +
                      std::to_string(epochs) +

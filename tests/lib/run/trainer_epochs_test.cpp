@@ -402,6 +402,12 @@ TEST_F(TrainerEpochsTest, AResumedRunMustBeTheCheckpointsRunOnTheSameData) {
   EXPECT_NE(m.find("--epochs 3: " + ckpt.file_for(2) + " is a run of 2 epochs"), std::string::npos)
       << m;
   EXPECT_NE(m.find("pass --epochs 2"), std::string::npos) << m;
+  // Another warm-up over as many steps: named as the field, not as --epochs.
+  TrainConfig warmup = c;
+  warmup.lr_warmup_steps = 3;
+  m = construction_error<CheckpointError>(warmup);
+  EXPECT_NE(m.find("made by another run (lr_warmup_steps: checkpoint"), std::string::npos) << m;
+  EXPECT_EQ(m.find("--epochs"), std::string::npos) << m;
   // Another dataset of as many images.
   TrainConfig other = c;
   other.data = (tmp_->path() / "other").string();

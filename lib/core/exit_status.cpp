@@ -3,6 +3,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <csignal>
+
 #include <iostream>
 
 #include "data_pipeline/data_error.h"
@@ -62,6 +64,7 @@ const std::vector<ExitStatusRow>& exit_status_table() {
 int run_main(const std::string& program, const std::function<int()>& body,
              const std::string& who_arg) {
   const std::string& who = who_arg.empty() ? program : who_arg;
+  std::signal(SIGPIPE, SIG_IGN);
   try {
     return body();
   } catch (const UsageError& e) {

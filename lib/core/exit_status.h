@@ -43,7 +43,9 @@ const std::vector<ExitStatusRow>& exit_status_table();
 /// "<who>: <message>" and a "Try '<program> --help'." hint and returns 2; data_pipeline::DataError
 /// and every other exception print "<who>: error: <message>" on one line and return 1 (LibTorch's
 /// errors without their C++ backtrace). `who` defaults to `program` (a rank of a distributed run
-/// names itself there).
+/// names itself there). SIGPIPE is ignored from then on, as CPython does: a closed stdout (`|
+/// head`, a `tee` that died) fails the write with EPIPE instead of killing the run before its
+/// report and checkpoints are written.
 int run_main(const std::string& program, const std::function<int()>& body,
              const std::string& who = {});
 

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <fstream>
 #include <sstream>
@@ -25,7 +28,20 @@ TEST(ExitStatusTest, EachEndingHasItsStatus) {
 }
 
 TEST(ExitStatusTest, RunMainMapsWhatEscapesToTheStatuses) {
+  std::signal(SIGPIPE, SIG_DFL);
   EXPECT_EQ(run_main("p", [] { return 7; }), 7);
+  // SIGPIPE is ignored from then on: a write to a closed pipe fails with EPIPE, and the program
+  // goes on to write its report.
+  struct sigaction now {};
+  ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_handler, SIG_IGN);
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ::close(fds[0]);
+  errno = 0;
+  EXPECT_EQ(::write(fds[1], "x", 1), -1);
+  EXPECT_EQ(errno, EPIPE);
+  ::close(fds[1]);
   testing::internal::CaptureStderr();
   EXPECT_EQ(run_main("p", []() -> int { throw UsageError("--x: bad"); }), 2);
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "p: --x: bad\nTry 'p --help'.\n");

@@ -1,6 +1,8 @@
 // food101_synth: writes a synthetic Food-101-layout dataset of real JPEG files.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <string>
 #include <thread>
 
 #include "data_pipeline/synthetic/synthetic_food.h"
@@ -39,6 +41,21 @@ int main(int argc, char** argv) {
     workload::FlagReader flags(result);
     flags.reject_unmatched();
     if (!flags.has("out")) throw workload::UsageError("--out: required (the output directory)");
+    // A new dataset only: writing over a food-101/ would mix two (its old images left behind), or
+    // overwrite a real one's lists.
+    const std::string out = flags.string("out");
+    if (out.empty()) throw workload::UsageError("--out: expected a directory path, got ''");
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::exists(out, ec) && !fs::is_directory(out, ec)) {
+      throw workload::UsageError("--out " + out + ": not a directory");
+    }
+    const fs::path dataset = fs::path(out) / "food-101";
+    if (fs::exists(fs::symlink_status(dataset, ec))) {
+      throw workload::UsageError("--out " + out + ": " + dataset.string() +
+                                 " exists; food101_synth writes a new dataset and replaces none "
+                                 "(delete it, or give another --out)");
+    }
     data_pipeline::SyntheticFoodOptions opt;
     opt.classes = static_cast<int>(flags.integer("classes", 1, 100000));
     opt.per_class = static_cast<int>(flags.integer("per-class", 1, 1000000));
@@ -47,7 +64,7 @@ int main(int argc, char** argv) {
     opt.test_fraction = flags.real("test-fraction", 0.0, 0.99);
     opt.threads = static_cast<int>(flags.integer("threads", 0, 4096));
     opt.class_signal = flags.real("class-signal", 0.0, 1.0);
-    const auto summary = data_pipeline::write_synthetic_food101(flags.string("out"), opt);
+    const auto summary = data_pipeline::write_synthetic_food101(out, opt);
     std::printf("food101_synth: wrote %lld images (%lld train, %lld test) to %s, mean %.1f KiB\n",
                 static_cast<long long>(summary.images),
                 static_cast<long long>(summary.train_images),

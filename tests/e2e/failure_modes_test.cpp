@@ -1,11 +1,12 @@
 // End-to-end failure modes of train_resnet50: every bad input is one clear message with exit 1
 // (data) or 2 (usage) and never a crash; every JPEG kind trains; SIGINT/SIGTERM/SIGHUP stop
-// cleanly.
+// cleanly; no output replaces a dataset file. And food101_synth's --out: it replaces no dataset.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <csignal>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -22,6 +23,11 @@ namespace {
 namespace fs = std::filesystem;
 namespace dp = data_pipeline;
 using test_util::ProcessResult;
+
+std::string contents_of(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 // A process that ended the way a failure must: status `code`, a message on stderr containing
 // every fragment, no abort, no uncaught exception, within seconds.
@@ -358,6 +364,55 @@ TEST_F(FailureModesTest, OutputPathsAreWrittenWithoutReplacingWhatIsNotAFile) {
   expect_clean_failure(train({"--report=" + same, "--torch-profiler-trace=" + same}), 2,
                        {"--torch-profiler-trace " + same + ": the same file as --report"},
                        "one path for both");
+}
+
+// A stdout whose reader is gone (`| head`): the run goes on and writes its report, exit 0.
+TEST_F(FailureModesTest, AClosedStdoutPipeDoesNotEndTheRun) {
+  const std::string report = (tmp_.path() / "piped.json").string();
+  const std::string status = (tmp_.path() / "status").string();
+  // `true` exits at once, so every write to the pipe fails (SIGPIPE by default).
+  auto r = test_util::run_process(
+      {"/bin/sh", "-c", "(\"$0\" \"$@\"; echo $? > '" + status + "') | true", WORKLOAD_TRAIN_BIN,
+       "--data=" + root_.string(), "--device=cpu", "--batch-size=4", "--image-size=32",
+       "--workers=2", "--warmup=1", "--steps=2", "--report=" + report},
+      {}, 120);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(contents_of(status), "0\n") << "the run's own status; stderr: " << r.err;
+  std::ifstream in(report);
+  ASSERT_TRUE(in.good()) << "no report: " << r.err;
+  EXPECT_EQ(nlohmann::json::parse(in)["program"], "train_resnet50");
+}
+
+// An output never replaces what a run reads: a file of the dataset stays as it was (the refusal
+// itself, and the checkpoint directory's files, are train_cli_test's).
+TEST_F(FailureModesTest, AnOutputOverADatasetFileIsRefusedAndTheFileKept) {
+  const fs::path list = dataset() / "meta" / "train.txt";
+  const std::string before = contents_of(list);
+  expect_clean_failure(train({"--report=" + list.string()}), 2,
+                       {"--report " + list.string() + ": inside the dataset --data"},
+                       "a report over the split's list");
+  EXPECT_EQ(contents_of(list), before);
+}
+
+// food101_synth writes a new dataset only: an existing one (its own or a real one) is kept whole.
+TEST_F(FailureModesTest, FoodSynthReplacesNoDatasetAndNamesABadOut) {
+  const fs::path list = dataset() / "meta" / "train.txt";
+  const std::string before = contents_of(list);
+  const auto synth = [](const std::string& out) {
+    return test_util::run_process(
+        {WORKLOAD_SYNTH_BIN, "--out=" + out, "--classes=2", "--per-class=2", "--threads=1"});
+  };
+  expect_clean_failure(synth(root_.string()), 2,
+                       {"--out " + root_.string() + ": " + dataset().string() + " exists"},
+                       "over an existing food-101/");
+  EXPECT_EQ(contents_of(list), before);
+  test_util::write_text(tmp_.path() / "file", "x");
+  expect_clean_failure(synth((tmp_.path() / "file").string()), 2, {": not a directory"},
+                       "a file as --out");
+  expect_clean_failure(synth(""), 2, {"--out: expected a directory path"}, "an empty --out");
+  const auto fresh = synth((tmp_.path() / "fresh").string());
+  EXPECT_EQ(fresh.exit_code, 0) << fresh.err;
+  EXPECT_TRUE(fs::is_regular_file(tmp_.path() / "fresh" / "food-101" / "meta" / "train.txt"));
 }
 
 }  // namespace

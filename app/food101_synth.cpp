@@ -50,6 +50,11 @@ int main(int argc, char** argv) {
     if (fs::exists(out, ec) && !fs::is_directory(out, ec)) {
       throw workload::UsageError("--out " + out + ": not a directory");
     }
+    // Made here, so a path that cannot be a directory (a file on the way, no permission) is named
+    // as the flag rather than as a file deep inside the dataset.
+    if (fs::create_directories(out, ec); ec) {
+      throw workload::UsageError("--out " + out + ": cannot create the directory: " + ec.message());
+    }
     const fs::path dataset = fs::path(out) / "food-101";
     if (fs::exists(fs::symlink_status(dataset, ec))) {
       throw workload::UsageError("--out " + out + ": " + dataset.string() +

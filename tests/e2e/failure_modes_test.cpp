@@ -410,6 +410,10 @@ TEST_F(FailureModesTest, FoodSynthReplacesNoDatasetAndNamesABadOut) {
   expect_clean_failure(synth((tmp_.path() / "file").string()), 2, {": not a directory"},
                        "a file as --out");
   expect_clean_failure(synth(""), 2, {"--out: expected a directory path"}, "an empty --out");
+  expect_clean_failure(synth((tmp_.path() / "file" / "below").string()), 2,
+                       {"--out " + (tmp_.path() / "file" / "below").string() +
+                        ": cannot create the directory"},
+                       "an --out below a file");
   const auto fresh = synth((tmp_.path() / "fresh").string());
   EXPECT_EQ(fresh.exit_code, 0) << fresh.err;
   EXPECT_TRUE(fs::is_regular_file(tmp_.path() / "fresh" / "food-101" / "meta" / "train.txt"));

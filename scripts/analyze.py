@@ -88,9 +88,14 @@ step, beside the report's training.epochs timing of them (nsys_analysis.capture.
 
 Every export and --report is checked before any work (a missing file, a directory, an unreadable
 file), and so is every output: --out (and each --rank-out) must be a directory or creatable, and no
-file the analysis writes there may be a directory, FIFO or socket. Outputs are written atomically (a
-staging file beside each, renamed over it); a symlink is followed, a character device such as
-/dev/null written in place.
+file the analysis writes there may be a directory, FIFO or socket. No output may be an input, or
+another output (two --rank-out or --repeat-out that are one directory, or one of them --out's own
+files). Outputs are written atomically (a staging file beside each, renamed over it); a symlink is
+followed, a character device such as /dev/null written in place. An export row no nsys writes (a
+time that is not an integer, an end before its start, a byte count that is not one) is refused,
+naming the export and its table; an NVTX range with no name is counted as "(unnamed)". A report's
+capture.steps and batch_size must be whole numbers >= 0 and its images/s a finite number (null:
+absent).
 
 Exit status (nsys_analysis.common.exit_status): 0 done; 1 an output could not be written when its
 turn came, or matplotlib is missing for the figures; 2 unusable input (missing file, a directory,

@@ -285,7 +285,7 @@ class BadPathsCliTest(TempDirCase):
             {"capture": {"steps": 2}, "summary": [1]},
             {"capture": {"steps": 2}, "steps": 5},
             {"config": {"inject_stall": 5}, "capture": {"steps": 2}},
-            {"capture": {"steps": float("nan"), "images_per_s": float("inf")}},
+            {"capture": {"steps": None, "images_per_s": None}},
         ):
             with self.subTest(doc=doc):
                 report = write_json(os.path.join(self.tmp, "run.json"), doc)
@@ -293,7 +293,39 @@ class BadPathsCliTest(TempDirCase):
                 self.assertIn(r.returncode, (0, 3), r.stderr)
                 self.assertNotIn("Traceback", r.stderr)
         with open(os.path.join(self.out, "summary.json")) as f:
-            self.assertIsNone(json.load(f)["expected_steps"])  # NaN steps: none expected
+            self.assertIsNone(json.load(f)["expected_steps"])  # null steps: none expected
+        # A count or a rate the analysis would use that no run writes: refused, not truncated to a
+        # step count or taken as the median capture's images/s.
+        report = os.path.join(self.tmp, "run.json")
+        for doc, message in (
+            ({"capture": {"steps": 8.5}}, "capture.steps is 8.5, expected a whole number >= 0"),
+            ({"capture": {"steps": -1}}, "capture.steps is -1, expected a whole number >= 0"),
+            ({"capture": {"steps": float("nan")}}, "capture.steps is NaN, expected a whole"),
+            ({"capture": {"steps": True}}, "capture.steps is true, expected a whole"),
+            (
+                {"capture": {"steps": 2, "images_per_s": float("inf")}},
+                "capture.images_per_s is Infinity, expected a finite number >= 0",
+            ),
+            ({"images_per_s": "fast", "steps": 3}, 'images_per_s is "fast", expected a finite'),
+        ):
+            with self.subTest(doc=doc):
+                write_json(report, doc)
+                r = self.run_cli(self.export, "--report", report, "--out", self.out, "--no-figures")
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("report %s: %s" % (report, message), r.stderr)
+        # A byte-order mark before the JSON, as some editors write it, is read past.
+        with open(report, "w", encoding="utf-8-sig") as f:
+            json.dump({"capture": {"steps": 2}}, f)
+        r = self.run_cli(self.export, "--report", report, "--out", self.out, "--no-figures")
+        self.assertIn(r.returncode, (0, 3), r.stderr)
+        with open(os.path.join(self.out, "summary.json")) as f:
+            self.assertEqual(json.load(f)["expected_steps"], 2)
+        with open(report, "w") as f:
+            f.write("[" * 100000 + "]" * 100000)
+        self.assert_usage_error(
+            self.run_cli(self.export, "--report", report, "--out", self.out, "--no-figures"),
+            "expected a JSON object in report %s, found none" % report,
+        )
         for text in ("", "[1, 2]", "not json\n"):
             with open(os.path.join(self.tmp, "bad.json"), "w") as f:
                 f.write(text)
@@ -312,12 +344,18 @@ class BadPathsCliTest(TempDirCase):
             )
 
     def test_an_export_whose_times_are_not_integers(self):
-        for table, row in (
-            ("NVTX_EVENTS", "start = 'a'"),
-            ("CUPTI_ACTIVITY_KIND_KERNEL", '"end" = NULL'),
+        integers = "expected integer nanoseconds (not an nsys export, or a damaged one)"
+        ordered = "expected start <= end, both within 2^62 ns of 0 (a damaged export)"
+        for table, row, message in (
+            ("NVTX_EVENTS", "start = 'a'", integers),
+            ("CUPTI_ACTIVITY_KIND_KERNEL", '"end" = NULL', integers),
+            # An end before its start, or one no clock reaches, would be summed as time.
+            ("NVTX_EVENTS", '"end" = start - 1000', ordered),
+            ("CUPTI_ACTIVITY_KIND_KERNEL", '"end" = start - 5000', ordered),
+            ("CUPTI_ACTIVITY_KIND_KERNEL", '"end" = 9223372036854775807', ordered),
         ):
-            with self.subTest(table=table):
-                path = self.build(basic_export(), table + ".sqlite")
+            with self.subTest(table=table, row=row):
+                path = self.build(basic_export(), "%s_%d.sqlite" % (table, len(row)))
                 conn = sqlite3.connect(path)
                 conn.execute(
                     'UPDATE "%s" SET %s WHERE rowid = '
@@ -327,10 +365,8 @@ class BadPathsCliTest(TempDirCase):
                 conn.close()
                 r = self.run_cli(path, "--out", self.out, "--no-figures")
                 self.assertEqual(r.returncode, 2, r.stderr)
-                self.assertIn("error: %s has a row with start" % table, r.stderr)
-                self.assertIn(
-                    "expected integer nanoseconds (not an nsys export, or a damaged one)", r.stderr
-                )
+                self.assertIn("error: export %s: %s has a row with start" % (path, table), r.stderr)
+                self.assertIn(message, r.stderr)
                 self.assertEqual(len(r.stderr.strip().splitlines()), 1)
 
 
@@ -480,6 +516,36 @@ class RanksCliTest(TempDirCase):
         r = self.run_cli(self.exports[1], "--rank-out", dirs[1], "--out", self.out, "--no-figures")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.read("ranks.json")["ranks"], [1])
+
+    def test_no_output_replaces_an_input_or_another_rank(self):
+        # An export named summary.json in a --rank-out, and one directory for both ranks: each
+        # would be written over (the export; rank 0's summary by rank 1's) with exit 0.
+        kept = os.path.join(self.tmp, "kept")
+        os.mkdir(kept)
+        inside = os.path.join(kept, "summary.json")
+        shutil.copyfile(self.exports[0], inside)
+        with open(inside, "rb") as f:
+            before = f.read()
+        same = os.path.join(self.tmp, "same")
+        cases = [
+            (
+                [inside, self.exports[1], "--rank-out", kept, "--rank-out", same],
+                "--rank-out %s: is the export %s; write the output elsewhere" % (inside, inside),
+            ),
+            (
+                self.exports + ["--rank-out", same, "--rank-out", same],
+                "--rank-out %s: is --rank-out's file too" % os.path.join(same, "summary.json"),
+            ),
+        ]
+        for args, message in cases:
+            with self.subTest(message=message):
+                r = self.run_cli(*(args + ["--out", self.out, "--no-figures"]))
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(message, r.stderr)
+        with open(inside, "rb") as f:
+            self.assertEqual(f.read(), before)
+        self.assertFalse(os.path.exists(same))
+        self.assertFalse(os.path.exists(self.out))
 
     def test_unusable_inputs(self):
         r = self.run_cli(
@@ -789,6 +855,28 @@ class RepeatsCliTest(TempDirCase):
                 r = self.run_cli(*(args + ["--out", self.out, "--no-figures"]))
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn(message, r.stderr)
+        dirs = [os.path.join(self.tmp, "c%d" % k) for k in (1, 2)]
+        apart = [
+            (
+                self.args()
+                + ["--repeat-out", self.out]
+                + sum((["--repeat-out", d] for d in dirs), []),
+                "--repeat-out %s: is --out's file too" % os.path.join(self.out, "summary.json"),
+            ),
+            (
+                self.args()
+                + ["--repeats-json", os.path.join(self.out, "capture1", "summary.json")],
+                "--repeats-json %s: is --out's file too"
+                % os.path.join(self.out, "capture1", "summary.json"),
+            ),
+        ]
+        shutil.rmtree(self.out)
+        for args, message in apart:
+            with self.subTest(message=message):
+                r = self.run_cli(*(args + ["--no-figures"]))
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(message, r.stderr)
+                self.assertFalse(os.path.exists(self.out))
         no_ips = write_json(
             os.path.join(self.tmp, "no_ips.json"), {"capture": {"steps": 3}, "steps": []}
         )

@@ -94,19 +94,51 @@ def load_export(path):
         return _load(conn, path)
     except sqlite3.DatabaseError as e:
         raise AnalysisError("cannot read %s: %s" % (path, e))
+    except _Damaged as e:
+        raise AnalysisError("export %s: %s" % (path, e))
     finally:
         conn.close()
 
 
+class _Damaged(Exception):
+    """A row no nsys export holds; load_export() names the file."""
+
+
+# No nsys time comes near this either side of 0 (2^62 ns is 146 years); INT64_MAX does.
+_MAX_TIME_NS = 1 << 62
+
+
 def _times(table: str, start: object, end: object) -> tuple[int, int]:
-    """(start, end) of a row of table when both are integer ns times, else AnalysisError: SQLite
-    keeps whatever a column is given, and nsys writes integers only."""
+    """(start, end) of a row of table when both are integer ns times, start <= end, both within
+    2^62 of 0, else _Damaged: SQLite keeps whatever a column is given, and nsys writes integers
+    only, an end never before its start (a graph CUPTI could not time has 0 for both)."""
     if type(start) is not int or type(end) is not int:
-        raise AnalysisError(
+        raise _Damaged(
             "%s has a row with start %r, end %r, expected integer nanoseconds (not an nsys "
             "export, or a damaged one)" % (table, start, end)
         )
+    if not -_MAX_TIME_NS < start <= end < _MAX_TIME_NS:
+        raise _Damaged(
+            "%s has a row with start %d, end %d, expected start <= end, both within 2^62 ns of 0 "
+            "(a damaged export)" % (table, start, end)
+        )
     return start, end
+
+
+# The name of an NVTX range that has neither text nor a textId.
+UNNAMED = "(unnamed)"
+
+
+def _bytes(table: str, value: object) -> int:
+    """A copy's or memset's byte count: an integer >= 0 (None: 0), else AnalysisError."""
+    if value is None:
+        return 0
+    if type(value) is not int or value < 0:
+        raise _Damaged(
+            "%s has a row with bytes %r, expected an integer >= 0 (a damaged export)"
+            % (table, value)
+        )
+    return value
 
 
 def _load(conn, path):
@@ -160,6 +192,7 @@ def _load_ranges(conn, tables, ex, text_of):
             continue
         start, end = _times("NVTX_EVENTS", start, end)
         name = text if text is not None else text_of(text_id)
+        name = UNNAMED if name is None else str(name)
         if domain_id in (None, 0):
             ex.ranges.append(Range(name, start, end, tid))
         else:
@@ -270,7 +303,7 @@ def _load_kernels_and_copies(conn, tables, ex, text_of, launch_of):
                     *_times("CUPTI_ACTIVITY_KIND_MEMCPY", start, end),
                     label,
                     kind == htod,
-                    nbytes or 0,
+                    _bytes("CUPTI_ACTIVITY_KIND_MEMCPY", nbytes),
                     *launch_of(corr, gpid)[:2],
                 )
             )
@@ -278,7 +311,11 @@ def _load_kernels_and_copies(conn, tables, ex, text_of, launch_of):
     ex.memsets = []
     if "CUPTI_ACTIVITY_KIND_MEMSET" in tables:
         ex.memsets = [
-            Memset(*_times("CUPTI_ACTIVITY_KIND_MEMSET", st, e), b or 0, *launch_of(corr, gpid)[:2])
+            Memset(
+                *_times("CUPTI_ACTIVITY_KIND_MEMSET", st, e),
+                _bytes("CUPTI_ACTIVITY_KIND_MEMSET", b),
+                *launch_of(corr, gpid)[:2],
+            )
             for st, e, b, corr, gpid in _select(
                 conn,
                 "CUPTI_ACTIVITY_KIND_MEMSET",

@@ -7,7 +7,13 @@ import json
 import os
 from typing import Any, Callable
 
-from ..common.files import check_output_dir, check_output_file, make_dirs, write_text
+from ..common.files import (
+    check_output_dir,
+    check_output_file,
+    check_outputs_apart,
+    make_dirs,
+    write_text,
+)
 from .checks import crosscheck_stats
 from .cost import DEFAULT_MAX_SLOWDOWN
 from .export import AnalysisError, load_export, open_export
@@ -58,6 +64,23 @@ def check_outputs(flag, out_dir, names):
     check_output_dir(flag, out_dir)
     for name in names:
         check_output_file(flag, os.path.join(out_dir, name), create_dirs=True)
+
+
+def check_apart(groups, files, inputs):
+    """Before any work: raises files.UsageError unless no output is an input or another output.
+    groups: (flag, directory, names) of the files written in a directory; files: (flag, path) of
+    single files; inputs: (what, path) pairs. Two ranks' or captures' directories that are one
+    (given twice, or one of them the comparison's own) would otherwise keep the last one written."""
+    outputs = [(flag, os.path.join(d, name)) for flag, d, names in groups for name in names]
+    check_outputs_apart(outputs + list(files), inputs)
+
+
+def _inputs(export_paths, report_paths=(), untraced_paths=()):
+    return (
+        [("export", p) for p in export_paths]
+        + [("--report", p) for p in report_paths or () if p]
+        + [("--untraced", p) for p in untraced_paths or () if p]
+    )
 
 
 def _write_json_and_markdown(out_dir, name, obj, markdown):
@@ -175,6 +198,12 @@ def analyze_ranks(
     rank_dirs = rank_dirs or [os.path.join(out_dir, "rank%d" % r) for r in labels]
     for rank_dir in rank_dirs:
         check_outputs(flag, rank_dir, capture_outputs(figures))
+    check_apart(
+        [("--out", out_dir, ranks_outputs(figures))]
+        + [(flag, d, capture_outputs(figures)) for d in rank_dirs],
+        [],
+        _inputs(export_paths, report_paths, untraced_paths),
+    )
     summaries, comms = [], []
     for label, path, report, report_path, rank_dir, rank_untraced in zip(
         labels, export_paths, reports, report_paths, rank_dirs, untraced
@@ -242,11 +271,24 @@ def analyze_repeats(
             "report %s gives no capture.images_per_s: the median capture is chosen by it" % bad
         )
     flag = "--repeat-out" if repeat_dirs else "--out"
+
+    def _in(name):
+        return os.path.join(out_dir, name)
+
     repeat_dirs = repeat_dirs or [
         os.path.join(out_dir, "capture%d" % (k + 1)) for k in range(len(export_paths))
     ]
     for d in repeat_dirs:
         check_outputs(flag, d, capture_outputs(figures=False))
+    check_apart(
+        [("--out", out_dir, capture_outputs(figures))]
+        + [(flag, d, capture_outputs(figures=False)) for d in repeat_dirs],
+        [
+            ("--repeats-json" if repeats_json else "--out", repeats_json or _in(REPEATS_FILES[0])),
+            ("--repeats-md" if repeats_md else "--out", repeats_md or _in(REPEATS_FILES[1])),
+        ],
+        _inputs(export_paths, report_paths, untraced_paths),
+    )
     summaries = []
     for k, (path, report, report_path, d) in enumerate(
         zip(export_paths, reports, report_paths, repeat_dirs)

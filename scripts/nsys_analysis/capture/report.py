@@ -74,26 +74,56 @@ def load_report(path):
                 text = f.read()
     except OSError as e:
         raise AnalysisError("cannot read report %s: %s" % (path, e.strerror or e))
+    text = text.removeprefix("\ufeff")  # a byte-order mark some editors write
+    doc = None
     try:
         doc = json.loads(text)
-        if isinstance(doc, dict):
-            return doc
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python reads
         pass
-    doc = last_json_object(text.splitlines())
+    if not isinstance(doc, dict):
+        doc = last_json_object(text.splitlines())
     if doc is None:
         raise AnalysisError("expected a JSON object in report %s, found none" % path)
+    _check_numbers(path, doc)
     return doc
+
+
+def _check_numbers(path, doc):
+    """Raises AnalysisError naming the report and the key when a count the analysis relies on
+    (capture.steps, capture.batch_size; seed_workload's steps, batch_size) is not a whole number >=
+    0, or its images/s is not a finite number >= 0. Absent (or null) keys are left to the checks
+    that need them."""
+    trainer = isinstance(doc.get("capture"), dict) or isinstance(doc.get("steps"), list)
+    where, section = ("capture.", doc.get("capture") or {}) if trainer else ("", doc)
+    if not isinstance(section, dict):
+        return
+    for key, whole in (("steps", True), ("batch_size", True), ("images_per_s", False)):
+        v = section.get(key)
+        if v is None:
+            continue
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        ok = ok and v >= 0 and (not whole or float(v).is_integer())
+        if not ok:
+            raise AnalysisError(
+                "report %s: %s%s is %s, expected %s"
+                % (
+                    path,
+                    where,
+                    key,
+                    json.dumps(v)[:40],
+                    "a whole number >= 0" if whole else "a finite number >= 0",
+                )
+            )
 
 
 def last_json_object(lines):
     """The last of lines that parses as a JSON object, else None."""
     for line in reversed(lines):
-        line = line.strip()
+        line = line.strip().removeprefix("\ufeff")
         if line.startswith("{"):
             try:
                 doc = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(doc, dict):
                 return doc
@@ -101,14 +131,16 @@ def last_json_object(lines):
 
 
 def _num(value):
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A finite number, else None (JSON's NaN and Infinity, which Python's json reads, are no
+    figure)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return value if ok and math.isfinite(value) else None
 
 
 def _count(value):
-    """A report's step count: a finite number, else None (JSON's NaN and Infinity count no
-    steps)."""
+    """A report's count (steps, batch size): a whole number >= 0, else None."""
     value = _num(value)
-    return value if value is not None and math.isfinite(value) else None
+    return int(value) if value is not None and value >= 0 and float(value).is_integer() else None
 
 
 def _dict(value):
@@ -213,9 +245,7 @@ def step_phase_ms(report):
     return out, source
 
 
-def _finite(value):
-    value = _num(value)
-    return value if value is not None and math.isfinite(value) else None
+_finite = _num
 
 
 # The config fields an untraced run may hold apart from its capture's: where its outputs go

@@ -21,5 +21,11 @@ def table(headers, rows, align=None):
     align = align or ["l"] + ["r"] * (len(headers) - 1)
     sep = ["---:" if a == "r" else "---" for a in align]
     lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(sep) + " |"]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def _cell(value):
+    """A table cell's text: a `|` escaped, a line break as a space (a name may hold either)."""
+    text = str(value).replace("|", "\\|")
+    return text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")

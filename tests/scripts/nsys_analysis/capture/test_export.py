@@ -4,6 +4,7 @@ tables, range kinds or device tables vary, and that the test builder's schema is
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/capture/test_export.py
 """
 
+import re
 import sqlite3
 import unittest
 
@@ -20,6 +21,7 @@ from scripts.support.nsys_exports import (
     tracer_cost_export,
 )
 from nsys_analysis.capture.export import AnalysisError, load_export
+from nsys_analysis.capture.markdown import render_markdown
 
 
 class LoadingTest(TempDirCase):
@@ -49,6 +51,36 @@ class LoadingTest(TempDirCase):
         s = self.summarize(b)
         self.assertEqual(s["unterminated_ranges"], 1)
         self.assertEqual(s["steps"], 2)
+
+    def test_a_range_without_a_name_is_named_unnamed(self):
+        # Neither text nor textId: a phase of no name, counted, never a None that breaks a sort.
+        b = basic_export()
+        b.range("x", 5.0, 5.1)
+        b.tables["NVTX_EVENTS"][-1]["text"] = None
+        b.range("forward\nsecond line", 5.2, 5.3)
+        ex = load_export(self.build(b, "unnamed.sqlite"))
+        unnamed = [r for r in ex.ranges if r.name == "(unnamed)"]
+        self.assertEqual([(r.start, r.end) for r in unnamed], [(round(5.0 * MS), round(5.1 * MS))])
+        s = self.summarize(b)
+        self.assertEqual(s["phase_counts"]["(unnamed)"], 1)
+        md = render_markdown(s)
+        self.assertIn("| forward second line |", md)
+
+    def test_a_byte_count_that_is_not_one_is_refused(self):
+        for table in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+            for value in ("abc", -1, 2.5):
+                with self.subTest(table=table, value=value):
+                    b = basic_export()
+                    b.tables[table][-1]["bytes"] = value
+                    path = self.build(b, "%s_%s.sqlite" % (table, value))
+                    with self.assertRaisesRegex(
+                        AnalysisError,
+                        re.escape(
+                            "export %s: %s has a row with bytes %r, expected an integer >= 0"
+                            % (path, table, value)
+                        ),
+                    ):
+                        load_export(path)
 
     def test_graph_executions_recorded_whole(self):
         b = graph_run(steps=2, node_trace=False)

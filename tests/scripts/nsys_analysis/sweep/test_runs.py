@@ -53,7 +53,7 @@ class ReportChecksTest(unittest.TestCase):
         checks, details = report_checks(report(3, 2, interrupted=True, ips=float("nan")), 3)
         self.assertEqual(list(checks.values()), [False, False, False])
         self.assertEqual(details["report_not_interrupted"], "interrupted: true")
-        self.assertEqual(details["report_throughput"], "images_per_s nan")
+        self.assertEqual(details["report_throughput"], "images_per_s None")
 
 
 class ExecuteRunTest(ScratchCase):

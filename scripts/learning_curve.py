@@ -21,14 +21,22 @@ Example, the default recipe against the article's constant 0.1:
   train_resnet50 --data DIR --epochs 10 --lr-schedule constant --lr 0.1 --report out/constant.json
   scripts/learning_curve.py out/default.json out/constant.json --out out/curve.png
 
+A report must be a regular file (a FIFO or a device is refused before it is read) of at most
+256 MiB. A loss that was not finite may be null (train_resnet50), NaN or Infinity
+(reference_epochs.py's json.dumps): the table shows nan, the figure a gap. Top-1, top-5 and
+training.target_top1 are fractions in [0, 1] (0.5022, not 50.22); each epoch is a count held once;
+elapsed_s and images_per_s are 0 or more, skipped_steps and skipped_at's steps counts; a report
+otherwise is refused, naming the key and the epoch.
+
 --out and --table are checked before anything is read (a directory, FIFO or socket there is refused,
 and so is a report given as input, or one file for both) and written atomically; --out must name a
 figure format (.png, .pdf, .svg, .eps, .ps, .jpg).
 
 Exit status (nsys_analysis.common.exit_status): 0 done; 1 an output could not be written when its
-turn came, or matplotlib missing (use --no-figures, or /usr/bin/python3); 2 a report missing, not
-JSON, not train_resnet50's, without epochs (a run of --warmup + --steps) or with epochs of another
-form, --names of another length, or an output that cannot be written; 130 Ctrl-C.
+turn came, or matplotlib missing (use --no-figures, or /usr/bin/python3); 2 a report missing, not a
+regular file, too large, not JSON it can read, not train_resnet50's, without epochs (a run of
+--warmup + --steps) or with epochs or a target_top1 of another form or out of range, --names of
+another length, or an output that cannot be written; 130 Ctrl-C.
 """
 
 import argparse
@@ -65,31 +73,57 @@ def _number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _count(value):
+    """A count (an epoch, a step): an int, not a bool, 0 or more."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _fraction(value):
+    """A share (top-1, top-5, a target): a finite number in [0, 1]."""
+    return _number(value) and 0 <= value <= 1
+
+
+def _shown(value):
+    """value as JSON, for a message (at most 60 characters)."""
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _loss(value):
-    """A loss: a finite number, or null where the run's loss was not finite (JSON has no NaN: the
-    report writes null, and says where in `nonfinite_loss`); None when it is neither."""
-    if value is None:
+    """A loss: a finite number, or NaN where the run's loss was not finite (train_resnet50's report
+    writes null there, and says where in `nonfinite_loss`; reference_epochs.py's json.dumps writes
+    NaN or Infinity); None when it is neither."""
+    if value is None or (
+        isinstance(value, float) and not math.isfinite(value)  # JSON's NaN, Infinity, -Infinity
+    ):
         return float("nan")
     return value if _number(value) else None
+
+
+def _read_json(path):
+    """The JSON document at path, a regular file of at most MAX_REPORT_BYTES (a FIFO or a device
+    would block or never end). Raises UsageError naming the file."""
+    check_input_file("report", path, "a train_resnet50 --report JSON")
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_REPORT_BYTES + 1)
+    except OSError as e:
+        raise UsageError("%s: cannot read (%s)" % (path, e.strerror))
+    if len(data) > MAX_REPORT_BYTES:
+        raise UsageError("%s: more than the %d bytes a run report holds" % (path, MAX_REPORT_BYTES))
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise UsageError("%s: not JSON it can read (nested too deeply)" % path)
+    except ValueError as e:
+        raise UsageError("%s: not JSON (%s)" % (path, e))
 
 
 def load(path):
     """The run's epochs as a list of dicts (epoch, train_loss, elapsed_s, images_per_s, and
     eval_top1, eval_top5, eval_loss or None), and its training section. Raises UsageError naming the
-    file."""
-    check_input_file("report", path, "a train_resnet50 --report JSON")
-    if os.path.getsize(path) > MAX_REPORT_BYTES:
-        raise UsageError(
-            "%s: %d bytes, more than the %d a run report holds"
-            % (path, os.path.getsize(path), MAX_REPORT_BYTES)
-        )
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except OSError as e:
-        raise UsageError("%s: cannot read (%s)" % (path, e.strerror))
-    except ValueError as e:
-        raise UsageError("%s: not JSON (%s)" % (path, e))
+    file (and the key, and the epoch)."""
+    doc = _read_json(path)
     if not isinstance(doc, dict) or doc.get("program") not in PROGRAMS:
         raise UsageError(
             '%s: not a train_resnet50 or reference_epochs.py report (no "program": '
@@ -100,42 +134,16 @@ def load(path):
         raise UsageError(
             "%s: no training.epochs (a run of --warmup + --steps, not --epochs)" % path
         )
-    epochs = []
-    for i, entry in enumerate(training["epochs"]):
-        if not (
-            isinstance(entry, dict)
-            and all(_number(entry.get(k)) for k in ("epoch", "elapsed_s", "images_per_s"))
-            and "train_loss" in entry
-            and _loss(entry["train_loss"]) is not None
-        ):
-            raise UsageError(
-                "%s: training.epochs[%d] lacks a number for epoch, train_loss, elapsed_s or "
-                "images_per_s" % (path, i)
-            )
-        ev = entry.get("eval")
-        if ev is not None and not (
-            isinstance(ev, dict)
-            and all(_number(ev.get(k)) for k in ("top1", "top5"))
-            and "loss" in ev
-            and _loss(ev["loss"]) is not None
-        ):
-            raise UsageError(
-                "%s: training.epochs[%d].eval lacks a number for top1, top5 or loss" % (path, i)
-            )
-        scaling = _loss_scaling(path, i, entry)
-        epochs.append(
-            {
-                "scaling": scaling,
-                "epoch": int(entry["epoch"]) + 1,
-                "train_loss": _loss(entry["train_loss"]),
-                "elapsed_s": entry["elapsed_s"],
-                "images_per_s": entry["images_per_s"],
-                "eval_top1": ev["top1"] if ev else None,
-                "eval_top5": ev["top5"] if ev else None,
-                "eval_loss": _loss(ev["loss"]) if ev else None,
-                "resumed": bool(entry.get("resumed")),
-            }
+    target = training.get("target_top1")
+    if not (target is None or _fraction(target)):
+        raise UsageError(
+            "%s: training.target_top1 is %s, expected a fraction in [0, 1] or null"
+            % (path, _shown(target))
         )
+    epochs = []
+    seen: dict[int, int] = {}
+    for i, entry in enumerate(training["epochs"]):
+        epochs.append(_epoch(path, i, entry, seen))
     if doc.get("nonfinite_loss"):
         training = dict(training, nonfinite_loss=doc["nonfinite_loss"])
     if not epochs:
@@ -145,23 +153,79 @@ def load(path):
     return epochs, training
 
 
-def _loss_scaling(path, i, entry):
+def _epoch(path, i, entry, seen):
+    """training.epochs[i] as load() returns it. seen: {epoch: index} of the entries before it.
+    Raises UsageError naming the file, the entry (and its epoch) and the key."""
+    where = "%s: training.epochs[%d]" % (path, i)
+    if not isinstance(entry, dict) or not _number(entry.get("epoch")):
+        raise UsageError("%s lacks a number for epoch" % where)
+    if not _count(entry["epoch"]):
+        raise UsageError(
+            "%s: epoch is %s, expected a count of epochs (0 or more)"
+            % (where, _shown(entry["epoch"]))
+        )
+    if entry["epoch"] in seen:
+        raise UsageError(
+            "%s: epoch %d again (training.epochs[%d] has it; a report holds each epoch once)"
+            % (where, entry["epoch"], seen[entry["epoch"]])
+        )
+    seen[entry["epoch"]] = i
+    where += ' ("epoch": %d)' % entry["epoch"]
+    if "train_loss" not in entry or _loss(entry["train_loss"]) is None:
+        raise UsageError("%s lacks a number for train_loss (or null, NaN: not finite)" % where)
+    for key in ("elapsed_s", "images_per_s"):
+        if not _number(entry.get(key)):
+            raise UsageError("%s lacks a number for %s" % (where, key))
+        if entry[key] < 0:
+            raise UsageError(
+                "%s: %s is %s, expected a number, 0 or more" % (where, key, _shown(entry[key]))
+            )
+    ev = entry.get("eval")
+    if ev is not None:
+        if not isinstance(ev, dict):
+            raise UsageError("%s: eval is %s, expected an object or null" % (where, _shown(ev)))
+        for key in ("top1", "top5"):
+            if not _number(ev.get(key)):
+                raise UsageError("%s: eval lacks a number for %s" % (where, key))
+            if not _fraction(ev[key]):
+                raise UsageError(
+                    "%s: eval.%s is %s, expected a fraction in [0, 1] (0.5022 for 50.22%%)"
+                    % (where, key, _shown(ev[key]))
+                )
+        if "loss" not in ev or _loss(ev["loss"]) is None:
+            raise UsageError("%s: eval lacks a number for loss (or null, NaN: not finite)" % where)
+    return {
+        "scaling": _loss_scaling(where, entry),
+        "epoch": entry["epoch"] + 1,
+        "train_loss": _loss(entry["train_loss"]),
+        "elapsed_s": entry["elapsed_s"],
+        "images_per_s": entry["images_per_s"],
+        "eval_top1": ev["top1"] if ev else None,
+        "eval_top5": ev["top5"] if ev else None,
+        "eval_loss": _loss(ev["loss"]) if ev else None,
+        "resumed": bool(entry.get("resumed")),
+    }
+
+
+def _loss_scaling(where, entry):
     """An fp16 epoch's loss scaling (loss_scale, skipped_steps, skipped_at: what train_resnet50 and
     reference_epochs.py write) as a dict, or None for an epoch without it (other precisions, or an
-    older report). Raises UsageError naming the file when the fields are of another form."""
+    older report). where: the file and the entry, for a message. Raises UsageError naming the key
+    when the fields are of another form."""
     if entry.get("loss_scale") is None:
         return None
     at = entry.get("skipped_at", [])
-    if not (
-        _number(entry["loss_scale"])
-        and isinstance(entry.get("skipped_steps", 0), int)
-        and isinstance(at, list)
-        and all(isinstance(s, int) and not isinstance(s, bool) for s in at)
-    ):
-        raise UsageError(
-            "%s: training.epochs[%d] has loss_scale but not a number for it, a count for "
-            "skipped_steps or a list of steps for skipped_at" % (path, i)
+    why = None
+    if not (_number(entry["loss_scale"]) and entry["loss_scale"] > 0):
+        why = "loss_scale is %s, expected a number above 0" % _shown(entry["loss_scale"])
+    elif not _count(entry.get("skipped_steps", 0)):
+        why = "skipped_steps is %s, expected a count of steps (0 or more)" % _shown(
+            entry["skipped_steps"]
         )
+    elif not (isinstance(at, list) and all(_count(s) for s in at)):
+        why = "skipped_at is %s, expected a list of steps (each 0 or more)" % _shown(at)
+    if why:
+        raise UsageError("%s has loss_scale, but %s" % (where, why))
     return {
         "scale": entry["loss_scale"],
         "skipped": entry.get("skipped_steps", len(at)),
@@ -291,7 +355,12 @@ def draw(runs, path):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        # The first paragraph (one sentence, wrapped) on one line; the rest, as written, after.
+        description=" ".join(__doc__.split("\n\n")[0].split("\n")),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     ap.add_argument("reports", nargs="+", metavar="REPORT.json")
     ap.add_argument("--names", nargs="+", help="run names, one per report")
     ap.add_argument(

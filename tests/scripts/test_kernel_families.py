@@ -1,5 +1,6 @@
 """Tests for scripts/kernel_families.py: two summaries side by side, from a real analysis and from
-hand-written families, the inputs it refuses, and --out (a symlink followed, a FIFO refused,
+hand-written families (one it does not know given a row of its own), the inputs it refuses (a FIFO,
+a device or an oversized file before reading it), and --out (a symlink followed, a FIFO refused,
 /dev/null kept).
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/test_kernel_families.py
@@ -10,10 +11,15 @@ import contextlib
 import io
 import json
 import os
+import resource
 import stat
+import subprocess
+import sys
 import unittest
+from unittest import mock
 
 from scripts.support.nsys_exports import TempDirCase, basic_export
+from scripts.support.testutil import SCRIPTS_DIR
 import kernel_families
 
 
@@ -103,7 +109,7 @@ class KernelFamiliesTest(TempDirCase):
     def test_refusals_name_the_file_or_flag(self):
         good = self.write("good.json", _summary([_fam("ReLU", 1.0, 100.0)]))
         cases = [
-            ((os.path.join(self.tmp, "missing.json"),), "missing.json: cannot read"),
+            ((os.path.join(self.tmp, "missing.json"),), "missing.json: no such file"),
             ((self.write("bad.json", "{not json"),), "bad.json: not JSON"),
             ((self.write("old.json", {"steps": 2}),), "old.json: no kernel_families"),
             ((good, good, "--names", "one"), "--names: expected 2 names (one per summary), got 1"),
@@ -121,7 +127,7 @@ class KernelFamiliesTest(TempDirCase):
             ),
             (
                 (self.write("steps.json", _summary([_fam("ReLU", 1.0, 100.0)], steps="two")),),
-                "steps.json: steps is 'two', expected a number",
+                "steps.json: steps is 'two', expected a count of steps",
             ),
             (
                 (good, "--out", self.tmp),
@@ -141,6 +147,108 @@ class KernelFamiliesTest(TempDirCase):
             self.assertEqual(rc, 2, argv)
             self.assertIn(message, err)
             self.assertEqual(out, "")
+
+    def test_a_family_it_does_not_know_has_a_row_of_its_own_and_the_rows_add_up(self):
+        path = self.write(
+            "new.json",
+            _summary(
+                [_fam("ReLU", 1.0, 40.0), _fam("mystery", 1.5, 60.0), _fam("other", 0.0, 0.0)]
+            ),
+        )
+        rc, out, err = self.run_main(path, "--names", "new")
+        self.assertEqual(rc, 0, err)
+        lines = out.strip().splitlines()
+        self.assertEqual(
+            lines[2:6],
+            [
+                "| ReLU | 40.0 | 0.50 |",
+                "| mystery | 60.0 | 0.75 |",  # before other, the catch-all
+                "| other | 0.0 | 0.00 |",
+                "| all kernels | 100.0 | 1.25 |",
+            ],
+        )
+
+    def test_a_family_given_twice_is_refused_naming_the_file_and_the_family(self):
+        path = self.write(
+            "twice.json", _summary([_fam("ReLU", 1.0, 50.0), _fam("ReLU", 1.0, 50.0)])
+        )
+        rc, out, err = self.run_main(path)
+        self.assertEqual((rc, out), (2, ""))
+        self.assertIn("twice.json: kernel_families holds the family ReLU twice", err)
+
+    def test_steps_must_be_a_count_of_steps(self):
+        fams = [_fam("ReLU", 1.0, 100.0)]
+        for name, steps, shown in (
+            ("neg.json", "-8", "-8"),
+            ("nan.json", "NaN", "nan"),
+            ("inf.json", "Infinity", "inf"),
+            ("half.json", "2.5", "2.5"),
+            ("bool.json", "true", "True"),
+        ):
+            with self.subTest(steps=steps):
+                text = json.dumps(_summary(fams)).replace('"steps": 2', '"steps": %s' % steps)
+                rc, out, err = self.run_main(self.write(name, text))
+                self.assertEqual((rc, out), (2, ""))
+                self.assertIn(
+                    "%s: steps is %s, expected a count of steps (0 or more) or null"
+                    % (name, shown),
+                    err,
+                )
+        # analyze.py writes 0 for a capture without torch_step ranges (and no ms_per_step): the
+        # shares are still compared, ms per step is n/a.
+        none = self.write(
+            "none.json", _summary([{"family": "ReLU", "total_ms": 1.0, "pct": 100.0}], 0)
+        )
+        rc, out, err = self.run_main(none)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| all kernels | 100.0 | n/a |", out)
+
+    def test_a_family_without_pct_is_refused_naming_the_file_and_the_family(self):
+        row = _fam("ReLU", 1.0, 100.0)
+        del row["pct"]
+        rc, out, err = self.run_main(self.write("nopct.json", _summary([row])))
+        self.assertEqual((rc, out), (2, ""))
+        self.assertIn(
+            "nopct.json: kernel_families is not a list of families as analyze.py writes them: "
+            "kernel_families[0] (ReLU) lacks pct",
+            err,
+        )
+
+    def test_a_fifo_a_device_or_an_oversized_file_is_refused_before_it_is_read(self):
+        fifo = os.path.join(self.tmp, "summary.fifo")
+        os.mkfifo(fifo)
+
+        def limit_memory():
+            resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+        for path, why in ((fifo, "is a FIFO"), ("/dev/zero", "is a character device")):
+            with self.subTest(path=path):
+                # A subprocess, time- and memory-limited: a reader that blocks or reads without end
+                # fails the test instead of hanging it.
+                p = subprocess.run(
+                    [sys.executable, os.path.join(SCRIPTS_DIR, "kernel_families.py"), path],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    preexec_fn=limit_memory,
+                )
+                self.assertEqual((p.returncode, p.stdout), (2, ""), p.stderr)
+                self.assertIn(
+                    "kernel_families.py: error: summary %s: %s, expected analyze.py's summary.json"
+                    % (path, why),
+                    p.stderr,
+                )
+        big = self.write("big.json", _summary([_fam("ReLU", 1.0, 100.0)]))
+        with mock.patch.object(kernel_families, "MAX_SUMMARY_BYTES", 16, create=True):
+            rc, out, err = self.run_main(big)
+        self.assertEqual((rc, out), (2, ""))
+        self.assertIn("big.json: more than the 16 bytes a summary.json holds", err)
+
+    def test_json_nested_too_deeply_is_not_json_it_can_read(self):
+        deep = self.write("deep.json", "[" * 100000 + "]" * 100000)
+        rc, out, err = self.run_main(deep)
+        self.assertEqual((rc, out), (2, ""))
+        self.assertIn("deep.json: not JSON it can read (nested too deeply)", err)
 
     def test_out_follows_a_symlink_and_never_replaces_a_fifo_or_dev_null(self):
         good = self.write("good.json", _summary([_fam("ReLU", 1.0, 100.0)]))

@@ -123,13 +123,13 @@ class LearningCurveTest(TempDirCase):
             (self.write("empty.json", _report([])), "training.epochs is empty"),
             (
                 self.write("noloss.json", _report([{"epoch": 0}])),
-                "training.epochs[0] lacks a number",
+                'training.epochs[0] ("epoch": 0) lacks a number for train_loss',
             ),
             (
                 self.write(
                     "badeval.json", _report([dict(_epoch(0, 1.0, 0.5, 1.0), eval={"top1": "x"})])
                 ),
-                "training.epochs[0].eval lacks a number",
+                'training.epochs[0] ("epoch": 0): eval lacks a number for top1',
             ),
         ]
         for path, why in cases:
@@ -173,7 +173,9 @@ class LearningCurveTest(TempDirCase):
         bad = self.write("bad.json", _report([dict(fp16[0], skipped_at="0, 1")]))
         rc, _, err = self.run_main(bad, "--no-figures")
         self.assertEqual(rc, 2)
-        self.assertIn("bad.json: training.epochs[0] has loss_scale", err)
+        self.assertIn(
+            'bad.json: training.epochs[0] ("epoch": 0) has loss_scale, but skipped_at', err
+        )
 
     def test_a_run_that_went_on_after_a_non_finite_loss_is_drawn_and_said(self):
         # --allow-nonfinite-loss: the report writes NaN as null and names the first such loss.
@@ -189,6 +191,103 @@ class LearningCurveTest(TempDirCase):
         self.assertIn("| 2 | nan | nan | 33.33 |", out)
         self.assertIn("A loss was not finite at step 12 (epoch 1): loss nan", out)
         self.assertTrue(os.path.exists(fig))
+
+    def test_target_top1_must_be_a_fraction_or_null(self):
+        epochs = [_epoch(0, 1.0, 0.5, 1.0)]
+        for name, target in (
+            ("str.json", "0.7"),
+            ("list.json", [1]),
+            ("pct.json", 70),
+            ("neg.json", -0.1),
+            ("bool.json", True),
+        ):
+            with self.subTest(target=target):
+                rc, out, err = self.run_main(
+                    self.write(name, _report(epochs, target)), "--no-figures"
+                )
+                self.assertEqual((rc, out), (2, ""))
+                self.assertIn(
+                    "%s: training.target_top1 is %s, expected a fraction in [0, 1] or null"
+                    % (name, json.dumps(target)),
+                    err,
+                )
+        for target in (None, 0.0, 1):
+            doc = _report(epochs, target)
+            if target is None:
+                del doc["training"]["target_top1"]
+            rc, _, err = self.run_main(self.write("ok.json", doc), "--no-figures")
+            self.assertEqual(rc, 0, err)
+
+    def test_a_diverged_reference_run_with_nan_losses_is_read(self):
+        # reference_epochs.py writes its report with json.dumps: a diverged run's losses are NaN
+        # (Infinity likewise), shown as the null of train_resnet50's report is.
+        doc = _report([_epoch(0, 1.2, 0.3333, 2.5), _epoch(1, float("nan"), 0.01, 5.0)])
+        doc["program"] = "reference_epochs"
+        doc["training"]["epochs"][1]["eval"]["loss"] = float("inf")
+        path = self.write("diverged.json", json.dumps(doc))
+        self.assertIn('"train_loss": NaN', open(path).read())
+        fig = os.path.join(self.tmp, "diverged.png")
+        rc, out, err = self.run_main(path, "--out", fig)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| 2 | nan | nan | 1.00 |", out)
+        self.assertTrue(os.path.exists(fig))
+
+    def test_values_out_of_range_are_refused_naming_the_file_key_and_epoch(self):
+        def fp16(e, **kw):
+            return dict(dict(e, loss_scale=8192.0, skipped_steps=1, skipped_at=[0]), **kw)
+
+        e0, e1 = _epoch(0, 1.2, 0.25, 2.5), _epoch(1, 1.0, 0.5, 5.0)
+        at0, at1 = 'training.epochs[0] ("epoch": 0)', 'training.epochs[1] ("epoch": 1)'
+        cases = [
+            (
+                [e0, _epoch(1, 1.0, 50.22, 5.0)],
+                at1 + ": eval.top1 is 50.22, expected a fraction in [0, 1]",
+            ),
+            (
+                [e0, dict(e1, eval=dict(e1["eval"], top5=-0.5))],
+                at1 + ": eval.top5 is -0.5, expected a fraction in [0, 1]",
+            ),
+            (
+                [dict(e0, epoch=-1)],
+                "training.epochs[0]: epoch is -1, expected a count of epochs (0 or more)",
+            ),
+            (
+                [dict(e0, epoch=0.5)],
+                "training.epochs[0]: epoch is 0.5, expected a count of epochs (0 or more)",
+            ),
+            (
+                [e0, e1, dict(e1, elapsed_s=7.5)],
+                "training.epochs[2]: epoch 1 again (training.epochs[1] has it",
+            ),
+            (
+                [fp16(e0, skipped_steps=-1)],
+                at0 + " has loss_scale, but skipped_steps is -1, expected a count of steps",
+            ),
+            (
+                [fp16(e0, skipped_steps=True)],
+                at0 + " has loss_scale, but skipped_steps is true, expected a count of steps",
+            ),
+            (
+                [fp16(e0, skipped_at=[-3])],
+                at0 + " has loss_scale, but skipped_at is [-3], expected a list of steps",
+            ),
+            (
+                [dict(e0, elapsed_s=-2.5)],
+                at0 + ": elapsed_s is -2.5, expected a number, 0 or more",
+            ),
+        ]
+        for i, (epochs, why) in enumerate(cases):
+            with self.subTest(why=why):
+                path = self.write("range%d.json" % i, _report(epochs))
+                rc, out, err = self.run_main(path, "--no-figures")
+                self.assertEqual((rc, out), (2, ""))
+                self.assertIn("range%d.json: %s" % (i, why), err)
+
+    def test_json_nested_too_deeply_is_not_json_it_can_read(self):
+        deep = self.write("deep.json", "[" * 100000 + "]" * 100000)
+        rc, out, err = self.run_main(deep, "--no-figures")
+        self.assertEqual((rc, out), (2, ""))
+        self.assertIn("deep.json: not JSON it can read (nested too deeply)", err)
 
     def test_no_output_is_written_over_an_input_and_out_is_a_figure(self):
         report = self.write("r.json", _report([_epoch(0, 1.0, 0.5, 1.0)]))

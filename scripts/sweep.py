@@ -27,9 +27,12 @@ also given after `--` overrides the configuration's (e.g. -- --device cpu --batc
 
 --configs, --out and every file the sweep writes at the top of OUT are checked before any run (--out
 must be a directory or creatable; nothing there may be a directory, FIFO or socket where a file
-goes). Outputs are written atomically; a symlink is followed, a character device such as /dev/null
-written in place. With --resume, a run's result.json that cannot be read is reported and the run
-made again.
+goes, nor the --configs file or the binary). In --configs, a name or a flag given twice, or a
+configuration's own seed (the seeds are --seeds'), is refused. Outputs are written atomically; a
+symlink is followed, a character device such as /dev/null written in place. With --resume, a run's
+result.json is kept only when it is the run this sweep would make (the same command and steps); one
+made otherwise (another configuration, `--` arguments, --data or --binary), or that cannot be read,
+is reported and the run made again.
 
 Exit status: 0 every run aggregated; 1 some run failed, timed out twice or failed a check, or an
 output could not be written; 2 usage (a flag's value, an unreadable --configs, an --out that cannot
@@ -46,7 +49,12 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The sweep itself lives in the nsys_analysis package beside this script.
 from nsys_analysis.common.exit_status import DEADLINE, FAILURE, OK, USAGE, exit_with  # noqa: E402
-from nsys_analysis.common.files import OutputError, UsageError, check_input_file  # noqa: E402
+from nsys_analysis.common.files import (  # noqa: E402
+    OutputError,
+    UsageError,
+    check_input_file,
+    check_outputs_apart,
+)
 from nsys_analysis.common.paths import default_train_binary  # noqa: E402
 from nsys_analysis.common.plotting import require_matplotlib  # noqa: E402
 from nsys_analysis.sweep.plan import (  # noqa: E402
@@ -63,9 +71,10 @@ from nsys_analysis.sweep.runs import (  # noqa: E402
     DeadlineReached,
     SweepSettings,
     check_run_outputs,
+    run_output_paths,
     run_sweep,
 )
-from nsys_analysis.sweep.tables import check_outputs, write_outputs  # noqa: E402
+from nsys_analysis.sweep.tables import check_outputs, output_paths, write_outputs  # noqa: E402
 
 
 def parse_args(argv):
@@ -140,16 +149,14 @@ def parse_args(argv):
     p.add_argument(
         "--fig5-left",
         nargs="+",
-        default=["reset_8", "reuse_8"],
         metavar="NAME",
-        help="configurations in figure 5's left panel (default reset_8 reuse_8)",
+        help="configurations in figure 5's left panel (default reset_8 reuse_8, those run)",
     )
     p.add_argument(
         "--fig5-right",
         nargs="+",
-        default=["reuse_64"],
         metavar="NAME",
-        help="configurations in figure 5's right panel (default reuse_64)",
+        help="configurations in figure 5's right panel (default reuse_64, when run)",
     )
     a = p.parse_args(argv)
     if not (a.timeout > 0 and math.isfinite(a.timeout)):
@@ -170,6 +177,13 @@ def plan_runs(a, extra):
     configs = select_configs(load_configs(a.configs) if a.configs else DEFAULT_CONFIGS, a.only)
     for cfg in configs.values():
         expected_steps(cfg, extra)
+    for flag, names in (("--fig5-left", a.fig5_left), ("--fig5-right", a.fig5_right)):
+        unknown = [n for n in names or () if n not in configs]
+        if unknown:  # a name the defaults give but the sweep does not run is left out of the panel
+            raise ConfigError(
+                "expected %s names among the configurations run (%s), got %s"
+                % (flag, ", ".join(configs), ", ".join(unknown))
+            )
     return configs, make_plan(configs, a.seeds, a.order_seed)
 
 
@@ -188,6 +202,11 @@ def check_environment(a, settings, plan):
         )
     check_outputs(settings, figures=not a.no_figures)
     check_run_outputs(plan, settings)
+    # A sweep never writes over what it reads: --configs, or the binary it runs.
+    inputs = [("--configs file", a.configs)] if a.configs else []
+    inputs.append(("--binary", a.binary))
+    for path in output_paths(settings, not a.no_figures) + run_output_paths(plan, settings):
+        check_outputs_apart([("--out", path)], inputs)
     if not a.no_figures or a.run_figures:
         require_matplotlib()
     return None
@@ -225,8 +244,8 @@ def main(argv=None):
         run_figures=a.run_figures,
         resume=a.resume,
         deadline=a.deadline,
-        fig5_left=a.fig5_left,
-        fig5_right=a.fig5_right,
+        fig5_left=a.fig5_left or SweepSettings.fig5_left,
+        fig5_right=a.fig5_right or SweepSettings.fig5_right,
         profile_script=a.profile_script,
         untraced=not a.no_untraced,
     )

@@ -110,6 +110,10 @@ class SweepCase(ScratchCase):
         cmd = [sys.executable, SCRIPT, "--binary", self.binary, "--out", self.out] + list(args)
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
+    def runs(self):
+        with open(os.path.join(self.out, "sweep.json")) as f:
+            return {r["config"]: r for r in json.load(f)["runs"]}
+
     def read_csv(self, name):
         with open(os.path.join(self.out, name), newline="") as f:
             return list(csv.DictReader(f))
@@ -176,6 +180,12 @@ class CliTest(unittest.TestCase):
                 "configurations" % tempfile.gettempdir(),
             ),
             (["--configs", os.path.join(tempfile.gettempdir(), "no", "such.json")], "no such file"),
+            (
+                ["--fig5-left", "reset_8", "nope"],
+                "expected --fig5-left names among the configurations run (reset_8, reuse_8, "
+                "reuse_64, workers_4, workers_12, prefetch_1, prefetch_4, no_pin), got nope",
+            ),
+            (["--only", "workers_4", "--fig5-right", "reuse_64"], "got reuse_64"),
         ]
         for args, message in cases:
             with self.subTest(args=args):
@@ -368,6 +378,57 @@ class NoNsysSweepTest(SweepCase):
                 with open(saved) as f:
                     self.assertTrue(json.load(f)["aggregated"])
 
+    def test_resume_runs_again_a_result_of_another_command_or_of_broken_types(self):
+        # A kept run must be the run this sweep would make, and its numbers numbers: else the table
+        # would show an earlier configuration's figures under the new one's name.
+        with open(self.configs, "w") as f:
+            json.dump({"a": {"steps": 2, "workers": 8}}, f)
+        args = ("--no-nsys", "--configs", self.configs, "--seeds", "2026", "--no-figures")
+        self.assertEqual(self.run_sweep(*args).returncode, 0)
+        saved = os.path.join(self.out, "runs", "a_2026", "result.json")
+        with open(saved) as f:
+            good = json.load(f)
+        with open(self.configs, "w") as f:
+            json.dump({"a": {"steps": 2, "workers": 2}}, f)
+        r = self.run_sweep(*args, "--resume")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(
+            "a seed 2026: cannot use %s (ValueError: made by another command" % saved, r.stderr
+        )
+        self.assertEqual(
+            self.runs()["a"]["command"][self.runs()["a"]["command"].index("--workers") + 1], "2"
+        )
+        r = self.run_sweep(*args, "--resume", "--", "--steps", "1")
+        self.assertIn("running it again", r.stderr)
+        self.assertEqual(self.runs()["a"]["expected_steps"], 1)
+        with open(self.configs, "w") as f:
+            json.dump({"a": {"steps": 2, "workers": 8}}, f)
+        for key, value, message in (
+            ("images_per_s", "abc", "metrics.images_per_s is 'abc', expected a finite number"),
+            ("images_per_s", float("nan"), "metrics.images_per_s is nan, expected a finite"),
+            ("batch_wait_ms", [1, "x"], "metrics.batch_wait_ms is not a list of numbers"),
+            (None, "no", "aggregated is 'no', expected true or false"),
+            ("seed", "2026", "the run of 'a' seed '2026'"),
+        ):
+            with self.subTest(key=key, value=value):
+                doc = json.loads(json.dumps(good))
+                if key is None:
+                    doc["aggregated"] = value
+                elif key == "seed":
+                    doc["seed"] = value
+                else:
+                    doc["metrics"][key] = value
+                with open(saved, "w") as f:
+                    json.dump(doc, f)
+                r = self.run_sweep(*args, "--resume")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertNotIn("Traceback", r.stderr)
+                self.assertIn(message, r.stderr)
+                self.assertIn("running it again", r.stderr)
+                self.assertEqual(
+                    self.runs()["a"]["metrics"]["images_per_s"], good["metrics"]["images_per_s"]
+                )
+
     def test_outputs_that_cannot_be_written_stop_before_any_run(self):
         afile = os.path.join(self.tmp, "afile")
         with open(afile, "w") as f:
@@ -395,8 +456,33 @@ class NoNsysSweepTest(SweepCase):
                 % os.path.join(self.tmp, "p", "runs", "reuse_8_2026", "attempt1.log"),
             )
         )
-        for out, message in cases:
+        # --configs (or the binary) where the sweep would write: sweep.json, or a run's run.json.
+        inside = os.path.join(self.tmp, "q", "sweep.json")
+        os.makedirs(os.path.dirname(inside))
+        shutil.copyfile(self.configs, inside)
+        cases.append(
+            (
+                os.path.join(self.tmp, "q"),
+                "--out %s: is the --configs file %s; write the output elsewhere" % (inside, inside),
+                inside,
+            )
+        )
+        run_json = os.path.join(self.tmp, "r", "runs", "reuse_8_2026", "run.json")
+        os.makedirs(os.path.dirname(run_json))
+        shutil.copyfile(self.configs, run_json)
+        cases.append(
+            (
+                os.path.join(self.tmp, "r"),
+                "--out %s: is the --configs file %s" % (run_json, run_json),
+                run_json,
+            )
+        )
+        for case in cases:
+            out, message = case[:2]
+            configs = case[2] if len(case) > 2 else self.configs
             with self.subTest(out=out):
+                with open(configs, "rb") as f:
+                    before = f.read()
                 r = subprocess.run(
                     [
                         sys.executable,
@@ -405,7 +491,7 @@ class NoNsysSweepTest(SweepCase):
                         "--binary",
                         self.binary,
                         "--configs",
-                        self.configs,
+                        configs,
                         "--out",
                         out,
                         "--no-figures",
@@ -419,6 +505,8 @@ class NoNsysSweepTest(SweepCase):
                 self.assertIn("sweep: error: " + message, r.stderr)
                 self.assertEqual(len(r.stderr.strip().splitlines()), 1)
                 self.assertEqual(os.listdir(self.state), [])  # no run started
+                with open(configs, "rb") as f:
+                    self.assertEqual(f.read(), before)
 
     def test_nsys_mode_needs_nsys(self):
         tools = os.path.join(self.tmp, "empty_bin")
@@ -516,10 +604,6 @@ class CaptureSweepTest(SweepCase):
             "--no-figures",
         ] + list(args)
         return subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
-
-    def runs(self):
-        with open(os.path.join(self.out, "sweep.json")) as f:
-            return {r["config"]: r for r in json.load(f)["runs"]}
 
     def calls(self, workers, seed=2026):
         """How often the fake binary ran (not counting --print-config) with these workers and

@@ -63,7 +63,11 @@ def load_configs(path):
     flags."""
     try:
         with open(path) as f:
-            doc = json.load(f, object_pairs_hook=OrderedDict)
+            doc = json.load(f, object_pairs_hook=_pairs)
+    except _Repeated as e:
+        raise ConfigError("--configs %s: %s" % (path, e))
+    except RecursionError:
+        raise ConfigError("cannot read --configs %s: nested too deeply" % path)
     except (OSError, ValueError) as e:
         raise ConfigError("cannot read --configs %s: %s" % (path, e))
     if isinstance(doc, list):
@@ -79,6 +83,16 @@ def load_configs(path):
         raise ConfigError("expected a JSON object or list in %s" % path)
     configs = OrderedDict()
     for name, flags in items:
+        if name in configs:
+            raise ConfigError(
+                "--configs %s: the configuration %s is given twice (each name is one run's folder)"
+                % (path, name)
+            )
+        if isinstance(flags, dict) and "seed" in flags:
+            raise ConfigError(
+                "--configs %s: %s.seed: the seeds are the sweep's (--seeds), not a configuration's"
+                % (path, name)
+            )
         if not _NAME.match(name):
             raise ConfigError(
                 "expected configuration names of letters, digits, _ . -, got %r in %s"
@@ -104,6 +118,23 @@ def load_configs(path):
     if not configs:
         raise ConfigError("no configurations in %s" % path)
     return configs
+
+
+class _Repeated(ValueError):
+    """A key given twice in one JSON object of a configuration file."""
+
+
+def _pairs(pairs):
+    """json's object_pairs_hook: an OrderedDict, refusing a key given twice (json keeps the last
+    silently)."""
+    out = OrderedDict()
+    for key, value in pairs:
+        if key in out:
+            raise _Repeated(
+                "%r is given twice in one object (a configuration or a flag would be lost)" % key
+            )
+        out[key] = value
+    return out
 
 
 def select_configs(configs, only):
@@ -167,9 +198,12 @@ def expected_steps(cfg, extra):
     if "--steps" in flags and value is None:  # `-- --steps` last, or followed by another flag
         raise ConfigError("expected an integer after --steps, got nothing")
     try:
-        return int(value) if value is not None else int(cfg["steps"])
+        steps = int(value) if value is not None else int(cfg["steps"])
     except ValueError:
         raise ConfigError("expected an integer after --steps, got %r" % value)
+    if steps < 1:
+        raise ConfigError("expected --steps >= 1 after --, got %d" % steps)
+    return steps
 
 
 def changes_from_baseline(cfg):

@@ -11,6 +11,7 @@ figure to read.
 """
 
 import json
+import math
 import os
 import sys
 import time
@@ -161,17 +162,37 @@ def check_run_outputs(plan, settings):
     for name, seed in plan:
         d = run_folder(settings, name, seed)
         check_output_dir("--out", d)
-        files = ["attempt1.log", "attempt2.log", "result.json"] + (
-            ["run.json"] if settings.no_nsys else []
-        )
-        if has_untraced(settings):
-            files += [UNTRACED_LOG % 1, UNTRACED_LOG % 2, UNTRACED_REPORT]
-        for f in files:
+        for f in _run_files(settings):
             check_output_file("--out", os.path.join(d, f), create_dirs=True)
         if not settings.no_nsys:
             check_outputs(
                 "--out", os.path.join(d, "analysis"), capture_outputs(settings.run_figures)
             )
+
+
+def _run_files(settings):
+    """The files a run writes in its folder (with nsys, profile.sh's capture too)."""
+    files = ["attempt1.log", "attempt2.log", "result.json"]
+    files += (
+        ["run.json"]
+        if settings.no_nsys
+        else ["capture.json", "capture.log", "capture.nsys-rep", "capture.sqlite"]
+    )
+    if has_untraced(settings):
+        files += [UNTRACED_LOG % 1, UNTRACED_LOG % 2, UNTRACED_REPORT]
+    return files
+
+
+def run_output_paths(plan, settings):
+    """Every file the runs of plan write in their folders (their analyses' included)."""
+    out = []
+    for name, seed in plan:
+        d = run_folder(settings, name, seed)
+        out += [os.path.join(d, f) for f in _run_files(settings)]
+        if not settings.no_nsys:
+            analysis = os.path.join(d, "analysis")
+            out += [os.path.join(analysis, f) for f in capture_outputs(settings.run_figures)]
+    return out
 
 
 def report_checks(metrics, steps):
@@ -194,12 +215,21 @@ def report_checks(metrics, steps):
     return checks, details
 
 
-def execute_run(planned, cfg, order, settings):
-    """Run one PlannedRun of configuration cfg: attempts (a timeout is retried once), its untraced
-    run, report, capture analysis, checks. Blocks until done; returns a RunOutcome."""
+class _Command(NamedTuple):
+    """How one PlannedRun is made: its folder, the steps it must capture, train_resnet50's
+    arguments, the capture's prefix, the report's path and the command line."""
+
+    folder: str
+    steps: int
+    args: List[str]
+    prefix: str
+    report_path: str
+    cmd: List[str]
+
+
+def _command(planned, cfg, settings):
     name, seed = planned
     folder = run_folder(settings, name, seed)
-    make_dirs(folder)
     steps = expected_steps(cfg, settings.extra)
     args = run_args(cfg, seed, settings.data, settings.extra)
     prefix = os.path.join(folder, "capture")
@@ -222,6 +252,15 @@ def execute_run(planned, cfg, order, settings):
             + args
             + ["--report", report_path]
         )
+    return _Command(folder, steps, args, prefix, report_path, cmd)
+
+
+def execute_run(planned, cfg, order, settings):
+    """Run one PlannedRun of configuration cfg: attempts (a timeout is retried once), its untraced
+    run, report, capture analysis, checks. Blocks until done; returns a RunOutcome."""
+    name, seed = planned
+    folder, steps, args, prefix, report_path, cmd = _command(planned, cfg, settings)
+    make_dirs(folder)
     r = RunOutcome(name, seed, order, folder, cmd, steps)
     r.attempts = _attempts(cmd, report_path, folder, "attempt%d.log", settings.timeout, name, seed)
     if not _finished(r, r.attempts[-1], settings.timeout, ""):
@@ -392,9 +431,57 @@ def _measure(r, report_path, export_path, figures, untraced_path=None):
     r.checks, r.check_details, r.metrics = checks, details, m
 
 
-def _kept(saved, order, plan, name, seed):
-    """The RunOutcome of an earlier sweep's result.json at saved when it says "ok" (--resume), else
-    None; one that cannot be read is reported on stderr and the run made again."""
+# The numbers of a RunOutcome's metrics: each a finite number or None.
+_METRIC_NUMBERS = (
+    "images_per_s",
+    "no_activity_pct",
+    "batch_wait_total_ms",
+    "h2d_submit_total_ms",
+    "longest_wait_ms",
+    "longest_wait_step",
+    "untraced_images_per_s",
+    "traced_over_untraced",
+)
+
+
+def _finite(value):
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return ok and math.isfinite(value)
+
+
+def _unusable(r, command, settings):
+    """Why an earlier sweep's RunOutcome r cannot stand for this sweep's run of `command` (a
+    _Command), or None: another command or step count (the configuration, `--` arguments, --data,
+    --binary or nsys changed), the untraced run asked for now and not then or the other way, or
+    fields of the wrong type."""
+    if r.command != command.cmd:
+        return "made by another command: %s" % " ".join(map(str, r.command))
+    if r.expected_steps != command.steps:
+        return "%s steps expected then, %d now" % (r.expected_steps, command.steps)
+    if bool(r.untraced) != has_untraced(settings):
+        return "untraced run %s then, %s now" % (
+            "made" if r.untraced else "not made",
+            "asked for" if has_untraced(settings) else "not asked for",
+        )
+    if not isinstance(r.aggregated, bool):
+        return "aggregated is %r, expected true or false" % (r.aggregated,)
+    if not (isinstance(r.metrics, dict) and isinstance(r.checks, dict)):
+        return "metrics or checks are not objects"
+    for key in _METRIC_NUMBERS:
+        if r.metrics.get(key) is not None and not _finite(r.metrics[key]):
+            return "metrics.%s is %r, expected a finite number or null" % (key, r.metrics[key])
+    waits = r.metrics.get("batch_wait_ms")
+    if waits is not None and not (isinstance(waits, list) and all(_finite(w) for w in waits)):
+        return "metrics.batch_wait_ms is not a list of numbers"
+    if r.aggregated and r.metrics.get("images_per_s") is None:
+        return "aggregated without images_per_s"
+    return None
+
+
+def _kept(saved, order, plan, name, seed, command, settings):
+    """The RunOutcome of an earlier sweep's result.json at saved when it says "ok" and is the run
+    this sweep would make (--resume), else None; one that cannot be read or used is reported on
+    stderr and the run made again."""
     if not os.path.exists(saved):
         return None
     try:
@@ -403,7 +490,12 @@ def _kept(saved, order, plan, name, seed):
         if not isinstance(doc, dict) or doc.get("status") != "ok":
             return None
         r = RunOutcome.from_json(doc)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+        if (r.config, r.seed) != (name, seed):
+            raise ValueError("the run of %r seed %r" % (r.config, r.seed))
+        why = _unusable(r, command, settings)
+        if why is not None:
+            raise ValueError(why)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
         print(
             "sweep: [%d/%d] %s seed %d: cannot use %s (%s: %s); running it again"
             % (order, len(plan), name, seed, saved, type(e).__name__, e),
@@ -430,7 +522,8 @@ def run_sweep(plan, configs, settings):
     ran_any = False
     for order, (name, seed) in enumerate(plan, 1):
         saved = os.path.join(run_folder(settings, name, seed), "result.json")
-        r = _kept(saved, order, plan, name, seed) if settings.resume else None
+        command = _command(plan[order - 1], configs[name], settings)
+        r = _kept(saved, order, plan, name, seed, command, settings) if settings.resume else None
         if r is not None:
             results.append(r)
             continue

@@ -318,12 +318,20 @@ def draw_figures(rows, results, settings):
     return paths
 
 
+def output_paths(settings, figures=True):
+    """The files write_outputs() writes into settings.out."""
+    return [
+        os.path.join(settings.out, name)
+        for name in OUTPUT_FILES + (FIGURE_FILES if figures else ())
+    ]
+
+
 def check_outputs(settings, figures=True):
     """Before any run: raises files.UsageError naming --out unless settings.out can be made and each
     file write_outputs() writes there can be written."""
     check_output_dir("--out", settings.out)
-    for name in OUTPUT_FILES + (FIGURE_FILES if figures else ()):
-        check_output_file("--out", os.path.join(settings.out, name), create_dirs=True)
+    for path in output_paths(settings, figures):
+        check_output_file("--out", path, create_dirs=True)
 
 
 def write_outputs(configs, results, settings, figures=True):

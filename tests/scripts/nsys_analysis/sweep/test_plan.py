@@ -6,6 +6,7 @@ Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/sweep/test_plan.p
 """
 
 import json
+import re
 import os
 import unittest
 
@@ -96,6 +97,9 @@ class PlanTest(unittest.TestCase):
         self.assertEqual(expected_steps(cfg, ["--synthetic"]), 64)
         with self.assertRaisesRegex(ConfigError, "expected an integer after --steps, got 'x'"):
             expected_steps(cfg, ["--steps", "x"])
+        for extra in (["--steps", "0"], ["--steps=-3"]):
+            with self.assertRaisesRegex(ConfigError, "expected --steps >= 1 after --, got"):
+                expected_steps(cfg, extra)
         for extra in (["--steps"], ["--steps", "--synthetic"], ["--steps="]):
             with self.assertRaisesRegex(
                 ConfigError, "expected an integer after --steps, got (nothing|'')"
@@ -131,6 +135,20 @@ class ConfigFileTest(ScratchCase):
                 load_configs(self.write(doc))
         with self.assertRaisesRegex(ConfigError, "cannot read --configs"):
             load_configs(os.path.join(self.tmp, "nope.json"))
+        path = os.path.join(self.tmp, "raw.json")
+        for text, message in (
+            # json keeps the last of a repeated key: one configuration or flag would be lost.
+            ('{"a": {"workers": 2}, "a": {"workers": 6}}', "'a' is given twice in one object"),
+            ('{"a": {"workers": 2, "workers": 6}}', "'workers' is given twice in one object"),
+            ('[{"name": "a"}, {"name": "a", "workers": 6}]', "the configuration a is given twice"),
+            ('{"a": {"seed": 5}}', "a.seed: the seeds are the sweep's"),
+            ("[" * 100000 + "]" * 100000, "nested too deeply"),
+        ):
+            with self.subTest(text=text[:40]):
+                with open(path, "w") as f:
+                    f.write(text)
+                with self.assertRaisesRegex(ConfigError, re.escape(message)):
+                    load_configs(path)
 
     def test_select_keeps_the_configurations_order(self):
         self.assertIs(select_configs(DEFAULT_CONFIGS, None), DEFAULT_CONFIGS)

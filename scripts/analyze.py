@@ -90,12 +90,13 @@ Every export and --report is checked before any work (a missing file, a director
 file), and so is every output: --out (and each --rank-out) must be a directory or creatable, and no
 file the analysis writes there may be a directory, FIFO or socket. No output may be an input, or
 another output (two --rank-out or --repeat-out that are one directory, or one of them --out's own
-files). Outputs are written atomically (a staging file beside each, renamed over it); a symlink is
-followed, a character device such as /dev/null written in place. An export row no nsys writes (a
-time that is not an integer, an end before its start, a byte count that is not one) is refused,
-naming the export and its table; an NVTX range with no name is counted as "(unnamed)". A report's
-capture.steps and batch_size must be whole numbers >= 0 and its images/s a finite number (null:
-absent).
+files), and no export, --report or --untraced may be given twice (or one as the other). Outputs are
+written atomically (a staging file beside each, renamed over it); a symlink is followed, a character
+device such as /dev/null written in place. An export row no nsys writes (a time that is not an
+integer, an end before its start, a byte count that is not one) is refused, naming the export and
+its table, and so is one export of several processes' torch_step ranges (one export per rank); an
+NVTX range with no name is counted as "(unnamed)". A report's capture.steps and batch_size must be
+whole numbers >= 0 and its images/s a finite number (null: absent).
 
 Exit status (nsys_analysis.common.exit_status): 0 done; 1 an output could not be written when its
 turn came, or matplotlib is missing for the figures; 2 unusable input (missing file, a directory,
@@ -134,6 +135,7 @@ from nsys_analysis.common.files import (  # noqa: E402
     OutputError,
     UsageError,
     check_input_file,
+    check_inputs_distinct,
     check_output_file,
     check_outputs_apart,
 )
@@ -287,6 +289,8 @@ def check_paths(a, ranks_mode):
         + [("--report", p) for p in a.report or ()]
         + [("--untraced", p) for p in a.untraced or ()]
     )
+    check_inputs_distinct([("export", p) for p in a.export])
+    check_inputs_distinct(inputs[len(a.export) :])
     outputs = [("--out", os.path.join(a.out, name)) for name in names]
     if a.repeats:
         outputs += [("--repeats-json", a.repeats_json), ("--repeats-md", a.repeats_md)]

@@ -106,6 +106,17 @@ class CliTest(TempDirCase):
         self.assertEqual(r.returncode, 3)
         self.assertIn("copy_count", r.stderr)
 
+    def test_no_figures_leaves_no_earlier_figure_beside_the_summary(self):
+        path = self.build(basic_export())
+        out = os.path.join(self.tmp, "out")
+        os.makedirs(out)
+        for name in ("fig1_phases.png", "fig6_gpu_phases.png", "mine.png"):
+            with open(os.path.join(out, name), "w") as f:
+                f.write("an earlier capture's")
+        r = self.run_cli(path, "--out", out, "--no-figures", "--expected-steps", "2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(os.listdir(out)), ["mine.png", "summary.json", "summary.md"])
+
     def test_check_mode(self):
         path = self.build(basic_export())
         out = os.path.join(self.tmp, "out")
@@ -547,6 +558,27 @@ class RanksCliTest(TempDirCase):
         self.assertFalse(os.path.exists(same))
         self.assertFalse(os.path.exists(self.out))
 
+    def test_an_input_given_twice_is_refused(self):
+        # One export as two ranks, or one report as a rank's and another's: two runs that are one.
+        cases = [
+            (
+                [self.exports[0], self.exports[0]],
+                "export %s: is the export %s too" % (self.exports[0], self.exports[0]),
+            ),
+            (
+                self.exports
+                + ["--report", self.reports[0], "--report", self.reports[1]]
+                + ["--untraced", self.reports[0], "--untraced", self.reports[1]],
+                "--untraced %s: is the --report %s too" % (self.reports[0], self.reports[0]),
+            ),
+        ]
+        for args, message in cases:
+            with self.subTest(message=message):
+                r = self.run_cli(*(args + ["--out", self.out, "--no-figures"]))
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(message, r.stderr)
+        self.assertFalse(os.path.exists(self.out))
+
     def test_unusable_inputs(self):
         r = self.run_cli(
             *self.exports, "--report", self.reports[0], "--out", self.out, "--no-figures"
@@ -569,7 +601,9 @@ class RanksCliTest(TempDirCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("expected the run report of rank 0", r.stderr)
         self.assertEqual(len(r.stderr.strip().splitlines()), 1)
-        r = self.run_cli(self.exports[0], self.exports[0], "--out", self.out, "--no-figures")
+        twin = os.path.join(self.tmp, "twin.rank0.sqlite")  # another file of the same rank
+        shutil.copyfile(self.exports[0], twin)
+        r = self.run_cli(self.exports[0], twin, "--out", self.out, "--no-figures")
         self.assertEqual(r.returncode, 2)
         self.assertIn("expected one export per rank, got ranks 0, 0", r.stderr)
         r = self.run_cli(

@@ -161,6 +161,14 @@ def _load(conn, path):
         return strings.get(value, str(value)) if isinstance(value, int) else value
 
     _load_ranges(conn, tables, ex, text_of)
+    pids = sorted({_pid_of(r.tid) for r in ex.ranges if r.name == "torch_step"} - {None})
+    if len(pids) > 1:
+        # One timeline of several processes' steps would interleave them as one run's.
+        raise AnalysisError(
+            "%s holds torch_step ranges of %d processes (pids %s): the ranks of a data-parallel "
+            "run, which analyze.py reads one export per rank (scripts/profile.sh --nproc N writes "
+            "PREFIX.rank<r>.sqlite)" % (path, len(pids), ", ".join(map(str, pids)))
+        )
     _load_threads_and_overhead(conn, tables, ex, text_of)
     ex.device_data = any(t in tables for t in _CUDA_TABLES)
     if ex.device_data:

@@ -12,6 +12,7 @@ from ..common.files import (
     check_output_file,
     check_outputs_apart,
     make_dirs,
+    remove_stale,
     write_text,
 )
 from .checks import crosscheck_stats
@@ -92,10 +93,15 @@ def _write_json_and_markdown(out_dir, name, obj, markdown):
 
 def write_outputs(s, ex, out_dir, figures=True):
     """Write summary.json, summary.md and (unless figures is False) figures 1, 2, 3, 5 and 6 into
-    out_dir; returns the figures' paths. Raises files.OutputError for a file that cannot be
-    written."""
+    out_dir (figures False: an earlier analysis's figures there are removed); returns the figures'
+    paths. Raises files.OutputError for a file that cannot be written."""
     _write_json_and_markdown(out_dir, "summary", s, render_markdown(s))
     if not figures:
+        # An earlier analysis's figures beside this summary would be read as this capture's.
+        for name, _ in CAPTURE_FIGURES:
+            path = os.path.join(out_dir, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                remove_stale(path)
         return []
     return [plot(s, ex, os.path.join(out_dir, name)) for name, plot in CAPTURE_FIGURES]
 

@@ -162,6 +162,19 @@ def check_outputs_apart(outputs, inputs):
                 )
 
 
+def check_inputs_distinct(inputs):
+    """Before any work: raises UsageError when two of inputs, (what, path) pairs, name one file (the
+    same export as two ranks, an untraced run's report that is the traced run's): each stands for
+    a run of its own."""
+    for i, (what, path) in enumerate(inputs):
+        for other_what, other in inputs[:i]:
+            if _same_file(path, other):
+                raise UsageError(
+                    "%s %s: is the %s %s too; each must be a file of its own run"
+                    % (what, path, other_what, other)
+                )
+
+
 def check_output_dir(flag, path):
     """Before any work: raises UsageError naming flag and path unless path is a writable directory
     (symlinks followed) or can be created (its nearest existing leading directory is writable)."""

@@ -66,6 +66,22 @@ class LoadingTest(TempDirCase):
         md = render_markdown(s)
         self.assertIn("| forward second line |", md)
 
+    def test_steps_of_two_processes_in_one_export_are_refused(self):
+        # `nsys profile torchrun ...` records every rank in one report: its steps would interleave.
+        b = basic_export()
+        other = (8 << 24) | 100
+        b.range("torch_step", 5.0, 5.5, tid=other)
+        path = self.build(b, "two.sqlite")
+        with self.assertRaisesRegex(
+            AnalysisError,
+            re.escape("%s holds torch_step ranges of 2 processes (pids 7, 8)" % path),
+        ):
+            load_export(path)
+        b = basic_export()
+        b.range("data_load", 5.0, 5.5, tid=other)  # another process's other ranges: fine
+        ranges = load_export(self.build(b, "one.sqlite")).ranges
+        self.assertEqual({r.tid >> 24 for r in ranges if r.tid is not None}, {7, 8})
+
     def test_a_byte_count_that_is_not_one_is_refused(self):
         for table in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
             for value in ("abc", -1, 2.5):

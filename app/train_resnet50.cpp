@@ -1,4 +1,5 @@
 // train_resnet50: the profiling target. Parses flags, runs the Trainer, prints and writes results.
+#include <c10/util/Exception.h>
 #include <torch/version.h>
 #include <unistd.h>
 
@@ -6,7 +7,9 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <new>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "lib/core/exit_status.h"
@@ -83,18 +86,35 @@ struct EpochLines {
   }
 };
 
+// LibTorch's allocators end a run that asks for more memory than there is with their own words
+// (the bytes asked, an enforce's file and line). What the user can change is a flag: name it.
+std::optional<std::string> out_of_memory(const std::exception& e) {
+  std::string what;
+  bool device = false;
+  if (const auto* oom = dynamic_cast<const c10::OutOfMemoryError*>(&e)) {
+    what = oom->what_without_backtrace();
+    device = true;
+  } else if (const auto* err = dynamic_cast<const c10::Error*>(&e)) {
+    what = err->what_without_backtrace();
+    if (what.find("can't allocate memory") == std::string::npos &&
+        what.find("not enough memory") == std::string::npos) {
+      return std::nullopt;
+    }
+  } else if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+    what = e.what();
+  } else {
+    return std::nullopt;
+  }
+  what = what.substr(0, what.find('\n'));
+  return std::string("out of ") + (device ? "GPU" : "host") + " memory (" + what + ")";
+}
+
 int finish(const Outcome& outcome) {
   std::fputs(outcome.message.c_str(), stderr);
   return outcome.status;
 }
 
-int train(int argc, char** argv) {
-  default_cuda_connections(cuda_connections_for_args(argc, argv));  // before anything starts CUDA
-  const ParsedArgs args = parse_train_args(argc, argv);
-  if (args.help || args.version || args.print_config) {
-    std::cout << answer(args) << std::endl;
-    return kExitOk;
-  }
+int run_training(const ParsedArgs& args) {
   const std::optional<LaunchEnv> dist = read_launch_env();  // a rank, under torchrun
   const std::string prefix = dist ? "[rank " + std::to_string(dist->rank) + "] " : "";
   const auto stop = std::make_shared<StopRequest>();
@@ -125,6 +145,26 @@ int train(int argc, char** argv) {
   std::fflush(stdout);
   return finish(run_outcome(facts.result, trainer->stop_requested(), trainer->stop_signal(),
                             program_label(), report));
+}
+
+int train(int argc, char** argv) {
+  default_cuda_connections(cuda_connections_for_args(argc, argv));  // before anything starts CUDA
+  const ParsedArgs args = parse_train_args(argc, argv);
+  if (args.help || args.version || args.print_config) {
+    std::cout << answer(args) << std::endl;
+    return kExitOk;
+  }
+  try {
+    return run_training(args);
+  } catch (const std::exception& e) {
+    const auto oom = out_of_memory(e);
+    if (!oom) throw;
+    const TrainConfig& c = args.config;
+    throw std::runtime_error(*oom + " at --batch-size " + std::to_string(c.loader.batch_size) +
+                             " and --image-size " + std::to_string(c.loader.transform.image_size) +
+                             ": lower --batch-size (or --image-size, --prefetch-factor, "
+                             "--workers)");
+  }
 }
 
 }  // namespace

@@ -394,6 +394,20 @@ TEST_F(FailureModesTest, AnOutputOverADatasetFileIsRefusedAndTheFileKept) {
   EXPECT_EQ(contents_of(list), before);
 }
 
+TEST_F(FailureModesTest, RunningOutOfMemoryNamesTheFlags) {
+  // A batch of 65,536 224-px images is 39 GB as float32; under a 20 GB address-space limit (so that
+  // a machine with that much memory fails too) the allocation fails, and the message names the
+  // flags to lower, not only the allocator's words.
+  const auto r = test_util::run_process(
+      {"/bin/sh", "-c", "ulimit -v 20000000 && exec \"$0\" \"$@\"", WORKLOAD_TRAIN_BIN,
+       "--device=cpu", "--synthetic", "--batch-size=65536", "--warmup=0", "--steps=1"},
+      {"OMP_NUM_THREADS=1"});
+  expect_clean_failure(r, 1,
+                       {"train_resnet50: error: out of host memory (",
+                        " at --batch-size 65536 and --image-size 224: lower --batch-size"},
+                       "a batch too large for memory");
+}
+
 // food101_synth writes a new dataset only: an existing one (its own or a real one) is kept whole.
 TEST_F(FailureModesTest, FoodSynthReplacesNoDatasetAndNamesABadOut) {
   const fs::path list = dataset() / "meta" / "train.txt";
@@ -410,10 +424,10 @@ TEST_F(FailureModesTest, FoodSynthReplacesNoDatasetAndNamesABadOut) {
   expect_clean_failure(synth((tmp_.path() / "file").string()), 2, {": not a directory"},
                        "a file as --out");
   expect_clean_failure(synth(""), 2, {"--out: expected a directory path"}, "an empty --out");
-  expect_clean_failure(synth((tmp_.path() / "file" / "below").string()), 2,
-                       {"--out " + (tmp_.path() / "file" / "below").string() +
-                        ": cannot create the directory"},
-                       "an --out below a file");
+  expect_clean_failure(
+      synth((tmp_.path() / "file" / "below").string()), 2,
+      {"--out " + (tmp_.path() / "file" / "below").string() + ": cannot create the directory"},
+      "an --out below a file");
   const auto fresh = synth((tmp_.path() / "fresh").string());
   EXPECT_EQ(fresh.exit_code, 0) << fresh.err;
   EXPECT_TRUE(fs::is_regular_file(tmp_.path() / "fresh" / "food-101" / "meta" / "train.txt"));

@@ -17,13 +17,14 @@ docs/BENCHMARKS.md: natural-image statistics and real JPEGs, where food101_synth
 the task (which photo is this view of?) is easier than Food-101's. Deterministic for a seed.
 
 The tree is written beside OUT/food-101 and renamed into place once whole: a photo that cannot be
-decoded leaves nothing behind. An existing OUT/food-101 is refused, so that no dataset is
-overwritten; --replace replaces one that this script made (it leaves meta/photo_dataset.json), never
-another.
+decoded, Ctrl-C or SIGTERM leaves nothing behind. An existing OUT/food-101 is refused, so that no
+dataset is overwritten; --replace replaces one that this script made (it leaves
+meta/photo_dataset.json), never another, nor one that holds a photo it is made from. --per-class is
+at most 100,000.
 
 Exit status (nsys_analysis.common.exit_status): 0 done; 1 a photo that cannot be decoded or an
 output that cannot be written; 2 a bad flag, a missing photo, two photos of one name or fewer than
-two, a split with no image, or an OUT/food-101 already there; 130 Ctrl-C.
+two, a split with no image, or an OUT/food-101 already there; 130 Ctrl-C; 143 SIGTERM.
 """
 
 import argparse
@@ -36,7 +37,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nsys_analysis.common.argtypes import positive_int  # noqa: E402
 from nsys_analysis.common.exit_status import FAILURE, OK, USAGE, exit_with  # noqa: E402
-from nsys_analysis.common.files import UsageError, check_input_file  # noqa: E402
+from nsys_analysis.common.files import (  # noqa: E402
+    UsageError,
+    check_input_file,
+    check_output_dir,
+)
 
 
 def fraction_below_one(text):
@@ -80,6 +85,8 @@ def view(photo, rng):
     )
 
 
+# The most images a class may have: Food-101 has 1,000; a typo's extra digits would fill a disk.
+MAX_PER_CLASS = 100000
 # The file that marks a tree as this script's (--replace replaces no other).
 MARKER = os.path.join("meta", "photo_dataset.json")
 
@@ -89,9 +96,9 @@ def test_images(per_class, test_fraction):
     return max(1, int(round(per_class * test_fraction)))
 
 
-def check_out(out, replace):
-    """Raises UsageError unless OUT/food-101 can be written: absent, or (--replace) this
-    script's."""
+def check_out(out, replace, photos=()):
+    """Raises UsageError unless OUT/food-101 can be written: absent, or (--replace) this script's,
+    holding none of the photos it is made from."""
     root = os.path.join(out, "food-101")
     if os.path.lexists(root):
         if not replace:
@@ -104,11 +111,14 @@ def check_out(out, replace):
                 "--replace: %s was not made by photo_dataset.py (no %s): it is left as it "
                 "is; give another OUT" % (root, MARKER)
             )
-    parent = out if os.path.isdir(out) else os.path.dirname(os.path.abspath(out))
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise UsageError("OUT %s: is not a directory" % out)
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError("OUT %s: cannot write in %s" % (out, parent))
+        tree = os.path.realpath(root)
+        for p in photos:
+            if os.path.commonpath([tree, os.path.realpath(p)]) == tree:
+                raise UsageError(
+                    "--replace: the photo %s is inside %s, which the new tree replaces: copy "
+                    "the photos elsewhere first" % (p, root)
+                )
+    check_output_dir("OUT", out)
 
 
 def write(out, photos, per_class, test_fraction, seed):
@@ -210,10 +220,10 @@ def main(argv=None):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise UsageError("two photos make the class %s: rename one" % dupes[0])
-        if args.per_class < 2:
+        if not 2 <= args.per_class <= MAX_PER_CLASS:
             raise UsageError(
-                "--per-class: expected 2 or more (a training and a test image), got %d"
-                % args.per_class
+                "--per-class: expected 2 (a training and a test image) to %d, got %d"
+                % (MAX_PER_CLASS, args.per_class)
             )
         n_test = test_images(args.per_class, args.test_fraction)
         if n_test >= args.per_class:
@@ -222,7 +232,7 @@ def main(argv=None):
                 "split, none in training; give more images or a smaller fraction"
                 % (args.per_class, args.test_fraction, args.per_class)
             )
-        check_out(args.out, args.replace)
+        check_out(args.out, args.replace, args.photos)
     except UsageError as e:
         print("photo_dataset.py: error: %s" % e, file=sys.stderr)
         return USAGE

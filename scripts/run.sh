@@ -62,10 +62,17 @@ fi
 
 if [ "$have_data" = 0 ]; then
   DATA_DIR=${DATA_DIR:-data/synthetic}
+  if [ -n "${SYNTH_PER_CLASS+x}" ] && ! [[ "$SYNTH_PER_CLASS" =~ ^[1-9][0-9]{0,5}$ ]]; then
+    echo "run.sh: error: SYNTH_PER_CLASS=$SYNTH_PER_CLASS: expected images per class, 1 to 999999" >&2
+    exit 2
+  fi
   per_class=${SYNTH_PER_CLASS:-$([ "$gpu" = 1 ] && echo 160 || echo 12)}
   if [ ! -f "$DATA_DIR/food-101/meta/train.txt" ]; then
     echo "run.sh: writing a synthetic Food-101 ($per_class images per class) to $DATA_DIR"
     "$BIN/food101_synth" --out "$DATA_DIR" --per-class "$per_class"
+  elif [ -n "${SYNTH_PER_CLASS+x}" ]; then
+    echo "run.sh: note: $DATA_DIR/food-101 exists and is used as it is; SYNTH_PER_CLASS applies to" \
+      "a new set only (delete $DATA_DIR/food-101, or give another DATA_DIR)" >&2
   fi
   args=(--data "$DATA_DIR" "${args[@]}")
 fi
@@ -74,7 +81,8 @@ if [ "$gpu" = 1 ]; then
   # The article's settings are train_resnet50's defaults: batch 128, 3 + 8 steps, 8 workers, ...
   exec "$BIN/train_resnet50" "${args[@]}"
 fi
-echo "run.sh: no CUDA device for this build: a short CPU run (batch 8, 112 px, 1 + 3 steps)"
+echo "run.sh: no CUDA device for this build: a short CPU run (batch 8, 112 px, 1 + 3 steps, unless" \
+  "your flags give others)"
 exec "$BIN/train_resnet50" --device cpu --batch-size 8 --image-size 112 --warmup 1 --steps 3 \
   --intra-op-threads "$(nproc 2>/dev/null || echo 1)" \
   --workers 2 "${args[@]}"

@@ -10,6 +10,10 @@ import hashlib
 import io
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 import unittest
 from unittest import mock
 
@@ -172,6 +176,67 @@ class PhotoDatasetTest(TempDirCase):
             "no image of the tree it replaced is left",
         )
         self.assertEqual(os.listdir(mine), ["food-101"])
+        # Its own tree made from photos inside it: --replace would delete its own inputs.
+        inside = [
+            os.path.join(mine, "food-101", "images", c, "%d.jpg" % i)
+            for i, c in ((0, "a"), (1, "b"))
+        ]
+        rc, _, err = self.run_main(mine, *inside, "--per-class", "4", "--replace")
+        self.assertEqual(rc, 2, err)
+        self.assertIn(
+            "--replace: the photo %s is inside %s, which the new tree replaces"
+            % (inside[0], os.path.join(mine, "food-101")),
+            err,
+        )
+        self.assertTrue(all(os.path.isfile(p) for p in inside))
+
+    def test_sigterm_leaves_no_temporary_tree(self):
+        a, b = self.photo("a.jpg", (10, 200, 10)), self.photo("b.jpg", (200, 10, 10))
+        out = os.path.join(self.tmp, "t")
+        script = os.path.join(os.path.dirname(photo_dataset.__file__), "photo_dataset.py")
+        proc = subprocess.Popen(
+            [sys.executable, script, out, a, b, "--per-class", "100000"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not (os.path.isdir(out) and os.listdir(out)) and time.monotonic() < deadline:
+                time.sleep(0.05)  # until the temporary tree is there
+            self.assertTrue(os.listdir(out), "no temporary tree appeared")
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+            proc.wait()
+        self.assertEqual(proc.returncode, 143, err)
+        self.assertIn("photo_dataset.py: terminated", err)
+        self.assertEqual(os.listdir(out), [])
+
+    def test_out_and_per_class_bounds(self):
+        a, b = self.photo("a.jpg", (10, 200, 10)), self.photo("b.jpg", (200, 10, 10))
+        # A missing OUT a few levels down is made, not called unwritable.
+        deep = os.path.join(self.tmp, "x", "y", "z")
+        rc, _, err = self.run_main(deep, a, b, "--per-class", "2")
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(os.path.isdir(os.path.join(deep, "food-101", "meta")))
+        afile = os.path.join(self.tmp, "afile")
+        with open(afile, "w") as f:
+            f.write("x")
+        for out, message in (
+            (afile, "OUT %s: is a regular file, expected a directory" % afile),
+            (os.path.join(afile, "sub"), "OUT %s:" % os.path.join(afile, "sub")),
+        ):
+            rc, _, err = self.run_main(out, a, b, "--per-class", "2")
+            self.assertEqual(rc, 2, err)
+            self.assertIn(message, err)
+        rc, _, err = self.run_main(
+            os.path.join(self.tmp, "big"), a, b, "--per-class", "99999999999999999999"
+        )
+        self.assertEqual(rc, 2)
+        self.assertIn("--per-class: expected 2 (a training and a test image) to 100000", err)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "big")))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,10 @@ INTERRUPTED = 130
 """128 + SIGINT (docs/failures.md's "128 + N" row): stopped by Ctrl-C; one line says so, not a
 traceback."""
 
+TERMINATED = 143
+"""128 + SIGTERM (the same row): stopped by `kill`, a scheduler or a timeout; as Ctrl-C, after the
+same cleanup."""
+
 # Every status above by name, for tests and tables.
 ALL = {
     "OK": OK,
@@ -37,16 +41,32 @@ ALL = {
     "CHECKS_FAILED": CHECKS_FAILED,
     "DEADLINE": DEADLINE,
     "INTERRUPTED": INTERRUPTED,
+    "TERMINATED": TERMINATED,
 }
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the script is, so that whatever undoes a Ctrl-C (a temporary tree
+    removed, a child process stopped) undoes it too."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
 
 
 def exit_with(main, prog):
     """sys.exit(main()); on Ctrl-C (KeyboardInterrupt, after whatever cleanup it unwound through)
-    one line, "PROG: interrupted", and INTERRUPTED."""
+    one line, "PROG: interrupted", and INTERRUPTED; on SIGTERM the same cleanup, "PROG: terminated"
+    and TERMINATED."""
+    import signal
     import sys
 
+    signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         status = main()
+    except Terminated:
+        sys.stderr.write("\n%s: terminated\n" % prog)
+        status = TERMINATED
     except KeyboardInterrupt:
         sys.stderr.write("\n%s: interrupted\n" % prog)
         status = INTERRUPTED

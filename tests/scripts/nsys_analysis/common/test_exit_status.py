@@ -73,6 +73,28 @@ class ExitStatusTest(unittest.TestCase):
             exit_status.exit_with(lambda: exit_status.USAGE, "x.py")
         self.assertEqual(e.exception.code, exit_status.USAGE)
 
+    def test_sigterm_unwinds_as_ctrl_c_does_and_is_143(self):
+        cleaned = []
+
+        def terminated():
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(1000):  # the handler runs between bytecodes
+                    pass
+            finally:
+                cleaned.append(True)
+            return exit_status.OK
+
+        previous = signal.getsignal(signal.SIGTERM)
+        self.addCleanup(signal.signal, signal.SIGTERM, previous)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as e:
+            exit_status.exit_with(terminated, "x.py")
+        self.assertEqual(e.exception.code, exit_status.TERMINATED)
+        self.assertEqual(e.exception.code, 128 + signal.SIGTERM)
+        self.assertEqual(err.getvalue(), "\nx.py: terminated\n")
+        self.assertEqual(cleaned, [True])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -10,48 +10,82 @@
 #   --port P       MASTER_PORT (default: MASTER_PORT if set, else a free port)
 #   --log-dir DIR  each rank's output to DIR/rank<r>.log as well as here
 #   --grace S      once a rank has failed, the others' time to end before SIGTERM (default 10)
+#   -h, --help     this text (anywhere before --; after it, an argument of PROGRAM)
 #
-# SIGINT and SIGTERM are passed on to every rank, as torchrun does. The ranks end on their own
+# A flag's value may follow it or an = (--port=29500); a flag given twice is a usage error.
+#
+# Each rank runs in its own process group, and a signal the launcher sends reaches that whole group
+# (a PROGRAM such as `nsys profile` and what it started, as torchrun does): SIGINT and SIGTERM
+# are passed on to every rank. The ranks end on their own
 # (a rank that dies or freezes makes the others stop within their --dist-peer-timeout-s, and a
 # rendezvous that cannot complete ends within --dist-timeout-s): this script waits for them. Once
 # a rank has exited nonzero, those still running S seconds later get SIGTERM and, S seconds after
-# that, SIGKILL, as torchrun's SIGTERM and SIGKILL (a frozen rank takes nothing else).
+# that, SIGKILL, as torchrun's SIGTERM and SIGKILL (a frozen rank takes nothing else). Processes a
+# rank left in its group when it ended get the same (SIGTERM 1 s after the last rank ended, SIGKILL
+# S seconds later): nothing a rank started outlives the launcher.
 # Each rank's log (--log-dir) is written in place by tee, a symlink followed; a directory, FIFO or socket
-# where a log goes is a usage error (scripts/lib/output_files.sh).
-# Exit status: 0 when every rank exited 0, else the first nonzero status by rank order (a rank
-# killed by a signal counts as 128 + the signal); 2 for usage errors, for a PROGRAM that is not
-# an executable file and for a --log-dir whose logs cannot be written (nothing is launched then).
+# where a log goes is a usage error (scripts/lib/output_files.sh). The signals leave tee alone: a
+# rank's last lines reach its log.
+# Exit status: 0 when every rank exited 0, else the status of the rank that failed first, the failure
+# that made the launcher stop the others (ranks it stopped then do not count; ranks seen ending in
+# the same check, every 0.05 s, count in rank order; a rank killed by a signal counts as
+# 128 + the signal); 2 for usage errors, for a PROGRAM that is not an executable file and for a
+# --log-dir whose logs cannot be written (nothing is launched then).
 set -uo pipefail
 # Job control: each rank in its own process group, with SIGINT not ignored (a plain background job
-# would ignore it); signals reach the ranks only through forward() below, as under torchrun.
+# would ignore it); signals reach the ranks only through signal_ranks() below, as under torchrun.
 set -m
 
-usage() { sed -n '7,12s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '7,15s/^# \{0,1\}//p' "$0"; }
 # shellcheck source=scripts/lib/output_files.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/output_files.sh"
 die_usage() { echo "launch_local.sh: error: $1" >&2; usage >&2; exit 2; }
 
+# --help wherever it is among the launcher's own arguments.
+for arg in "$@"; do
+  case "$arg" in
+    --) break ;;
+    -h | --help) usage; exit 0 ;;
+  esac
+done
 [ $# -ge 1 ] || die_usage "expected the number of ranks"
-case "$1" in -h|--help) usage; exit 0 ;; esac
 # N in base 10 whatever its leading zeros (bash arithmetic would read 010 as octal 8), checked by its
 # digits before any arithmetic (a 20-digit N overflows it); the normalised n is what the ranks see.
 n=${1#"${1%%[!0]*}"}
 if ! [[ $1 =~ ^[0-9]+$ && $n =~ ^[0-9]{1,2}$ ]] || [ "$n" -gt 64 ]; then die_usage "N: expected 1..64, got '$1'"; fi
 shift
 port=${MASTER_PORT:-}
+port_from=MASTER_PORT  # what the port's error names
 log_dir=""
 grace=10
+given=" "  # the flags seen, each once
 while [ $# -gt 0 ]; do
   case "$1" in
     --port | --log-dir | --grace)
+      flag=$1
       # `--port --log-dir d` is a forgotten value, not a port named --log-dir.
-      [ $# -ge 2 ] || die_usage "$1: expected a value"
-      [[ $2 != --* ]] || die_usage "$1: expected a value, got the flag '$2'"
-      [ -n "$2" ] || die_usage "$1: expected a value, got ''"
-      case "$1" in --port) port=$2 ;; --log-dir) log_dir=$2 ;; *) grace=$2 ;; esac
+      [ $# -ge 2 ] || die_usage "$flag: expected a value"
+      [[ $2 != --* ]] || die_usage "$flag: expected a value, got the flag '$2'"
+      value=$2
       shift 2 ;;
+    --port=* | --log-dir=* | --grace=*)
+      flag=${1%%=*} value=${1#*=}
+      shift ;;
     --) shift; break ;;
     *) die_usage "unknown argument '$1' (the program comes after --)" ;;
+  esac
+  [ -n "$value" ] || die_usage "$flag: expected a value, got ''"
+  case "$flag" in
+    --port) previous=$port ;;
+    --log-dir) previous=$log_dir ;;
+    *) previous=$grace ;;
+  esac
+  [[ $given != *" $flag "* ]] || die_usage "$flag: given twice ('$previous', then '$value')"
+  given+="$flag "
+  case "$flag" in
+    --port) port=$value port_from=--port ;;
+    --log-dir) log_dir=$value ;;
+    *) grace=$value ;;
   esac
 done
 [ $# -ge 1 ] || die_usage "expected a program after --"
@@ -74,7 +108,7 @@ if [ -z "$port" ]; then
 fi
 p=${port#"${port%%[!0]*}"}
 if ! [[ $port =~ ^[0-9]+$ && $p =~ ^[0-9]{1,5}$ ]] || [ "$p" -gt 65535 ]; then
-  die_usage "--port: expected 1..65535, got '$port'"
+  die_usage "$port_from: expected 1..65535, got '$port'"
 fi
 port=$p
 g=${grace#"${grace%%[!0]*}"}
@@ -89,16 +123,20 @@ if [ -n "$log_dir" ]; then
   done
 fi
 
-pids=()
-rcs=()  # each rank's exit status once it has ended
-forward() {  # pass a signal on to every rank still running
-  local sig=$1 r
+pids=()  # each rank's pid, which is also its process group's id (set -m)
+rcs=()   # each rank's exit status once it has ended
+gone=()  # 1 once a rank has ended and its process group holds nothing more
+# Sends signal $1 to the process group of every rank with something left in it (the rank, or what
+# it started); to the rank alone should its group not be its pid.
+signal_ranks() {
+  local r
   for r in "${!pids[@]}"; do
-    [ -n "${rcs[r]:-}" ] || kill "-$sig" "${pids[r]}" 2>/dev/null
+    [ -z "${gone[r]:-}" ] || continue
+    kill "-$1" -- "-${pids[r]}" 2>/dev/null || kill "-$1" "${pids[r]}" 2>/dev/null
   done
 }
-trap 'forward INT' INT
-trap 'forward TERM' TERM
+trap 'signal_ranks INT' INT
+trap 'signal_ranks TERM' TERM
 
 for ((r = 0; r < n; r++)); do
   (
@@ -107,7 +145,9 @@ for ((r = 0; r < n; r++)); do
     export TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_USE_AGENT_STORE=False
     export TORCHELASTIC_RUN_ID=${TORCHELASTIC_RUN_ID:-launch_local}
     if [ -n "$log_dir" ]; then
-      exec "$@" > >(tee "$log_dir/rank$r.log") 2>&1
+      # tee is in the rank's group: it ignores what the launcher sends, so that what the rank
+      # writes once signalled still reaches the log; it ends when the rank's output closes.
+      exec "$@" > >(trap '' INT TERM; exec tee "$log_dir/rank$r.log") 2>&1
     fi
     exec "$@"
   ) &
@@ -118,33 +158,82 @@ done
 # there every rank killed by a signal when it reaps it ("Killed ..."). Its own lines go to the copy.
 exec {stderr}>&2 2>/dev/null
 now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((10#$t / 1000)); }
+# Marks gone[r] for each ended rank whose process group has no process left, and sets lingering to
+# the number of those that still have one. Zombies do not count: where init does not reap orphans
+# (some containers), a killed grandchild stays one.
+check_groups() {
+  local r f stat rest state want=0
+  local -A live=()
+  lingering=0
+  for r in "${!pids[@]}"; do
+    if [ -n "${rcs[r]:-}" ] && [ -z "${gone[r]:-}" ]; then want=1; fi
+  done
+  [ "$want" -eq 1 ] || return 0
+  if [ -r /proc/self/stat ]; then
+    for f in /proc/[0-9]*/stat; do
+      IFS= read -r stat 2>/dev/null <"$f" || continue
+      rest=${stat##*) }           # state ppid pgrp ...
+      state=${rest%% *}
+      rest=${rest#* }; rest=${rest#* }
+      [ "$state" = Z ] || [ "$state" = X ] || live[${rest%% *}]=1
+    done
+  fi
+  for r in "${!pids[@]}"; do
+    if [ -z "${rcs[r]:-}" ] || [ -n "${gone[r]:-}" ]; then continue; fi
+    if [ -r /proc/self/stat ]; then
+      [ -n "${live[${pids[r]}]:-}" ] || { gone[r]=1; continue; }
+    else
+      kill -0 -- "-${pids[r]}" 2>/dev/null || { gone[r]=1; continue; }
+    fi
+    lingering=$((lingering + 1))
+  done
+}
 # Reap ranks as they end. Once one has failed, the others have $grace seconds to end on their own
 # (a rank that loses a peer names it and stops within its --dist-peer-timeout-s), then SIGTERM,
-# then SIGKILL as many seconds later.
-left=$n failed_at="" stage=0
-while [ "$left" -gt 0 ]; do
+# then SIGKILL as many seconds later, each to the rank's whole process group. Once every rank has
+# ended, what they left in their groups gets the same, from 1 s on (tee's last copy takes less).
+left=$n failed_at="" first="" stage=0 ended_at="" term_at="" kill_at=""
+while :; do
   for ((r = 0; r < n; r++)); do
     if [ -n "${rcs[r]:-}" ] || kill -0 "${pids[r]}" 2>/dev/null; then continue; fi
     wait "${pids[r]}"  # it has ended: its status at once
     rc=$?
     rcs[r]=$rc
     left=$((left - 1))
+    # The first failure is the run's: the ranks stopped because of it come later.
     if [ "$rc" -ne 0 ] && [ -z "$failed_at" ]; then failed_at=$(now_ms) first=$r; fi
   done
-  if [ -n "$failed_at" ] && [ "$left" -gt 0 ]; then
-    waited=$(($(now_ms) - failed_at))
-    if [ "$stage" -eq 0 ] && [ "$waited" -ge $((grace * 1000)) ]; then
-      echo "launch_local.sh: rank $first exited ${rcs[first]}; $left rank(s) still running ${grace} s later: SIGTERM" >&"$stderr"
-      forward TERM; stage=1
-    elif [ "$stage" -eq 1 ] && [ "$waited" -ge $((2 * grace * 1000)) ]; then
-      echo "launch_local.sh: $left rank(s) still running ${grace} s after SIGTERM: SIGKILL" >&"$stderr"
-      forward KILL; stage=2
-    fi
+  lingering=0
+  check_groups
+  if [ "$left" -eq 0 ] && [ "$lingering" -eq 0 ]; then break; fi
+  t=$(now_ms)
+  due=""
+  if [ "$left" -gt 0 ]; then
+    [ -z "$failed_at" ] || due=$((failed_at + grace * 1000))
+  else
+    [ -n "$ended_at" ] || ended_at=$t
+    due=$((ended_at + 1000))
   fi
-  [ "$left" -gt 0 ] && sleep 0.05
+  if [ "$stage" -eq 0 ] && [ -n "$due" ] && [ "$t" -ge "$due" ]; then
+    if [ "$left" -gt 0 ]; then
+      echo "launch_local.sh: rank $first exited ${rcs[first]}; $left rank(s) still running ${grace} s later: SIGTERM" >&"$stderr"
+    else
+      echo "launch_local.sh: every rank has ended, but the process groups of $lingering still hold processes: SIGTERM" >&"$stderr"
+    fi
+    signal_ranks TERM; stage=1 term_at=$t
+  elif [ "$stage" -eq 1 ] && [ "$t" -ge $((term_at + grace * 1000)) ]; then
+    if [ "$left" -gt 0 ]; then
+      echo "launch_local.sh: $left rank(s) still running ${grace} s after SIGTERM: SIGKILL" >&"$stderr"
+    else
+      echo "launch_local.sh: processes left by $lingering rank(s) still running ${grace} s after SIGTERM: SIGKILL" >&"$stderr"
+    fi
+    signal_ranks KILL; stage=2 kill_at=$t
+  elif [ "$stage" -eq 2 ] && [ "$left" -eq 0 ] && [ "$t" -ge $((kill_at + 5000)) ]; then
+    # Only what SIGKILL cannot end yet (a process in the kernel's uninterruptible sleep) is left.
+    echo "launch_local.sh: processes left by $lingering rank(s) still there 5 s after SIGKILL: not waiting for them" >&"$stderr"
+    break
+  fi
+  sleep 0.05
 done
-status=0
-for ((r = 0; r < n; r++)); do
-  if [ "${rcs[r]}" -ne 0 ] && [ "$status" -eq 0 ]; then status=${rcs[r]}; fi
-done
-exit "$status"
+if [ -n "$failed_at" ]; then exit "${rcs[first]}"; fi
+exit 0

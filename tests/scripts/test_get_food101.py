@@ -14,14 +14,18 @@ import hashlib
 import io
 import os
 import random
+import shlex
 import shutil
+import signal
+import socket
 import stat
 import subprocess
 import tarfile
 import tempfile
+import time
 import unittest
 
-from scripts.support.testutil import AS_UNPRIVILEGED, REPO, ScratchCase
+from scripts.support.testutil import AS_UNPRIVILEGED, REPO, ScratchCase, alive
 
 SCRIPT = os.path.join(REPO, "scripts", "get_food101.sh")
 BASH = shutil.which("bash") or "/bin/bash"
@@ -171,7 +175,7 @@ class GetFood101Test(ScratchCase):
         os.chmod(self.tree, 0o755)
         os.remove(self.marker)
         os.chmod(self.tree, 0o555)
-        r = self.fetch(prefix=AS_UNPRIVILEGED)
+        r = self.fetch(None, None, "--replace", prefix=AS_UNPRIVILEGED)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn(
             "get_food101.sh: error: cannot write in %s (creating the lock file" % self.out, r.stderr
@@ -188,7 +192,7 @@ class GetFood101Test(ScratchCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("nothing to do", r.stdout)
         os.remove(self.marker)
-        r = self.fetch()
+        r = self.fetch(None, None, "--replace")
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("cannot create the lock file %s" % lock, r.stderr)
 
@@ -298,15 +302,65 @@ class GetFood101Test(ScratchCase):
         self.assertNotIn("food-101/images/", r.stderr)
         self.assert_not_installed()
 
-    def test_tree_without_marker_is_replaced(self):
+    def test_tree_without_marker_is_refused_without_replace(self):
+        # A food-101/ the script did not make (no marker) may hold the user's files: it is left as
+        # it is, before anything is downloaded.
+        os.makedirs(os.path.join(self.tree, "images"))
+        notes = os.path.join(self.tree, "MY_NOTES.txt")
+        with open(notes, "w") as f:
+            f.write("notes\n")
+        r = self.fetch()
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn(
+            "get_food101.sh: error: %s exists without the completion marker %s"
+            % (self.tree, self.marker),
+            r.stderr,
+        )
+        self.assertIn("--replace", r.stderr)
+        with open(notes) as f:
+            self.assertEqual(f.read(), "notes\n")
+        self.assertFalse(os.path.exists(os.path.join(self.out, "food-101.tar.gz")))
+        self.assert_no_staging()
+
+    def test_tree_without_marker_is_replaced_with_replace(self):
         os.makedirs(os.path.join(self.tree, "images"))
         with open(os.path.join(self.tree, "half-extracted.jpg"), "w") as f:
             f.write("x")
-        r = self.fetch()
+        r = self.fetch(None, None, "--replace")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("without the completion marker", r.stdout)
         self.assertFalse(os.path.exists(os.path.join(self.tree, "half-extracted.jpg")))
         self.assert_complete()
+
+    def test_an_empty_tree_directory_is_replaced(self):
+        os.makedirs(self.tree)
+        r = self.fetch()
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assert_complete()
+
+    def test_nothing_is_deleted_through_a_symlinked_tree(self):
+        # A food-101 link to a tree without the marker: refused, --replace included; its target
+        # is left as it is.
+        os.makedirs(self.out)
+        target = os.path.join(self.tmp, "mine")
+        os.makedirs(os.path.join(target, "images"))
+        with open(os.path.join(target, "MY_NOTES.txt"), "w") as f:
+            f.write("notes\n")
+        os.symlink(target, self.tree)
+        for extra in ((), ("--replace",)):
+            with self.subTest(extra=extra):
+                r = self.fetch(None, None, *extra)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn("%s is a symlink to %s" % (self.tree, target), r.stderr)
+                self.assertIn("nothing is deleted through a link", r.stderr)
+                self.assertEqual(sorted(os.listdir(target)), ["MY_NOTES.txt", "images"])
+                self.assertTrue(os.path.islink(self.tree))
+        self.assertEqual(glob.glob(os.path.join(self.tmp, ".food-101.*")), [])
+
+    def test_replace_takes_no_value(self):
+        r = self.run_script("--replace=yes")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("--replace: takes no value, got 'yes'", r.stderr)
 
     def test_marker_of_another_archive_is_replaced(self):
         self.assertEqual(self.fetch().returncode, 0)
@@ -388,6 +442,166 @@ class GetFood101Test(ScratchCase):
             r.stderr,
         )
         self.assert_not_installed()
+
+    def test_a_part_larger_than_the_source_starts_over(self):
+        # curl cannot resume it (exit 36): every run used to fail until it was deleted by hand.
+        os.makedirs(self.out)
+        part = os.path.join(self.out, "food-101.tar.gz.part")
+        with open(part, "wb") as f:
+            f.write(b"x" * (os.path.getsize(self.archive) + 1000))
+        r = self.fetch()
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("cannot be resumed from file://%s (curl exit 36" % self.archive, r.stdout)
+        self.assertIn("downloading it from the start", r.stdout)
+        self.assert_complete()
+
+    def test_a_url_that_is_not_a_regular_file_is_refused(self):
+        # curl would block on a FIFO forever.
+        fifo = os.path.join(self.tmp, "food-101.fifo")
+        os.mkfifo(fifo)
+        for path in (fifo, self.tmp):
+            with self.subTest(path=path):
+                r = self.fetch(archive=path)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn("--url: %s is not a regular file" % path, r.stderr)
+        self.assert_not_installed()
+        self.assertFalse(os.path.exists(os.path.join(self.out, "food-101.tar.gz.part")))
+
+    def stalled_server(self):
+        """A listener on 127.0.0.1 that accepts connections (the kernel does) and never answers;
+        closed at the end of the test. Returns its URL."""
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        self.addCleanup(listener.close)
+        return "http://127.0.0.1:%d/food-101.tar.gz" % listener.getsockname()[1]
+
+    def children(self, pid):
+        """The pids whose parent is pid."""
+        found = []
+        for entry in os.listdir("/proc"):
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+        return found
+
+    def test_a_stalled_download_fails_naming_the_url(self):
+        # The real curl, its low-speed window shortened (and no retries) by a wrapper that records
+        # the script's arguments: a server that never answers fails in seconds, not never.
+        real = shutil.which("curl")
+        log = os.path.join(self.tmp, "curl_args")
+        self.fake(
+            "curl",
+            "import os, sys\n"
+            "args = sys.argv[1:]\n"
+            "open(%r, 'w').write(repr(args))\n"
+            "for flag, value in (('--speed-time', '1'), ('--retry', '0')):\n"
+            "    if flag in args:\n"
+            "        args[args.index(flag) + 1] = value\n"
+            "os.execv(%r, [%r] + args)\n" % (log, real, real),
+        )
+        url = self.stalled_server()
+        env = dict(os.environ, PATH=self.bin + os.pathsep + os.environ["PATH"])
+        r = self.run_script("--out", self.out, "--url", url, "--md5", self.md5, env=env)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("the download of %s stalled" % url, r.stderr)
+        self.assertIn("curl exit 28", r.stderr)
+        with open(log) as f:
+            args = f.read()
+        for pair in (
+            "'--connect-timeout', '30'",
+            "'--speed-limit', '1024'",
+            "'--speed-time', '60'",
+        ):
+            self.assertIn(pair, args)
+        self.assert_not_installed()
+
+    def test_a_signal_ends_a_hanging_download_at_once(self):
+        url = self.stalled_server()
+        proc = subprocess.Popen(
+            [BASH, SCRIPT, "--out", self.out, "--url", url, "--md5", self.md5],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.kill_at_end(proc.pid)
+        deadline = time.monotonic() + 30
+        curl = []
+        while not curl:
+            self.assertLess(time.monotonic(), deadline, "curl did not start")
+            curl = [
+                c
+                for c in self.children(proc.pid)
+                if open("/proc/%d/comm" % c).read().strip() == "curl"
+            ]
+            time.sleep(0.05)
+        self.kill_at_end(*curl)
+        time.sleep(0.3)  # curl is connected and waiting
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)  # it hung until curl's own end
+        self.assertEqual(proc.returncode, 143, out + err)
+        deadline = time.monotonic() + 10
+        while alive(curl[0]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertFalse(alive(curl[0]), "curl outlived the script")
+        self.assert_not_installed()
+
+    def archive_with_marker(self, name, add_marker):
+        """Copies the archive with a food-101/.complete of its own (add_marker(tar, info))."""
+        path = os.path.join(self.tmp, name)
+        with tarfile.open(self.archive) as src, tarfile.open(path, "w:gz") as dst:
+            for member in src.getmembers():
+                dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+            info = tarfile.TarInfo("food-101/.complete")
+            add_marker(dst, info)
+        return path
+
+    def test_a_marker_that_cannot_be_written_is_the_scripts_error(self):
+        # A .complete directory in the archive makes the marker's write fail, as a full disk does:
+        # the script's message, not bash's, and nothing installed.
+        def as_directory(tar, info):
+            info.type = tarfile.DIRTYPE
+            info.mode = 0o755
+            tar.addfile(info)
+
+        archive = self.archive_with_marker("dir_marker.tar.gz", as_directory)
+        r = self.fetch(archive, md5_of(archive))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("get_food101.sh: error: cannot write the completion marker", r.stderr)
+        self.assertIn("nothing was installed in " + self.tree, r.stderr)
+        self.assertNotIn("line ", r.stderr)
+        self.assert_not_installed()
+
+    def test_the_archives_own_marker_is_not_written_through(self):
+        # A .complete link in the archive (to /dev/full: every write ENOSPC) is replaced by the
+        # script's marker, not written through.
+        def as_link(tar, info):
+            info.type = tarfile.SYMTYPE
+            info.linkname = "/dev/full"
+            tar.addfile(info)
+
+        archive = self.archive_with_marker("link_marker.tar.gz", as_link)
+        md5 = md5_of(archive)
+        r = self.fetch(archive, md5)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertFalse(os.path.islink(self.marker))
+        self.assert_complete(md5)
+
+    def test_the_closing_hint_quotes_the_directory(self):
+        self.out = os.path.join(self.tmp, "g 1", "\u00fc's")
+        self.tree = os.path.join(self.out, "food-101")
+        self.marker = os.path.join(self.tree, ".complete")
+        r = self.fetch()
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        hint = [line for line in r.stdout.splitlines() if "scripts/run.sh --data" in line]
+        self.assertEqual(len(hint), 1, r.stdout)
+        words = shlex.split(hint[0].split(": ", 1)[1])
+        self.assertEqual(words[:3], ["scripts/run.sh", "--data", self.out])
+        self.assertEqual(words[-3:], ["build/bin/train_resnet50", "--data", self.out])
 
     def tool_path(self, *tools):
         """A PATH holding only the named programs (links to the real ones)."""

@@ -12,12 +12,13 @@ Run: /usr/bin/python3 -m pytest -q tests/scripts/test_launch_local.py
 
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import time
 import unittest
 
-from scripts.support.testutil import REPO, ScratchCase
+from scripts.support.testutil import REPO, ScratchCase, alive
 
 SCRIPT = os.path.join(REPO, "scripts", "launch_local.sh")
 BASH = shutil.which("bash") or "/bin/bash"
@@ -100,6 +101,58 @@ class LaunchLocalTest(ScratchCase):
                 self.assertIn("usage: scripts/launch_local.sh N", r.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "logs")))
 
+    def test_master_port_from_the_environment_is_named_as_such(self):
+        r = subprocess.run(
+            [BASH, SCRIPT, "2", "--", "true"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            stdin=subprocess.DEVNULL,
+            cwd=self.tmp,
+            env=dict(os.environ, MASTER_PORT="abc"),
+        )
+        self.assert_usage_error(r, "MASTER_PORT: expected 1..65535, got 'abc'")
+
+    def test_flag_equals_value_forms(self):
+        r = self.launch(
+            "2", "--port=29513", "--grace=3", "--log-dir=logs", "--", SH, "-c", PRINT_ENV
+        )
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.ranks(r), [(k, k, 2, 2, 29513) for k in range(2)])
+        self.assertTrue(os.path.isfile(os.path.join(self.tmp, "logs", "rank1.log")))
+        for args, message in (
+            (["--port="], "--port: expected a value, got ''"),
+            (["--grace=x", "--", "true"], "--grace: expected seconds, 0..9999, got 'x'"),
+        ):
+            with self.subTest(args=args):
+                self.assert_usage_error(self.launch("2", *args), message)
+
+    def test_a_flag_given_twice_is_refused(self):
+        for args, message in (
+            (["--port", "1", "--port", "2"], "--port: given twice ('1', then '2')"),
+            (["--grace=1", "--grace", "1"], "--grace: given twice ('1', then '1')"),
+            (["--log-dir", "a", "--log-dir=b"], "--log-dir: given twice ('a', then 'b')"),
+        ):
+            with self.subTest(args=args):
+                self.assert_usage_error(self.launch("2", *args, "--", "true"), message)
+
+    def test_help_anywhere_before_the_program(self):
+        for args in (
+            ["--help"],
+            ["-h"],
+            ["1", "--help"],
+            ["2", "--port", "5", "-h", "--", "x"],
+            ["x", "--help"],
+        ):
+            with self.subTest(args=args):
+                r = self.launch(*args)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertTrue(r.stdout.startswith("usage: scripts/launch_local.sh N"), r.stdout)
+                self.assertIn("--grace S", r.stdout)
+        # After --, --help is the program's.
+        r = self.launch("1", "--", SH, "-c", 'echo "$1"', "sh", "--help")
+        self.assertEqual((r.returncode, r.stdout), (0, "--help\n"), r.stderr)
+
     def test_a_program_that_cannot_run_is_named_before_any_launch(self):
         not_exe = os.path.join(self.tmp, "notes.txt")
         with open(not_exe, "w") as f:
@@ -153,9 +206,90 @@ class LaunchLocalTest(ScratchCase):
         self.assert_usage_error(r, "--log-dir: logs/rank2.log: is a directory")
         self.assertTrue(os.path.isdir(os.path.join(logs, "rank2.log")))
 
-    def test_the_first_failing_ranks_status(self):
-        r = self.launch("3", "--", SH, "-c", "exit $((RANK == 0 ? 0 : 3 + RANK))")
-        self.assertEqual(r.returncode, 4, r.stderr)
+    def test_the_status_of_the_rank_that_failed_first(self):
+        # Rank 2 fails at once, rank 1 a second later: rank 2's status, not the first by rank order.
+        rank = "case $RANK in 0) exit 0 ;; 1) sleep 1; exit 4 ;; *) exit 5 ;; esac"
+        r = self.launch("3", "--grace", "30", "--", SH, "-c", rank)
+        self.assertEqual(r.returncode, 5, r.stderr)
+
+    def test_ranks_the_launcher_stopped_do_not_mask_the_failure(self):
+        # Rank 1 exits 3; rank 0, SIGTERMed by the launcher, ends 143: the run's status is 3.
+        r = self.launch(
+            "2", "--grace", "1", "--", SH, "-c", '[ "$RANK" = 1 ] && exit 3; exec sleep 30'
+        )
+        self.assertEqual(r.returncode, 3, r.stderr)
+
+    def descendants(self, n):
+        """The pids the ranks of a RANK_WITH_CHILD run wrote (rank order), once all are written;
+        SIGKILLed at the end of the test if still running."""
+        deadline = time.monotonic() + 30
+        files = [os.path.join(self.tmp, "child%d" % k) for k in range(n)]
+        while not all(os.path.exists(f) and os.path.getsize(f) for f in files):
+            self.assertLess(time.monotonic(), deadline, "the ranks did not start their children")
+            time.sleep(0.05)
+        pids = []
+        for f in files:
+            with open(f) as fh:
+                pids.append(int(fh.read()))
+        return self.kill_at_end(*pids)
+
+    def assert_gone(self, pids):
+        # SIGKILLed processes may take a moment to go on a busy machine: a generous bound.
+        deadline = time.monotonic() + 10
+        while any(alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(
+            [p for p in pids if alive(p)], [], "processes the ranks started outlived them"
+        )
+
+    def test_a_failure_stops_the_other_ranks_whole_process_group(self):
+        # Rank 0 waits on a child (as nsys waits on train_resnet50); rank 1 fails. The launcher's
+        # SIGTERM must reach the child too, not only rank 0's shell.
+        rank = (
+            'if [ "$RANK" = 1 ]; then while [ ! -s child0 ]; do sleep 0.05; done; exit 3; fi; '
+            "sleep 30 >/dev/null 2>&1 & echo $! > child0; wait"
+        )
+        r = self.launch("2", "--grace", "1", "--", SH, "-c", rank, timeout=40)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assert_gone(self.descendants(1))
+
+    def test_a_signal_to_the_launcher_reaches_every_ranks_process_group(self):
+        # Each rank's shell waits on a child; SIGTERM to the launcher must end both, and a rank's
+        # last words after the signal still reach its log (tee is not stopped with it).
+        rank = (
+            "sleep 31 >/dev/null 2>&1 & echo $! > child$RANK; "
+            "trap 'echo rank $RANK stopping; exit 7' TERM; wait"
+        )
+        launcher = subprocess.Popen(
+            [BASH, SCRIPT, "2", "--log-dir", "logs", "--", SH, "-c", rank],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=self.tmp,
+        )
+        self.kill_at_end(launcher.pid)
+        children = self.descendants(2)
+        launcher.send_signal(signal.SIGTERM)
+        out, err = launcher.communicate(timeout=30)
+        self.assertEqual(launcher.returncode, 7, err)
+        self.assert_gone(children)
+        for k in range(2):
+            with open(os.path.join(self.tmp, "logs", "rank%d.log" % k)) as f:
+                self.assertIn("rank %d stopping" % k, f.read())
+
+    def test_processes_left_behind_by_a_rank_are_stopped(self):
+        # Rank 0 ends at once, leaving a child that ignores SIGTERM: SIGTERM, then SIGKILL --grace
+        # seconds later, and the launcher says so.
+        rank = (
+            '[ "$RANK" = 0 ] || exit 0; '
+            "(trap '' TERM; exec sleep 32) >/dev/null 2>&1 & echo $! > child0"
+        )
+        r = self.launch("2", "--grace", "1", "--", SH, "-c", rank, timeout=40)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assert_gone(self.descendants(1))
+        self.assertIn("still hold processes: SIGTERM", r.stderr)
+        self.assertIn("SIGKILL", r.stderr)
 
     def test_ranks_still_running_after_one_failed_get_sigterm_then_sigkill(self):
         # Rank 0 fails at once; rank 1 ignores SIGTERM (as a frozen rank would), rank 2 does not.

@@ -52,11 +52,12 @@ const std::vector<ExitStatusRow>& exit_status_table() {
        "`train_resnet50`, `get_food101.sh`, `launch_local.sh`; the Python scripts (130 on Ctrl-C)",
        "stopped by signal N: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP (`train_resnet50` "
        "drains the device, finishes the checkpoint of an epoch whose training is done and writes "
-       "its report first; `launch_local.sh` forwards the signal to its ranks; a Python "
-       "script says `interrupted` in one line, no traceback)"},
+       "its report first; `launch_local.sh` forwards the signal to its ranks' process groups; "
+       "a Python script removes what it had half written and says `interrupted`, or "
+       "`terminated` for SIGTERM, in one line, no traceback)"},
       {"the child's", "`profile.sh`, `launch_local.sh`, `run.sh`, `python_tests.sh`, `test.sh`",
        "the status of the program they ran (`profile.sh`: the profiled program's or torchrun's; "
-       "`launch_local.sh`: the first rank, in rank order, that failed)"},
+       "`launch_local.sh`: the rank that failed first, not those it then stopped)"},
   };
   return rows;
 }

@@ -485,7 +485,7 @@ TEST_F(DistLivenessTest, UnderLaunchLocalAFrozenRankEndsEverything) {
   const auto t = Clock::now();
   ASSERT_TRUE(launcher.wait(40)) << "the launcher still waits 40 s later";
   EXPECT_LT(seconds_since(t), 10.0 + 2 * 2 + 1);
-  EXPECT_EQ(launcher.exit_code(), 3) << launcher.err();  // rank 0's, the first by rank order
+  EXPECT_EQ(launcher.exit_code(), 3) << launcher.err();  // rank 0's, the first to fail
   EXPECT_EQ(first_line(launcher.err()).rfind("train_resnet50 (rank 0): error: rank 1 missing", 0),
             0u)
       << launcher.err();

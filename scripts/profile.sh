@@ -25,5 +25,7 @@ if ! py=$(find_python json); then
   exit 2
 fi
 # scripts/ first on the module path (not through PYTHONPATH, which the profiled program would inherit).
+# exec: profile.sh's pid is the interpreter's, so that a signal sent to it alone is handled there
+# (SIGINT and SIGTERM passed on to the command running, waited for, then 130 or 143).
 exec "$py" -c 'import sys; sys.path.insert(0, sys.argv.pop(1)); from nsys_analysis.profile.main import run; run()' \
   "$script_dir" "$@"

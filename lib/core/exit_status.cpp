@@ -49,12 +49,13 @@ const std::vector<ExitStatusRow>& exit_status_table() {
       {"4", "`sweep.py --deadline`",
        "the deadline passed before every run of the plan was made (`--resume` finishes it)"},
       {"128 + N",
-       "`train_resnet50`, `get_food101.sh`, `launch_local.sh`; the Python scripts (130 on Ctrl-C)",
+       "`train_resnet50`, `get_food101.sh`, `launch_local.sh`, `profile.sh`; the Python scripts "
+       "(130 on Ctrl-C)",
        "stopped by signal N: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP (`train_resnet50` "
        "drains the device, finishes the checkpoint of an epoch whose training is done and writes "
-       "its report first; `launch_local.sh` forwards the signal to its ranks' process groups; "
-       "a Python script removes what it had half written and says `interrupted`, or "
-       "`terminated` for SIGTERM, in one line, no traceback)"},
+       "its report first; `launch_local.sh` forwards the signal to its ranks' process groups, "
+       "`profile.sh` to nsys's; a Python script removes what it had half written and says "
+       "`interrupted`, or `terminated` for SIGTERM, in one line, no traceback)"},
       {"the child's", "`profile.sh`, `launch_local.sh`, `run.sh`, `python_tests.sh`, `test.sh`",
        "the status of the program they ran (`profile.sh`: the profiled program's or torchrun's; "
        "`launch_local.sh`: the rank that failed first, not those it then stopped)"},

@@ -14,12 +14,14 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
+import time
 import unittest
 
-from scripts.support.testutil import ANSWER_PRINT_CONFIG, REPO, ScratchCase
+from scripts.support.testutil import ANSWER_PRINT_CONFIG, REPO, ScratchCase, alive
 
 # Synthetic exports stand in for real nsys exports.
 from scripts.support.nsys_exports import rank_export, tracer_cost_export
@@ -61,7 +63,9 @@ RANK_ENV = (
 # $FAKE_NSYS_NO_REP is set, or $FAKE_NSYS_NO_REP_RANK is this $RANK, as when the program never calls
 # cudaProfilerStart) and returns the command's status. `export` copies, when $FAKE_NSYS_SQLITE_DIR
 # is set, its rank<r>.sqlite for an output named *.rank<r>.sqlite, its capture<k>.sqlite for
-# *.<k>.sqlite (profile.sh --repeat).
+# *.<k>.sqlite (profile.sh --repeat). `profile` exits 1 after its command succeeded when
+# $FAKE_NSYS_PROFILE_FAIL is set (nsys itself failing); `stats` writes no CSV when
+# $FAKE_NSYS_NO_CSV is set (as real nsys stats skips a report without data, still exiting 0).
 FAKE_NSYS = r"""
 import json, os, re, shutil, subprocess, sys
 args = sys.argv[1:]
@@ -81,7 +85,7 @@ if args[0] == "profile":
     no_rep_here = os.environ.get("RANK") == os.environ.get("FAKE_NSYS_NO_REP_RANK", "-")
     if not os.environ.get("FAKE_NSYS_NO_REP") and not no_rep_here:
         open(output + ".nsys-rep", "w").write("rep")
-    sys.exit(rc)
+    sys.exit(1 if os.environ.get("FAKE_NSYS_PROFILE_FAIL") else rc)
 if args[0] == "export":
     m = re.search(r"\.rank(\d+)\.sqlite$", opt("--output"))
     k = re.search(r"\.(\d+)\.sqlite$", opt("--output"))
@@ -93,7 +97,7 @@ if args[0] == "export":
                                  "capture%s.sqlite" % k.group(1)), opt("--output"))
     else:
         open(opt("--output"), "w").write("sqlite")
-if args[0] == "stats":
+if args[0] == "stats" and not os.environ.get("FAKE_NSYS_NO_CSV"):
     for report in opt("--report").split(","):
         open("%s_%s.csv" % (opt("--output"), report), "w").write("csv")
 """
@@ -119,7 +123,9 @@ sys.exit(1 if [p.wait() for p in procs] != [0] * n else 0)
 # --report; as rank $RANK, REPORT.rank<r>.json with a dist section) and for the Python reference
 # (prints a JSON line). Each run is ["train", its report, under nsys] in $FAKE_ORDER_LOG when set;
 # its images/s are 123, or the next of $FAKE_IPS (comma-separated, one per run in order; the count
-# in $FAKE_IPS_STATE). --fail exits 3, --fail-untraced 4 when not under nsys.
+# in $FAKE_IPS_STATE). --fail exits 3, --fail-untraced 4 when not under nsys. --hang writes its pid
+# to $FAKE_PIDFILE, then sleeps a minute before it writes its report (a run still going when
+# profile.sh is signalled).
 FAKE_TRAIN = (
     ANSWER_PRINT_CONFIG
     + r"""
@@ -130,6 +136,12 @@ if "--fail" in args:
     sys.exit(3)
 if "--fail-untraced" in args and not traced:
     sys.exit(4)
+if "--hang" in args:
+    import time
+    with open(os.environ["FAKE_PIDFILE"] + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(os.environ["FAKE_PIDFILE"] + ".tmp", os.environ["FAKE_PIDFILE"])
+    time.sleep(60)
 path = [a.split("=", 1)[1] if a.startswith("--report=") else args[i + 1]
         for i, a in enumerate(args) if a == "--report" or a.startswith("--report=")][-1]
 if os.environ.get("FAKE_ORDER_LOG"):
@@ -163,6 +175,42 @@ print(json.dumps({"workers": 8, "steps": 8, "images_per_s": 4236.5 if traced els
 print("done")
 """
 
+# A stand-in for train_resnet50 that reads its flags as the real one's parser (cxxopts) does: a
+# flag of VALUED takes the next word as its value whatever it is (a missing one: "Option 'X' is
+# missing an argument", exit 2), --print-config[=BOOL] anywhere, the last of a repeated flag wins.
+# A run that is not --print-config trains: it appends its arguments to $FAKE_TRAINED and writes its
+# --report.
+FAKE_STRICT_TRAIN = r"""
+import json, os, sys
+VALUED = ("--report", "--checkpoint-dir", "--data", "--steps", "--torch-profiler-trace")
+args = sys.argv[1:]
+config = {"data": "", "cuda_graph": False, "report": "", "checkpoint_dir": "", "resume": False,
+          "torch_profiler_trace": ""}
+print_config = False
+i = 0
+while i < len(args):
+    name, eq, value = args[i].partition("=")
+    if name in VALUED and not eq:
+        if i + 1 >= len(args):
+            print("train_resnet50: Option '%s' is missing an argument" % name[2:], file=sys.stderr)
+            sys.exit(2)
+        i += 1
+        value = args[i]
+    if name == "--print-config":
+        print_config = not eq or value in ("true", "1", "yes", "on")
+    elif name in VALUED:
+        config[name[2:].replace("-", "_")] = value
+    i += 1
+if print_config:
+    print(json.dumps(config))
+    sys.exit(0)
+with open(os.environ["FAKE_TRAINED"], "a") as f:
+    f.write(json.dumps(args) + "\n")
+if config["report"]:
+    with open(config["report"], "w") as f:
+        f.write("{}")
+"""
+
 
 class ProfileShCase(ScratchCase):
     """A temporary directory with the fake nsys first on PATH, the fake programs, and profile.sh's
@@ -180,7 +228,18 @@ class ProfileShCase(ScratchCase):
         self.torchrun_log = os.path.join(self.tmp, "torchrun_calls.jsonl")
         self.prefix = os.path.join(self.tmp, "out", "run1")
 
-    def run_sh(self, *args, path=None, **env):
+    def run_sh(self, *args, path=None, cwd=None, **env):
+        return subprocess.run(
+            [BASH, SCRIPT] + list(args),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=self.sh_env(path, **env),
+            cwd=cwd,
+        )
+
+    def sh_env(self, path=None, **env):
+        """profile.sh's environment: the fakes first on PATH (or path), their logs, env added."""
         e = dict(
             os.environ,
             FAKE_NSYS_LOG=self.log,
@@ -192,9 +251,7 @@ class ProfileShCase(ScratchCase):
         for name in ("TRAIN_BIN", "FAKE_PRINT_CONFIG") + RANK_ENV:
             e.pop(name, None)
         e.update(env)
-        return subprocess.run(
-            [BASH, SCRIPT] + list(args), capture_output=True, text=True, timeout=60, env=e
-        )
+        return e
 
     def calls(self, log=None):
         with open(log or self.log) as f:
@@ -321,7 +378,7 @@ class ProfileShTest(ProfileShCase):
     def test_program_failure_status(self):
         r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--fail")
         self.assertEqual(r.returncode, 3)
-        self.assertIn("the profiled program failed (exit 3)", r.stderr)
+        self.assertIn("nsys profile (nsys or the profiled program) failed (exit 3)", r.stderr)
         self.assertEqual(len(self.calls()), 1)  # no export or stats after a failed run
 
     def test_capture_never_started(self):
@@ -368,7 +425,7 @@ class ProfileShTest(ProfileShCase):
             ],
         )
         # Even a dry run asks the binary for the configuration, with the run's flags.
-        self.assertEqual(self.calls(self.config_log), [["--steps", "8", "--print-config"]])
+        self.assertEqual(self.calls(self.config_log), [["--print-config", "--steps", "8"]])
 
     def test_lean_drops_the_os_runtime_trace_and_nsys_opt_adds_options(self):
         """--lean captures with --trace=cuda,nvtx and the article's other options; --nsys-opt adds
@@ -425,7 +482,7 @@ class ProfileShTest(ProfileShCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(
             self.calls(self.config_log),
-            [["--workers", "8", "--cuda-graph", "--steps", "3", "--print-config"]],
+            [["--print-config", "--workers", "8", "--cuda-graph", "--steps", "3"]],
         )
         profile = self.calls()[0]
         self.assertNotIn("--print-config", profile)
@@ -553,7 +610,7 @@ class ProfileShTest(ProfileShCase):
                     "train_resnet50: error: --cuda-graph: expected true or false, got 'maybe'",
                 )
                 self.assertIn(
-                    "profile.sh: error: %s --cuda-graph=maybe --print-config failed (exit 2)"
+                    "profile.sh: error: %s --print-config --cuda-graph=maybe failed (exit 2)"
                     % self.train,
                     r.stderr,
                 )
@@ -1276,7 +1333,11 @@ class ProfileShRanksTest(ProfileShCase):
         os.remove(self.log)
         r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--nproc", "2", "--fail")
         self.assertEqual(r.returncode, 1)
-        self.assertIn("the profiled program failed (exit 1 from torchrun)", r.stderr)
+        self.assertIn(
+            "the ranks' nsys profile (the launcher, nsys or the profiled program) failed (exit 1 "
+            "from torchrun)",
+            r.stderr,
+        )
         os.remove(self.log)
         r = self.run_sh(
             "--prefix",
@@ -1291,7 +1352,7 @@ class ProfileShRanksTest(ProfileShCase):
         self.assertEqual(
             r.returncode, 3
         )  # launch_local.sh passes the first failing rank's status on
-        self.assertIn("the profiled program failed (exit 3 from local)", r.stderr)
+        self.assertIn("the profiled program) failed (exit 3 from local)", r.stderr)
 
     @unittest.skipUnless(HAVE_MPL, "matplotlib not installed for %s" % sys.executable)
     def test_nproc_analyze(self):
@@ -1328,6 +1389,260 @@ class ProfileShRanksTest(ProfileShCase):
             self.assertIn("analysis:    %s.rank%d_analysis/summary.md" % (p, rank), r.stdout)
         self.assertIn("ranks:       %s_ranks_analysis/ranks.md" % p, r.stdout)
         self.assertFalse(os.path.exists(p + "_analysis"))
+
+
+class ProfileShGuardTest(ProfileShCase):
+    """What profile.sh checks before it touches anything (the probe of the binary that never trains,
+    outputs inside the dataset or named twice, --nproc's bound, a % in --prefix), what it removes
+    and lists, and how it stops on a signal sent to it alone."""
+
+    def setUp(self):
+        super().setUp()
+        self.strict = self.fake(
+            "train_resnet50", FAKE_STRICT_TRAIN, os.path.join(self.tmp, "strict")
+        )
+        self.trained = os.path.join(self.tmp, "trained.jsonl")
+
+    def test_the_probe_never_trains(self):
+        """--print-config comes first: a last flag without its value cannot take it as its value
+        (the binary refuses the line, its message passed on, exit 2), and the user's own
+        --print-config (=false would make the probe train) is refused."""
+        for dry in ((), ("--dry-run",)):
+            for flag in ("--report", "--checkpoint-dir", "--data"):
+                r = self.run_sh(
+                    "--prefix",
+                    self.prefix,
+                    *dry,
+                    "--binary",
+                    self.strict,
+                    "--steps",
+                    "2",
+                    flag,
+                    cwd=self.tmp,
+                    FAKE_TRAINED=self.trained,
+                )
+                self.assertEqual(r.returncode, 2, (dry, flag, r.stderr))
+                self.assertIn("Option '%s' is missing an argument" % flag[2:], r.stderr)
+                self.assertIn(
+                    "%s --print-config --steps 2 %s failed (exit 2)" % (self.strict, flag),
+                    r.stderr,
+                )
+                self.assertFalse(os.path.exists(self.trained), (dry, flag))
+                self.assertFalse(os.path.lexists(os.path.join(self.tmp, "--print-config")))
+        for given in ("--print-config=false", "--print-config"):
+            r = self.run_sh(
+                "--prefix",
+                self.prefix,
+                "--binary",
+                self.strict,
+                given,
+                cwd=self.tmp,
+                FAKE_TRAINED=self.trained,
+            )
+            self.assertEqual(r.returncode, 2, given)
+            self.assertIn("profile.sh: error: %s: " % given, r.stderr)
+            self.assertFalse(os.path.exists(self.trained))
+        self.assertFalse(os.path.exists(self.log))
+
+    @unittest.skipUnless(
+        os.access(os.path.join(REPO, "build", "bin", "train_resnet50"), os.X_OK),
+        "build/bin/train_resnet50 not built",
+    )
+    def test_the_probe_with_the_real_binary(self):
+        """The real train_resnet50 takes --print-config first and refuses a last flag without its
+        value."""
+        binary = os.path.join(REPO, "build", "bin", "train_resnet50")
+        work = os.path.join(self.tmp, "work")
+        os.mkdir(work)
+        r = self.run_sh(
+            "--prefix",
+            "out/x",
+            "--dry-run",
+            "--binary",
+            binary,
+            "--device",
+            "cpu",
+            "--data",
+            self.tmp,
+            "--checkpoint-dir",
+            cwd=work,
+        )
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("checkpoint-dir", r.stderr.splitlines()[0])
+        self.assertIn("--print-config --device cpu --data", r.stderr)
+        self.assertEqual(os.listdir(work), [])  # nothing written
+
+    def test_a_prefix_inside_the_dataset_is_refused_before_anything_is_removed(self):
+        data = os.path.join(self.tmp, "data")
+        meta = os.path.join(data, "food-101", "meta")
+        os.makedirs(meta)
+        for name in ("test.json", "test.log"):
+            with open(os.path.join(meta, name), "w") as f:
+                f.write("keep")
+        for dry in ((), ("--dry-run",)):
+            for root in (data, os.path.join(data, "food-101")):
+                r = self.run_sh(
+                    "--prefix",
+                    os.path.join(meta, "test"),
+                    *dry,
+                    "--binary",
+                    self.train,
+                    "--data",
+                    root,
+                )
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(
+                    "profile.sh: error: --prefix %s: %s: inside the dataset --data %s reads (%s)"
+                    % (
+                        os.path.join(meta, "test"),
+                        os.path.join(meta, "test.log"),
+                        root,
+                        os.path.join(data, "food-101"),
+                    ),
+                    r.stderr,
+                )
+        for name in ("test.json", "test.log"):
+            with open(os.path.join(meta, name)) as f:
+                self.assertEqual(f.read(), "keep")
+        self.assertFalse(os.path.exists(self.log))
+        # Beside the dataset (--data's root holds food-101/): fine.
+        r = self.run_sh("--prefix", os.path.join(data, "x"), "--binary", self.train, "--data", data)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_stale_csvs_are_removed_and_only_written_files_listed(self):
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, "--no-untraced")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for suffix in STATS_CSVS:
+            self.assertTrue(os.path.isfile(self.prefix + suffix))
+        for prefix in (self.prefix, os.path.join(self.tmp, "fresh")):
+            r = self.run_sh(
+                "--prefix", prefix, "--binary", self.train, "--no-untraced", FAKE_NSYS_NO_CSV="1"
+            )
+            self.assertEqual(r.returncode, 0, r.stderr)
+            for suffix in STATS_CSVS:
+                self.assertFalse(os.path.exists(prefix + suffix), suffix)
+                self.assertNotIn(suffix, r.stdout)
+                self.assertIn(prefix + suffix, r.stderr)  # the warning names it
+            self.assertIn("capture:     %s.nsys-rep" % prefix, r.stdout)
+            self.assertIn("sqlite:      %s.sqlite" % prefix, r.stdout)
+
+    def test_a_given_output_that_is_one_of_the_prefixs(self):
+        p = self.prefix
+        for report in (p + ".log", p + ".nsys-rep", p + ".untraced.json", p + "_nvtx_sum.csv"):
+            r = self.run_sh("--prefix", p, "--binary", self.train, "--report", report)
+            self.assertEqual(r.returncode, 2, report)
+            self.assertIn(
+                "profile.sh: error: --report %s: is %s, an output of --prefix %s"
+                % (report, report, p),
+                r.stderr,
+            )
+            self.assertFalse(os.path.exists(self.log))
+        r = self.run_sh(
+            "--prefix", p, "--repeat", "2", "--binary", self.train, "--report", p + ".1.json"
+        )
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--report %s: is %s.1.json, an output" % (p + ".1.json", p), r.stderr)
+        # Under --nproc each rank's file (.rank<r> before the extension) is compared.
+        r = self.run_sh(
+            "--prefix",
+            p,
+            "--nproc",
+            "2",
+            "--dry-run",
+            "--binary",
+            self.train,
+            "--report",
+            p + ".sqlite",
+        )
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(
+            "--report %s: is %s.rank0.sqlite (rank 0's), an output of --prefix"
+            % (p + ".sqlite", p),
+            r.stderr,
+        )
+        r = self.run_sh("--prefix", p, "--binary", self.train, "--checkpoint-dir", p + ".log")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--checkpoint-dir %s: is %s.log, an output" % (p + ".log", p), r.stderr)
+        config = {"cuda_graph": False, "report": "", "torch_profiler_trace": p + ".sqlite"}
+        r = self.run_sh("--prefix", p, "--binary", self.train, FAKE_PRINT_CONFIG=json.dumps(config))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(
+            "--torch-profiler-trace %s: is %s.sqlite, an output" % (p + ".sqlite", p), r.stderr
+        )
+        self.assertFalse(os.path.exists(self.log))
+        # The run report itself is fine: the program writes it in place.
+        r = self.run_sh("--prefix", p, "--binary", self.train, "--report", p + ".json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("run report:  %s.json" % p, r.stdout)
+
+    def stop_by_signal(self, sig):
+        pidfile = os.path.join(self.tmp, "train.pid")
+        proc = subprocess.Popen(
+            [BASH, SCRIPT, "--prefix", self.prefix, "--binary", self.train, "--hang"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.sh_env(FAKE_PIDFILE=pidfile),
+            start_new_session=True,  # only the test's signal reaches profile.sh
+        )
+        self.kill_at_end(proc.pid)
+        for _ in range(600):
+            if os.path.exists(pidfile) or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        if not os.path.exists(pidfile):
+            self.fail("the program never started: %s" % (proc.communicate(timeout=60),))
+        with open(pidfile) as f:
+            train = int(f.read())
+        self.kill_at_end(train)
+        os.kill(proc.pid, sig)  # profile.sh alone, as `kill PID` and schedulers send it
+        out, err = proc.communicate(timeout=60)
+        return proc.returncode, err, train
+
+    def test_a_signal_to_profile_sh_alone_stops_its_children(self):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            status, err, train = self.stop_by_signal(sig)
+            self.assertEqual(status, 128 + sig, err)
+            # The Python scripts' one line (common/exit_status.exit_with()); none for SIGHUP.
+            word = {signal.SIGTERM: "terminated", signal.SIGINT: "interrupted"}.get(sig)
+            if word:
+                self.assertIn("profile.sh: %s\n" % word, err)
+            self.assertFalse(alive(train), "the program outlived profile.sh")
+            self.assertFalse(os.path.exists(self.prefix + ".json"))
+            self.assertFalse(os.path.exists(self.prefix + ".nsys-rep"))
+            os.remove(os.path.join(self.tmp, "train.pid"))
+
+    def test_nsys_failing_is_not_blamed_on_the_program(self):
+        r = self.run_sh("--prefix", self.prefix, "--binary", self.train, FAKE_NSYS_PROFILE_FAIL="1")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(
+            "profile.sh: error: nsys profile (nsys or the profiled program) failed (exit 1); "
+            "output in %s.log" % self.prefix,
+            r.stderr,
+        )
+
+    def test_nproc_beyond_the_launchers_limit(self):
+        for dry in ((), ("--dry-run",)):
+            r = self.run_sh("--prefix", self.prefix, *dry, "--binary", self.train, "--nproc", "65")
+            self.assertEqual(r.returncode, 2)
+            self.assertIn(
+                "expected --nproc to be at most 64 (ranks on this machine), got '65'", r.stderr
+            )
+        r = self.run_sh(
+            "--prefix", self.prefix, "--dry-run", "--binary", self.train, "--nproc", "064"
+        )
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertFalse(os.path.exists(self.log))
+
+    def test_a_percent_in_the_prefix(self):
+        for prefix in ("out/a%p", "out/%q{RANK}x", "out/100%"):
+            r = self.run_sh("--prefix", prefix, "--dry-run", "--binary", self.train)
+            self.assertEqual(r.returncode, 2, prefix)
+            self.assertIn(
+                "expected --prefix without '%%' (nsys profile expands %%p, %%q{VAR}, ... in its "
+                "--output), got '%s'" % prefix,
+                r.stderr,
+            )
 
 
 if __name__ == "__main__":

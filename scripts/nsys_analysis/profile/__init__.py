@@ -9,9 +9,11 @@ main.run() with every argument. Imports from common and capture only.
             configuration asked of it (--print-config)
   plan      the commands, as argv lists and as shell lines: nsys profile, the untraced run, export,
             stats, the launcher of --nproc, analyze.py; a dry run's list of them
-  outputs   every output's name, their checks before anything runs, stale outputs removed, the run
-            reports copied or saved, the closing listing of what was written
-  runs      running them: the logged runs (output on stdout and in the log), the untraced run's
+  outputs   every output's name, their checks before anything runs (the dataset, the program's own
+            outputs), stale outputs removed, the run reports copied or saved, the closing listing
+            of what was written
+  runs      running them: each child in a process group of its own, SIGINT and SIGTERM passed on
+            to it, the logged runs (output on stdout and in the log), the untraced run's
             checkpoint directory, one process's captures and several ranks' capture
   main      the entry point: the steps in order, each error's message and exit status
 """

@@ -22,9 +22,9 @@ summaries.
   --prefix PREFIX  names every output: PREFIX.nsys-rep, PREFIX.sqlite, PREFIX_<report>.csv,
                    PREFIX.json (run report), PREFIX.log (program and nsys output),
                    PREFIX.untraced.json (the untraced run's report) and PREFIX.untraced.log (its
-                   output)
+                   output). No '%' in it (nsys profile reads %p, %q{VAR}, ... in its --output)
   --binary PATH    the training binary (default: $TRAIN_BIN, else build/bin/train_resnet50)
-  --nproc N        N data-parallel ranks on this machine, one nsys per rank:
+  --nproc N        N (1 to 64) data-parallel ranks on this machine, one nsys per rank:
                      torchrun --standalone --nproc-per-node N --no-python nsys profile ...
                        --output=PREFIX.rank%q{RANK} PROGRAM ARGS... --report PREFIX.json
                    (scripts/launch_local.sh N -- nsys profile ... when torchrun is not on PATH, or
@@ -57,10 +57,11 @@ summaries.
                    nothing (but train_resnet50 --print-config, see below)
   -h, --help       this text
 
-Arguments other than these, and arguments after `--` that start with `-`, go to the training
-binary. Before anything runs (--dry-run included), the binary is asked for the run's configuration
-with those arguments plus --print-config: flags it refuses stop here (exit 2, its message passed
-on). When the configuration has cuda_graph, nsys also gets --cuda-graph-trace=node: each replay's
+Arguments other than these, and arguments after `--` that start with `-`, go to the training binary.
+Before anything runs (--dry-run included), the binary is asked for the run's configuration with
+--print-config before those arguments (so that a last flag missing its value is refused, never run;
+--print-config among them is refused): flags it refuses stop here (exit 2, its message passed on).
+When the configuration has cuda_graph, nsys also gets --cuda-graph-trace=node: each replay's
 kernels, copies and memsets as their own records (by default nsys records a replay as one graph
 range, not its kernels), unless --nsys-opt gives --cuda-graph-trace itself.
 After `--`, a first word that is not a flag starts a different command to wrap instead, e.g.
@@ -82,23 +83,39 @@ temporary directory instead (with --resume, holding a copy of the checkpoint the
 from), removed after it.
 
 The binary is checked first, --dry-run included: a path must be an executable file, a bare name a
-program on PATH. Before a capture, every output (PREFIX.nsys-rep, .sqlite, .json, .untraced.json,
-.log, .untraced.log, the CSVs; per rank with --nproc, per capture with --repeat) is checked: a
-directory, FIFO or socket there stops the run (symlinks are followed, /dev/null is fine). Stale
-outputs of an earlier run are removed first (a symlink's target, the link kept; never a device or
-FIFO); PREFIX.json is written atomically (beside its target, then renamed over it).
+program on PATH. Then, --dry-run included, before anything is removed: no output may lie inside the
+dataset --data reads, and the run's own --report, --torch-profiler-trace (with --nproc each rank's)
+and --checkpoint-dir may not be one of PREFIX's outputs (--report PREFIX.json, the run report
+itself, is fine): each is a usage error. Before a capture, every output (PREFIX.nsys-rep, .sqlite,
+.json, .untraced.json, .log, .untraced.log, the CSVs; per rank with --nproc, per capture with
+--repeat) is checked: a directory, FIFO or socket there stops the run (symlinks are followed,
+/dev/null is fine). Stale outputs of an earlier run are removed first (a symlink's target, the link
+kept; never a device or FIFO); PREFIX.json is written atomically (beside its target, then renamed
+over it). The closing listing names the files that are there: nsys stats writes no CSV for a report
+without data (a warning names it).
 
-Exit status: the program's when it fails, traced or untraced (with --nproc, the launcher's); 2 usage
+SIGINT (Ctrl-C), SIGTERM (`kill`, a scheduler) and SIGHUP (a closed terminal), sent to profile.sh
+alone or to its process group, are passed on to the command running (nsys and the program, the
+launcher and its ranks, in a process group of their own), which gets 30 s to end (nsys writes its
+capture out) before SIGKILL; then profile.sh stops (with one line for SIGINT and SIGTERM), nothing
+of its left running.
+
+Exit status: the program's when it fails, traced or untraced (traced: nsys profile's, which is
+the program's or nsys's own failure, the log says which; with --nproc, the launcher's); 2 usage
 errors, nsys, the launcher, the binary (missing, a directory, not executable) or a Python 3 to run
-profile.sh missing, flags the binary refuses, an output path that cannot be written; 1 no capture
-(.nsys-rep, of any rank) produced, export / stats / analyze.py failed, or PREFIX.json could not be
-written; 130 interrupted (Ctrl-C).
+profile.sh missing, flags the binary refuses, an output path that cannot be written or that the
+checks above refuse; 1 no capture (.nsys-rep, of any rank) or export (.sqlite) produced, export /
+stats / analyze.py failed, or PREFIX.json could not be written; 130 SIGINT, 143 SIGTERM,
+129 SIGHUP.
 """
 
 # The flags that take a value, as `--flag VALUE` or `--flag=VALUE`.
 _VALUED = ("--prefix", "--binary", "--nproc", "--repeat", "--nsys-opt")
 # What a count may be: 1 to 6 decimal digits (leading zeros allowed, no sign, no spaces).
 _COUNT = re.compile(r"[0-9]{1,6}")
+# The most ranks --nproc starts on this machine: scripts/launch_local.sh's bound (N in 1..64), kept
+# whatever the launcher, so that torchrun and the local launcher take the same values.
+MAX_NPROC = 64
 
 
 @dataclass
@@ -195,8 +212,20 @@ def _check(o: Options, raw: dict[str, str]) -> None:
         )
     if o.prefix.endswith("/"):
         raise UsageError("expected --prefix to name a file prefix, got directory '%s'" % o.prefix)
+    # nsys profile reads % in --output as a pattern (%p the pid, %q{VAR} a variable, ...): the
+    # capture would land elsewhere than the PREFIX.nsys-rep every later step reads.
+    if "%" in o.prefix:
+        raise UsageError(
+            "expected --prefix without '%%' (nsys profile expands %%p, %%q{VAR}, ... in its "
+            "--output), got '%s'" % o.prefix
+        )
     if "--nproc" in raw:
         o.nproc = count("--nproc", raw["--nproc"], "ranks on this machine")
+        if o.nproc > MAX_NPROC:
+            raise UsageError(
+                "expected --nproc to be at most %d (ranks on this machine), got '%s'"
+                % (MAX_NPROC, raw["--nproc"])
+            )
     o.repeat = count("--repeat", raw.get("--repeat", "1"), "captures, each with its untraced run")
     # Repeated captures of several ranks would need a ranks analysis per repeat and a spread of
     # ranks comparisons; one profile.sh per repeat, each with its own --prefix, does it.

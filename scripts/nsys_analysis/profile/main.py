@@ -1,26 +1,24 @@
-"""profile.sh's entry point: the command line, the binary's checks and configuration, then one
-process's captures or several ranks', each error turned into its message and exit status.
+"""profile.sh's entry point: the command line, the binary's checks and configuration, the outputs'
+checks against the program's inputs and outputs, then one process's captures or several ranks',
+each error turned into its message and exit status.
 
 scripts/profile.sh runs run() with every argument (the interpreter found as the other scripts find
 it); main() does the work and returns the exit status.
 """
 
-import signal
 import sys
-from types import FrameType
-from typing import Optional, Sequence
+from typing import Sequence
 
 from ..common import files
 from ..common.exit_status import FAILURE, OK, USAGE, exit_with
 from .cli import HELP, check_nsys_opts, parse_args
 from .errors import ProfileError, UsageError
+from .outputs import check_given_outputs, check_outside_dataset, command_outputs
 from .plan import Commands, nsys_options
 from .program import TrainConfig, check_binary, program_of, read_config
-from .runs import UntracedCheckpoints, profile_ranks, profile_single
+from .runs import UntracedCheckpoints, handle_stop_signals, profile_ranks, profile_single
 
 PROG = "profile.sh"
-# 128 + SIGTERM: the status a shell script stopped by SIGTERM exits with.
-TERMINATED = 128 + signal.SIGTERM
 
 
 def error(message: str) -> None:
@@ -42,6 +40,16 @@ def main(argv: Sequence[str]) -> int:
         check_binary(program)
         check_nsys_opts(o.nsys_opts)
         config = read_config(program) if program.is_train else TrainConfig()
+        # Before anything is removed or runs (dry runs too): no output inside the dataset, none
+        # that is a file the program writes by its own flags.
+        outputs = command_outputs(o)
+        check_outside_dataset(o.prefix, outputs, config.data)
+        given = [
+            ("--report", config.report),
+            ("--torch-profiler-trace", config.torch_profiler_trace),
+            ("--checkpoint-dir", config.checkpoint_dir),
+        ]
+        check_given_outputs(o, given, outputs)
         checkpoints = None
         private = ""
         if program.is_train and o.untraced and config.checkpoint_dir:
@@ -77,15 +85,17 @@ def main(argv: Sequence[str]) -> int:
         return FAILURE
 
 
-def _terminated(signum: int, frame: Optional[FrameType]) -> None:
-    """SIGTERM: unwinds like an exit (the private checkpoint directory is removed), status 143."""
-    raise SystemExit(TERMINATED)
+def _stoppable_main(argv: Sequence[str]) -> int:
+    """main(argv) with the stop signals handled by runs.handle_stop_signals()."""
+    handle_stop_signals()
+    return main(argv)
 
 
 def run() -> None:
-    """profile.sh's process: main() on sys.argv[1:], then exits with its status; Ctrl-C ends it with
-    "profile.sh: interrupted" and exit_status.INTERRUPTED, SIGTERM with 143 (128 + 15), each after
-    the clean-up. Children are not signalled here: in profile.sh's process group, they get the
-    terminal's Ctrl-C themselves."""
-    signal.signal(signal.SIGTERM, _terminated)
-    exit_with(lambda: main(sys.argv[1:]), PROG)
+    """profile.sh's process: main() on sys.argv[1:], then exits with its status. SIGINT (Ctrl-C,
+    or sent to profile.sh alone), SIGTERM and SIGHUP are passed on to the running child's process
+    group (each child has its own: see runs.py), which is waited for (SIGKILL after
+    runs.STOP_GRACE_S); then, after the clean-up (the private checkpoint directory removed),
+    exit_with()'s one line, "profile.sh: interrupted" and 130, or "profile.sh: terminated" and 143;
+    129 for SIGHUP."""
+    exit_with(lambda: _stoppable_main(sys.argv[1:]), PROG)

@@ -1,7 +1,8 @@
 """profile.sh's outputs: their names (per capture with --repeat, per rank with --nproc), their
-checks before anything runs, the stale ones of an earlier run removed, the run reports copied
+checks before anything runs (none inside the dataset train_resnet50 reads, none that is a file the
+program writes by its own flags), the stale ones of an earlier run removed, the run reports copied
 beside the capture or saved from a wrapped command's output, and the closing listing of what was
-written.
+written (the files that are there).
 
 Every path follows common/files.py's rules: symlinks are followed, /dev/null is written in place, a
 directory, FIFO or socket is refused and never replaced, a report is written atomically. In the
@@ -10,13 +11,14 @@ lists of outputs to check, a path ending in `/` is an analysis directory (--anal
 
 import json
 import os
-from typing import Sequence
+from typing import Optional, Sequence
 
 from ..capture.report import last_json_object
 from ..common import files
 from ..common.exit_status import USAGE
+from .cli import Options
 from .errors import ProfileError
-from .plan import STATS_REPORTS, rank_prefix, rank_untraced_report
+from .plan import STATS_REPORTS, capture_prefixes, rank_path, rank_prefix, rank_untraced_report
 
 
 def stats_csv(pfx: str, report: str) -> str:
@@ -66,6 +68,91 @@ def ranks_outputs(prefix: str, nproc: int, untraced: bool, analyze: bool) -> lis
     return out
 
 
+def command_outputs(o: Options) -> list[str]:
+    """Every output the command line o names (single_outputs() or ranks_outputs()), the untraced
+    run's included unless --no-untraced."""
+    if o.nproc is not None:
+        return ranks_outputs(o.prefix, o.nproc, o.untraced, o.analyze)
+    return single_outputs(o.prefix, capture_prefixes(o.prefix, o.repeat), o.untraced, o.analyze)
+
+
+def find_dataset_dir(root: str) -> Optional[str]:
+    """The dataset train_resnet50 reads for --data ROOT, as data_pipeline::find_dataset_dir() finds
+    it: ROOT/food-101 when that holds meta/, else ROOT when it does; None otherwise."""
+    if not root:
+        return None
+    if os.path.isdir(os.path.join(root, "food-101", "meta")):
+        return os.path.join(root, "food-101")
+    if os.path.isdir(os.path.join(root, "meta")):
+        return root
+    return None
+
+
+def _within(path: str, directory: str) -> bool:
+    """True when path lies inside directory (below it, not the directory itself), symlinks of
+    both resolved as far as they exist."""
+    p, d = os.path.realpath(path), os.path.realpath(directory)
+    return p != d and p.startswith(d.rstrip(os.sep) + os.sep)
+
+
+def _same_path(a: str, b: str) -> bool:
+    """True when paths a and b name one file: the same existing file (links followed), or the same
+    path once resolved."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_outside_dataset(prefix: str, paths: Sequence[str], data: str) -> None:
+    """Before anything runs or is removed: ProfileError (exit_status.USAGE) naming --prefix and the
+    first output (paths, analysis directories ending in `/`) inside the dataset that --data DATA
+    reads (find_dataset_dir()), as train_resnet50 refuses its own outputs there."""
+    dataset = find_dataset_dir(data)
+    if dataset is None:
+        return
+    for path in paths:
+        path = path.rstrip("/")
+        if _within(path, dataset) or _same_path(path, dataset):
+            raise ProfileError(
+                "--prefix %s: %s: inside the dataset --data %s reads (%s); write the outputs "
+                "elsewhere" % (prefix, path, data, dataset),
+                USAGE,
+            )
+
+
+def check_given_outputs(o: Options, given: Sequence[tuple[str, str]], paths: Sequence[str]) -> None:
+    """Before anything runs or is removed: ProfileError (exit_status.USAGE) when a file the program
+    writes by its own flags, given as (flag, path) pairs (--report, --torch-profiler-trace,
+    --checkpoint-dir; with --nproc each rank's file, .rank<r> before its extension, but the
+    directory's), is one of PREFIX's outputs, paths, or inside an analysis directory of them.
+    --report may be the run report itself (PREFIX.json of a single capture, each rank's
+    PREFIX.rank<r>.json): the program writes it in place."""
+    ranks: Sequence[Optional[int]] = [None] if o.nproc is None else range(o.nproc)
+    for flag, path in given:
+        if not path:
+            continue
+        for r in [None] if flag == "--checkpoint-dir" else ranks:
+            mine = path if r is None else rank_path(path, r)
+            whose = "" if r is None else " (rank %d's)" % r
+            report = o.prefix if r is None else rank_prefix(o.prefix, r)
+            if flag == "--report" and _same_path(mine, report + ".json"):
+                continue
+            for out in paths:
+                if out.endswith("/") and (_within(mine, out) or _same_path(mine, out[:-1])):
+                    raise ProfileError(
+                        "%s %s: %s%s is inside %s, where --analyze writes; give it another path"
+                        % (flag, path, mine, whose, out),
+                        USAGE,
+                    )
+                if not out.endswith("/") and _same_path(mine, out):
+                    raise ProfileError(
+                        "%s %s: is %s%s, an output of --prefix %s; give it another path"
+                        % (flag, path, mine, whose, o.prefix),
+                        USAGE,
+                    )
+
+
 def check_outputs(prefix: str, paths: Sequence[str]) -> None:
     """Before anything runs: ProfileError (exit_status.USAGE) naming --prefix and the first path
     where an output cannot be written (a directory, FIFO or socket there, a file in the way of its
@@ -88,24 +175,27 @@ def check_outputs(prefix: str, paths: Sequence[str]) -> None:
 
 
 def stale_outputs(pfxs: Sequence[str], reports: bool) -> list[str]:
-    """What an earlier run left that would hide a capture (or untraced run) that never happened:
-    each capture's .nsys-rep, .sqlite and .untraced.json, and (reports: profile.sh names the report,
-    so the program writes it anew) its .json. The logs are truncated by their first run."""
+    """What an earlier run left that would hide a capture (or untraced run, or stats report) that
+    never happened: each capture's .nsys-rep, .sqlite, stats CSVs and .untraced.json, and (reports:
+    profile.sh names the report, so the program writes it anew) its .json. The logs are truncated
+    by their first run."""
     out = []
     for pfx in pfxs:
         out += [pfx + ".nsys-rep", pfx + ".sqlite", pfx + ".untraced.json"]
+        out += [stats_csv(pfx, report) for report in STATS_REPORTS]
         if reports:
             out.append(pfx + ".json")
     return out
 
 
 def ranks_stale_outputs(prefix: str, nproc: int, reports: bool) -> list[str]:
-    """stale_outputs() of an --nproc run: each rank's capture, untraced report and (reports) run
-    report."""
+    """stale_outputs() of an --nproc run: each rank's capture, stats CSVs, untraced report and
+    (reports) run report."""
     out = []
     for r in range(nproc):
         rp = rank_prefix(prefix, r)
         out += [rp + ".nsys-rep", rp + ".sqlite", rank_untraced_report(prefix, r)]
+        out += [stats_csv(rp, report) for report in STATS_REPORTS]
         if reports:
             out.append(rp + ".json")
     return out
@@ -146,12 +236,22 @@ def save_report_line(lines: Sequence[str], path: str) -> bool:
     return True
 
 
+def missing_csvs(pfx: str) -> list[str]:
+    """The stats CSVs of PFX that are not there (nsys stats skips a report without data)."""
+    csvs = [stats_csv(pfx, report) for report in STATS_REPORTS]
+    return [csv for csv in csvs if not os.path.exists(csv)]
+
+
 def _capture_listing(pfx: str) -> list[str]:
-    """The lines naming a capture's export files."""
-    return [
-        "capture:     %s.nsys-rep" % pfx,
-        "sqlite:      %s.sqlite" % pfx,
-    ] + ["%-12s %s" % (report + ":", stats_csv(pfx, report)) for report in STATS_REPORTS]
+    """The lines naming a capture's export files, those that are there."""
+    lines = [
+        ("capture:     %s.nsys-rep" % pfx, pfx + ".nsys-rep"),
+        ("sqlite:      %s.sqlite" % pfx, pfx + ".sqlite"),
+    ] + [
+        ("%-12s %s" % (report + ":", stats_csv(pfx, report)), stats_csv(pfx, report))
+        for report in STATS_REPORTS
+    ]
+    return [line for line, path in lines if os.path.exists(path)]
 
 
 def single_listing(prefix: str, pfxs: Sequence[str], untraced: bool, analyze: bool) -> list[str]:

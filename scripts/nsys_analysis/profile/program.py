@@ -2,7 +2,10 @@
 build/bin/train_resnet50) with the arguments meant for it, or a command wrapped after `--`. The
 binary is checked before anything runs, dry runs included, and train_resnet50 is asked for the run's
 configuration itself (`--print-config`: its flags parsed and validated as a run would, then the
-report's `config` object on stdout), so that profile.sh never re-parses its flag table."""
+report's `config` object on stdout), so that profile.sh never re-parses its flag table.
+
+--print-config comes first, before the run's flags: after them, a last flag missing its value
+(`... --report`) would take it as that value, and the question would become a training run."""
 
 import json
 import os
@@ -15,13 +18,15 @@ from typing import Optional
 from ..common.exit_status import USAGE
 from ..common.paths import default_train_binary
 from .cli import Options
-from .errors import ProfileError
+from .errors import ProfileError, UsageError
 from .plan import show_command
-from .runs import shell_status, start_failure
+from .runs import run_child, shell_status, start_failure
 
 # What the binary is named after: a command whose first word's file name starts with this is
 # train_resnet50, asked for its configuration and given its reports by flag.
 TRAIN_NAME = "train_resnet50"
+# The flag that asks it for the run's configuration.
+PRINT_CONFIG = "--print-config"
 
 
 @dataclass
@@ -38,12 +43,16 @@ class Program:
 @dataclass(frozen=True)
 class TrainConfig:
     """The parts of train_resnet50's configuration profile.sh uses: cuda_graph (nsys then traces
-    graph nodes), report (the --report it writes, "" none), checkpoint_dir ("" none) and resume."""
+    graph nodes), report (the --report it writes, "" none), checkpoint_dir ("" none), resume, data
+    (--data's root, "" none: no output of profile.sh may go inside the dataset) and
+    torch_profiler_trace (the trace it writes, "" none)."""
 
     cuda_graph: bool = False
     report: str = ""
     checkpoint_dir: str = ""
     resume: bool = False
+    data: str = ""
+    torch_profiler_trace: str = ""
 
 
 class ConfigError(Exception):
@@ -106,18 +115,37 @@ def parse_config(text: str) -> TrainConfig:
         raise ConfigError("not an object")
     if not (isinstance(doc.get("cuda_graph"), bool) and isinstance(doc.get("report"), str)):
         raise ConfigError("no boolean cuda_graph and string report")
-    checkpoint_dir = doc.get("checkpoint_dir")
+
+    def string(name: str) -> str:
+        value = doc.get(name)
+        return value if isinstance(value, str) else ""
+
     return TrainConfig(
         cuda_graph=doc["cuda_graph"],
         report=doc["report"],
-        checkpoint_dir=checkpoint_dir if isinstance(checkpoint_dir, str) else "",
+        checkpoint_dir=string("checkpoint_dir"),
         resume=bool(doc.get("resume", False)),
+        data=string("data"),
+        torch_profiler_trace=string("torch_profiler_trace"),
     )
 
 
+def config_command(program: Program) -> list[str]:
+    """The question for the run's configuration: the binary, --print-config, then the run's flags
+    (first, so that no flag of the run can take it as its value). UsageError when the run's flags
+    hold --print-config themselves: =false after profile.sh's would make the question a run."""
+    for word in program.command[1:]:
+        if word.partition("=")[0] == PRINT_CONFIG:
+            raise UsageError(
+                "%s: profile.sh asks the binary %s itself, before the run; drop it from the "
+                "training flags" % (word, PRINT_CONFIG)
+            )
+    return program.command[:1] + [PRINT_CONFIG] + program.command[1:]
+
+
 def read_config(program: Program) -> TrainConfig:
-    """train_resnet50's configuration for the run's flags: the program run with --print-config
-    (stdin and stderr shared, so that its own message shows; blocks until it exits). ProfileError
+    """train_resnet50's configuration for the run's flags: config_command() run (stdin and stderr
+    shared, so that its own message shows; blocks until it exits). ProfileError
     (exit_status.USAGE) when it is missing, refuses the flags, or answers something else."""
     exe = program.command[0]
     if "/" in exe:
@@ -131,10 +159,10 @@ def read_config(program: Program) -> TrainConfig:
         raise ProfileError(
             "expected %s on PATH, found none (pass --binary PATH / TRAIN_BIN)" % exe, USAGE
         )
-    argv = program.command + ["--print-config"]
+    argv = config_command(program)
     try:
-        done = subprocess.run(argv, stdout=subprocess.PIPE)
-        status, text = shell_status(done.returncode), done.stdout.decode("utf-8", "replace")
+        returncode, out = run_child(argv, stdout=subprocess.PIPE)
+        status, text = shell_status(returncode), out.decode("utf-8", "replace")
     except OSError as e:
         status, why = start_failure(argv, e)
         sys.stderr.write(why)

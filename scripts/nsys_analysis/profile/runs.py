@@ -2,30 +2,40 @@
 several ranks under a launcher; then the exports, stats and analyses; or, for --dry-run, every
 command printed in order instead.
 
-Processes: everything runs in the calling thread, one child process at a time, in the foreground.
-A child inherits stdin and stays in profile.sh's process group, so that Ctrl-C reaches it as it did
-under the shell script; each call blocks until the child has exited. A logged run (the capture, the
-untraced run) has its stdout and stderr together copied, as they come, to profile.sh's stdout and
-to its log (read until the pipe closes, as tee did, then the child is reaped); the exports, stats
-and analyses share profile.sh's stdout and stderr. What profile.sh itself says goes to stderr, each
-command as "profile.sh: COMMAND" before it runs; the closing listing of outputs to stdout.
+Processes: everything runs in the calling thread, one child process at a time; each call blocks
+until the child has exited. A child inherits stdin and starts a session of its own (start_child()),
+so that what it starts (nsys's program, a launcher's ranks) stays in its process group, and a signal
+reaches it only through profile.sh, once: SIGINT (Ctrl-C, or `kill -INT` to profile.sh alone),
+SIGTERM (`kill`, a scheduler) and SIGHUP (a closed terminal) are passed on to the child's process
+group, which gets STOP_GRACE_S to end (nsys writes its capture out) before SIGKILL; then profile.sh
+stops as the Python scripts do (common/exit_status.exit_with(): one line, 130 or 143; 129 for
+SIGHUP), nothing of its left running. A logged run (the capture, the untraced run) has its stdout
+and stderr together copied, as they come, to profile.sh's stdout and to its log (read until the pipe
+closes, as tee did, then the child is reaped); the exports, stats and analyses share profile.sh's
+stdout and stderr. What profile.sh itself says goes to stderr, each command as "profile.sh: COMMAND"
+before it runs; the closing listing of outputs to stdout.
 """
 
+import contextlib
 import fnmatch
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
+from types import FrameType
 from typing import BinaryIO, Optional, Sequence
 
 from ..common import files
-from ..common.exit_status import FAILURE, OK, USAGE
+from ..common.exit_status import FAILURE, OK, USAGE, Terminated
 from .cli import Options
 from .errors import ProfileError
 from .outputs import (
     check_outputs,
     copy_report,
+    missing_csvs,
     prepare,
     ranks_listing,
     ranks_outputs,
@@ -63,6 +73,21 @@ NSYS_MISSING = (
 )
 # A line of a wrapped command's output longer than this is no report: it is not kept.
 MAX_LINE_BYTES = 16 << 20
+# What failed when a capture exits nonzero: nsys profile exits with its program's status, or with
+# its own when it fails itself; which of the two its output in the log says.
+CAPTURE_WHAT = "nsys profile (nsys or the profiled program)"
+RANKS_CAPTURE_WHAT = "the ranks' nsys profile (the launcher, nsys or the profiled program)"
+# The signals that stop profile.sh, each passed on to the command running.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# After a stop signal, the seconds the running child's process group (nsys and the program, or
+# the launcher and its ranks) gets to end before SIGKILL: nsys writes its capture out once the
+# program has stopped, which a large capture takes a while to do. cli.HELP says how long.
+STOP_GRACE_S = 30.0
+# After SIGKILL, the seconds waited for the child before profile.sh stops anyway (a process stuck
+# in the kernel, or one that left the group and holds the output pipe).
+KILL_WAIT_S = 5.0
+# How often what is left of a stopped child's process group is looked at.
+_POLL_S = 0.05
 
 
 def note(message: str) -> None:
@@ -80,6 +105,171 @@ def say(lines: Sequence[str]) -> None:
     """Lines on stdout."""
     sys.stdout.write("".join(line + "\n" for line in lines))
     sys.stdout.flush()
+
+
+class _Stop:
+    """The stop signals' state. child: the running child (None between children); starting: one is
+    being started; unsent: a signal that came as it started, for it once it has; signum: the first
+    stop signal that came while a child ran (None: none); killed: the grace ran out and the
+    child got SIGKILL."""
+
+    child: "Optional[subprocess.Popen[bytes]]" = None
+    starting = False
+    unsent: Optional[int] = None
+    signum: Optional[int] = None
+    killed = False
+
+
+_stop = _Stop()
+
+
+def handle_stop_signals() -> None:
+    """SIGINT, SIGTERM and SIGHUP (a closed terminal: the children, in sessions of their own, would
+    not get it) stop profile.sh through _on_stop_signal() from here on, each unless ignored (SIGINT
+    in a background job of a script, SIGHUP under nohup: the children ignore it too)."""
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) != signal.SIG_IGN:
+            signal.signal(signum, _on_stop_signal)
+
+
+def _raise_stop(signum: int) -> None:
+    """The stop, as exit_with() ends a script: KeyboardInterrupt for SIGINT, Terminated for
+    SIGTERM (the cleanup they unwind through runs, then one line and 128 + N); SystemExit(129),
+    without a line, for SIGHUP (no terminal to read it)."""
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt()
+    if signum == signal.SIGTERM:
+        raise Terminated()
+    raise SystemExit(128 + signum)
+
+
+def _on_stop_signal(signum: int, frame: Optional[FrameType]) -> None:
+    """A stop signal (STOP_SIGNALS): with no child running, profile.sh stops at once
+    (_raise_stop()); while one runs (or starts), the signal is passed on to its process group, each
+    time one comes, and the first starts the grace (SIGALRM then: _on_grace_over()); end_child()
+    stops profile.sh once the child is gone."""
+    if _stop.child is None and not _stop.starting:
+        _raise_stop(signum)
+    if _stop.signum is None:
+        _stop.signum = signum
+        signal.signal(signal.SIGALRM, _on_grace_over)
+        signal.setitimer(signal.ITIMER_REAL, STOP_GRACE_S)
+    if _stop.child is not None:
+        _signal_group(_stop.child.pid, signum)
+    else:
+        _stop.unsent = signum
+
+
+def _on_grace_over(signum: int, frame: Optional[FrameType]) -> None:
+    """SIGALRM, STOP_GRACE_S after the stop signal: the child, its process group and every process
+    it started get SIGKILL, and KILL_WAIT_S more; once those run out too, profile.sh stops without
+    waiting further."""
+    proc = _stop.child
+    if proc is None or _stop.killed:
+        _raise_stop(_stop.signum or signal.SIGTERM)
+        return
+    _stop.killed = True
+    note("still running %g s after the signal: SIGKILL" % STOP_GRACE_S)
+    doomed = _descendants(proc.pid) + ([proc.pid] if proc.returncode is None else [])
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    _signal_group(proc.pid, signal.SIGKILL)
+    signal.setitimer(signal.ITIMER_REAL, KILL_WAIT_S)
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    """signum to the process group pgid, if anything is left of it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def _processes() -> list[tuple[int, bytes, int, int]]:
+    """Every process as (pid, state, ppid, process group), from /proc ([] without one)."""
+    out: list[tuple[int, bytes, int, int]] = []
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return out
+    for pid in pids:
+        try:
+            with open("/proc/%d/stat" % pid, "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # After the command name (which may hold spaces and parentheses): state ppid pgrp ...
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        out.append((pid, fields[0], int(fields[1]), int(fields[2])))
+    return out
+
+
+def _group_alive(pgid: int) -> bool:
+    """True while a process of group pgid runs (a zombie has stopped: where init does not reap
+    orphans, one stays)."""
+    if not os.path.isdir("/proc"):
+        try:
+            os.killpg(pgid, 0)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+    return any(pgrp == pgid and state not in (b"Z", b"X") for _, state, _, pgrp in _processes())
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process pid started, and those they started, ... (those that left its group too)."""
+    children: dict[int, list[int]] = {}
+    for p, _, ppid, _ in _processes():
+        children.setdefault(ppid, []).append(p)
+    out: list[int] = []
+    todo = list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def start_child(argv: Sequence[str], **popen_args) -> "subprocess.Popen[bytes]":
+    """argv started in a session of its own (so in a process group of its own, with all it starts),
+    stdin inherited, popen_args given to Popen; it is the running child until end_child(). OSError
+    when it cannot start (a stop signal that came meanwhile then stops profile.sh)."""
+    _stop.starting = True
+    try:
+        proc = subprocess.Popen(list(argv), start_new_session=True, **popen_args)
+        _stop.child = proc
+    except OSError:
+        if _stop.signum is not None:
+            _raise_stop(_stop.signum)
+        raise
+    finally:
+        _stop.starting = False
+    if _stop.unsent is not None:  # it came as the child started
+        _signal_group(proc.pid, _stop.unsent)
+        _stop.unsent = None
+    return proc
+
+
+def end_child(proc: "subprocess.Popen[bytes]") -> None:
+    """After proc has exited: no child runs from here. If a stop signal came while it ran, what is
+    left of its process group is waited for (SIGKILLed once the grace runs out), then profile.sh
+    stops (_raise_stop())."""
+    if _stop.signum is not None:
+        while _group_alive(proc.pid):
+            time.sleep(_POLL_S)
+    _stop.child = None
+    if _stop.signum is not None:
+        _raise_stop(_stop.signum)
+
+
+def run_child(argv: Sequence[str], stdout=None, stderr=None) -> tuple[int, bytes]:
+    """argv run as start_child() starts it, with stdout and stderr as given (None: profile.sh's;
+    subprocess.PIPE for stdout: read), until it exits: its returncode and what it wrote to a piped
+    stdout (b"" else). OSError when it cannot start; a stop signal stops it, then profile.sh."""
+    proc = start_child(argv, stdout=stdout, stderr=stderr)
+    out = proc.communicate()[0] or b""
+    end_child(proc)
+    return proc.returncode, out
 
 
 def shell_status(returncode: int) -> int:
@@ -144,7 +334,7 @@ class Logs:
         """argv's output to the log and the echo until its pipe closes, then its exit status; the
         lines starting with `{` into lines when given."""
         try:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            proc = start_child(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         except OSError as e:
             status, message = start_failure(argv, e)
             self._write(log, message.encode())
@@ -167,7 +357,9 @@ class Logs:
             proc.stdout.close()
         if lines is not None:
             lines += _json_candidates([partial])
-        return shell_status(proc.wait())
+        proc.wait()
+        end_child(proc)
+        return shell_status(proc.returncode)
 
 
 def _json_candidates(raw: Sequence[bytes]) -> list[str]:
@@ -186,7 +378,7 @@ def run_step(argv: Sequence[str], what: str) -> None:
     note(show_command(argv))
     sys.stdout.flush()
     try:
-        status = shell_status(subprocess.call(argv))
+        status = shell_status(run_child(argv)[0])
     except OSError as e:
         status, message = start_failure(argv, e)
         sys.stderr.write(message)
@@ -202,7 +394,7 @@ def find_python(module: str) -> Optional[str]:
             continue
         probe = [candidate, "-c", "import " + module]
         try:
-            found = subprocess.call(probe, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            found = run_child(probe, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)[0]
         except OSError:
             continue
         if found == 0:
@@ -306,9 +498,18 @@ def need_nsys() -> None:
 
 def export_and_stats(pfx: str, what: str) -> None:
     """PFX.nsys-rep exported to PFX.sqlite, then its stats CSVs; ProfileError naming what ("of
-    out/x", "for rank 1") when nsys fails."""
+    out/x", "for rank 1") when nsys fails or writes no PFX.sqlite; a warning naming each CSV nsys
+    stats did not write (it skips a report without data, and exits 0)."""
     run_step(export_command(pfx), "nsys export " + what)
+    if not os.path.exists(pfx + ".sqlite"):
+        raise ProfileError("nsys export %s wrote no %s.sqlite" % (what, pfx))
     run_step(stats_command(pfx), "nsys stats " + what)
+    missing = missing_csvs(pfx)
+    if missing:
+        warn(
+            "nsys stats %s wrote no %s (no data for those reports in the capture)"
+            % (what, " ".join(missing))
+        )
 
 
 def _capture_and_untraced(
@@ -326,7 +527,7 @@ def _capture_and_untraced(
         checkpoints.prepare()
     lines = logs.run(
         prefix + ".log",
-        "the profiled program",
+        CAPTURE_WHAT,
         commands.nsys_profile(pfx, pfx + ".json"),
         keep_json=wrapped,
     )
@@ -484,7 +685,7 @@ def profile_ranks(
         checkpoints.prepare()
     logs = Logs()
     where = "from " + launcher
-    logs.run(prefix + ".log", "the profiled program", traced_launch, where)
+    logs.run(prefix + ".log", RANKS_CAPTURE_WHAT, traced_launch, where)
     missing = [
         rank_prefix(prefix, r) + ".nsys-rep"
         for r in range(nproc)

@@ -73,15 +73,26 @@ class NamesTest(unittest.TestCase):
         )
 
     def test_stale(self):
+        csvs = ["_nvtx_sum.csv", "_cuda_gpu_kern_sum.csv", "_cuda_gpu_mem_time_sum.csv"]
+        csvs.append("_cuda_api_sum.csv")  # the stats CSVs too: nsys stats may write none
         self.assertEqual(
             stale_outputs(["o.1", "o.2"], True),
-            ["o.1.nsys-rep", "o.1.sqlite", "o.1.untraced.json", "o.1.json"]
-            + ["o.2.nsys-rep", "o.2.sqlite", "o.2.untraced.json", "o.2.json"],
+            ["o.1.nsys-rep", "o.1.sqlite", "o.1.untraced.json"]
+            + ["o.1" + csv for csv in csvs]
+            + ["o.1.json"]
+            + ["o.2.nsys-rep", "o.2.sqlite", "o.2.untraced.json"]
+            + ["o.2" + csv for csv in csvs]
+            + ["o.2.json"],
         )
-        self.assertEqual(stale_outputs(["o"], False), ["o.nsys-rep", "o.sqlite", "o.untraced.json"])
+        self.assertEqual(
+            stale_outputs(["o"], False),
+            ["o.nsys-rep", "o.sqlite", "o.untraced.json"] + ["o" + csv for csv in csvs],
+        )
         self.assertEqual(
             ranks_stale_outputs("o", 1, True),
-            ["o.rank0.nsys-rep", "o.rank0.sqlite", "o.untraced.rank0.json", "o.rank0.json"],
+            ["o.rank0.nsys-rep", "o.rank0.sqlite", "o.untraced.rank0.json"]
+            + ["o.rank0" + csv for csv in csvs]
+            + ["o.rank0.json"],
         )
 
 
@@ -169,13 +180,19 @@ class FilesTest(ScratchCase):
 
     def test_listings(self):
         p = self.path("x")
-        for name in ("x.1.json", "x.2.untraced.json"):
+        names = ["x.1.json", "x.2.untraced.json"]
+        for pfx in ("x.1", "x.2", "x", "x.rank0", "x.rank1"):
+            names += [pfx + ".nsys-rep", pfx + ".sqlite", pfx + "_nvtx_sum.csv"]
+            names.append(pfx + "_cuda_gpu_kern_sum.csv")
+        for name in names:
             with open(self.path(name), "w") as f:
                 f.write("{}")
         lines = single_listing(p, [p + ".1", p + ".2"], True, True)
         self.assertEqual(lines[:3], ["", "capture 1:", "capture:     %s.1.nsys-rep" % p])
         self.assertIn("nvtx_sum:    %s.1_nvtx_sum.csv" % p, lines)
         self.assertIn("cuda_gpu_kern_sum: %s.1_cuda_gpu_kern_sum.csv" % p, lines)
+        # Only what is there: nsys stats wrote no cuda_api_sum CSV.
+        self.assertFalse([line for line in lines if line.startswith("cuda_api_sum:")])
         self.assertIn("run report:  %s.1.json" % p, lines)
         self.assertNotIn("run report:  %s.2.json" % p, lines)
         self.assertIn("untraced:    %s.2.untraced.json" % p, lines)

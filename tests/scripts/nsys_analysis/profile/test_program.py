@@ -134,7 +134,7 @@ class ConfigTest(ScratchCase):
         self.assertEqual(cm.exception.status, USAGE)
         self.assertEqual(
             cm.exception.message,
-            "%s --cuda-graph=maybe --print-config failed (exit 2): the training flags are refused "
+            "%s --print-config --cuda-graph=maybe failed (exit 2): the training flags are refused "
             "(its message above), or the binary predates --print-config" % train,
         )
         with mock.patch.dict(os.environ, {"FAKE_PRINT_CONFIG": "x" * 300}):

@@ -1,7 +1,8 @@
 """Tests for scripts/nsys_analysis/profile/runs.py: a logged run (its output on the echo and in the
 log, a log begun then appended to, a failure's status and message, a wrapped command's JSON lines,
-a command that cannot start), the steps after it, the Python for analyze.py, and the untraced
-run's private checkpoint directory. The flows end to end: tests/scripts/test_profile_sh.py.
+a command that cannot start), the steps after it, the Python for analyze.py, the untraced run's
+private checkpoint directory, and a stop signal while a child runs that ignores it (SIGKILL after
+the grace, to what it started too). The flows end to end: tests/scripts/test_profile_sh.py.
 
 Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/profile/test_runs.py
 (all tests: scripts/dev/python_tests.sh)
@@ -9,15 +10,20 @@ Run: /usr/bin/python3 -m pytest -q tests/scripts/nsys_analysis/profile/test_runs
 
 import io
 import os
+import signal
+import subprocess
 import sys
+import time
 import unittest
 from unittest import mock
 
-from scripts.support.testutil import ScratchCase
+from scripts.support.testutil import REPO, ScratchCase, alive
 
 from nsys_analysis.common.exit_status import FAILURE
 from nsys_analysis.profile.errors import ProfileError
+from nsys_analysis.profile.cli import HELP
 from nsys_analysis.profile.runs import (
+    STOP_GRACE_S,
     Logs,
     UntracedCheckpoints,
     find_python,
@@ -154,6 +160,79 @@ class CheckpointsTest(ScratchCase):
         self.assertIsNone(c.newest())
         c.prepare()
         self.assertEqual(os.listdir(c.path), [])
+
+
+# Logs.run() of argv[3:] into the log argv[2] in a process stopped as profile.sh is (its stop
+# signals handled, exit_with()), with a grace of half a second.
+STOPPED = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from nsys_analysis.common.exit_status import exit_with
+from nsys_analysis.profile import runs
+runs.STOP_GRACE_S = 0.5
+
+
+def main():
+    runs.handle_stop_signals()
+    runs.Logs().run(sys.argv[2], "it", sys.argv[3:])
+    return 0
+
+
+exit_with(main, "stopped")
+"""
+# Ignores SIGINT and SIGTERM, as does a process it starts in a session of its own (out of its
+# group); writes both pids to argv[1], then sleeps.
+STUBBORN = r"""
+import os, signal, subprocess, sys, time
+for s in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(s, signal.SIG_IGN)
+away = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                        start_new_session=True)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write("%d %d" % (os.getpid(), away.pid))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+print("started", flush=True)
+time.sleep(60)
+"""
+
+
+class StopTest(ScratchCase):
+    tmp_prefix = "profile_runs_test_"
+
+    def test_the_help_tells_the_grace(self):
+        self.assertIn("gets %g s to end" % STOP_GRACE_S, " ".join(HELP.split()))
+
+    def test_sigkill_after_the_grace(self):
+        pids = os.path.join(self.tmp, "pids")
+        log = os.path.join(self.tmp, "x.log")
+        proc = subprocess.Popen(
+            [sys.executable, "-c", STOPPED, os.path.join(REPO, "scripts"), log]
+            + [sys.executable, "-c", STUBBORN, pids],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.kill_at_end(proc.pid)
+        for _ in range(600):
+            if os.path.exists(pids) or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        with open(pids) as f:
+            child, away = self.kill_at_end(*(int(p) for p in f.read().split()))
+        os.kill(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 143, err)
+        self.assertIn("profile.sh: still running 0.5 s after the signal: SIGKILL\n", err)
+        self.assertTrue(err.endswith("stopped: terminated\n"), err)
+        self.assertEqual(out, "started\n")  # the echo of the child's output
+        self.assertFalse(alive(child))
+        # Out of the child's group: SIGKILLed too, not waited for (it ends as it is scheduled).
+        for _ in range(200):
+            if not alive(away):
+                break
+            time.sleep(0.05)
+        self.assertFalse(alive(away))
 
 
 if __name__ == "__main__":

@@ -162,25 +162,33 @@ def _stop_group(proc):
         pass
 
 
-def _group_alive(pgid):
-    """True while a process of group pgid runs. Zombies do not count: an orphan's parent may be an
-    init that never reaps (some containers), and a zombie has already stopped."""
+def processes():
+    """Every process as (pid, state, ppid, process group), from /proc; None without a /proc."""
     try:
-        pids = [p for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:  # no /proc: any member, zombie or not
-        try:
-            os.killpg(pgid, 0)
-            return True
-        except ProcessLookupError:
-            return False
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+    out = []
     for pid in pids:
         try:
-            with open("/proc/%s/stat" % pid, "rb") as f:
+            with open("/proc/%d/stat" % pid, "rb") as f:
                 stat = f.read()
         except OSError:
             continue
         # Fields after the command name (which may hold spaces and parentheses): state ppid pgrp ...
         fields = stat[stat.rindex(b")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+        out.append((pid, fields[0], int(fields[1]), int(fields[2])))
+    return out
+
+
+def _group_alive(pgid):
+    """True while a process of group pgid runs. Zombies do not count: an orphan's parent may be an
+    init that never reaps (some containers), and a zombie has already stopped."""
+    procs = processes()
+    if procs is None:  # no /proc: any member, zombie or not
+        try:
+            os.killpg(pgid, 0)
             return True
-    return False
+        except ProcessLookupError:
+            return False
+    return any(pgrp == pgid and state not in (b"Z", b"X") for _, state, _, pgrp in procs)

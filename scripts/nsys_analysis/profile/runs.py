@@ -28,7 +28,7 @@ import time
 from types import FrameType
 from typing import BinaryIO, Optional, Sequence
 
-from ..common import files
+from ..common import files, runner
 from ..common.exit_status import FAILURE, OK, USAGE, Terminated
 from .cli import Options
 from .errors import ProfileError
@@ -186,22 +186,8 @@ def _signal_group(pgid: int, signum: int) -> None:
 
 
 def _processes() -> list[tuple[int, bytes, int, int]]:
-    """Every process as (pid, state, ppid, process group), from /proc ([] without one)."""
-    out: list[tuple[int, bytes, int, int]] = []
-    try:
-        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return out
-    for pid in pids:
-        try:
-            with open("/proc/%d/stat" % pid, "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # After the command name (which may hold spaces and parentheses): state ppid pgrp ...
-        fields = stat[stat.rindex(b")") + 2 :].split()
-        out.append((pid, fields[0], int(fields[1]), int(fields[2])))
-    return out
+    """Every process as (pid, state, ppid, process group) ([] without a /proc)."""
+    return runner.processes() or []
 
 
 def _group_alive(pgid: int) -> bool:

@@ -127,12 +127,14 @@ pids=()  # each rank's pid, which is also its process group's id (set -m)
 rcs=()   # each rank's exit status once it has ended
 gone=()  # 1 once a rank has ended and its process group holds nothing more
 # Sends signal $1 to the process group of every rank with something left in it (the rank, or what
-# it started); to the rank alone should its group not be its pid.
+# it started); to the rank alone should its group not be its pid. The group's signal goes through
+# the kill program, not bash's: bash's follows SIGTERM or SIGHUP to a stopped job with SIGCONT, and
+# the launcher passes on the signal alone, as torchrun does (a stopped rank stays so until SIGKILL).
 signal_ranks() {
   local r
   for r in "${!pids[@]}"; do
     [ -z "${gone[r]:-}" ] || continue
-    kill "-$1" -- "-${pids[r]}" 2>/dev/null || kill "-$1" "${pids[r]}" 2>/dev/null
+    env kill "-$1" -- "-${pids[r]}" 2>/dev/null || kill "-$1" "${pids[r]}" 2>/dev/null
   done
 }
 trap 'signal_ranks INT' INT

@@ -153,7 +153,7 @@ def _stop_group(proc):
         end = time.monotonic() + grace
         while time.monotonic() < end:
             proc.poll()
-            if proc.returncode is not None and not _group_alive(pgid):
+            if proc.returncode is not None and not group_alive(pgid):
                 return
             time.sleep(_POLL_S)
     try:
@@ -181,7 +181,7 @@ def processes():
     return out
 
 
-def _group_alive(pgid):
+def group_alive(pgid):
     """True while a process of group pgid runs. Zombies do not count: an orphan's parent may be an
     init that never reaps (some containers), and a zombie has already stopped."""
     procs = processes()
@@ -189,6 +189,6 @@ def _group_alive(pgid):
         try:
             os.killpg(pgid, 0)
             return True
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):
             return False
     return any(pgrp == pgid and state not in (b"Z", b"X") for _, state, _, pgrp in procs)

@@ -190,18 +190,6 @@ def _processes() -> list[tuple[int, bytes, int, int]]:
     return runner.processes() or []
 
 
-def _group_alive(pgid: int) -> bool:
-    """True while a process of group pgid runs (a zombie has stopped: where init does not reap
-    orphans, one stays)."""
-    if not os.path.isdir("/proc"):
-        try:
-            os.killpg(pgid, 0)
-            return True
-        except (ProcessLookupError, PermissionError):
-            return False
-    return any(pgrp == pgid and state not in (b"Z", b"X") for _, state, _, pgrp in _processes())
-
-
 def _descendants(pid: int) -> list[int]:
     """Every process pid started, and those they started, ... (those that left its group too)."""
     children: dict[int, list[int]] = {}
@@ -241,7 +229,7 @@ def end_child(proc: "subprocess.Popen[bytes]") -> None:
     left of its process group is waited for (SIGKILLed once the grace runs out), then profile.sh
     stops (_raise_stop())."""
     if _stop.signum is not None:
-        while _group_alive(proc.pid):
+        while runner.group_alive(proc.pid):
             time.sleep(_POLL_S)
     _stop.child = None
     if _stop.signum is not None:
